@@ -1,0 +1,229 @@
+//! Applying a [`PolicySet`] to one object: the admission decision shared by `outfit mutate` and
+//! `outfit serve`.
+//!
+//! Order: PodDefaults first (on pod CREATE, as Kubeflow registers its webhook), then the policies
+//! of other kinds. The object is copied only once some policy is known to change it, and the
+//! RFC 6902 patch is the diff of the untouched input against the result, so whatever no policy
+//! touched (unknown fields, nulls, integer formatting, key order) is left exactly as it came.
+
+use json_patch::Patch;
+use serde_json::Value;
+
+use crate::{
+    poddefault::{self, Conflict, EXCLUDE_ANNOTATION, MIRROR_POD_ANNOTATION},
+    policy_set::{AppliedPolicy, PolicyKind, PolicyRef, PolicySet},
+};
+
+/// The admission operation, as in `AdmissionRequest.operation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// `CREATE`
+    Create,
+    /// `UPDATE`
+    Update,
+    /// `DELETE`
+    Delete,
+    /// `CONNECT`
+    Connect,
+}
+
+impl Operation {
+    /// Parses the wire form (`CREATE`, ...).
+    pub fn parse(operation: &str) -> Option<Self> {
+        match operation {
+            "CREATE" => Some(Self::Create),
+            "UPDATE" => Some(Self::Update),
+            "DELETE" => Some(Self::Delete),
+            "CONNECT" => Some(Self::Connect),
+            _ => None,
+        }
+    }
+}
+
+/// The requesting user, from `AdmissionRequest.userInfo`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UserInfo {
+    /// `userInfo.username`.
+    pub username: String,
+    /// `userInfo.groups`.
+    pub groups: Vec<String>,
+}
+
+/// One object to admit.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// The raw object (`request.object`).
+    pub object: &'a Value,
+    /// The request's namespace, used when the object names none (pods created by controllers).
+    pub namespace: &'a str,
+    /// The operation.
+    pub operation: Operation,
+    /// The requesting user, when known.
+    pub user: Option<&'a UserInfo>,
+}
+
+/// An admitted object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Admission {
+    /// The mutated object, or `None` when nothing changed.
+    pub object: Option<Value>,
+    /// RFC 6902 operations that turn the input into `object` (empty when nothing changed).
+    pub patch: Patch,
+    /// The policies that applied, in application order.
+    pub applied: Vec<AppliedPolicy>,
+    /// Messages for the requesting user.
+    pub warnings: Vec<String>,
+}
+
+impl Admission {
+    fn unchanged() -> Self {
+        Self {
+            object: None,
+            patch: Patch(Vec::new()),
+            applied: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// The admitted object: the mutated one, or `original` when nothing changed.
+    pub fn object_or<'a>(&'a self, original: &'a Value) -> &'a Value {
+        self.object.as_ref().unwrap_or(original)
+    }
+}
+
+/// A refused object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// The whole reason, for the user.
+    pub message: String,
+    /// The policies involved.
+    pub policies: Vec<PolicyRef>,
+}
+
+/// The decision for one object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Admitted, possibly mutated.
+    Admitted(Admission),
+    /// Denied.
+    Denied(Denial),
+}
+
+impl PolicySet {
+    /// Decides one object: applies every matching policy, or denies it when they conflict.
+    pub fn apply(&self, request: &Request<'_>) -> Outcome {
+        let mut admission = Admission::unchanged();
+        let mut mutated: Option<Value> = None;
+        if let Err(denial) = self.apply_pod_defaults(request, &mut mutated, &mut admission) {
+            return Outcome::Denied(denial);
+        }
+        if let Some(object) = mutated {
+            admission.patch = json_patch::diff(request.object, &object);
+            if !admission.patch.0.is_empty() {
+                admission.object = Some(object);
+            }
+        }
+        Outcome::Admitted(admission)
+    }
+
+    fn apply_pod_defaults(
+        &self,
+        request: &Request<'_>,
+        mutated: &mut Option<Value>,
+        admission: &mut Admission,
+    ) -> Result<(), Denial> {
+        let pod = request.object;
+        if request.operation != Operation::Create || !is_pod(pod) || self.count(PolicyKind::PodDefault) == 0 {
+            return Ok(());
+        }
+        let metadata = pod.get("metadata");
+        let annotations = metadata
+            .and_then(|m| m.get("annotations"))
+            .and_then(Value::as_object);
+        if let Some(annotations) = annotations {
+            let excluded = annotations.get(EXCLUDE_ANNOTATION).and_then(Value::as_str) == Some("true");
+            if excluded || annotations.contains_key(MIRROR_POD_ANNOTATION) {
+                return Ok(());
+            }
+        }
+        let namespace = metadata
+            .and_then(|m| m.get("namespace"))
+            .and_then(Value::as_str)
+            .filter(|ns| !ns.is_empty())
+            .unwrap_or(request.namespace);
+        let labels = metadata.and_then(|m| m.get("labels")).and_then(Value::as_object);
+        let matching = self.matching_pod_defaults(namespace, labels);
+        if matching.is_empty() {
+            return Ok(());
+        }
+        match poddefault::plan(pod, &matching) {
+            Ok(plan) => {
+                plan.apply(mutated.get_or_insert_with(|| pod.clone()));
+                admission
+                    .applied
+                    .extend(matching.iter().map(|pd| pd.reference().clone()));
+                Ok(())
+            }
+            Err(error) => Err(pod_default_denial(pod, &matching, error)),
+        }
+    }
+}
+
+fn is_pod(object: &Value) -> bool {
+    object.get("kind").and_then(Value::as_str) == Some("Pod")
+        && object.get("apiVersion").and_then(Value::as_str) == Some("v1")
+}
+
+/// Kubeflow's message, kept word for word up to `err:` so that existing alerts and searches still
+/// match; what follows names each policy and field in conflict.
+fn pod_default_denial(
+    pod: &Value,
+    matching: &[&poddefault::PodDefault],
+    error: poddefault::MergeError,
+) -> Denial {
+    let names: Vec<&str> = matching.iter().map(|pd| pd.name()).collect();
+    let pod_name = pod
+        .pointer("/metadata/name")
+        .or_else(|| pod.pointer("/metadata/generateName"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    match error {
+        poddefault::MergeError::Malformed(what) => Denial {
+            message: format!(
+                "cannot apply poddefaults: {} on pod: {pod_name}: {what}",
+                names.join(",")
+            ),
+            policies: matching.iter().map(|pd| pd.reference().clone()).collect(),
+        },
+        poddefault::MergeError::Conflicts(conflicts) => {
+            let mut policies: Vec<PolicyRef> = matching
+                .iter()
+                .filter(|pd| conflicts.iter().any(|c| c.policy == pd.name()))
+                .map(|pd| pd.reference().clone())
+                .collect();
+            policies.dedup();
+            Denial {
+                message: format!(
+                    "conflict occurred while applying poddefaults: {} on pod: {pod_name} err: {}",
+                    names.join(","),
+                    aggregate(&conflicts)
+                ),
+                policies,
+            }
+        }
+    }
+}
+
+/// Formats errors as apimachinery's `utilerrors.NewAggregate` does: one alone, several in brackets.
+fn aggregate(conflicts: &[Conflict]) -> String {
+    match conflicts {
+        [one] => one.to_string(),
+        many => format!(
+            "[{}]",
+            many.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}

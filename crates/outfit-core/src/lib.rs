@@ -1,0 +1,25 @@
+//! outfit's policy engine.
+//!
+//! Policies (Kubeflow `PodDefault`, Gatekeeper mutators) are parsed and validated once into an
+//! immutable, indexed [`PolicySet`]; [`PolicySet::apply`] then mutates one raw Kubernetes object
+//! (`serde_json::Value`, never a typed round trip, so unknown and null fields survive) and returns the
+//! mutated object with the RFC 6902 patch that produces it, or a denial.
+//!
+//! This crate does no network I/O and knows nothing of tokio or a Kubernetes client: it is the
+//! target of the benchmarks, the property tests and the fuzzers. The only I/O is [`source`], which
+//! reads policy files from disk for the CLI and the server's directory mode.
+
+pub mod document;
+pub mod engine;
+pub mod error;
+pub mod fieldpath;
+pub mod poddefault;
+pub mod policy_set;
+pub mod selector;
+pub mod semantic;
+pub mod source;
+
+pub use document::{Document, Origin};
+pub use engine::{Admission, Denial, Operation, Outcome, Request, UserInfo};
+pub use error::{DocumentError, LoadWarning, PolicyError, Problem};
+pub use policy_set::{AppliedPolicy, PolicyKind, PolicyRef, PolicySet, PolicySetBuilder};

@@ -1,0 +1,336 @@
+//! The immutable, indexed set of compiled policies, and the builder that loads documents into it.
+//!
+//! A [`PolicySet`] is built once per policy change (off the request path) and shared read-only:
+//! applying it to an object parses nothing and looks only at policies that can match.
+
+use std::{collections::HashMap, fmt};
+
+use serde_json::{Map, Value};
+
+use crate::{
+    document::{Document, Origin},
+    error::{LoadWarning, PolicyError, Problem},
+    fieldpath::FieldPath,
+    poddefault::{self, PodDefault},
+};
+
+/// The kinds of policy outfit reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PolicyKind {
+    /// Kubeflow `PodDefault` (`kubeflow.org/v1alpha1`).
+    PodDefault,
+}
+
+impl PolicyKind {
+    /// Every kind, in the order policies of different kinds are applied.
+    pub const ALL: &[PolicyKind] = &[PolicyKind::PodDefault];
+
+    /// The Kubernetes `kind`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PolicyKind::PodDefault => "PodDefault",
+        }
+    }
+}
+
+impl fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A policy's identity: kind, namespace (for namespaced kinds) and name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PolicyRef {
+    /// The kind.
+    pub kind: PolicyKind,
+    /// The namespace, for namespaced kinds.
+    pub namespace: Option<String>,
+    /// The name.
+    pub name: String,
+}
+
+impl PolicyRef {
+    /// A reference from its parts.
+    pub fn new(kind: PolicyKind, namespace: Option<&str>, name: &str) -> Self {
+        Self {
+            kind,
+            namespace: namespace.map(str::to_owned),
+            name: name.to_owned(),
+        }
+    }
+}
+
+impl fmt::Display for PolicyRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(namespace) => write!(f, "{} {namespace}/{}", self.kind, self.name),
+            None => write!(f, "{} {}", self.kind, self.name),
+        }
+    }
+}
+
+/// A policy that changed an object.
+pub type AppliedPolicy = PolicyRef;
+
+/// The label the API server puts on every namespace, with the namespace's name as value.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// PodDefaults of one namespace, sorted by name (Kubeflow applies them in API list order, which is
+/// name order), with an index from label key to the PodDefaults whose selector requires that key.
+#[derive(Debug, Default)]
+struct NamespaceDefaults {
+    items: Vec<PodDefault>,
+    by_required_label: HashMap<String, Vec<u32>>,
+    /// PodDefaults whose selector requires no particular key (empty, or only negative terms).
+    unindexed: Vec<u32>,
+}
+
+impl NamespaceDefaults {
+    fn new(mut items: Vec<PodDefault>) -> Self {
+        items.sort_by(|a, b| a.name().cmp(b.name()));
+        let mut index = Self {
+            items,
+            ..Self::default()
+        };
+        for (position, pd) in index.items.iter().enumerate() {
+            let position = u32::try_from(position).expect("fewer than 2^32 PodDefaults in a namespace");
+            match pd.selector().required_key() {
+                Some(key) => index
+                    .by_required_label
+                    .entry(key.to_owned())
+                    .or_default()
+                    .push(position),
+                None => index.unindexed.push(position),
+            }
+        }
+        index
+    }
+
+    fn matching(&self, labels: Option<&Map<String, Value>>) -> Vec<&PodDefault> {
+        let mut candidates: Vec<u32> = self.unindexed.clone();
+        if let Some(labels) = labels {
+            for key in labels.keys() {
+                if let Some(positions) = self.by_required_label.get(key) {
+                    candidates.extend_from_slice(positions);
+                }
+            }
+        }
+        candidates.sort_unstable();
+        candidates.dedup();
+        candidates
+            .into_iter()
+            .map(|position| &self.items[position as usize])
+            .filter(|pd| pd.selector().matches(labels))
+            .collect()
+    }
+}
+
+/// An immutable, indexed set of compiled policies plus the namespace labels matching needs.
+#[derive(Debug, Default)]
+pub struct PolicySet {
+    pod_defaults: HashMap<String, NamespaceDefaults>,
+    namespaces: HashMap<String, Map<String, Value>>,
+    counts: HashMap<PolicyKind, usize>,
+}
+
+impl PolicySet {
+    /// A set with no policies.
+    pub fn empty() -> Self {
+        Self::default()
+    }
+
+    /// Starts loading documents into a new set.
+    pub fn builder() -> PolicySetBuilder {
+        PolicySetBuilder::default()
+    }
+
+    /// The PodDefaults of `namespace` whose selector matches `labels`, in application order.
+    pub fn matching_pod_defaults(
+        &self,
+        namespace: &str,
+        labels: Option<&Map<String, Value>>,
+    ) -> Vec<&PodDefault> {
+        self.pod_defaults
+            .get(namespace)
+            .map(|index| index.matching(labels))
+            .unwrap_or_default()
+    }
+
+    /// Labels of a namespace read from a `Namespace` object, if one was loaded.
+    pub fn namespace_labels(&self, namespace: &str) -> Option<&Map<String, Value>> {
+        self.namespaces.get(namespace)
+    }
+
+    /// How many policies of `kind` the set holds.
+    pub fn count(&self, kind: PolicyKind) -> usize {
+        self.counts.get(&kind).copied().unwrap_or(0)
+    }
+
+    /// How many policies the set holds.
+    pub fn len(&self) -> usize {
+        self.counts.values().sum()
+    }
+
+    /// Whether the set holds no policy.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What [`PolicySetBuilder::add`] did with a document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Added {
+    /// A policy was compiled into the set.
+    Policy(PolicyRef),
+    /// A `Namespace` supplied labels for matching.
+    Namespace(String),
+    /// Not a kind outfit reads; the string says what it was.
+    Skipped(String),
+}
+
+/// What loading found besides the policies themselves.
+#[derive(Debug, Default)]
+pub struct LoadReport {
+    /// Policies rejected, each left out of the set.
+    pub errors: Vec<PolicyError>,
+    /// Problems that did not stop a policy from loading.
+    pub warnings: Vec<LoadWarning>,
+    /// Documents of kinds outfit does not read.
+    pub skipped: Vec<(Origin, String)>,
+}
+
+/// Collects documents, compiling each policy as it is added, then builds a [`PolicySet`].
+#[derive(Debug)]
+pub struct PolicySetBuilder {
+    default_namespace: String,
+    pod_defaults: Vec<PodDefault>,
+    namespaces: HashMap<String, Map<String, Value>>,
+    seen: HashMap<PolicyRef, Origin>,
+    report: LoadReport,
+}
+
+impl Default for PolicySetBuilder {
+    fn default() -> Self {
+        Self {
+            default_namespace: "default".to_owned(),
+            pod_defaults: Vec::new(),
+            namespaces: HashMap::new(),
+            seen: HashMap::new(),
+            report: LoadReport::default(),
+        }
+    }
+}
+
+impl PolicySetBuilder {
+    /// The namespace of namespaced policies whose documents name none (`default` unless set).
+    pub fn default_namespace(mut self, namespace: &str) -> Self {
+        namespace.clone_into(&mut self.default_namespace);
+        self
+    }
+
+    /// Compiles one document. A rejected policy is recorded in the report and also returned.
+    pub fn add(&mut self, document: &Document) -> Result<Added, PolicyError> {
+        let result = self.compile(document);
+        match &result {
+            Err(error) => self.report.errors.push(error.clone()),
+            Ok(Added::Skipped(what)) => self.report.skipped.push((document.origin.clone(), what.clone())),
+            Ok(_) => {}
+        }
+        result
+    }
+
+    /// Compiles every document; rejected ones are recorded in the report.
+    pub fn add_all<'d>(&mut self, documents: impl IntoIterator<Item = &'d Document>) {
+        for document in documents {
+            let _ = self.add(document);
+        }
+    }
+
+    /// Errors, warnings and skipped documents so far.
+    pub fn report(&self) -> &LoadReport {
+        &self.report
+    }
+
+    fn compile(&mut self, document: &Document) -> Result<Added, PolicyError> {
+        let (api_version, kind) = (document.api_version(), document.kind());
+        match (api_version, kind) {
+            (poddefault::API_VERSION, poddefault::KIND) => {
+                let pd = poddefault::parse(document, &self.default_namespace, &mut self.report.warnings)?;
+                let reference = pd.reference().clone();
+                self.remember(&reference, document)?;
+                self.pod_defaults.push(pd);
+                Ok(Added::Policy(reference))
+            }
+            (_, poddefault::KIND) if api_version.starts_with("kubeflow.org/") => Err(PolicyError {
+                origin: document.origin.clone(),
+                policy: PolicyRef::new(PolicyKind::PodDefault, None, object_name(document)),
+                field: FieldPath::new("apiVersion"),
+                problem: Problem::Unsupported(format!(
+                    "{api_version}; PodDefault is served as {}",
+                    poddefault::API_VERSION
+                )),
+            }),
+            ("v1", "Namespace") => {
+                let name = object_name(document).to_owned();
+                let mut labels = document
+                    .value
+                    .pointer("/metadata/labels")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default();
+                labels.insert(NAMESPACE_NAME_LABEL.to_owned(), Value::String(name.clone()));
+                self.namespaces.insert(name.clone(), labels);
+                Ok(Added::Namespace(name))
+            }
+            _ => Ok(Added::Skipped(format!("{kind} ({api_version})"))),
+        }
+    }
+
+    /// Rejects a second policy with the same identity.
+    fn remember(&mut self, reference: &PolicyRef, document: &Document) -> Result<(), PolicyError> {
+        if let Some(first) = self.seen.get(reference) {
+            return Err(PolicyError {
+                origin: document.origin.clone(),
+                policy: reference.clone(),
+                field: FieldPath::new("metadata.name"),
+                problem: Problem::DuplicatePolicy { first: first.clone() },
+            });
+        }
+        self.seen.insert(reference.clone(), document.origin.clone());
+        Ok(())
+    }
+
+    /// Builds the indexed set, and returns it with the load report.
+    pub fn build(self) -> (PolicySet, LoadReport) {
+        let mut counts = HashMap::new();
+        counts.insert(PolicyKind::PodDefault, self.pod_defaults.len());
+        let mut by_namespace: HashMap<String, Vec<PodDefault>> = HashMap::new();
+        for pd in self.pod_defaults {
+            by_namespace
+                .entry(pd.namespace().to_owned())
+                .or_default()
+                .push(pd);
+        }
+        let pod_defaults = by_namespace
+            .into_iter()
+            .map(|(ns, items)| (ns, NamespaceDefaults::new(items)))
+            .collect();
+        (
+            PolicySet {
+                pod_defaults,
+                namespaces: self.namespaces,
+                counts,
+            },
+            self.report,
+        )
+    }
+}
+
+fn object_name(document: &Document) -> &str {
+    document
+        .value
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}

@@ -1,0 +1,33 @@
+//! Command-line interface: one subcommand per job, each in its own module.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::mutate::MutateArgs;
+
+/// outfit applies mutation policies (Kubeflow PodDefault, Gatekeeper mutators) to Kubernetes
+/// objects: offline with `mutate`, or as an admission webhook.
+#[derive(Debug, Parser)]
+#[command(name = "outfit", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Apply policies to manifests on disk and print the result, as the webhook would mutate them.
+    Mutate(MutateArgs),
+}
+
+/// Exit status for bad input: unreadable files, invalid YAML or JSON, invalid policies.
+pub(crate) const EXIT_BAD_INPUT: u8 = 2;
+
+/// Parses the command line and runs the chosen command.
+pub(crate) fn run() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Mutate(args) => crate::mutate::run(&args),
+    }
+}

@@ -1,0 +1,8 @@
+//! The `outfit` command: parses arguments and hands over to [`cli::run`].
+
+mod cli;
+mod mutate;
+
+fn main() -> std::process::ExitCode {
+    cli::run()
+}

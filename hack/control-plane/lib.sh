@@ -1,0 +1,31 @@
+# shellcheck shell=bash
+# Common helpers for hack/control-plane/*.sh. Source it; do not run it.
+
+CP_HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+# shellcheck source=hack/control-plane/versions.env
+. "$CP_HERE/versions.env"
+: "${KUBERNETES_VERSION:?not set in versions.env}"
+: "${ETCD_VERSION:?not set in versions.env}"
+
+CP_CACHE_ROOT="${OUTFIT_CACHE_DIR:-$HOME/.cache/outfit}/control-plane"
+CP_VERSION_DIR="$CP_CACHE_ROOT/k8s-${KUBERNETES_VERSION}-etcd-${ETCD_VERSION}"
+CP_BIN_DIR="$CP_VERSION_DIR/bin"
+CP_KUBE_APISERVER="$CP_BIN_DIR/kube-apiserver"
+CP_ETCD="$CP_BIN_DIR/etcd"
+
+cp_log() { printf '[control-plane] %s\n' "$*" >&2; }
+cp_die() { printf '[control-plane] ERROR: %s\n' "$*" >&2; exit 1; }
+
+# Milliseconds since the epoch (GNU date).
+cp_now_ms() { date +%s%3N; }
+
+# cp_elapsed START_MS -> "12.345s"
+cp_elapsed() {
+  local d=$(( $(cp_now_ms) - $1 ))
+  printf '%d.%03ds' $(( d / 1000 )) $(( d % 1000 ))
+}
+
+cp_binaries_present() {
+  [ -x "$CP_KUBE_APISERVER" ] && [ -x "$CP_ETCD" ]
+}
