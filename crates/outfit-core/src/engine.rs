@@ -2,9 +2,11 @@
 //! `outfit serve`.
 //!
 //! Order: PodDefaults first (on pod CREATE, as Kubeflow registers its webhook), then the policies
-//! of other kinds. The object is copied only once some policy is known to change it, and the
-//! RFC 6902 patch is the diff of the untouched input against the result, so whatever no policy
-//! touched (unknown fields, nulls, integer formatting, key order) is left exactly as it came.
+//! of other kinds. Policies read the raw request object and emit RFC 6902 operations against it,
+//! so whatever no policy touched (unknown fields, nulls, integer formatting, key order) is left
+//! exactly as it came, and the object is only copied when a caller asks for the mutated object.
+
+use std::borrow::Cow;
 
 use json_patch::Patch;
 use serde_json::Value;
@@ -65,29 +67,44 @@ pub struct Request<'a> {
 /// An admitted object.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Admission {
-    /// The mutated object, or `None` when nothing changed.
-    pub object: Option<Value>,
-    /// RFC 6902 operations that turn the input into `object` (empty when nothing changed).
+    /// RFC 6902 operations that turn the input into the admitted object (empty when unchanged).
     pub patch: Patch,
     /// The policies that applied, in application order.
     pub applied: Vec<AppliedPolicy>,
     /// Messages for the requesting user.
     pub warnings: Vec<String>,
+    /// The mutated object, kept when the engine had to build it anyway.
+    mutated: Option<Value>,
 }
 
 impl Admission {
     fn unchanged() -> Self {
         Self {
-            object: None,
             patch: Patch(Vec::new()),
             applied: Vec::new(),
             warnings: Vec::new(),
+            mutated: None,
         }
     }
 
-    /// The admitted object: the mutated one, or `original` when nothing changed.
-    pub fn object_or<'a>(&'a self, original: &'a Value) -> &'a Value {
-        self.object.as_ref().unwrap_or(original)
+    /// Whether the object is admitted as it came.
+    pub fn is_unchanged(&self) -> bool {
+        self.patch.0.is_empty()
+    }
+
+    /// The admitted object. `original` must be the request's object: unless the engine kept the
+    /// mutated object, it is built here by applying the patch to a copy (the webhook only needs the
+    /// patch, so it never pays for this).
+    pub fn object<'a>(&'a self, original: &'a Value) -> Result<Cow<'a, Value>, json_patch::PatchError> {
+        if self.patch.0.is_empty() {
+            return Ok(Cow::Borrowed(original));
+        }
+        if let Some(mutated) = &self.mutated {
+            return Ok(Cow::Borrowed(mutated));
+        }
+        let mut object = original.clone();
+        json_patch::patch(&mut object, &self.patch)?;
+        Ok(Cow::Owned(object))
     }
 }
 
@@ -113,25 +130,14 @@ impl PolicySet {
     /// Decides one object: applies every matching policy, or denies it when they conflict.
     pub fn apply(&self, request: &Request<'_>) -> Outcome {
         let mut admission = Admission::unchanged();
-        let mut mutated: Option<Value> = None;
-        if let Err(denial) = self.apply_pod_defaults(request, &mut mutated, &mut admission) {
+        if let Err(denial) = self.apply_pod_defaults(request, &mut admission) {
             return Outcome::Denied(denial);
-        }
-        if let Some(object) = mutated {
-            admission.patch = json_patch::diff(request.object, &object);
-            if !admission.patch.0.is_empty() {
-                admission.object = Some(object);
-            }
         }
         Outcome::Admitted(admission)
     }
 
-    fn apply_pod_defaults(
-        &self,
-        request: &Request<'_>,
-        mutated: &mut Option<Value>,
-        admission: &mut Admission,
-    ) -> Result<(), Denial> {
+    /// The PodDefault step: adds its operations and the PodDefaults applied to `admission`.
+    fn apply_pod_defaults(&self, request: &Request<'_>, admission: &mut Admission) -> Result<(), Denial> {
         let pod = request.object;
         if request.operation != Operation::Create || !is_pod(pod) || self.count(PolicyKind::PodDefault) == 0 {
             return Ok(());
@@ -158,7 +164,7 @@ impl PolicySet {
         }
         match poddefault::plan(pod, &matching) {
             Ok(plan) => {
-                plan.apply(mutated.get_or_insert_with(|| pod.clone()));
+                admission.patch.0.extend(plan.into_ops(pod));
                 admission
                     .applied
                     .extend(matching.iter().map(|pd| pd.reference().clone()));

@@ -168,7 +168,10 @@ fn render(
     admission: &outfit_core::Admission,
     out: &mut String,
 ) -> Result<(), String> {
-    let object = admission.object_or(original);
+    let object = admission.object(original).map_err(|e| {
+        format!("internal error: outfit's own patch does not apply ({e}); please report this")
+    })?;
+    let object = object.as_ref();
     match format {
         OutputFormat::Yaml => {
             if !out.is_empty() {

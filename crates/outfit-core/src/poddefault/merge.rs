@@ -1,6 +1,6 @@
 //! Kubeflow's merge of PodDefaults into a pod, as two steps: [`plan`] checks every conflict
-//! against the untouched pod and lists what to add (no copy is made, so a denied or unmatched pod
-//! costs no allocation of the pod), then [`Plan::apply`] writes the additions into a copy.
+//! against the untouched pod and lists what to add, then [`Plan::into_ops`] turns the additions
+//! into RFC 6902 operations. The pod itself is never copied on this path.
 //!
 //! Rules (Kubeflow `main.go`, `safeToApplyPodDefaultsOnPod` and the `merge*` functions):
 //! - keyed lists (env, volumes, volume mounts, tolerations, pull secrets, init containers, sidecars)
@@ -11,10 +11,12 @@
 //! - `command` and `args`: set only where the container has none, first PodDefault wins, never on a
 //!   container named `istio-proxy`;
 //! - env, mounts, envFrom, command and args go to the pod's own `spec.containers` only: not to init
-//!   containers and not to the sidecars PodDefaults inject.
+//!   containers and not to the sidecars PodDefaults inject (nor, unlike Kubeflow, to those sidecars
+//!   when the webhook is invoked again and finds them in `spec.containers`).
 
 use std::fmt;
 
+use json_patch::{AddOperation, PatchOperation, jsonptr::PointerBuf};
 use serde_json::{Map, Value};
 
 use super::{ISTIO_PROXY_CONTAINER, Keyed, PodDefault};
@@ -150,7 +152,18 @@ pub(crate) fn plan<'p>(pod: &Value, pod_defaults: &[&'p PodDefault]) -> Result<P
                 "spec.containers[{index}] is not an object"
             )));
         };
-        container_plans.push(cx.container(container, index, pod_defaults)?);
+        // A container that is one of these PodDefaults' sidecars (already injected, seen again on
+        // reinvocation) gets nothing, exactly as when it was first injected.
+        let name = container.get("name").and_then(Value::as_str).unwrap_or_default();
+        let is_sidecar = pod_defaults
+            .iter()
+            .flat_map(|pd| &pd.sidecars)
+            .any(|sidecar| sidecar.key == name && semantic::equal(&sidecar.value, &containers[index]));
+        container_plans.push(if is_sidecar {
+            ContainerPlan::default()
+        } else {
+            cx.container(container, index, pod_defaults)?
+        });
     }
 
     if !conflicts.is_empty() {
@@ -386,70 +399,145 @@ fn list_at<'v>(object: &'v Map<String, Value>, field: &str, at: &str) -> Result<
 }
 
 impl Plan<'_> {
-    /// Writes the additions into `pod` (the same pod `plan` checked, or a copy of it).
-    pub(crate) fn apply(self, pod: &mut Value) {
-        let Value::Object(pod) = pod else { return };
-        let metadata = object_entry(pod, "metadata");
-        let annotations = object_entry(metadata, "annotations");
-        for (key, value) in self.annotations.into_iter().chain(self.markers) {
-            annotations.insert(key.to_owned(), Value::String(value.to_owned()));
-        }
-        if !self.labels.is_empty() {
-            let labels = object_entry(metadata, "labels");
-            for (key, value) in self.labels {
-                labels.insert(key.to_owned(), Value::String(value.to_owned()));
-            }
-        }
+    /// The RFC 6902 operations that make the additions to `pod` (the pod `plan` checked). Built
+    /// directly rather than by diffing a mutated copy: the pod is never copied, and appends are
+    /// explicit `add`s at the end of each list (a positional diff could not tell an append from a
+    /// rewrite).
+    pub(crate) fn into_ops(self, pod: &Value) -> Vec<PatchOperation> {
+        let mut ops = Ops(Vec::new());
+        let metadata = ops.parent(
+            pod,
+            "metadata",
+            !self.annotations.is_empty() || !self.markers.is_empty() || !self.labels.is_empty(),
+        );
+        let annotations: Vec<(&str, &str)> = self.annotations.into_iter().chain(self.markers).collect();
+        ops.map_entries(&["metadata"], metadata, "annotations", &annotations);
+        ops.map_entries(&["metadata"], metadata, "labels", &self.labels);
 
-        let spec = object_entry(pod, "spec");
-        append(spec, "volumes", &self.volumes);
-        append(spec, "tolerations", &self.tolerations);
-        append(spec, "imagePullSecrets", &self.image_pull_secrets);
+        let spec = ops.parent(pod, "spec", true);
+        ops.append(&["spec"], spec, "volumes", &self.volumes);
+        ops.append(&["spec"], spec, "tolerations", &self.tolerations);
+        ops.append(&["spec"], spec, "imagePullSecrets", &self.image_pull_secrets);
         if let Some(name) = self.service_account_name {
-            spec.insert("serviceAccountName".into(), Value::String(name.to_owned()));
+            ops.set(
+                &["spec"],
+                spec,
+                "serviceAccountName",
+                Value::String(name.to_owned()),
+            );
         }
         if let Some(automount) = self.automount_service_account_token {
-            spec.insert("automountServiceAccountToken".into(), Value::Bool(automount));
+            ops.set(
+                &["spec"],
+                spec,
+                "automountServiceAccountToken",
+                Value::Bool(automount),
+            );
         }
-        if let Some(Value::Array(containers)) = spec.get_mut("containers") {
-            for (container, plan) in containers.iter_mut().zip(self.containers) {
-                let Value::Object(container) = container else {
-                    continue;
-                };
-                append(container, "env", &plan.env);
-                append(container, "volumeMounts", &plan.mounts);
-                append(container, "envFrom", &plan.env_from);
-                if let Some(command) = plan.command {
-                    container.insert("command".into(), command.clone());
-                }
-                if let Some(args) = plan.args {
-                    container.insert("args".into(), args.clone());
-                }
+        let containers = spec
+            .and_then(|s| s.get("containers"))
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice);
+        for (index, (container, plan)) in containers.iter().zip(self.containers).enumerate() {
+            let index = index.to_string();
+            let at = ["spec", "containers", index.as_str()];
+            let container = container.as_object();
+            ops.append(&at, container, "env", &plan.env);
+            ops.append(&at, container, "volumeMounts", &plan.mounts);
+            ops.append(&at, container, "envFrom", &plan.env_from);
+            if let Some(command) = plan.command {
+                ops.set(&at, container, "command", command.clone());
+            }
+            if let Some(args) = plan.args {
+                ops.set(&at, container, "args", args.clone());
             }
         }
-        append(spec, "initContainers", &self.init_containers);
-        append(spec, "containers", &self.sidecars);
+        ops.append(&["spec"], spec, "initContainers", &self.init_containers);
+        ops.append(&["spec"], spec, "containers", &self.sidecars);
+        ops.0
     }
 }
 
-/// The object at `field`, created (or replacing `null`) when absent.
-fn object_entry<'m>(object: &'m mut Map<String, Value>, field: &str) -> &'m mut Map<String, Value> {
-    let entry = object.entry(field).or_insert_with(|| Value::Object(Map::new()));
-    if !entry.is_object() {
-        *entry = Value::Object(Map::new());
-    }
-    entry.as_object_mut().expect("just made an object")
-}
+/// Accumulates patch operations.
+struct Ops(Vec<PatchOperation>);
 
-fn append(object: &mut Map<String, Value>, field: &str, items: &[&Value]) {
-    if items.is_empty() {
-        return;
+impl Ops {
+    fn add(&mut self, at: &[&str], field: &str, value: Value) {
+        let path = PointerBuf::from_tokens(at.iter().copied().chain([field]));
+        self.0.push(PatchOperation::Add(AddOperation { path, value }));
     }
-    let entry = object.entry(field).or_insert_with(|| Value::Array(Vec::new()));
-    if !entry.is_array() {
-        *entry = Value::Array(Vec::new());
+
+    /// The pod's top-level object `field`; when it is absent and something goes in it, an `add`
+    /// creates it empty first.
+    fn parent<'v>(&mut self, pod: &'v Value, field: &str, needed: bool) -> Option<&'v Map<String, Value>> {
+        let parent = pod.get(field).and_then(Value::as_object);
+        if parent.is_none() && needed {
+            self.add(&[], field, Value::Object(Map::new()));
+        }
+        parent
     }
-    if let Value::Array(list) = entry {
-        list.extend(items.iter().map(|v| (*v).clone()));
+
+    /// Adds entries to a string map, creating the map whole when it is absent.
+    fn map_entries(
+        &mut self,
+        at: &[&str],
+        parent: Option<&Map<String, Value>>,
+        field: &str,
+        entries: &[(&str, &str)],
+    ) {
+        if entries.is_empty() {
+            return;
+        }
+        match parent.and_then(|p| p.get(field)).and_then(Value::as_object) {
+            Some(existing) => {
+                for (key, value) in entries {
+                    if existing.get(*key).and_then(Value::as_str) != Some(value) {
+                        let path = PointerBuf::from_tokens(at.iter().copied().chain([field, key]));
+                        self.0.push(PatchOperation::Add(AddOperation {
+                            path,
+                            value: Value::String((*value).to_owned()),
+                        }));
+                    }
+                }
+            }
+            None => {
+                let map = entries
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), Value::String((*v).to_owned())))
+                    .collect();
+                self.add(at, field, Value::Object(map));
+            }
+        }
+    }
+
+    /// Appends to a list at its end, creating the list whole when it is absent.
+    fn append(&mut self, at: &[&str], parent: Option<&Map<String, Value>>, field: &str, items: &[&Value]) {
+        if items.is_empty() {
+            return;
+        }
+        match parent.and_then(|p| p.get(field)).and_then(Value::as_array) {
+            Some(existing) => {
+                for (offset, item) in items.iter().enumerate() {
+                    let index = (existing.len() + offset).to_string();
+                    let path = PointerBuf::from_tokens(at.iter().copied().chain([field, index.as_str()]));
+                    self.0.push(PatchOperation::Add(AddOperation {
+                        path,
+                        value: (*item).clone(),
+                    }));
+                }
+            }
+            None => self.add(
+                at,
+                field,
+                Value::Array(items.iter().map(|v| (*v).clone()).collect()),
+            ),
+        }
+    }
+
+    /// Sets a field unless it already has this value (`add` replaces an existing member).
+    fn set(&mut self, at: &[&str], parent: Option<&Map<String, Value>>, field: &str, value: Value) {
+        if parent.and_then(|p| p.get(field)) != Some(&value) {
+            self.add(at, field, value);
+        }
     }
 }

@@ -6,6 +6,8 @@
 
 mod merge;
 mod parse;
+#[cfg(test)]
+mod tests;
 
 use serde_json::Value;
 

@@ -1,0 +1,91 @@
+//! PodDefault compatibility tables. Each row names the Kubeflow behaviour it pins: `U*` are
+//! Kubeflow's own unit tests (`main_test.go`, with their intended expectations), `I*` its
+//! integration tests, `D*` behaviours derived from its `main.go` (reference `poddefault.md` §3.3),
+//! and `X*` outfit's documented deviations (README, "Compatibility with Kubeflow").
+
+mod derived;
+mod deviations;
+mod idempotence;
+mod upstream;
+mod validation;
+
+use serde_json::{Value, json};
+
+use crate::{
+    document::{Document, Origin},
+    engine::{Operation, Outcome, Request},
+    policy_set::{LoadReport, PolicySet},
+};
+
+pub(super) const NS: &str = "team-a";
+pub(super) const MARKER: &str = "poddefault.admission.kubeflow.org/poddefault-";
+
+/// A PodDefault document in [`NS`] with resourceVersion `7`.
+pub(super) fn pd(name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "kubeflow.org/v1alpha1",
+        "kind": "PodDefault",
+        "metadata": {"name": name, "namespace": NS, "resourceVersion": "7"},
+        "spec": spec,
+    })
+}
+
+/// A pod in [`NS`] named `p`, with the given metadata fields merged in and the given spec.
+pub(super) fn pod(metadata: Value, spec: Value) -> Value {
+    let mut meta = json!({"name": "p", "namespace": NS});
+    if let (Value::Object(meta), Value::Object(extra)) = (&mut meta, metadata) {
+        meta.extend(extra);
+    }
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+}
+
+pub(super) fn load(policies: &[Value]) -> (PolicySet, LoadReport) {
+    let mut builder = PolicySet::builder();
+    for (index, value) in policies.iter().enumerate() {
+        let document = Document {
+            origin: Origin {
+                document: index,
+                ..Origin::named("test")
+            },
+            value: value.clone(),
+        };
+        let _ = builder.add(&document);
+    }
+    builder.build()
+}
+
+pub(super) fn apply(pod: &Value, policies: &[Value]) -> Outcome {
+    let (set, report) = load(policies);
+    assert!(
+        report.errors.is_empty(),
+        "unexpected load errors: {:?}",
+        report.errors
+    );
+    set.apply(&Request {
+        object: pod,
+        namespace: NS,
+        operation: Operation::Create,
+        user: None,
+    })
+}
+
+/// The admitted object (the input when nothing changed); panics on a denial.
+pub(super) fn admitted(pod: &Value, policies: &[Value]) -> Value {
+    match apply(pod, policies) {
+        Outcome::Admitted(admission) => admission.object(pod).expect("patch applies").into_owned(),
+        Outcome::Denied(denial) => panic!("expected admission, got denial: {}", denial.message),
+    }
+}
+
+/// The denial message; panics when admitted.
+pub(super) fn denied(pod: &Value, policies: &[Value]) -> String {
+    match apply(pod, policies) {
+        Outcome::Admitted(admission) => panic!("expected denial, got admission: {:?}", admission.patch),
+        Outcome::Denied(denial) => denial.message,
+    }
+}
+
+/// Whether the pod went through untouched, with no policy recorded as applied.
+pub(super) fn untouched(pod: &Value, policies: &[Value]) -> bool {
+    matches!(apply(pod, policies), Outcome::Admitted(a) if a.is_unchanged() && a.applied.is_empty())
+}

@@ -1,0 +1,10 @@
+//! outfit's integration tests, in one binary so they link once (the machine is small).
+//!
+//! - `mutate_fixtures`: every case under `tests/fixtures/` and every example under `examples/`
+//!   through the real `outfit mutate` binary, with its patches checked by the API server's own
+//!   RFC 6902 library;
+//! - `mutate_cli`: the CLI contract that scripts rely on (stdin, formats, exit statuses).
+
+mod mutate_cli;
+mod mutate_fixtures;
+mod support;

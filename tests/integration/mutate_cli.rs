@@ -1,0 +1,58 @@
+//! The `outfit mutate` contract other tools script against.
+
+use crate::support::{json_lines, outfit};
+
+const POLICY: &str = "tests/fixtures/poddefault-conflict/policies.yaml";
+
+#[test]
+fn reads_stdin_when_no_file_or_dash_is_given() {
+    let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"team-a","labels":{"proxy":"true"}},"spec":{"containers":[{"name":"c","image":"i"}]}}"#;
+    for args in [
+        &["mutate", "--policies", POLICY, "-o", "json"][..],
+        &["mutate", "--policies", POLICY, "-f", "-", "-o", "json"],
+    ] {
+        let out = outfit(args, pod);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let objects = json_lines(&String::from_utf8(out.stdout).unwrap());
+        assert_eq!(
+            objects[0]["spec"]["containers"][0]["env"][0]["name"],
+            "HTTPS_PROXY"
+        );
+    }
+}
+
+#[test]
+fn patch_output_is_one_array_per_object_and_empty_when_unchanged() {
+    let unchanged = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: team-a}\nspec: {containers: []}\n";
+    let out = outfit(&["mutate", "--policies", POLICY, "-o", "patch"], unchanged);
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "[]\n[]\n");
+}
+
+#[test]
+fn unreadable_files_and_garbage_exit_2_without_panicking() {
+    let missing = outfit(&["mutate", "--policies", "does/not/exist", "-f", "-"], "");
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("does/not/exist: cannot read"));
+    for garbage in ["\u{0}\u{1}binary", "[1, 2", "- just\n- a list\n", "kind: [", "42"] {
+        let out = outfit(&["mutate", "--policies", POLICY], garbage);
+        assert_eq!(out.status.code(), Some(2), "input {garbage:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.starts_with("error: <stdin>"),
+            "input {garbage:?}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"));
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn bad_flags_exit_2() {
+    assert_eq!(
+        outfit(&["mutate", "--policies", POLICY, "-o", "xml"], "")
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(outfit(&["mutate"], "").status.code(), Some(2));
+}
