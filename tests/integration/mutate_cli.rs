@@ -56,3 +56,52 @@ fn bad_flags_exit_2() {
     );
     assert_eq!(outfit(&["mutate"], "").status.code(), Some(2));
 }
+
+#[test]
+fn yaml_output_keeps_strings_that_look_like_other_types() {
+    // kubectl reads YAML 1.1, where `yes`, `on`, `080`, `~` are not strings: they must be quoted.
+    let tricky = [
+        "true",
+        "080",
+        "1e3",
+        "null",
+        "~",
+        "yes",
+        "no",
+        "on",
+        "off",
+        "Y",
+        "",
+        " lead",
+        "a: b",
+        "#x",
+        "- x",
+        "line1\nline2\n",
+        "0x1F",
+        "1_000",
+        ".inf",
+        "2001-12-14",
+        "*x",
+        "&x",
+        "!x",
+        "|",
+        "{x}",
+        "<<",
+        "0o17",
+    ];
+    let data: serde_json::Map<String, serde_json::Value> = tricky
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (format!("k{i}"), serde_json::json!(s)))
+        .collect();
+    let object = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+                                    "data": data, "numbers": [1, -2, 3.5, null, true]});
+    let out = outfit(&["mutate", "--policies", POLICY], &object.to_string());
+    assert!(out.status.success());
+    let yaml = String::from_utf8(out.stdout).unwrap();
+    for quoted in ["\"yes\"", "\"on\"", "\"080\"", "\"~\"", "\"Y\"", "\"null\""] {
+        assert!(yaml.contains(quoted), "{quoted} not quoted in:\n{yaml}");
+    }
+    let back = outfit_core::document::parse_stream(&yaml, "out").unwrap();
+    assert_eq!(back[0].value, object);
+}
