@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::mutate::MutateArgs;
+use crate::{manifests::ManifestsArgs, mutate::MutateArgs};
 
 /// outfit applies mutation policies (Kubeflow PodDefault, Gatekeeper mutators) to Kubernetes
 /// objects: offline with `mutate`, or as an admission webhook.
@@ -19,6 +19,9 @@ struct Cli {
 enum Command {
     /// Apply policies to manifests on disk and print the result, as the webhook would mutate them.
     Mutate(MutateArgs),
+    /// Print what a cluster needs to run outfit (CRDs, RBAC, Deployment, Service, webhook
+    /// configuration), ready for `kubectl apply -f -`.
+    Manifests(ManifestsArgs),
 }
 
 /// Exit status for bad input: unreadable files, invalid YAML or JSON, invalid policies.
@@ -29,5 +32,6 @@ pub(crate) fn run() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Mutate(args) => crate::mutate::run(&args),
+        Command::Manifests(args) => crate::manifests::run(&args),
     }
 }

@@ -1,6 +1,7 @@
 //! The `outfit` command: parses arguments and hands over to [`cli::run`].
 
 mod cli;
+mod manifests;
 mod mutate;
 
 fn main() -> std::process::ExitCode {

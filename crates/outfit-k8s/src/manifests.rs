@@ -1,0 +1,282 @@
+//! What a cluster needs to run outfit, ready for `kubectl apply -f -`: the CRDs, least-privilege
+//! RBAC, the Deployment and Service, and the MutatingWebhookConfiguration with safe defaults.
+
+use std::fmt;
+
+use base64::{Engine, prelude::BASE64_STANDARD};
+use serde_json::{Value, json};
+
+use crate::crds;
+
+/// What the API server does with a pod when outfit cannot be reached or does not answer in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailurePolicy {
+    /// Reject the request: no pod is ever created without its policies, but an outfit outage
+    /// blocks pod creation in every selected namespace.
+    Fail,
+    /// Admit the request unmutated: pods keep being created during an outage, without the
+    /// secrets, mounts or tolerations the policies would have added.
+    Ignore,
+}
+
+impl fmt::Display for FailurePolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FailurePolicy::Fail => "Fail",
+            FailurePolicy::Ignore => "Ignore",
+        })
+    }
+}
+
+/// Which CRDs to include.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CrdSelection {
+    /// `poddefaults.kubeflow.org` (leave out beside Kubeflow, which installs it).
+    pub poddefault: bool,
+    /// The Gatekeeper mutator CRDs (leave out beside Gatekeeper, which installs them).
+    pub gatekeeper: bool,
+}
+
+/// Choices that shape the manifests.
+#[derive(Debug, Clone)]
+pub struct InstallOptions {
+    /// Namespace outfit runs in; never sent to the webhook.
+    pub namespace: String,
+    /// Container image of outfit.
+    pub image: String,
+    /// Webhook replicas.
+    pub replicas: u32,
+    /// The webhook's failure policy.
+    pub failure_policy: FailurePolicy,
+    /// How long the API server waits for an answer (1 to 30 seconds).
+    pub timeout_seconds: u32,
+    /// PEM CA bundle the API server trusts for outfit's serving certificate.
+    pub ca_bundle_pem: Option<String>,
+    /// CRDs to include.
+    pub crds: CrdSelection,
+}
+
+impl Default for InstallOptions {
+    fn default() -> Self {
+        Self {
+            namespace: "outfit-system".to_owned(),
+            image: format!("ghcr.io/outfit-dev/outfit:{}", env!("CARGO_PKG_VERSION")),
+            replicas: 2,
+            failure_policy: FailurePolicy::Fail,
+            timeout_seconds: 5,
+            ca_bundle_pem: None,
+            crds: CrdSelection {
+                poddefault: true,
+                gatekeeper: true,
+            },
+        }
+    }
+}
+
+/// Name of outfit's objects (ServiceAccount, ClusterRole, Deployment, Service, webhook config).
+pub const NAME: &str = "outfit";
+/// Port of the webhook's HTTPS listener in the pod.
+pub const WEBHOOK_PORT: u16 = 8443;
+/// Port of the plain-HTTP admin listener (`/livez`, `/readyz`, `/metrics`).
+pub const ADMIN_PORT: u16 = 9090;
+/// Secret holding outfit's serving certificate (`tls.crt`, `tls.key`).
+pub const TLS_SECRET: &str = "outfit-tls";
+
+/// Every object of an in-cluster install, in apply order.
+pub fn install(options: &InstallOptions) -> Vec<Value> {
+    let mut objects = crd_objects(options.crds);
+    objects.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": options.namespace}}));
+    objects.extend(rbac(&options.namespace));
+    objects.push(deployment(options));
+    objects.push(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": NAME, "namespace": options.namespace, "labels": labels()},
+        "spec": {"selector": {"app.kubernetes.io/name": NAME},
+                 "ports": [{"name": "webhook", "port": 443, "targetPort": "webhook", "protocol": "TCP"}]}
+    }));
+    objects.push(json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": NAME, "namespace": options.namespace, "labels": labels()},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}}}
+    }));
+    let service = json!({"namespace": options.namespace, "name": NAME, "path": "/mutate", "port": 443});
+    objects.push(webhook_configuration(options, json!({"service": service})));
+    objects
+}
+
+/// A MutatingWebhookConfiguration that sends requests to outfit running outside the cluster at
+/// `url` (`https://127.0.0.1:8443/mutate` for a local control plane).
+pub fn local_webhook(options: &InstallOptions, url: &str) -> Vec<Value> {
+    let mut objects = crd_objects(options.crds);
+    objects.push(webhook_configuration(options, json!({"url": url})));
+    objects
+}
+
+fn crd_objects(selection: CrdSelection) -> Vec<Value> {
+    let mut crds = Vec::new();
+    if selection.poddefault {
+        crds.push(crds::all().remove(0));
+    }
+    if selection.gatekeeper {
+        crds.extend(crds::gatekeeper());
+    }
+    crds.into_iter()
+        .map(|crd| serde_json::to_value(crd).expect("CRDs serialize"))
+        .collect()
+}
+
+fn labels() -> Value {
+    json!({"app.kubernetes.io/name": NAME, "app.kubernetes.io/version": env!("CARGO_PKG_VERSION")})
+}
+
+/// Read-only access to the policy kinds and namespaces: outfit never writes to the API server.
+fn rbac(namespace: &str) -> Vec<Value> {
+    let read = json!(["get", "list", "watch"]);
+    vec![
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NAME, "namespace": namespace, "labels": labels()}}),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": NAME, "labels": labels()},
+            "rules": [
+                {"apiGroups": ["kubeflow.org"], "resources": ["poddefaults"], "verbs": read},
+                {"apiGroups": ["mutations.gatekeeper.sh"], "resources": ["assign", "assignmetadata", "modifyset", "assignimage"], "verbs": read},
+                {"apiGroups": [""], "resources": ["namespaces"], "verbs": read},
+            ]
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": NAME, "labels": labels()},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]
+        }),
+    ]
+}
+
+fn deployment(options: &InstallOptions) -> Value {
+    let probe = |path: &str| json!({"httpGet": {"path": path, "port": "admin"}, "periodSeconds": 5, "timeoutSeconds": 2});
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": NAME, "namespace": options.namespace, "labels": labels()},
+        "spec": {
+            "replicas": options.replicas,
+            "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
+            "template": {
+                "metadata": {"labels": labels()},
+                "spec": {
+                    "serviceAccountName": NAME,
+                    "priorityClassName": "system-cluster-critical",
+                    "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                        "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app.kubernetes.io/name": NAME}}}],
+                    "containers": [{
+                        "name": NAME,
+                        "image": options.image,
+                        "args": ["serve", "--from-cluster",
+                                 "--listen", format!("0.0.0.0:{WEBHOOK_PORT}"), "--admin-listen", format!("0.0.0.0:{ADMIN_PORT}"),
+                                 "--tls-cert", "/etc/outfit/tls/tls.crt", "--tls-key", "/etc/outfit/tls/tls.key",
+                                 "--log-format", "json"],
+                        "ports": [{"name": "webhook", "containerPort": WEBHOOK_PORT}, {"name": "admin", "containerPort": ADMIN_PORT}],
+                        "livenessProbe": probe("/livez"),
+                        "readinessProbe": probe("/readyz"),
+                        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+                        "securityContext": {"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true, "capabilities": {"drop": ["ALL"]}},
+                        "volumeMounts": [{"name": "tls", "mountPath": "/etc/outfit/tls", "readOnly": true}]
+                    }],
+                    "volumes": [{"name": "tls", "secret": {"secretName": TLS_SECRET}}]
+                }
+            }
+        }
+    })
+}
+
+/// The webhook registration. Its own namespace and kube-system are excluded through the
+/// immutable `kubernetes.io/metadata.name` label, so outfit can never block its own recovery or
+/// the control plane's pods.
+fn webhook_configuration(options: &InstallOptions, client_config: Value) -> Value {
+    let mut client_config = client_config;
+    if let Some(pem) = &options.ca_bundle_pem {
+        client_config["caBundle"] = json!(BASE64_STANDARD.encode(pem.as_bytes()));
+    }
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": NAME, "labels": labels()},
+        "webhooks": [{
+            "name": "mutate.outfit.dev",
+            "admissionReviewVersions": ["v1"],
+            "clientConfig": client_config,
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}],
+            "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                                                        "values": ["kube-system", options.namespace]}]},
+            "failurePolicy": options.failure_policy.to_string(),
+            "sideEffects": "None",
+            "reinvocationPolicy": "IfNeeded",
+            "matchPolicy": "Equivalent",
+            "timeoutSeconds": options.timeout_seconds.clamp(1, 30)
+        }]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn install_has_safe_webhook_defaults() {
+        let options = InstallOptions {
+            ca_bundle_pem: Some("CA".into()),
+            ..InstallOptions::default()
+        };
+        let objects = install(&options);
+        let kinds: Vec<&str> = objects.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds.iter().filter(|k| **k == "CustomResourceDefinition").count(),
+            5
+        );
+        let webhook = &objects
+            .iter()
+            .find(|o| o["kind"] == "MutatingWebhookConfiguration")
+            .unwrap()["webhooks"][0];
+        assert_eq!(webhook["sideEffects"], "None");
+        assert_eq!(webhook["reinvocationPolicy"], "IfNeeded");
+        assert_eq!(webhook["failurePolicy"], "Fail");
+        assert_eq!(webhook["timeoutSeconds"], 5);
+        assert_eq!(webhook["clientConfig"]["caBundle"], "Q0E=");
+        assert_eq!(
+            webhook["namespaceSelector"]["matchExpressions"][0]["values"],
+            json!(["kube-system", "outfit-system"])
+        );
+        let role = objects.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
+        for rule in role["rules"].as_array().unwrap() {
+            assert_eq!(
+                rule["verbs"],
+                json!(["get", "list", "watch"]),
+                "outfit only reads"
+            );
+        }
+    }
+
+    #[test]
+    fn local_mode_points_at_a_url_and_crds_can_be_left_out() {
+        let options = InstallOptions {
+            failure_policy: FailurePolicy::Ignore,
+            crds: CrdSelection {
+                poddefault: false,
+                gatekeeper: true,
+            },
+            ..InstallOptions::default()
+        };
+        let objects = local_webhook(&options, "https://127.0.0.1:8443/mutate");
+        assert_eq!(objects.len(), 5);
+        assert!(
+            objects
+                .iter()
+                .all(|o| o["metadata"]["name"] != "poddefaults.kubeflow.org")
+        );
+        let webhook = &objects[4]["webhooks"][0];
+        assert_eq!(
+            webhook["clientConfig"],
+            json!({"url": "https://127.0.0.1:8443/mutate"})
+        );
+        assert_eq!(webhook["failurePolicy"], "Ignore");
+    }
+}

@@ -1,0 +1,103 @@
+//! `outfit manifests`: prints the objects a cluster needs, as a YAML stream.
+
+use std::{path::PathBuf, process::ExitCode};
+
+use clap::{Args, ValueEnum};
+use outfit_k8s::manifests::{self, CrdSelection, FailurePolicy, InstallOptions};
+
+use crate::cli::EXIT_BAD_INPUT;
+
+/// Arguments of `outfit manifests`.
+#[derive(Debug, Args)]
+pub(crate) struct ManifestsArgs {
+    /// Namespace outfit runs in (excluded from the webhook, with kube-system).
+    #[arg(long, default_value = "outfit-system")]
+    namespace: String,
+
+    /// outfit's container image.
+    #[arg(long, default_value_t = InstallOptions::default().image)]
+    image: String,
+
+    /// Webhook replicas.
+    #[arg(long, default_value_t = 2)]
+    replicas: u32,
+
+    /// What the API server does with a pod when outfit does not answer: `fail` rejects it (no pod
+    /// ever misses its policies, but an outage blocks pod creation), `ignore` admits it unmutated.
+    #[arg(long, value_enum, default_value_t = Failure::Fail)]
+    failure_policy: Failure,
+
+    /// Seconds the API server waits for outfit (1 to 30).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=30))]
+    timeout_seconds: u32,
+
+    /// PEM file of the CA that signed outfit's serving certificate; fills `caBundle`.
+    #[arg(long, value_name = "PATH")]
+    ca_file: Option<PathBuf>,
+
+    /// Leave out the PodDefault CRD (Kubeflow already installed it).
+    #[arg(long)]
+    without_poddefault_crd: bool,
+
+    /// Leave out the Gatekeeper mutator CRDs (Gatekeeper already installed them).
+    #[arg(long)]
+    without_gatekeeper_crds: bool,
+
+    /// Local mode: print only the CRDs and a webhook configuration that calls outfit at this URL
+    /// (for outfit running outside the cluster, e.g. `https://127.0.0.1:8443/mutate`).
+    #[arg(long, value_name = "URL")]
+    webhook_url: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Failure {
+    Fail,
+    Ignore,
+}
+
+/// Runs `outfit manifests`.
+pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
+    let ca_bundle_pem = match &args.ca_file {
+        Some(path) => match std::fs::read_to_string(path) {
+            Ok(pem) if pem.contains("-----BEGIN CERTIFICATE-----") => Some(pem),
+            Ok(_) => {
+                eprintln!("error: {}: no PEM certificate in the file", path.display());
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
+            Err(e) => {
+                eprintln!("error: {}: cannot read: {e}", path.display());
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
+        },
+        None => None,
+    };
+    let options = InstallOptions {
+        namespace: args.namespace.clone(),
+        image: args.image.clone(),
+        replicas: args.replicas,
+        failure_policy: match args.failure_policy {
+            Failure::Fail => FailurePolicy::Fail,
+            Failure::Ignore => FailurePolicy::Ignore,
+        },
+        timeout_seconds: args.timeout_seconds,
+        ca_bundle_pem,
+        crds: CrdSelection {
+            poddefault: !args.without_poddefault_crd,
+            gatekeeper: !args.without_gatekeeper_crds,
+        },
+    };
+    let objects = match &args.webhook_url {
+        Some(url) => manifests::local_webhook(&options, url),
+        None => manifests::install(&options),
+    };
+    match serde_saphyr::to_string_multiple(&objects) {
+        Ok(yaml) => {
+            print!("{yaml}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: rendering YAML: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

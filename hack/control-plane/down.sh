@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Stop the etcd + kube-apiserver started by up.sh STATE_DIR: SIGTERM, then
+# SIGKILL after a bounded wait. Idempotent: a missing state dir, missing pid
+# files or already-dead processes are fine. Only a pid whose command line
+# still names STATE_DIR is signalled (guards against pid reuse).
+#
+# usage: down.sh STATE_DIR
+# Environment: OUTFIT_CP_STOP_TIMEOUT  seconds to wait after SIGTERM (default 10)
+set -euo pipefail
+
+[ $# -eq 1 ] || { sed -n '2,8p' "$0" >&2; exit 2; }
+if [ ! -d "$1" ]; then
+  printf '[control-plane] %s does not exist; nothing to stop\n' "$1" >&2
+  exit 0
+fi
+STATE_DIR="$(cd "$1" && pwd)"
+STOP_TIMEOUT="${OUTFIT_CP_STOP_TIMEOUT:-10}"
+
+log() { printf '[control-plane] %s\n' "$*" >&2; }
+
+# ours PID: alive and started for this state dir.
+ours() {
+  local cmdline
+  kill -0 "$1" 2>/dev/null || return 1
+  cmdline="$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null)" || return 1
+  case "$cmdline" in *"$STATE_DIR/"*) return 0 ;; *) return 1 ;; esac
+}
+
+# wait_gone PID SECONDS: poll every 0.1 s; 0 when the process is gone.
+wait_gone() {
+  local i
+  for i in $(seq 1 $(( $2 * 10 ))); do
+    ours "$1" || return 0
+    sleep 0.1
+  done
+  ! ours "$1"
+}
+
+stop() {   # NAME
+  local pidfile="$STATE_DIR/$1.pid" pid
+  [ -f "$pidfile" ] || return 0
+  pid="$(cat "$pidfile")"
+  if [ -n "$pid" ] && ours "$pid"; then
+    log "stopping $1 (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    if ! wait_gone "$pid" "$STOP_TIMEOUT"; then
+      log "$1 (pid $pid) still running after ${STOP_TIMEOUT}s; sending SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+      wait_gone "$pid" 5 || { log "ERROR: $1 (pid $pid) survived SIGKILL"; return 1; }
+    fi
+  fi
+  rm -f "$pidfile"
+}
+
+rc=0
+# The apiserver first, so it does not spin on a vanished etcd.
+stop kube-apiserver || rc=1
+stop etcd || rc=1
+[ "$rc" = 0 ] && log "stopped ($STATE_DIR)"
+exit "$rc"
