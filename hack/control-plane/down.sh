@@ -49,6 +49,13 @@ stop() {   # NAME
       wait_gone "$pid" 5 || { log "ERROR: $1 (pid $pid) survived SIGKILL"; return 1; }
     fi
   fi
+  # The process is gone or a zombie; give init a moment to reap it so that a
+  # pgrep right after down.sh is clean (bounded; a zombie holds no ports).
+  local i
+  for i in $(seq 1 20); do
+    [ -e "/proc/$pid" ] || break
+    sleep 0.1
+  done
   rm -f "$pidfile"
 }
 

@@ -216,7 +216,7 @@ for attempt in 1 2 3; do
     cp_log "apiserver port taken (race), retrying with another port"; continue
   fi
   log_tail "$STATE_DIR/kube-apiserver.log"
-  curl -sS --max-time 2 --cacert "$pki/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" \
+  kill -0 "$api_pid" 2>/dev/null && curl -sS --max-time 2 --cacert "$pki/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" \
     "$APISERVER_URL/readyz?verbose" 2>&1 | grep -v '\[+\]' >&2 || true
   if kill -0 "$api_pid" 2>/dev/null; then
     cp_die "kube-apiserver (pid $api_pid) not ready at $APISERVER_URL/readyz after ${START_TIMEOUT}s"

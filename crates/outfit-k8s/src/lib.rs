@@ -5,5 +5,6 @@
 //! The engine never sees these types: policies reach it as raw JSON, exactly as stored, so a
 //! field these types do not know is still read (and reported) by `outfit-core`.
 
+pub mod cluster;
 pub mod crds;
 pub mod manifests;

@@ -1,0 +1,245 @@
+//! Policies read from the API server: one watch per policy kind plus Namespaces (for their
+//! labels), merged into [`Snapshot`]s of raw documents that the server compiles off the request
+//! path.
+//!
+//! - A kind whose CRD is not installed (Gatekeeper absent, say) counts as synced and empty, and is
+//!   retried with backoff, so its later installation is picked up.
+//! - While the API server is unreachable the last snapshot stays in force; the watches retry with
+//!   backoff and a relist replaces each kind's objects whole, so deletions made meanwhile are seen.
+//! - `synced` turns true once every kind has listed once; readiness waits for it.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use futures::StreamExt;
+use kube::{
+    Client,
+    api::{Api, ApiResource, DynamicObject, GroupVersionKind},
+    runtime::{WatchStreamExt, watcher},
+};
+use outfit_core::{Document, Origin};
+use serde_json::Value;
+use tokio::{
+    sync::{mpsc, watch},
+    task::JoinHandle,
+};
+
+/// The resources outfit watches: the policy kinds (at their storage versions; the API server
+/// converts the others) and Namespaces.
+pub fn watched_resources() -> Vec<ApiResource> {
+    let gvk = |group: &str, version: &str, kind: &str| GroupVersionKind::gvk(group, version, kind);
+    let with_plural = |gvk: GroupVersionKind, plural: &str| ApiResource::from_gvk_with_plural(&gvk, plural);
+    vec![
+        with_plural(gvk("kubeflow.org", "v1alpha1", "PodDefault"), "poddefaults"),
+        with_plural(gvk("mutations.gatekeeper.sh", "v1", "Assign"), "assign"),
+        with_plural(
+            gvk("mutations.gatekeeper.sh", "v1", "AssignMetadata"),
+            "assignmetadata",
+        ),
+        with_plural(gvk("mutations.gatekeeper.sh", "v1", "ModifySet"), "modifyset"),
+        with_plural(
+            gvk("mutations.gatekeeper.sh", "v1alpha1", "AssignImage"),
+            "assignimage",
+        ),
+        with_plural(gvk("", "v1", "Namespace"), "namespaces"),
+    ]
+}
+
+/// Every watched object at one moment.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// The objects, as raw documents, in a stable order (kind, namespace, name).
+    pub documents: Vec<Document>,
+    /// Whether every kind has been listed at least once.
+    pub synced: bool,
+    /// Increases with every change.
+    pub revision: u64,
+}
+
+/// What a watch task reports to the aggregator.
+enum Update {
+    /// The full set of a kind's objects after a (re)list.
+    Listed(usize, BTreeMap<(String, String), Value>),
+    Applied(usize, Value),
+    Deleted(usize, (String, String)),
+    /// The kind's CRD is not installed.
+    Absent(usize),
+}
+
+/// Running watches; dropping it stops them.
+#[derive(Debug)]
+pub struct ClusterSource {
+    snapshots: watch::Receiver<Arc<Snapshot>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl ClusterSource {
+    /// Starts watching. Must run inside a tokio runtime.
+    pub fn start(client: Client) -> Self {
+        let resources = watched_resources();
+        let (updates_tx, updates_rx) = mpsc::unbounded_channel();
+        let (snapshot_tx, snapshots) = watch::channel(Arc::new(Snapshot::default()));
+        let mut tasks: Vec<JoinHandle<()>> = resources
+            .iter()
+            .enumerate()
+            .map(|(index, resource)| {
+                tokio::spawn(watch_kind(
+                    client.clone(),
+                    index,
+                    resource.clone(),
+                    updates_tx.clone(),
+                ))
+            })
+            .collect();
+        tasks.push(tokio::spawn(aggregate(resources, updates_rx, snapshot_tx)));
+        Self { snapshots, tasks }
+    }
+
+    /// A receiver of snapshots; the current one is available at once.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>> {
+        self.snapshots.clone()
+    }
+}
+
+impl Drop for ClusterSource {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+fn key_of(object: &DynamicObject) -> (String, String) {
+    (
+        object.metadata.namespace.clone().unwrap_or_default(),
+        object.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+/// The raw object, with `apiVersion` and `kind` filled in (list items of built-in kinds omit them).
+fn raw(resource: &ApiResource, object: &DynamicObject) -> Value {
+    let mut value = serde_json::to_value(object).unwrap_or_default();
+    value["apiVersion"] = Value::String(resource.api_version.clone());
+    value["kind"] = Value::String(resource.kind.clone());
+    value
+}
+
+async fn watch_kind(
+    client: Client,
+    index: usize,
+    resource: ApiResource,
+    updates: mpsc::UnboundedSender<Update>,
+) {
+    let api: Api<DynamicObject> = Api::all_with(client, &resource);
+    let mut listing: Option<BTreeMap<(String, String), Value>> = None;
+    let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
+    while let Some(event) = events.next().await {
+        let update = match event {
+            Ok(watcher::Event::Init) => {
+                listing = Some(BTreeMap::new());
+                continue;
+            }
+            Ok(watcher::Event::InitApply(object)) => {
+                if let Some(listing) = listing.as_mut() {
+                    listing.insert(key_of(&object), raw(&resource, &object));
+                }
+                continue;
+            }
+            Ok(watcher::Event::InitDone) => Update::Listed(index, listing.take().unwrap_or_default()),
+            Ok(watcher::Event::Apply(object)) => Update::Applied(index, raw(&resource, &object)),
+            Ok(watcher::Event::Delete(object)) => Update::Deleted(index, key_of(&object)),
+            Err(error) if is_not_found(&error) => {
+                tracing::debug!(kind = %resource.kind, "CRD not installed; watching for it");
+                Update::Absent(index)
+            }
+            Err(error) => {
+                tracing::warn!(kind = %resource.kind, %error, "watch failed; retrying, last policies stay in force");
+                continue;
+            }
+        };
+        if updates.send(update).is_err() {
+            return;
+        }
+    }
+}
+
+fn is_not_found(error: &watcher::Error) -> bool {
+    match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status)) => status.is_not_found(),
+        _ => false,
+    }
+}
+
+async fn aggregate(
+    resources: Vec<ApiResource>,
+    mut updates: mpsc::UnboundedReceiver<Update>,
+    snapshots: watch::Sender<Arc<Snapshot>>,
+) {
+    let mut objects: Vec<BTreeMap<(String, String), Value>> = vec![BTreeMap::new(); resources.len()];
+    let mut listed = vec![false; resources.len()];
+    let mut revision = 0;
+    while let Some(update) = updates.recv().await {
+        // Take every update already queued before publishing once: a relist of many objects
+        // becomes one snapshot, and one compilation.
+        let mut next = Some(update);
+        while let Some(update) = next {
+            match update {
+                Update::Listed(kind, all) => {
+                    objects[kind] = all;
+                    listed[kind] = true;
+                }
+                Update::Applied(kind, value) => {
+                    let key = (
+                        value
+                            .pointer("/metadata/namespace")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned(),
+                        value
+                            .pointer("/metadata/name")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned(),
+                    );
+                    objects[kind].insert(key, value);
+                }
+                Update::Deleted(kind, key) => {
+                    objects[kind].remove(&key);
+                }
+                Update::Absent(kind) => {
+                    objects[kind].clear();
+                    listed[kind] = true;
+                }
+            }
+            next = updates.try_recv().ok();
+        }
+        revision += 1;
+        let documents = resources
+            .iter()
+            .zip(&objects)
+            .flat_map(|(resource, objects)| {
+                objects.iter().map(move |((namespace, name), value)| Document {
+                    origin: Origin::named(&cluster_origin(&resource.kind, namespace, name)),
+                    value: value.clone(),
+                })
+            })
+            .collect();
+        let snapshot = Snapshot {
+            documents,
+            synced: listed.iter().all(|l| *l),
+            revision,
+        };
+        if snapshots.send(Arc::new(snapshot)).is_err() {
+            return;
+        }
+    }
+}
+
+/// How a watched object is named in messages: `cluster PodDefault team-a/name`.
+fn cluster_origin(kind: &str, namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        format!("cluster {kind} {name}")
+    } else {
+        format!("cluster {kind} {namespace}/{name}")
+    }
+}
