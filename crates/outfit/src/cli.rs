@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::mutate::MutateArgs;
+use crate::{mutate::MutateArgs, serve::ServeArgs};
 
 /// outfit applies mutation policies (Kubeflow PodDefault, Gatekeeper mutators) to Kubernetes
 /// objects: offline with `mutate`, or as an admission webhook.
@@ -19,6 +19,8 @@ struct Cli {
 enum Command {
     /// Apply policies to manifests on disk and print the result, as the webhook would mutate them.
     Mutate(MutateArgs),
+    /// Serve the mutating admission webhook over HTTPS (`POST /mutate`), with an admin port.
+    Serve(Box<ServeArgs>),
 }
 
 /// Exit status for bad input: unreadable files, invalid YAML or JSON, invalid policies.
@@ -29,5 +31,6 @@ pub(crate) fn run() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Mutate(args) => crate::mutate::run(&args),
+        Command::Serve(args) => crate::serve::run(&args),
     }
 }
