@@ -10,7 +10,7 @@
 # usage: build.sh [--force] [--print-bin-dir]
 set -euo pipefail
 
-# shellcheck source=hack/control-plane/lib.sh
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 
 force=0

@@ -28,8 +28,8 @@ ours() {
 
 # wait_gone PID SECONDS: poll every 0.1 s; 0 when the process is gone.
 wait_gone() {
-  local i
-  for i in $(seq 1 $(( $2 * 10 ))); do
+  local _
+  for _ in $(seq 1 $(( $2 * 10 ))); do
     ours "$1" || return 0
     sleep 0.1
   done
@@ -51,8 +51,8 @@ stop() {   # NAME
   fi
   # The process is gone or a zombie; give init a moment to reap it so that a
   # pgrep right after down.sh is clean (bounded; a zombie holds no ports).
-  local i
-  for i in $(seq 1 20); do
+  local _
+  for _ in $(seq 1 20); do
     [ -e "/proc/$pid" ] || break
     sleep 0.1
   done

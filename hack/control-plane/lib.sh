@@ -3,7 +3,7 @@
 
 CP_HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
-# shellcheck source=hack/control-plane/versions.env
+# shellcheck source-path=SCRIPTDIR source=versions.env
 . "$CP_HERE/versions.env"
 : "${KUBERNETES_VERSION:?not set in versions.env}"
 : "${ETCD_VERSION:?not set in versions.env}"

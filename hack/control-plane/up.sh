@@ -10,6 +10,8 @@
 #   etcd.pid, kube-apiserver.pid
 #   etcd.log, kube-apiserver.log
 #   pki/ (CA, serving cert, service-account keys), tokens.csv, etcd-data/
+# An existing STATE_DIR may be reused after down.sh: certificates are kept,
+# etcd-data is wiped (every start is an empty cluster).
 #
 # Environment:
 #   OUTFIT_CP_START_TIMEOUT  seconds to wait for /readyz (default 90)
@@ -18,10 +20,10 @@
 # Stop with: down.sh STATE_DIR
 set -euo pipefail
 
-# shellcheck source=hack/control-plane/lib.sh
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 
-[ $# -eq 1 ] || { sed -n '2,18p' "$0" >&2; exit 2; }
+[ $# -eq 1 ] || { sed -n '2,20p' "$0" >&2; exit 2; }
 mkdir -p "$1"
 STATE_DIR="$(cd "$1" && pwd)"
 START_TIMEOUT="${OUTFIT_CP_START_TIMEOUT:-90}"
@@ -78,8 +80,8 @@ start_daemon() {
   # shellcheck disable=SC2016 # $$ and $@ are for the inner bash
   setsid bash -c 'echo $$ >"$0"; exec "$@"' "$STATE_DIR/$name.pid" "$@" \
     </dev/null >>"$log" 2>&1 &
-  local i
-  for i in $(seq 1 100); do
+  local _
+  for _ in $(seq 1 100); do
     [ -s "$STATE_DIR/$name.pid" ] && return 0
     sleep 0.05
   done
@@ -140,8 +142,11 @@ chmod 600 "$STATE_DIR/tokens.csv"
 cp_log "certificates and token file ready in $(cp_elapsed "$t")"
 
 # ---------------------------------------------------------------- etcd
+# Every start is a fresh cluster: old etcd data (from an earlier up.sh on
+# this dir) is dropped; certificates are kept.
+rm -rf "$STATE_DIR/etcd-data"
 : >"$STATE_DIR/etcd.log"
-for attempt in 1 2 3; do
+for _attempt in 1 2 3; do
   free_port ETCD_PORT; free_port ETCD_PEER_PORT
   ETCD_URL="http://127.0.0.1:$ETCD_PORT"
   t=$(cp_now_ms)
@@ -177,7 +182,7 @@ cp_log "etcd (pid $etcd_pid) healthy at $ETCD_URL in $(cp_elapsed "$t")"
 : >"$STATE_DIR/kube-apiserver.log"
 # shellcheck disable=SC2206 # intentional word splitting of extra args
 extra_args=(${OUTFIT_CP_APISERVER_ARGS:-})
-for attempt in 1 2 3; do
+for _attempt in 1 2 3; do
   free_port API_PORT
   APISERVER_URL="https://127.0.0.1:$API_PORT"
   t=$(cp_now_ms)
@@ -216,8 +221,10 @@ for attempt in 1 2 3; do
     cp_log "apiserver port taken (race), retrying with another port"; continue
   fi
   log_tail "$STATE_DIR/kube-apiserver.log"
-  kill -0 "$api_pid" 2>/dev/null && curl -sS --max-time 2 --cacert "$pki/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" \
-    "$APISERVER_URL/readyz?verbose" 2>&1 | grep -v '\[+\]' >&2 || true
+  if kill -0 "$api_pid" 2>/dev/null; then
+    curl -sS --max-time 2 --cacert "$pki/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" \
+      "$APISERVER_URL/readyz?verbose" 2>&1 | grep -v '\[+\]' >&2 || true
+  fi
   if kill -0 "$api_pid" 2>/dev/null; then
     cp_die "kube-apiserver (pid $api_pid) not ready at $APISERVER_URL/readyz after ${START_TIMEOUT}s"
   fi

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::{manifests::ManifestsArgs, mutate::MutateArgs};
+use crate::{manifests::ManifestsArgs, mutate::MutateArgs, serve::ServeArgs};
 
 /// outfit applies mutation policies (Kubeflow PodDefault, Gatekeeper mutators) to Kubernetes
 /// objects: offline with `mutate`, or as an admission webhook.
@@ -22,6 +22,8 @@ enum Command {
     /// Print what a cluster needs to run outfit (CRDs, RBAC, Deployment, Service, webhook
     /// configuration), ready for `kubectl apply -f -`.
     Manifests(ManifestsArgs),
+    /// Serve the mutating admission webhook over HTTPS (`POST /mutate`), with an admin port.
+    Serve(Box<ServeArgs>),
 }
 
 /// Exit status for bad input: unreadable files, invalid YAML or JSON, invalid policies.
@@ -33,5 +35,6 @@ pub(crate) fn run() -> ExitCode {
     match cli.command {
         Command::Mutate(args) => crate::mutate::run(&args),
         Command::Manifests(args) => crate::manifests::run(&args),
+        Command::Serve(args) => crate::serve::run(&args),
     }
 }

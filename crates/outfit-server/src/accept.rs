@@ -1,0 +1,168 @@
+//! The accept loop: one task per connection, a bounded TLS handshake, HTTP/1.1 (or h2 when ALPN
+//! picks it) with a header read timeout, and a graceful drain on shutdown.
+//!
+//! The protocol is chosen from ALPN rather than by sniffing the first bytes (hyper-util's auto
+//! builder), because that sniffing has no timeout of its own: a client that completes the
+//! handshake and then sends nothing would hold its connection forever. hyper's HTTP/1
+//! `header_read_timeout` runs whenever the connection waits for a request head, so it also closes
+//! keep-alive connections left idle that long.
+
+use std::{convert::Infallible, future::Future, net::SocketAddr, time::Duration};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{
+    Request, Response,
+    body::Incoming,
+    server::conn::{http1, http2},
+    service::service_fn,
+};
+use hyper_util::{
+    rt::{TokioExecutor, TokioIo, TokioTimer},
+    server::graceful::GracefulConnection,
+};
+use tokio::{
+    io::{AsyncRead, AsyncWrite},
+    net::{TcpListener, TcpStream},
+};
+use tokio_rustls::TlsAcceptor;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+/// Connection timeouts.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// Time allowed for the TLS handshake.
+    pub handshake: Duration,
+    /// Time allowed for a request's headers, and for an idle keep-alive connection to send its
+    /// next request.
+    pub header_read: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            handshake: Duration::from_secs(5),
+            header_read: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A request handler the accept loop can run: cloned once per connection.
+pub trait Handler: Clone + Send + Sync + 'static {
+    /// Answers one request.
+    fn call(&self, request: Request<Incoming>) -> impl Future<Output = Response<Full<Bytes>>> + Send;
+}
+
+impl Handler for crate::webhook::Webhook {
+    fn call(&self, request: Request<Incoming>) -> impl Future<Output = Response<Full<Bytes>>> + Send {
+        self.handle(request)
+    }
+}
+
+/// Accepts TLS connections on `listener` until `shutdown`, serving each on a task in `tracker`.
+/// Connections are asked to finish their in-flight request and close once `shutdown` fires.
+pub async fn serve_tls<H: Handler>(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    handler: H,
+    timeouts: Timeouts,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+) {
+    loop {
+        let (tcp, peer) = tokio::select! {
+            () = shutdown.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // EMFILE and the like: back off briefly instead of spinning.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let acceptor = acceptor.clone();
+        let handler = handler.clone();
+        let shutdown = shutdown.clone();
+        tracker.spawn(async move {
+            if let Err(reason) = serve_tls_connection(tcp, peer, acceptor, handler, timeouts, shutdown).await
+            {
+                tracing::debug!(%peer, reason, "connection closed");
+            }
+        });
+    }
+}
+
+async fn serve_tls_connection<H: Handler>(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    acceptor: TlsAcceptor,
+    handler: H,
+    timeouts: Timeouts,
+    shutdown: CancellationToken,
+) -> Result<(), String> {
+    let _ = tcp.set_nodelay(true);
+    let tls = tokio::select! {
+        () = shutdown.cancelled() => return Err("shutting down during the TLS handshake".to_owned()),
+        handshake = tokio::time::timeout(timeouts.handshake, acceptor.accept(tcp)) => match handshake {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(error)) => return Err(format!("TLS handshake failed: {error}")),
+            Err(_) => return Err(format!("TLS handshake not done within {:?}", timeouts.handshake)),
+        },
+    };
+    tracing::trace!(%peer, "TLS connection established");
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+    serve_http(tls, h2, handler, timeouts, shutdown).await
+}
+
+/// Serves HTTP on an established connection (TLS or plain) until it closes or `shutdown` fires.
+pub(crate) async fn serve_http<I, H>(
+    io: I,
+    h2: bool,
+    handler: H,
+    timeouts: Timeouts,
+    shutdown: CancellationToken,
+) -> Result<(), String>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    H: Handler,
+{
+    let service = service_fn(move |request| {
+        let handler = handler.clone();
+        async move { Ok::<_, Infallible>(handler.call(request).await) }
+    });
+    let io = TokioIo::new(io);
+    if h2 {
+        let connection = http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .keep_alive_interval(Some(timeouts.header_read))
+            .keep_alive_timeout(timeouts.header_read)
+            .serve_connection(io, service);
+        drive(connection, shutdown).await
+    } else {
+        let connection = http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(timeouts.header_read)
+            .keep_alive(true)
+            .serve_connection(io, service);
+        drive(connection, shutdown).await
+    }
+}
+
+async fn drive<C>(connection: C, shutdown: CancellationToken) -> Result<(), String>
+where
+    C: GracefulConnection,
+    C::Error: std::fmt::Display,
+{
+    tokio::pin!(connection);
+    let result = tokio::select! {
+        result = connection.as_mut() => result,
+        () = shutdown.cancelled() => {
+            // Idle connections close at once; a request in flight is answered first.
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    result.map_err(|e| e.to_string())
+}

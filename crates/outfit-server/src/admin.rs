@@ -1,0 +1,95 @@
+//! The admin port, plain HTTP: `/livez`, `/readyz` and `/metrics`.
+//!
+//! Kept off the webhook's TLS port so that probes and scrapes need no certificate and never queue
+//! behind admission traffic.
+
+use std::{future::Future, sync::Arc};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Method, Request, Response, StatusCode, body::Incoming, header};
+use tokio::net::TcpListener;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use crate::{
+    accept::{Handler, Timeouts, serve_http},
+    metrics::Metrics,
+};
+
+/// The admin endpoints' view of the server.
+#[derive(Debug, Clone)]
+pub(crate) struct Admin {
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) ready: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+impl Handler for Admin {
+    fn call(&self, request: Request<Incoming>) -> impl Future<Output = Response<Full<Bytes>>> + Send {
+        let response = self.answer(request.method(), request.uri().path());
+        async move { response }
+    }
+}
+
+impl Admin {
+    fn answer(&self, method: &Method, path: &str) -> Response<Full<Bytes>> {
+        if method != Method::GET && method != Method::HEAD {
+            return text(StatusCode::METHOD_NOT_ALLOWED, "GET only\n".to_owned());
+        }
+        match path {
+            "/livez" => text(StatusCode::OK, "ok\n".to_owned()),
+            "/readyz" if *self.ready.borrow() => text(StatusCode::OK, "ready\n".to_owned()),
+            "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n".to_owned()),
+            "/metrics" => {
+                let mut response = text(StatusCode::OK, self.metrics.encode());
+                response.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    header::HeaderValue::from_static(
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    ),
+                );
+                response
+            }
+            _ => text(
+                StatusCode::NOT_FOUND,
+                "not found: try /livez, /readyz or /metrics\n".to_owned(),
+            ),
+        }
+    }
+}
+
+fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// Serves the admin endpoints on `listener` until `shutdown`.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    admin: Admin,
+    timeouts: Timeouts,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+) {
+    loop {
+        let tcp = tokio::select! {
+            () = shutdown.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => tcp,
+                Err(error) => {
+                    tracing::warn!(%error, "admin accept failed");
+                    continue;
+                }
+            },
+        };
+        let admin = admin.clone();
+        let shutdown = shutdown.clone();
+        tracker.spawn(async move {
+            let _ = serve_http(tcp, false, admin, timeouts, shutdown).await;
+        });
+    }
+}

@@ -1,0 +1,301 @@
+//! `outfit serve`: the mutating admission webhook around [`outfit_core`].
+//!
+//! ```text
+//!  API server ──HTTPS──▶ accept (TLS: CertStore) ──▶ webhook (POST /mutate) ──▶ PolicySet::apply
+//!                                                        │ ArcSwap load           ▲ ArcSwap store
+//!  policy files ──poll──▶ PolicyStore (compile off the request path) ─────────────┘
+//!  cert files   ──poll──▶ CertStore (swap the CertifiedKey)
+//!  kubelet, Prometheus ──HTTP──▶ admin (/livez /readyz /metrics)
+//! ```
+//!
+//! [`Server::bind`] loads everything and binds both ports (so a caller can learn the addresses
+//! before serving); [`Server::run`] serves until its `shutdown` token fires, then stops accepting,
+//! lets in-flight requests finish within the grace period, and returns.
+
+pub mod accept;
+mod admin;
+pub mod admission;
+pub mod metrics;
+pub mod policies;
+pub mod tls;
+pub mod webhook;
+
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
+
+use tokio::{net::TcpListener, sync::watch};
+use tokio_rustls::TlsAcceptor;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+pub use crate::{
+    accept::Timeouts,
+    metrics::Metrics,
+    policies::{LoadError, PolicyStore, ReloadCounts},
+    tls::{CertStore, SelfSigned, TlsError},
+    webhook::{Limits, Webhook},
+};
+
+/// Where the serving certificate comes from.
+#[derive(Debug, Clone)]
+pub enum TlsSource {
+    /// PEM files, reloaded when they change.
+    Files {
+        /// Certificate chain, leaf first.
+        cert: PathBuf,
+        /// Private key (PKCS#8, PKCS#1 or SEC1).
+        key: PathBuf,
+    },
+    /// A CA and a leaf generated into `dir` when absent and reused when present.
+    SelfSigned {
+        /// Where `ca.crt`, `ca.key`, `tls.crt` and `tls.key` live.
+        dir: PathBuf,
+        /// DNS names for the leaf besides localhost, 127.0.0.1 and ::1.
+        dns_names: Vec<String>,
+    },
+}
+
+/// Everything `outfit serve` is configured with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Policy files or directories.
+    pub policies: Vec<PathBuf>,
+    /// Namespace of namespaced policies whose documents name none.
+    pub default_namespace: String,
+    /// The webhook's HTTPS address.
+    pub listen: SocketAddr,
+    /// The admin port's plain-HTTP address, if any.
+    pub admin_listen: Option<SocketAddr>,
+    /// The serving certificate.
+    pub tls: TlsSource,
+    /// How often policy and certificate files are checked for changes.
+    pub poll_interval: Duration,
+    /// Request limits.
+    pub limits: Limits,
+    /// Connection timeouts.
+    pub timeouts: Timeouts,
+    /// How long in-flight requests may take to finish once shutdown starts.
+    pub shutdown_grace: Duration,
+}
+
+impl Config {
+    /// A configuration with the defaults for everything but the policies and the certificate.
+    pub fn new(policies: Vec<PathBuf>, tls: TlsSource) -> Self {
+        Self {
+            policies,
+            default_namespace: "default".to_owned(),
+            listen: SocketAddr::from(([0, 0, 0, 0], 8443)),
+            admin_listen: Some(SocketAddr::from(([0, 0, 0, 0], 8080))),
+            tls,
+            poll_interval: Duration::from_secs(2),
+            limits: Limits::default(),
+            timeouts: Timeouts::default(),
+            shutdown_grace: Duration::from_secs(15),
+        }
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The policies could not be loaded.
+    #[error("loading policies: {0}")]
+    Policies(#[from] LoadError),
+    /// The certificate could not be loaded or generated.
+    #[error("TLS: {0}")]
+    Tls(#[from] TlsError),
+    /// rustls refused the configuration.
+    #[error("TLS configuration: {0}")]
+    Rustls(#[from] rustls::Error),
+    /// A port could not be bound.
+    #[error("binding {address}: {source}")]
+    Bind {
+        /// The address.
+        address: SocketAddr,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+}
+
+/// A bound, loaded server, ready to [`run`](Self::run).
+#[derive(Debug)]
+pub struct Server {
+    config: Config,
+    listener: TcpListener,
+    admin_listener: Option<TcpListener>,
+    handle: Handle,
+    tls_config: Arc<rustls::ServerConfig>,
+}
+
+/// What a running server exposes to its owner: reloads, readiness and metrics.
+#[derive(Debug, Clone)]
+pub struct Handle {
+    policies: Arc<PolicyStore>,
+    certs: Arc<CertStore>,
+    metrics: Arc<Metrics>,
+    ready: Arc<watch::Sender<bool>>,
+}
+
+impl Handle {
+    /// Re-reads the policy and certificate files now, as SIGHUP does.
+    pub fn reload_now(&self) {
+        self.policies.reload_now();
+        self.certs.reload_now();
+    }
+
+    /// Policy reload results; `changed()` fires after each attempt on changed files.
+    pub fn policy_reloads(&self) -> watch::Receiver<ReloadCounts> {
+        self.policies.reloads()
+    }
+
+    /// Certificate reload results; `changed()` fires after each attempt on changed files.
+    pub fn tls_reloads(&self) -> watch::Receiver<ReloadCounts> {
+        self.certs.reloads()
+    }
+
+    /// The metrics, as `/metrics` serves them.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Whether `/readyz` answers 200.
+    pub fn is_ready(&self) -> bool {
+        *self.ready.borrow()
+    }
+
+    /// Readiness changes: true once serving, false again once shutdown begins.
+    pub fn readiness(&self) -> watch::Receiver<bool> {
+        self.ready.subscribe()
+    }
+}
+
+impl Server {
+    /// Loads the policies and the certificate and binds the ports.
+    pub async fn bind(config: Config) -> Result<Self, ServerError> {
+        let metrics = Metrics::new();
+        let policies = Arc::new(PolicyStore::load(
+            config.policies.clone(),
+            &config.default_namespace,
+            metrics.clone(),
+        )?);
+        let (cert, key) = match &config.tls {
+            TlsSource::Files { cert, key } => (cert.clone(), key.clone()),
+            TlsSource::SelfSigned { dir, dns_names } => {
+                let files = SelfSigned::ensure(dir, dns_names)?;
+                (files.cert, files.key)
+            }
+        };
+        let certs = Arc::new(CertStore::load(cert, key, metrics.clone())?);
+        let tls_config = certs.server_config()?;
+        let listener = bind(config.listen).await?;
+        let admin_listener = match config.admin_listen {
+            Some(address) => Some(bind(address).await?),
+            None => None,
+        };
+        Ok(Self {
+            config,
+            listener,
+            admin_listener,
+            handle: Handle {
+                policies,
+                certs,
+                metrics,
+                ready: Arc::new(watch::Sender::new(false)),
+            },
+            tls_config,
+        })
+    }
+
+    /// The webhook's bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        // A bound listener always has an address.
+        self.listener.local_addr().unwrap_or(self.config.listen)
+    }
+
+    /// The admin port's bound address.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_listener.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The handle for reloads, readiness and metrics.
+    pub fn handle(&self) -> Handle {
+        self.handle.clone()
+    }
+
+    /// Serves until `shutdown` fires, then drains: readiness turns false, no new connection is
+    /// accepted, idle connections close, and in-flight requests get `shutdown_grace` to finish.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let Self {
+            config,
+            listener,
+            admin_listener,
+            handle,
+            tls_config,
+        } = self;
+        let webhook = Webhook::new(handle.policies.current(), handle.metrics.clone(), config.limits);
+        let connections = TaskTracker::new();
+        // The admin port outlives the webhook's drain so probes see "not ready" meanwhile.
+        let admin_shutdown = CancellationToken::new();
+        let admin_tasks = TaskTracker::new();
+        if let Some(admin_listener) = admin_listener {
+            let admin = admin::Admin {
+                metrics: handle.metrics.clone(),
+                ready: handle.ready.clone(),
+            };
+            admin_tasks.spawn(admin::serve(
+                admin_listener,
+                admin,
+                config.timeouts,
+                admin_shutdown.clone(),
+                admin_tasks.clone(),
+            ));
+        }
+        let watchers = TaskTracker::new();
+        watchers.spawn(
+            handle
+                .policies
+                .clone()
+                .watch(config.poll_interval, shutdown.clone()),
+        );
+        watchers.spawn(handle.certs.clone().watch(config.poll_interval, shutdown.clone()));
+
+        handle.ready.send_replace(true);
+        tracing::info!(address = %listener.local_addr().map_or_else(|_| config.listen.to_string(), |a| a.to_string()), "serving the webhook");
+        let accept = accept::serve_tls(
+            listener,
+            TlsAcceptor::from(tls_config),
+            webhook,
+            config.timeouts,
+            shutdown.clone(),
+            connections.clone(),
+        );
+        accept.await;
+
+        handle.ready.send_replace(false);
+        connections.close();
+        tracing::info!(
+            connections = connections.len(),
+            "shutting down: draining connections"
+        );
+        if tokio::time::timeout(config.shutdown_grace, connections.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                connections = connections.len(),
+                grace = ?config.shutdown_grace,
+                "connections still open after the grace period; closing them"
+            );
+        }
+        watchers.close();
+        watchers.wait().await;
+        admin_shutdown.cancel();
+        admin_tasks.close();
+        let _ = tokio::time::timeout(Duration::from_secs(1), admin_tasks.wait()).await;
+        tracing::info!("stopped");
+    }
+}
+
+async fn bind(address: SocketAddr) -> Result<TcpListener, ServerError> {
+    TcpListener::bind(address)
+        .await
+        .map_err(|source| ServerError::Bind { address, source })
+}

@@ -1,0 +1,190 @@
+//! The HTTP side of the webhook: routing (`POST /mutate`, path only: the API server appends
+//! `?timeout=10s`), body limits, status codes, metrics and the per-request log line.
+//!
+//! The engine runs inline: a decision takes microseconds and touches no I/O or lock (the policy
+//! set is read through an `ArcSwap`), so a `spawn_blocking` hop would cost more than it saves.
+
+use std::{sync::Arc, time::Duration, time::Instant};
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper::{Method, Request, Response, StatusCode, body::Body, header};
+use outfit_core::PolicySet;
+
+use crate::{
+    admission::{self, Answer},
+    metrics::{Metrics, RequestOutcome},
+};
+
+/// The path the webhook serves.
+pub const MUTATE_PATH: &str = "/mutate";
+
+/// Limits on one request.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Largest accepted body; larger ones get 413.
+    pub max_body_bytes: usize,
+    /// Time allowed to receive the body once the headers are in; slower clients get 408.
+    pub body_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            // The API server accepts request bodies of up to 3 MiB; an UPDATE review carries the
+            // object twice, so leave room above that.
+            max_body_bytes: 8 * 1024 * 1024,
+            body_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The webhook's request handler; cheap to clone (one per connection).
+#[derive(Debug, Clone)]
+pub struct Webhook {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    policies: Arc<ArcSwap<PolicySet>>,
+    metrics: Arc<Metrics>,
+    limits: Limits,
+}
+
+impl Webhook {
+    /// A handler answering with whatever set `policies` holds at the time of each request.
+    pub fn new(policies: Arc<ArcSwap<PolicySet>>, metrics: Arc<Metrics>, limits: Limits) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                policies,
+                metrics,
+                limits,
+            }),
+        }
+    }
+
+    /// Answers one HTTP request. Never fails: every problem is an HTTP status with a JSON body.
+    pub async fn handle<B>(&self, request: Request<B>) -> Response<Full<Bytes>>
+    where
+        B: Body<Data = Bytes>,
+        B::Error: std::error::Error + Send + Sync + 'static,
+    {
+        let started = Instant::now();
+        self.inner.metrics.request_started();
+        let (outcome, response) = self.route(request).await;
+        self.inner.metrics.observe_request(outcome, started.elapsed());
+        response
+    }
+
+    async fn route<B>(&self, request: Request<B>) -> (RequestOutcome, Response<Full<Bytes>>)
+    where
+        B: Body<Data = Bytes>,
+        B::Error: std::error::Error + Send + Sync + 'static,
+    {
+        if request.uri().path() != MUTATE_PATH {
+            let message = format!("no such path; the webhook serves POST {MUTATE_PATH}");
+            return (RequestOutcome::NotFound, error(StatusCode::NOT_FOUND, &message));
+        }
+        if request.method() != Method::POST {
+            let mut response = error(StatusCode::METHOD_NOT_ALLOWED, "the webhook accepts POST only");
+            response
+                .headers_mut()
+                .insert(header::ALLOW, header::HeaderValue::from_static("POST"));
+            return (RequestOutcome::NotFound, response);
+        }
+        let limits = self.inner.limits;
+        let declared = request
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|length| length > limits.max_body_bytes as u64) {
+            return too_large(limits.max_body_bytes);
+        }
+        let body = Limited::new(request.into_body(), limits.max_body_bytes);
+        let body = match tokio::time::timeout(limits.body_timeout, body.collect()).await {
+            Ok(Ok(collected)) => collected.to_bytes(),
+            Ok(Err(e)) if e.is::<LengthLimitError>() => return too_large(limits.max_body_bytes),
+            Ok(Err(e)) => {
+                let message = format!("reading the body: {e}");
+                return (
+                    RequestOutcome::BadRequest,
+                    error(StatusCode::BAD_REQUEST, &message),
+                );
+            }
+            Err(_) => {
+                let message = format!("the body did not arrive within {:?}", limits.body_timeout);
+                return (
+                    RequestOutcome::Timeout,
+                    error(StatusCode::REQUEST_TIMEOUT, &message),
+                );
+            }
+        };
+
+        let policies = self.inner.policies.load();
+        match admission::review(&body, &policies) {
+            Ok(answer) => {
+                log(&answer);
+                let outcome = answer.outcome;
+                (outcome, json(StatusCode::OK, answer.body))
+            }
+            Err(invalid) => {
+                tracing::warn!(error = %invalid, "rejected a request that is not an AdmissionReview");
+                let message = invalid.to_string();
+                (
+                    RequestOutcome::BadRequest,
+                    error(StatusCode::BAD_REQUEST, &message),
+                )
+            }
+        }
+    }
+}
+
+fn log(answer: &Answer) {
+    // Untouched allows are the bulk of the traffic: debug, so that info logs stay readable.
+    macro_rules! event {
+        ($level:expr) => {
+            tracing::event!(
+                $level,
+                uid = %answer.uid,
+                namespace = %answer.namespace,
+                name = %answer.name,
+                kind = %answer.kind,
+                operation = %answer.operation,
+                dry_run = answer.dry_run,
+                outcome = answer.outcome.as_str(),
+                policies = %admission::join(&answer.policies),
+                message = answer.message.as_deref().unwrap_or(""),
+                "admission"
+            )
+        };
+    }
+    match answer.outcome {
+        RequestOutcome::Allowed => event!(tracing::Level::DEBUG),
+        _ => event!(tracing::Level::INFO),
+    }
+}
+
+fn too_large(limit: usize) -> (RequestOutcome, Response<Full<Bytes>>) {
+    let message = format!("the body is larger than the limit of {limit} bytes");
+    (
+        RequestOutcome::TooLarge,
+        error(StatusCode::PAYLOAD_TOO_LARGE, &message),
+    )
+}
+
+fn error(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
+    json(status, admission::error_body(message))
+}
+
+fn json(status: StatusCode, body: Vec<u8>) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
+}

@@ -1,0 +1,265 @@
+//! Bad input gets its answer and the server keeps serving: bodies that are not reviews get 400
+//! with a JSON error, oversized bodies 413, an object too deep to read a denial with the uid, and
+//! connections that never speak are cut off by the handshake and header timeouts.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::StatusCode;
+use outfit_server::{Limits, TlsSource};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::support::{
+    Client, TempDir, client_config, fixture, fixture_webhook, fixtures, post, start, test_config,
+    tls_connect, webhook_for, within,
+};
+
+fn review_with(mutate: impl FnOnce(&mut Value)) -> Vec<u8> {
+    let mut review: Value = serde_json::from_slice(&fixture("pod-create-notebook")).expect("JSON");
+    mutate(&mut review);
+    serde_json::to_vec(&review).expect("JSON")
+}
+
+#[tokio::test]
+async fn bodies_that_are_not_reviews_get_400_with_a_json_error() {
+    let (webhook, metrics) = fixture_webhook();
+    let notebook = fixture("pod-create-notebook");
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "not JSON",
+            b"apiVersion: admission.k8s.io/v1\nkind: AdmissionReview\n".to_vec(),
+            "not a JSON",
+        ),
+        ("truncated JSON", notebook[..notebook.len() / 2].to_vec(), "EOF"),
+        ("empty body", Vec::new(), "not a JSON"),
+        ("JSON array", b"[1,2,3]".to_vec(), "not a JSON"),
+        (
+            "v1beta1",
+            review_with(|r| r["apiVersion"] = json!("admission.k8s.io/v1beta1")),
+            "admission.k8s.io/v1beta1",
+        ),
+        (
+            "wrong kind",
+            review_with(|r| r["kind"] = json!("Pod")),
+            "kind \"Pod\"",
+        ),
+        (
+            "no request",
+            review_with(|r| r["request"] = Value::Null),
+            "no request",
+        ),
+        (
+            "missing uid",
+            review_with(|r| {
+                r["request"].as_object_mut().expect("request").remove("uid");
+            }),
+            "no uid",
+        ),
+        (
+            "unknown operation",
+            review_with(|r| r["request"]["operation"] = json!("PATCH")),
+            "PATCH",
+        ),
+        (
+            "uid not a string",
+            review_with(|r| r["request"]["uid"] = json!(42)),
+            "not a JSON",
+        ),
+    ];
+    let count = cases.len();
+    for (what, body, says) in cases {
+        let (status, answer) = post(&webhook, "/mutate", body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{what}: {answer}");
+        let error = answer["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{what}: JSON error: {answer}"));
+        assert!(error.contains(says), "{what}: {error:?} mentions {says:?}");
+    }
+    let text = metrics.encode();
+    assert!(
+        text.contains(&format!(
+            "outfit_admission_requests_total{{outcome=\"bad_request\"}} {count}"
+        )),
+        "{text}"
+    );
+    // Still serving.
+    let (status, answer) = post(&webhook, "/mutate", fixture("pod-create-notebook")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(answer["response"]["allowed"], true);
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_gets_413() {
+    let (webhook, _) = fixture_webhook();
+    // The default limit is above the API server's 3 MiB request limit.
+    assert!(Limits::default().max_body_bytes >= 3 * 1024 * 1024);
+    let ten_mib = vec![b' '; 10 * 1024 * 1024];
+    let (status, answer) = post(&webhook, "/mutate", ten_mib).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(answer["error"].as_str().is_some_and(|e| e.contains("limit")));
+
+    // The limit is configurable: a review just over a small limit is refused, one under it served.
+    let small = Limits {
+        max_body_bytes: 1024,
+        ..Limits::default()
+    };
+    let (webhook, _) = webhook_for(&fixtures().join("policies"), small);
+    let (status, _) = post(&webhook, "/mutate", fixture("pod-create-notebook")).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    let tiny = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","operation":"DELETE"}}"#;
+    let (status, answer) = post(&webhook, "/mutate", &tiny[..]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(answer["response"]["uid"], "u");
+}
+
+fn nested(depth: usize) -> String {
+    format!("{}1{}", "{\"a\":".repeat(depth), "}".repeat(depth))
+}
+
+#[tokio::test]
+async fn an_object_too_deep_to_read_is_denied_with_its_uid_and_a_reason() {
+    let (webhook, _) = fixture_webhook();
+    let body = String::from_utf8(fixture("pod-create-notebook"))
+        .expect("utf-8")
+        .replacen("\"status\": {}", &format!("\"status\": {}", nested(100_000)), 1);
+    assert!(body.len() > 500_000);
+    let (status, answer) = post(&webhook, "/mutate", body).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let response = &answer["response"];
+    assert_eq!(response["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 400);
+    let message = response["status"]["message"].as_str().expect("message");
+    assert!(
+        message.contains("cannot read request.object") && message.contains("recursion limit"),
+        "{message}"
+    );
+
+    // Nesting serde_json can read, on an object no policy matches, is allowed untouched.
+    let body = review_with(|r| {
+        r["request"]["object"]["metadata"]["labels"] = json!({});
+        r["request"]["object"]["spec"]["x"] = serde_json::from_str(&nested(100)).expect("JSON");
+    });
+    let (status, answer) = post(&webhook, "/mutate", body).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(answer["response"]["allowed"], true);
+    assert!(answer["response"].get("patch").is_none());
+}
+
+#[tokio::test]
+async fn silent_connections_are_cut_off_and_the_server_keeps_serving() {
+    let certs = TempDir::new("silent");
+    let server = start(test_config(
+        &fixtures().join("policies"),
+        TlsSource::SelfSigned {
+            dir: certs.path().to_path_buf(),
+            dns_names: Vec::new(),
+        },
+    ))
+    .await;
+    let config = client_config(&certs.path().join("ca.crt"));
+
+    // No TLS handshake at all: closed after the handshake timeout.
+    let mut tcp = tokio::net::TcpStream::connect(server.addr)
+        .await
+        .expect("connect");
+    let mut buf = [0u8; 64];
+    let read = within(
+        "the server to close a connection without handshake",
+        tcp.read(&mut buf),
+    )
+    .await;
+    assert!(matches!(read, Ok(0) | Err(_)), "closed, got {read:?}");
+
+    // A handshake, then no request headers: closed after the header timeout.
+    let mut tls = tls_connect(server.addr, &config).await.expect("handshake");
+    let read = within(
+        "the server to close a connection that sends no headers",
+        tls.read(&mut buf),
+    )
+    .await;
+    assert!(matches!(read, Ok(0) | Err(_)), "closed, got {read:?}");
+
+    // Half the headers, then silence: closed too.
+    let mut tls = tls_connect(server.addr, &config).await.expect("handshake");
+    tls.write_all(b"POST /mutate HTTP/1.1\r\nhost: localhost\r\n")
+        .await
+        .expect("write");
+    let mut response = Vec::new();
+    let _ = within(
+        "the server to close a connection with partial headers",
+        tls.read_to_end(&mut response),
+    )
+    .await;
+
+    // A 10 MiB declared body is refused from its headers, without reading it.
+    let mut tls = tls_connect(server.addr, &config).await.expect("handshake");
+    tls.write_all(b"POST /mutate?timeout=10s HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 10485760\r\n\r\n{")
+        .await
+        .expect("write");
+    let mut head = vec![0u8; 12];
+    within("the 413 response", tls.read_exact(&mut head))
+        .await
+        .expect("response");
+    assert_eq!(&head, b"HTTP/1.1 413");
+
+    drop(tls);
+
+    // And a normal client still gets served, repeatedly, on one keep-alive connection.
+    let mut client = Client::connect(server.addr, &config).await.expect("connect");
+    for _ in 0..3 {
+        let (status, answer) = client
+            .review(Bytes::from(fixture("pod-create-notebook")))
+            .await
+            .expect("served");
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(answer["response"]["patchType"], "JSONPatch");
+    }
+    let (status, _) = client
+        .review(Bytes::from_static(b"{not json"))
+        .await
+        .expect("answered");
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = client
+        .review(Bytes::from(fixture("pod-delete")))
+        .await
+        .expect("still served");
+    assert_eq!(status, StatusCode::OK);
+    server.shutdown.cancel();
+    within("the server to stop", server.task)
+        .await
+        .expect("server task");
+}
+
+#[tokio::test]
+async fn a_body_that_stops_half_way_gets_408() {
+    let limits = Limits {
+        body_timeout: Duration::from_millis(200),
+        ..Limits::default()
+    };
+    let certs = TempDir::new("slow-body");
+    let mut config = test_config(
+        &fixtures().join("policies"),
+        TlsSource::SelfSigned {
+            dir: certs.path().to_path_buf(),
+            dns_names: Vec::new(),
+        },
+    );
+    config.limits = limits;
+    let server = start(config).await;
+    let client = client_config(&certs.path().join("ca.crt"));
+    let mut tls = tls_connect(server.addr, &client).await.expect("handshake");
+    tls.write_all(b"POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-length: 1000\r\n\r\n{\"apiVersion\"")
+        .await
+        .expect("write");
+    let mut head = vec![0u8; 12];
+    within("the 408 response", tls.read_exact(&mut head))
+        .await
+        .expect("response");
+    assert_eq!(&head, b"HTTP/1.1 408");
+    server.shutdown.cancel();
+    within("the server to stop", server.task)
+        .await
+        .expect("server task");
+}

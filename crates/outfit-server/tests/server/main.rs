@@ -1,0 +1,13 @@
+//! `outfit serve` tests: one test binary (one link step), one module per area.
+
+/// Bodies that are not reviews, oversized bodies, deep nesting, silent connections.
+mod bad_input;
+/// Real AdmissionReview fixtures through the in-process router.
+mod fixtures;
+/// Admin port and graceful shutdown.
+mod lifecycle;
+/// Policy reload from the directory: good and bad changes.
+mod reload;
+mod support;
+/// The TLS socket: self-signed CA, certificate rotation through a symlink swap.
+mod tls;

@@ -1,0 +1,279 @@
+//! `outfit serve`: the admission webhook. Flags map onto [`outfit_server::Config`]; every flag can
+//! also come from an `OUTFIT_*` environment variable (flag > environment > default).
+//!
+//! Signals: SIGTERM or SIGINT start a graceful shutdown (a second one exits at once); SIGHUP
+//! re-reads the policies and the certificate now.
+
+use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
+
+use clap::{Args, ValueEnum};
+use outfit_server::{Config, Limits, Server, Timeouts, TlsSource};
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::EnvFilter;
+
+use crate::cli::EXIT_BAD_INPUT;
+
+/// Arguments of `outfit serve`.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Policy file, or directory searched recursively for *.yaml, *.yml and *.json; watched for
+    /// changes. Repeatable. `Namespace` objects found there supply namespace labels for matching.
+    #[arg(
+        long = "policies",
+        value_name = "PATH",
+        required = true,
+        env = "OUTFIT_POLICIES",
+        value_delimiter = ','
+    )]
+    policies: Vec<PathBuf>,
+
+    /// Namespace of namespaced policies whose metadata names none.
+    #[arg(
+        long,
+        value_name = "NAMESPACE",
+        default_value = "default",
+        env = "OUTFIT_DEFAULT_NAMESPACE"
+    )]
+    default_namespace: String,
+
+    /// HTTPS address of the webhook (`POST /mutate`).
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = "0.0.0.0:8443",
+        env = "OUTFIT_LISTEN"
+    )]
+    listen: SocketAddr,
+
+    /// Plain-HTTP address of /livez, /readyz and /metrics.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = "0.0.0.0:8080",
+        env = "OUTFIT_ADMIN_LISTEN"
+    )]
+    admin_listen: SocketAddr,
+
+    /// Serving certificate chain (PEM), reloaded when the file changes.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "OUTFIT_TLS_CERT",
+        requires = "tls_key",
+        conflicts_with = "self_signed"
+    )]
+    tls_cert: Option<PathBuf>,
+
+    /// Serving private key (PEM), reloaded when the file changes.
+    #[arg(long, value_name = "FILE", env = "OUTFIT_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+
+    /// Generate a CA and a serving certificate into DIR when absent (reuse them when present);
+    /// clients trust DIR/ca.crt.
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "OUTFIT_SELF_SIGNED",
+        required_unless_present = "tls_cert"
+    )]
+    self_signed: Option<PathBuf>,
+
+    /// Extra DNS name for the self-signed certificate (besides localhost, 127.0.0.1, ::1). Repeatable.
+    #[arg(
+        long = "dns-name",
+        value_name = "NAME",
+        env = "OUTFIT_DNS_NAMES",
+        value_delimiter = ','
+    )]
+    dns_names: Vec<String>,
+
+    /// How often policy and certificate files are checked for changes, in seconds.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 2.0,
+        env = "OUTFIT_POLL_INTERVAL"
+    )]
+    poll_interval: f64,
+
+    /// Largest request body accepted, in bytes (the API server sends up to 3 MiB objects; an
+    /// UPDATE review carries two).
+    #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_body_bytes, env = "OUTFIT_MAX_BODY_BYTES")]
+    max_body_bytes: usize,
+
+    /// Seconds allowed for a TLS handshake.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 5.0,
+        env = "OUTFIT_HANDSHAKE_TIMEOUT"
+    )]
+    handshake_timeout: f64,
+
+    /// Seconds allowed for request headers, and for an idle keep-alive connection.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 30.0,
+        env = "OUTFIT_HEADER_TIMEOUT"
+    )]
+    header_timeout: f64,
+
+    /// Seconds allowed for a request body once its headers arrived.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 10.0,
+        env = "OUTFIT_BODY_TIMEOUT"
+    )]
+    body_timeout: f64,
+
+    /// Seconds in-flight requests get to finish after SIGTERM.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 15.0,
+        env = "OUTFIT_SHUTDOWN_GRACE"
+    )]
+    shutdown_grace: f64,
+
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "OUTFIT_LOG_FORMAT")]
+    log_format: LogFormat,
+
+    /// Log filter (tracing EnvFilter syntax), e.g. `info` or `outfit_server=debug`.
+    #[arg(long, value_name = "FILTER", default_value = "info", env = "OUTFIT_LOG")]
+    log: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+impl ServeArgs {
+    fn config(&self) -> Result<Config, String> {
+        let tls = match (&self.tls_cert, &self.tls_key, &self.self_signed) {
+            (Some(cert), Some(key), _) => TlsSource::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            },
+            (_, _, Some(dir)) => TlsSource::SelfSigned {
+                dir: dir.clone(),
+                dns_names: self.dns_names.clone(),
+            },
+            _ => return Err("give --tls-cert and --tls-key, or --self-signed DIR".to_owned()),
+        };
+        let seconds = |name: &str, value: f64| {
+            Duration::try_from_secs_f64(value)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| format!("--{name} must be a positive number of seconds"))
+        };
+        let mut config = Config::new(self.policies.clone(), tls);
+        config.default_namespace.clone_from(&self.default_namespace);
+        config.listen = self.listen;
+        config.admin_listen = Some(self.admin_listen);
+        config.poll_interval = seconds("poll-interval", self.poll_interval)?;
+        config.limits = Limits {
+            max_body_bytes: self.max_body_bytes,
+            body_timeout: seconds("body-timeout", self.body_timeout)?,
+        };
+        config.timeouts = Timeouts {
+            handshake: seconds("handshake-timeout", self.handshake_timeout)?,
+            header_read: seconds("header-timeout", self.header_timeout)?,
+        };
+        config.shutdown_grace = seconds("shutdown-grace", self.shutdown_grace)?;
+        Ok(config)
+    }
+}
+
+fn init_logs(args: &ServeArgs) -> Result<(), String> {
+    let filter = EnvFilter::try_new(&args.log).map_err(|e| format!("--log {:?}: {e}", args.log))?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .init(),
+    }
+    Ok(())
+}
+
+/// Runs `outfit serve` until SIGTERM/SIGINT.
+pub(crate) fn run(args: &ServeArgs) -> ExitCode {
+    if let Err(message) = init_logs(args) {
+        eprintln!("error: {message}");
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!(%error, "cannot start the async runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            tracing::error!("{message}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
+
+async fn serve(args: &ServeArgs) -> Result<(), String> {
+    let config = args.config()?;
+    let server = Server::bind(config).await.map_err(|e| e.to_string())?;
+    let admin = server.admin_addr().map(|a| a.to_string()).unwrap_or_default();
+    tracing::info!(webhook = %server.local_addr(), admin, "outfit serve started");
+    let shutdown = CancellationToken::new();
+    spawn_signal_handlers(server.handle(), shutdown.clone())
+        .map_err(|e| format!("installing signal handlers: {e}"))?;
+    server.run(shutdown).await;
+    Ok(())
+}
+
+#[cfg(unix)]
+fn spawn_signal_handlers(handle: outfit_server::Handle, shutdown: CancellationToken) -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut hangup = signal(SignalKind::hangup())?;
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = terminate.recv() => {}
+                _ = interrupt.recv() => {}
+                _ = hangup.recv() => {
+                    tracing::info!("SIGHUP: reloading policies and certificate");
+                    handle.reload_now();
+                    continue;
+                }
+            }
+            if shutdown.is_cancelled() {
+                tracing::warn!("second signal: exiting without waiting for the drain");
+                std::process::exit(1);
+            }
+            tracing::info!("shutdown signal: draining");
+            shutdown.cancel();
+        }
+    });
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn spawn_signal_handlers(_handle: outfit_server::Handle, shutdown: CancellationToken) -> std::io::Result<()> {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            shutdown.cancel();
+        }
+    });
+    Ok(())
+}
