@@ -1,8 +1,9 @@
 //! Applying a [`PolicySet`] to one object: the admission decision shared by `outfit mutate` and
 //! `outfit serve`.
 //!
-//! Order: PodDefaults first (on pod CREATE, as Kubeflow registers its webhook), then the policies
-//! of other kinds. The object is copied only once some policy is known to change it, and the
+//! Order: PodDefaults first (on pod CREATE, as Kubeflow registers its webhook), then the Gatekeeper
+//! mutators on the result (on CREATE and UPDATE, as Gatekeeper's webhook), in Gatekeeper's own
+//! order and convergence loop. The object is copied only once some policy is known to change it, and the
 //! RFC 6902 patch is the diff of the untouched input against the result, so whatever no policy
 //! touched (unknown fields, nulls, integer formatting, key order) is left exactly as it came.
 
@@ -10,6 +11,7 @@ use json_patch::Patch;
 use serde_json::Value;
 
 use crate::{
+    gatekeeper::{MutationError, system::RunInput},
     poddefault::{self, Conflict, EXCLUDE_ANNOTATION, MIRROR_POD_ANNOTATION},
     policy_set::{AppliedPolicy, PolicyKind, PolicyRef, PolicySet},
 };
@@ -117,6 +119,9 @@ impl PolicySet {
         if let Err(denial) = self.apply_pod_defaults(request, &mut mutated, &mut admission) {
             return Outcome::Denied(denial);
         }
+        if let Err(denial) = self.apply_gatekeeper(request, &mut mutated, &mut admission) {
+            return Outcome::Denied(denial);
+        }
         if let Some(object) = mutated {
             admission.patch = json_patch::diff(request.object, &object);
             if !admission.patch.0.is_empty() {
@@ -166,6 +171,51 @@ impl PolicySet {
             }
             Err(error) => Err(pod_default_denial(pod, &matching, error)),
         }
+    }
+}
+
+impl PolicySet {
+    /// Gatekeeper mutators, after PodDefaults, on CREATE and UPDATE (as Gatekeeper's webhook).
+    fn apply_gatekeeper(
+        &self,
+        request: &Request<'_>,
+        mutated: &mut Option<Value>,
+        admission: &mut Admission,
+    ) -> Result<(), Denial> {
+        let mutators = self.gatekeeper_mutators();
+        if mutators.is_empty() {
+            return Ok(());
+        }
+        let namespace_labels = |namespace: &str| self.namespace_labels(namespace);
+        let input = RunInput {
+            namespace: request.namespace,
+            operation: request.operation,
+            namespace_labels: &namespace_labels,
+        };
+        mutators
+            .run(request.object, mutated, &input, &mut admission.applied)
+            .map_err(|error| gatekeeper_denial(request.object, error))
+    }
+}
+
+fn gatekeeper_denial(object: &Value, error: MutationError) -> Denial {
+    let field = |pointer: &str| {
+        object
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let kind = field("/kind").unwrap_or("object");
+    let name = field("/metadata/name")
+        .or_else(|| field("/metadata/generateName"))
+        .unwrap_or("<unnamed>");
+    let policies = match &error {
+        MutationError::Failed { mutator, .. } => vec![mutator.clone()],
+        MutationError::NotConverging { mutators, .. } => mutators.clone(),
+    };
+    Denial {
+        message: format!("gatekeeper mutation of {kind} {name}: {error}"),
+        policies,
     }
 }
 
