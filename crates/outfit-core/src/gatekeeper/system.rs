@@ -115,21 +115,15 @@ impl Mutators {
         self.items.is_empty()
     }
 
-    /// The first candidate after position `after` for the object `subject` describes.
-    fn next_candidate(&self, subject: &Subject<'_>, after: Option<u32>) -> Option<u32> {
-        let first_after = |positions: &[u32]| {
-            let start = after.map_or(0, |a| positions.partition_point(|&p| p <= a));
-            positions.get(start).copied()
-        };
+    /// The positions of the mutators that can apply to the object `subject` describes: those
+    /// whose `applyTo` names its group, version and kind, and the AssignMetadata ones.
+    fn candidates(&self, subject: &Subject<'_>) -> (&[u32], &[u32]) {
         let indexed = self
             .by_kind
             .get(subject.kind)
             .and_then(|index| index.positions(subject.group, subject.version))
-            .and_then(first_after);
-        match (indexed, first_after(&self.unindexed)) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+            .unwrap_or(&[]);
+        (indexed, &self.unindexed)
     }
 
     /// Runs Gatekeeper's loop on `working` (or on `base`, copied into `working` only once some
@@ -204,6 +198,9 @@ impl Mutators {
         snapshot: &mut Option<Value>,
     ) -> Result<Option<u32>, MutationError> {
         loop {
+            // Once a private copy exists (and the iteration's snapshot is taken), mutating it
+            // directly is cheaper than probing first: the walk reports whether anything changed.
+            let probe = working.is_none() || (needs_snapshot && snapshot.is_none());
             let current = working.as_ref().unwrap_or(base);
             let Some(subject) = Subject::new(current, input.namespace, input.operation) else {
                 return Ok(None);
@@ -211,14 +208,10 @@ impl Mutators {
             if subject.group.ends_with(".gatekeeper.sh") {
                 return Ok(None);
             }
-            let Some(position) = self.next_candidate(&subject, *after) else {
+            let Some(position) = self.next_to_mutate(&subject, input, after, probe) else {
                 return Ok(None);
             };
-            *after = Some(position);
             let mutator = &self.items[position as usize];
-            if !mutator.matches(&subject, input.namespace_labels) || !mutator.would_change(&subject) {
-                continue;
-            }
             let (name, namespace) = (subject.name().to_owned(), subject.namespace.map(str::to_owned));
             if needs_snapshot && snapshot.is_none() {
                 *snapshot = Some(current.clone());
@@ -230,13 +223,39 @@ impl Mutators {
             };
             match mutator.mutate(meta, object) {
                 Ok(true) => return Ok(Some(position)),
-                Ok(false) => continue,
+                Ok(false) => {}
                 Err(error) => {
                     return Err(MutationError::Failed {
                         mutator: mutator.reference.clone(),
                         message: format!("at {}: {}", mutator.location, error.0),
                     });
                 }
+            }
+        }
+    }
+
+    /// The next candidate after `after` that matches (and, when `probe`, would change the object).
+    fn next_to_mutate(
+        &self,
+        subject: &Subject<'_>,
+        input: &RunInput<'_, '_>,
+        after: &mut Option<u32>,
+        probe: bool,
+    ) -> Option<u32> {
+        let (indexed, unindexed) = self.candidates(subject);
+        let first_after = |positions: &[u32], after: Option<u32>| {
+            let start = after.map_or(0, |a| positions.partition_point(|&p| p <= a));
+            positions.get(start).copied()
+        };
+        loop {
+            let position = match (first_after(indexed, *after), first_after(unindexed, *after)) {
+                (Some(a), Some(b)) => a.min(b),
+                (a, b) => a.or(b)?,
+            };
+            *after = Some(position);
+            let mutator = &self.items[position as usize];
+            if mutator.matches(subject, input.namespace_labels) && (!probe || mutator.would_change(subject)) {
+                return Some(position);
             }
         }
     }

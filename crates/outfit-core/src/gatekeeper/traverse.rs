@@ -95,6 +95,20 @@ fn mismatch(expected: &str, found: &Value) -> WalkError {
     ))
 }
 
+/// A list element's key field. Elements of keyed lists are small objects, for which a linear scan
+/// is several times faster than hashing the key.
+fn key_field_of<'v>(object: &'v Map<String, Value>, key: &str) -> Option<&'v Value> {
+    if object.len() <= 16 {
+        object.iter().find_map(|(k, v)| (k == key).then_some(v))
+    } else {
+        object.get(key)
+    }
+}
+
+fn key_field<'v>(item: &'v Value, key: &str) -> Option<&'v Value> {
+    item.as_object().and_then(|object| key_field_of(object, key))
+}
+
 /// Applies `setter` at `path` in `root`, honouring `tester`. Returns whether `root` changed.
 pub fn apply(
     path: &[Node],
@@ -198,7 +212,7 @@ impl Walk<'_> {
         }
         let (mut found, mut changed) = (false, false);
         for item in items.iter_mut() {
-            if item.get(key).is_some_and(|field| value.matches(field)) {
+            if key_field(item, key).is_some_and(|field| value.matches(field)) {
                 if !self.tester.exists_ok(depth) {
                     return Ok(false);
                 }
@@ -235,7 +249,7 @@ impl Walk<'_> {
             let Value::Object(object) = item else {
                 return Err(mismatch("object", item));
             };
-            if object.get(key).is_some_and(|field| value.matches(field)) {
+            if key_field_of(object, key).is_some_and(|field| value.matches(field)) {
                 if !self.tester.exists_ok(depth) || item == element {
                     return Ok(false);
                 }
@@ -288,7 +302,7 @@ impl Walk<'_> {
         }
         let mut found = false;
         for item in items {
-            if item.get(key).is_some_and(|field| value.matches(field)) {
+            if key_field(item, key).is_some_and(|field| value.matches(field)) {
                 if !self.tester.exists_ok(depth) {
                     return false;
                 }
@@ -312,7 +326,7 @@ impl Walk<'_> {
             let Value::Object(object) = item else {
                 return true;
             };
-            if object.get(key).is_some_and(|field| value.matches(field)) {
+            if key_field_of(object, key).is_some_and(|field| value.matches(field)) {
                 return self.tester.exists_ok(depth) && item != element;
             }
         }
