@@ -1,10 +1,13 @@
 //! Applying a [`PolicySet`] to one object: the admission decision shared by `outfit mutate` and
 //! `outfit serve`.
 //!
-//! Order: PodDefaults first (on pod CREATE, as Kubeflow registers its webhook), then the policies
-//! of other kinds. Policies read the raw request object and emit RFC 6902 operations against it,
-//! so whatever no policy touched (unknown fields, nulls, integer formatting, key order) is left
-//! exactly as it came, and the object is only copied when a caller asks for the mutated object.
+//! Order: PodDefaults first (on pod CREATE, as Kubeflow registers its webhook), then the Gatekeeper
+//! mutators on the result (on CREATE and UPDATE, as Gatekeeper's webhook), in Gatekeeper's own
+//! order and convergence loop. PodDefaults read the raw request object and emit RFC 6902
+//! operations against it without copying it; the Gatekeeper step copies the object only once a
+//! mutator is known to change it, and its operations are the diff of its input against its result.
+//! Whatever no policy touched (unknown fields, nulls, integer formatting, key order) is left
+//! exactly as it came.
 
 use std::borrow::Cow;
 
@@ -12,6 +15,7 @@ use json_patch::Patch;
 use serde_json::Value;
 
 use crate::{
+    gatekeeper::{MutationError, system::RunInput},
     poddefault::{self, Conflict, EXCLUDE_ANNOTATION, MIRROR_POD_ANNOTATION},
     policy_set::{AppliedPolicy, PolicyKind, PolicyRef, PolicySet},
 };
@@ -133,6 +137,9 @@ impl PolicySet {
         if let Err(denial) = self.apply_pod_defaults(request, &mut admission) {
             return Outcome::Denied(denial);
         }
+        if let Err(denial) = self.apply_gatekeeper(request, &mut admission) {
+            return Outcome::Denied(denial);
+        }
         Outcome::Admitted(admission)
     }
 
@@ -172,6 +179,74 @@ impl PolicySet {
             }
             Err(error) => Err(pod_default_denial(pod, &matching, error)),
         }
+    }
+}
+
+impl PolicySet {
+    /// Gatekeeper mutators, after PodDefaults, on CREATE and UPDATE (as Gatekeeper's webhook).
+    /// The Gatekeeper step, on the object as the PodDefaults left it. Its operations follow the
+    /// PodDefaults' ones in `admission.patch`.
+    fn apply_gatekeeper(&self, request: &Request<'_>, admission: &mut Admission) -> Result<(), Denial> {
+        let mutators = self.gatekeeper_mutators();
+        if mutators.is_empty() {
+            return Ok(());
+        }
+        // The PodDefaults' result, when they changed anything (built by applying their own patch).
+        let after_pod_defaults = match admission.object(request.object) {
+            Ok(Cow::Owned(object)) => Some(object),
+            Ok(Cow::Borrowed(_)) => None,
+            Err(error) => return Err(internal_denial(&error)),
+        };
+        let namespace_labels = |namespace: &str| self.namespace_labels(namespace);
+        let input = RunInput {
+            namespace: request.namespace,
+            operation: request.operation,
+            namespace_labels: &namespace_labels,
+        };
+        let input_object = after_pod_defaults.clone();
+        let mut mutated = after_pod_defaults;
+        let applied_before = admission.applied.len();
+        mutators
+            .run(request.object, &mut mutated, &input, &mut admission.applied)
+            .map_err(|error| gatekeeper_denial(request.object, error))?;
+        let gatekeeper_changed = admission.applied.len() > applied_before;
+        if let Some(object) = mutated {
+            if gatekeeper_changed {
+                let base = input_object.as_ref().unwrap_or(request.object);
+                admission.patch.0.extend(json_patch::diff(base, &object).0);
+            }
+            admission.mutated = (!admission.patch.0.is_empty()).then_some(object);
+        }
+        Ok(())
+    }
+}
+
+fn gatekeeper_denial(object: &Value, error: MutationError) -> Denial {
+    let field = |pointer: &str| {
+        object
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let kind = field("/kind").unwrap_or("object");
+    let name = field("/metadata/name")
+        .or_else(|| field("/metadata/generateName"))
+        .unwrap_or("<unnamed>");
+    let policies = match &error {
+        MutationError::Failed { mutator, .. } => vec![mutator.clone()],
+        MutationError::NotConverging { mutators, .. } => mutators.clone(),
+    };
+    Denial {
+        message: format!("gatekeeper mutation of {kind} {name}: {error}"),
+        policies,
+    }
+}
+
+/// A patch outfit built that does not apply to its own input: a bug, reported rather than a panic.
+fn internal_denial(error: &json_patch::PatchError) -> Denial {
+    Denial {
+        message: format!("outfit internal error: its own patch does not apply ({error}); please report this"),
+        policies: Vec::new(),
     }
 }
 

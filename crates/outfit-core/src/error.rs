@@ -5,7 +5,9 @@
 
 use std::fmt;
 
-use crate::{document::Origin, fieldpath::FieldPath, policy_set::PolicyRef};
+use crate::{
+    document::Origin, fieldpath::FieldPath, gatekeeper::location::LocationError, policy_set::PolicyRef,
+};
 
 /// A YAML or JSON stream that could not be read as Kubernetes objects.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +66,17 @@ pub enum Problem {
         /// Where the first one was read.
         first: Origin,
     },
+    /// A Gatekeeper `location` (or `pathTests[].subPath`) that does not parse.
+    Location(LocationError),
+    /// Two Gatekeeper mutators disagree on the shape of an object; both are left out.
+    SchemaConflict {
+        /// The other mutator.
+        other: PolicyRef,
+        /// Where the other one was read.
+        other_origin: Origin,
+        /// The field and the two shapes.
+        detail: String,
+    },
 }
 
 impl fmt::Display for Problem {
@@ -76,6 +89,15 @@ impl fmt::Display for Problem {
             Problem::Invalid(why) => f.write_str(why),
             Problem::Unsupported(why) => write!(f, "not supported: {why}"),
             Problem::DuplicatePolicy { first } => write!(f, "defined again (first defined at {first})"),
+            Problem::Location(error) => write!(f, "invalid location: {error}"),
+            Problem::SchemaConflict {
+                other,
+                other_origin,
+                detail,
+            } => write!(
+                f,
+                "conflicting schema with {other} ({other_origin}): {detail}; both mutators are disabled, as Gatekeeper does"
+            ),
         }
     }
 }

@@ -13,6 +13,7 @@ pub mod document;
 pub mod engine;
 pub mod error;
 pub mod fieldpath;
+pub mod gatekeeper;
 pub mod poddefault;
 pub mod policy_set;
 pub mod selector;

@@ -11,6 +11,7 @@ use crate::{
     document::{Document, Origin},
     error::{LoadWarning, PolicyError, Problem},
     fieldpath::FieldPath,
+    gatekeeper::{self, Mutator, Mutators, conflicts},
     poddefault::{self, PodDefault},
 };
 
@@ -19,16 +20,35 @@ use crate::{
 pub enum PolicyKind {
     /// Kubeflow `PodDefault` (`kubeflow.org/v1alpha1`).
     PodDefault,
+    /// Gatekeeper `Assign` (`mutations.gatekeeper.sh`).
+    Assign,
+    /// Gatekeeper `AssignImage`.
+    AssignImage,
+    /// Gatekeeper `AssignMetadata`.
+    AssignMetadata,
+    /// Gatekeeper `ModifySet`.
+    ModifySet,
 }
 
 impl PolicyKind {
     /// Every kind, in the order policies of different kinds are applied.
-    pub const ALL: &[PolicyKind] = &[PolicyKind::PodDefault];
+    /// PodDefaults come first; the Gatekeeper kinds follow in Gatekeeper's own order.
+    pub const ALL: &[PolicyKind] = &[
+        PolicyKind::PodDefault,
+        PolicyKind::Assign,
+        PolicyKind::AssignImage,
+        PolicyKind::AssignMetadata,
+        PolicyKind::ModifySet,
+    ];
 
     /// The Kubernetes `kind`.
     pub fn as_str(self) -> &'static str {
         match self {
             PolicyKind::PodDefault => "PodDefault",
+            PolicyKind::Assign => "Assign",
+            PolicyKind::AssignImage => "AssignImage",
+            PolicyKind::AssignMetadata => "AssignMetadata",
+            PolicyKind::ModifySet => "ModifySet",
         }
     }
 }
@@ -132,6 +152,7 @@ pub struct PolicySet {
     pod_defaults: HashMap<String, NamespaceDefaults>,
     namespaces: HashMap<String, Map<String, Value>>,
     counts: HashMap<PolicyKind, usize>,
+    mutators: Mutators,
 }
 
 impl PolicySet {
@@ -160,6 +181,11 @@ impl PolicySet {
     /// Labels of a namespace read from a `Namespace` object, if one was loaded.
     pub fn namespace_labels(&self, namespace: &str) -> Option<&Map<String, Value>> {
         self.namespaces.get(namespace)
+    }
+
+    /// The enabled Gatekeeper mutators, in application order.
+    pub fn gatekeeper_mutators(&self) -> &Mutators {
+        &self.mutators
     }
 
     /// How many policies of `kind` the set holds.
@@ -205,6 +231,7 @@ pub struct LoadReport {
 pub struct PolicySetBuilder {
     default_namespace: String,
     pod_defaults: Vec<PodDefault>,
+    mutators: Vec<Mutator>,
     namespaces: HashMap<String, Map<String, Value>>,
     seen: HashMap<PolicyRef, Origin>,
     report: LoadReport,
@@ -215,6 +242,7 @@ impl Default for PolicySetBuilder {
         Self {
             default_namespace: "default".to_owned(),
             pod_defaults: Vec::new(),
+            mutators: Vec::new(),
             namespaces: HashMap::new(),
             seen: HashMap::new(),
             report: LoadReport::default(),
@@ -271,6 +299,13 @@ impl PolicySetBuilder {
                     poddefault::API_VERSION
                 )),
             }),
+            _ if api_version.split_once('/').map(|(group, _)| group) == Some(gatekeeper::GROUP) => {
+                let mutator = gatekeeper::parse(document, &mut self.report.warnings)?;
+                let reference = mutator.reference().clone();
+                self.remember(&reference, document)?;
+                self.mutators.push(mutator);
+                Ok(Added::Policy(reference))
+            }
             ("v1", "Namespace") => {
                 let name = object_name(document).to_owned();
                 let mut labels = document
@@ -302,9 +337,16 @@ impl PolicySetBuilder {
     }
 
     /// Builds the indexed set, and returns it with the load report.
-    pub fn build(self) -> (PolicySet, LoadReport) {
+    ///
+    /// Gatekeeper mutators whose locations conflict (see [`conflicts`]) are both left out, as
+    /// Gatekeeper disables both, and each is reported as an error naming the other.
+    pub fn build(mut self) -> (PolicySet, LoadReport) {
         let mut counts = HashMap::new();
         counts.insert(PolicyKind::PodDefault, self.pod_defaults.len());
+        let mutators = self.compile_mutators();
+        for mutator in mutators.items() {
+            *counts.entry(mutator.reference().kind).or_default() += 1;
+        }
         let mut by_namespace: HashMap<String, Vec<PodDefault>> = HashMap::new();
         for pd in self.pod_defaults {
             by_namespace
@@ -321,9 +363,45 @@ impl PolicySetBuilder {
                 pod_defaults,
                 namespaces: self.namespaces,
                 counts,
+                mutators,
             },
             self.report,
         )
+    }
+}
+
+impl PolicySetBuilder {
+    /// Sorts and indexes the Gatekeeper mutators, leaving out both sides of every schema conflict.
+    fn compile_mutators(&mut self) -> Mutators {
+        let mutators = std::mem::take(&mut self.mutators);
+        let found = conflicts::find(&mutators);
+        let mut disabled = vec![false; mutators.len()];
+        for conflict in &found {
+            for (this, other) in [
+                (conflict.first, conflict.second),
+                (conflict.second, conflict.first),
+            ] {
+                disabled[this] = true;
+                let (this, other) = (&mutators[this], &mutators[other]);
+                self.report.errors.push(PolicyError {
+                    origin: this.origin().clone(),
+                    policy: this.reference().clone(),
+                    field: FieldPath::new("spec.location"),
+                    problem: Problem::SchemaConflict {
+                        other: other.reference().clone(),
+                        other_origin: other.origin().clone(),
+                        detail: conflict.detail.clone(),
+                    },
+                });
+            }
+        }
+        let loaded = mutators.len();
+        let enabled = mutators
+            .into_iter()
+            .zip(disabled)
+            .filter_map(|(mutator, disabled)| (!disabled).then_some(mutator))
+            .collect();
+        Mutators::new(enabled, loaded)
     }
 }
 

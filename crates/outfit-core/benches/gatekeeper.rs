@@ -1,0 +1,100 @@
+//! Gatekeeper workload: 100 and 1,000 Assign mutators with globbed locations
+//! (`spec.containers[name: *].env[name: VAR_i].value`) over a 5-container pod.
+//!
+//!     cargo bench -p outfit-core --bench gatekeeper
+//!
+//! Three cases per size: `first-admission` (every mutator adds one env var to every container,
+//! the loop then confirms convergence), `already-mutated` (the same pod after mutation: every
+//! mutator matches and nothing changes, so no copy is made), and `not-matching` (a pod in a
+//! namespace the mutators exclude: matching only).
+
+use std::hint::black_box;
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use outfit_core::{Document, Operation, Origin, Outcome, PolicySet, Request};
+use serde_json::{Value, json};
+
+fn mutators(count: usize) -> PolicySet {
+    let documents: Vec<Document> = (0..count)
+        .map(|i| Document {
+            origin: Origin::named("bench"),
+            value: json!({
+                "apiVersion": "mutations.gatekeeper.sh/v1",
+                "kind": "Assign",
+                "metadata": {"name": format!("env-{i:04}")},
+                "spec": {
+                    "applyTo": [{"groups": [""], "versions": ["v1"], "kinds": ["Pod"]}],
+                    "match": {"scope": "Namespaced", "excludedNamespaces": ["kube-*"]},
+                    "location": format!("spec.containers[name: *].env[name: VAR_{i}].value"),
+                    "parameters": {"assign": {"value": format!("value-{i}")}},
+                },
+            }),
+        })
+        .collect();
+    let mut builder = PolicySet::builder();
+    builder.add_all(&documents);
+    let (set, report) = builder.build();
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    set
+}
+
+fn pod(namespace: &str) -> Value {
+    let containers: Vec<Value> = (0..5)
+        .map(|i| {
+            json!({
+                "name": format!("c{i}"),
+                "image": format!("registry.example.com/team/app-{i}:1.2.3"),
+                "env": [{"name": "HOME", "value": "/home/coder"}, {"name": "LANG", "value": "C.UTF-8"}],
+                "ports": [{"containerPort": 8080 + i, "protocol": "TCP"}],
+                "resources": {"limits": {"cpu": "2", "memory": "4Gi"}},
+                "volumeMounts": [{"name": "home", "mountPath": "/home/coder"}],
+            })
+        })
+        .collect();
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "workspace", "namespace": namespace, "labels": {"app": "workspace"}},
+        "spec": {"containers": containers, "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "home"}}]},
+    })
+}
+
+fn admit(set: &PolicySet, object: &Value) -> Option<Value> {
+    let request = Request {
+        object,
+        namespace: "default",
+        operation: Operation::Create,
+        user: None,
+    };
+    match set.apply(&request) {
+        Outcome::Admitted(admission) => {
+            (!admission.is_unchanged()).then(|| admission.object(object).expect("patch applies").into_owned())
+        }
+        Outcome::Denied(denial) => panic!("{}", denial.message),
+    }
+}
+
+fn gatekeeper(c: &mut Criterion) {
+    let mut group = c.benchmark_group("gatekeeper");
+    group.sample_size(20);
+    for count in [100, 1_000] {
+        let set = mutators(count);
+        let fresh = pod("team-a");
+        let mutated = admit(&set, &fresh).expect("mutators apply");
+        assert!(admit(&set, &mutated).is_none(), "idempotent");
+        let excluded = pod("kube-system");
+        group.bench_with_input(BenchmarkId::new("first-admission", count), &fresh, |b, pod| {
+            b.iter(|| admit(&set, black_box(pod)))
+        });
+        group.bench_with_input(BenchmarkId::new("already-mutated", count), &mutated, |b, pod| {
+            b.iter(|| admit(&set, black_box(pod)))
+        });
+        group.bench_with_input(BenchmarkId::new("not-matching", count), &excluded, |b, pod| {
+            b.iter(|| admit(&set, black_box(pod)))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, gatekeeper);
+criterion_main!(benches);
