@@ -236,9 +236,9 @@ pub(crate) fn parse(
             Some(Value::Bool(b)) => Some(*b),
             Some(_) => return Err(cx.wrong_type(at.field("automountServiceAccountToken"), "a boolean")),
         },
-        image_pull_secrets: parse_image_pull_secrets(&cx, spec, &at)?,
-        init_containers: parse_containers(&cx, spec, "initContainers", &at)?,
-        sidecars: parse_containers(&cx, spec, "sidecars", &at)?,
+        image_pull_secrets: parse_named(&cx, spec, "imagePullSecrets", &[], &at)?,
+        init_containers: parse_named(&cx, spec, "initContainers", &["image"], &at)?,
+        sidecars: parse_named(&cx, spec, "sidecars", &["image"], &at)?,
         command: parse_strings(&cx, spec, "command", &at)?,
         args: parse_strings(&cx, spec, "args", &at)?,
         reference: cx.reference,
@@ -447,39 +447,26 @@ pub(crate) fn toleration_identity(key: &str, effect: &str) -> String {
     format!("{key}:{effect}")
 }
 
-fn parse_image_pull_secrets(
-    cx: &Context<'_>,
-    spec: &Map<String, Value>,
-    at: &FieldPath,
-) -> Result<Vec<Keyed>, PolicyError> {
-    let mut seen = Vec::new();
-    let mut out = Vec::new();
-    for (path, secret) in cx.objects(spec, "imagePullSecrets", at)? {
-        let name = cx.required_str(secret, "name", &path)?;
-        cx.unique(&mut seen, name, "name", path.field("name"))?;
-        out.push(Keyed {
-            key: name.to_owned(),
-            value: Value::Object(secret.clone()),
-        });
-    }
-    Ok(out)
-}
-
-fn parse_containers(
+/// A list of objects identified by `name`, unique within the policy, each also carrying every
+/// field in `required` (pull secrets need only a name; containers also an image).
+fn parse_named(
     cx: &Context<'_>,
     spec: &Map<String, Value>,
     field: &str,
+    required: &[&str],
     at: &FieldPath,
 ) -> Result<Vec<Keyed>, PolicyError> {
     let mut seen = Vec::new();
     let mut out = Vec::new();
-    for (path, container) in cx.objects(spec, field, at)? {
-        let name = cx.required_str(container, "name", &path)?;
-        cx.required_str(container, "image", &path)?;
+    for (path, item) in cx.objects(spec, field, at)? {
+        let name = cx.required_str(item, "name", &path)?;
+        for other in required {
+            cx.required_str(item, other, &path)?;
+        }
         cx.unique(&mut seen, name, "name", path.field("name"))?;
         out.push(Keyed {
             key: name.to_owned(),
-            value: Value::Object(container.clone()),
+            value: Value::Object(item.clone()),
         });
     }
     Ok(out)
