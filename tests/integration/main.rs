@@ -3,8 +3,11 @@
 //! - `mutate_fixtures`: every case under `tests/fixtures/` and every example under `examples/`
 //!   through the real `outfit mutate` binary, with its patches checked by the API server's own
 //!   RFC 6902 library;
-//! - `mutate_cli`: the CLI contract that scripts rely on (stdin, formats, exit statuses).
+//! - `mutate_cli`: the CLI contract that scripts rely on (stdin, formats, exit statuses);
+//! - `e2e`: a real kube-apiserver and etcd (`hack/control-plane`) calling `outfit serve`.
 
+mod control_plane;
+mod e2e;
 mod mutate_cli;
 mod mutate_fixtures;
 mod support;

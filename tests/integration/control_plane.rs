@@ -1,0 +1,70 @@
+//! A real kube-apiserver and etcd for the end-to-end tests, started once per test binary with
+//! `hack/control-plane/up.sh` (which builds them from Go modules into a cache outside the work
+//! tree on first use) and stopped when the test binary exits.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    sync::OnceLock,
+};
+
+use kube::{
+    Client, Config,
+    config::{KubeConfigOptions, Kubeconfig},
+};
+
+use crate::support::repo_root;
+
+/// A running control plane.
+pub(crate) struct ControlPlane {
+    pub(crate) state_dir: PathBuf,
+}
+
+impl ControlPlane {
+    /// The shared control plane, started on first use.
+    pub(crate) fn get() -> &'static ControlPlane {
+        static PLANE: OnceLock<ControlPlane> = OnceLock::new();
+        PLANE.get_or_init(|| {
+            let state_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+                .join(format!("control-plane-{}", std::process::id()));
+            let scripts = repo_root().join("hack/control-plane");
+            // Stop the processes when this test binary exits, however it exits: the harness starts
+            // them in their own session, so nothing else would.
+            Command::new("bash")
+                .arg("-c")
+                .arg(r#"while kill -0 "$1" 2>/dev/null; do sleep 1; done; "$2/down.sh" "$3" >/dev/null 2>&1"#)
+                .arg("watchdog")
+                .arg(std::process::id().to_string())
+                .arg(&scripts)
+                .arg(&state_dir)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start the control-plane watchdog");
+            let status = Command::new(scripts.join("up.sh"))
+                .arg(&state_dir)
+                .status()
+                .expect("run hack/control-plane/up.sh");
+            assert!(
+                status.success(),
+                "hack/control-plane/up.sh failed; see the logs in {}",
+                state_dir.display()
+            );
+            ControlPlane { state_dir }
+        })
+    }
+
+    /// A client authenticated as the admin (group `system:masters`).
+    pub(crate) async fn admin_client(&self) -> Client {
+        client_from(&self.state_dir.join("kubeconfig")).await
+    }
+}
+
+async fn client_from(kubeconfig: &Path) -> Client {
+    let kubeconfig = Kubeconfig::read_from(kubeconfig).expect("read kubeconfig");
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("kubeconfig");
+    Client::try_from(config).expect("client")
+}

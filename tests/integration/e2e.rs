@@ -1,0 +1,249 @@
+//! End to end: a real kube-apiserver calls `outfit serve`, applies its patch and stores the pod.
+//! Every assertion is on the object the API server stored (or on the error it returned), so these
+//! tests fail when the webhook is not registered or not called.
+
+use std::{
+    net::TcpListener,
+    path::Path,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use kube::{
+    Client,
+    api::{Api, DynamicObject, PostParams},
+    core::GroupVersionKind,
+    discovery::ApiResource,
+};
+use serde_json::{Value, json};
+
+use crate::{control_plane::ControlPlane, support::repo_root};
+
+/// `outfit serve` as a child process, killed on drop.
+struct Webhook {
+    child: Child,
+    port: u16,
+    certs: tempdir::Dir,
+}
+
+mod tempdir {
+    /// A directory removed on drop.
+    pub(crate) struct Dir(pub(crate) std::path::PathBuf);
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+impl Drop for Webhook {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+impl Webhook {
+    fn start(policies: &Path) -> Webhook {
+        let certs = tempdir::Dir(std::env::temp_dir().join(format!(
+            "outfit-e2e-certs-{}-{}",
+            std::process::id(),
+            free_port()
+        )));
+        let (port, admin) = (free_port(), free_port());
+        let child = Command::new(env!("CARGO_BIN_EXE_outfit"))
+            .args(["serve", "--policies"])
+            .arg(policies)
+            .arg("--self-signed")
+            .arg(&certs.0)
+            .args([
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--admin-listen",
+                &format!("127.0.0.1:{admin}"),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start outfit serve");
+        let ready = format!("127.0.0.1:{admin}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !admin_ready(&ready) {
+            assert!(Instant::now() < deadline, "outfit serve did not become ready");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Webhook { child, port, certs }
+    }
+}
+
+/// GET /readyz over plain HTTP.
+fn admin_ready(addr: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = stream.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response.starts_with("HTTP/1.1 200")
+}
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+async fn create(
+    client: &Client,
+    namespace: Option<&str>,
+    resource: &ApiResource,
+    object: Value,
+) -> Result<Value, kube::Error> {
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
+        None => Api::all_with(client.clone(), resource),
+    };
+    let object: DynamicObject = serde_json::from_value(object).expect("a valid object");
+    api.create(&PostParams::default(), &object)
+        .await
+        .map(|o| serde_json::to_value(o).expect("serializes"))
+}
+
+/// Registers `webhook` with the API server through `outfit manifests --webhook-url`.
+async fn register(client: &Client, webhook: &Webhook) {
+    let output = Command::new(env!("CARGO_BIN_EXE_outfit"))
+        .args([
+            "manifests",
+            "--without-poddefault-crd",
+            "--without-gatekeeper-crds",
+            "--webhook-url",
+        ])
+        .arg(format!("https://127.0.0.1:{}/mutate", webhook.port))
+        .arg("--ca-file")
+        .arg(webhook.certs.0.join("ca.crt"))
+        .output()
+        .expect("outfit manifests");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let documents =
+        outfit_core::document::parse_stream(&String::from_utf8(output.stdout).unwrap(), "manifests").unwrap();
+    assert_eq!(
+        documents.len(),
+        1,
+        "local mode without CRDs prints only the webhook configuration"
+    );
+    let configs = resource(
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingWebhookConfiguration",
+        "mutatingwebhookconfigurations",
+    );
+    create(client, None, &configs, documents[0].value.clone())
+        .await
+        .expect("register the webhook");
+}
+
+fn pod(name: &str, labels: Value, env: Value) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"containers": [{"name": "main", "image": "busybox", "env": env}]}
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_server_stores_pods_as_outfit_mutates_them() {
+    let plane = ControlPlane::get();
+    let client = plane.admin_client().await;
+    let namespace = "e2e-poddefault";
+    let namespaces = resource("", "v1", "Namespace", "namespaces");
+    create(
+        &client,
+        None,
+        &namespaces,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+    )
+    .await
+    .expect("create namespace");
+    // No controller-manager: the default ServiceAccount the ServiceAccount admission plugin wants
+    // is created by hand.
+    let accounts = resource("", "v1", "ServiceAccount", "serviceaccounts");
+    create(
+        &client,
+        Some(namespace),
+        &accounts,
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
+    )
+    .await
+    .expect("create the default service account");
+
+    let policies = repo_root()
+        .join("target")
+        .join(format!("e2e-policies-{}", std::process::id()));
+    std::fs::create_dir_all(&policies).unwrap();
+    std::fs::write(
+        policies.join("poddefault.yaml"),
+        format!(
+            "apiVersion: kubeflow.org/v1alpha1\nkind: PodDefault\nmetadata: {{name: proxy, namespace: {namespace}}}\n\
+             spec:\n  selector: {{matchLabels: {{proxy: \"true\"}}}}\n  env: [{{name: HTTPS_PROXY, value: \"http://proxy:3128\"}}]\n"
+        ),
+    )
+    .unwrap();
+    let webhook = Webhook::start(&policies);
+    register(&client, &webhook).await;
+
+    let pods = resource("", "v1", "Pod", "pods");
+    let stored = create(
+        &client,
+        Some(namespace),
+        &pods,
+        pod("mutated", json!({"proxy": "true"}), json!([])),
+    )
+    .await
+    .expect("pod created");
+    assert_eq!(
+        stored["spec"]["containers"][0]["env"],
+        json!([{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}])
+    );
+    assert_eq!(
+        stored["metadata"]["annotations"]["poddefault.admission.kubeflow.org/poddefault-proxy"],
+        ""
+    );
+
+    let untouched = create(
+        &client,
+        Some(namespace),
+        &pods,
+        pod("untouched", json!({}), json!([])),
+    )
+    .await
+    .expect("pod created");
+    assert!(untouched["spec"]["containers"][0].get("env").is_none());
+
+    let conflicting = pod(
+        "conflicting",
+        json!({"proxy": "true"}),
+        json!([{"name": "HTTPS_PROXY", "value": "http://other:1"}]),
+    );
+    let error = create(&client, Some(namespace), &pods, conflicting)
+        .await
+        .expect_err("conflict denies the pod");
+    let message = error.to_string();
+    assert!(
+        message.contains(
+            "denied the request: conflict occurred while applying poddefaults: proxy on pod: conflicting"
+        ),
+        "{message}"
+    );
+    let _ = std::fs::remove_dir_all(&policies);
+}
