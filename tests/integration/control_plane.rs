@@ -29,8 +29,13 @@ impl ControlPlane {
                 .join(format!("control-plane-{}", std::process::id()));
             let scripts = repo_root().join("hack/control-plane");
             // Stop the processes when this test binary exits, however it exits: the harness starts
-            // them in their own session, so nothing else would.
-            Command::new("bash")
+            // them in their own session, so nothing else would. The watchdog outlives this process
+            // by design, so it is never waited for.
+            #[expect(
+                clippy::zombie_processes,
+                reason = "the watchdog must outlive the test binary"
+            )]
+            let _watchdog = Command::new("bash")
                 .arg("-c")
                 .arg(r#"while kill -0 "$1" 2>/dev/null; do sleep 1; done; "$2/down.sh" "$3" >/dev/null 2>&1"#)
                 .arg("watchdog")
