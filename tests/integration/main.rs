@@ -8,6 +8,7 @@
 
 mod control_plane;
 mod e2e;
+mod e2e_cluster;
 mod mutate_cli;
 mod mutate_fixtures;
 mod support;
