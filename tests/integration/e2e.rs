@@ -53,6 +53,11 @@ fn free_port() -> u16 {
 
 impl Webhook {
     fn start(policies: &Path) -> Webhook {
+        let policies = policies.to_str().expect("utf-8 path");
+        Webhook::start_with(&["--policies", policies], &[])
+    }
+
+    fn start_with(args: &[&str], env: &[(&str, std::path::PathBuf)]) -> Webhook {
         let certs = tempdir::Dir(std::env::temp_dir().join(format!(
             "outfit-e2e-certs-{}-{}",
             std::process::id(),
@@ -60,8 +65,9 @@ impl Webhook {
         )));
         let (port, admin) = (free_port(), free_port());
         let child = Command::new(env!("CARGO_BIN_EXE_outfit"))
-            .args(["serve", "--policies"])
-            .arg(policies)
+            .arg("serve")
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_os_str())))
             .arg("--self-signed")
             .arg(&certs.0)
             .args([
@@ -117,7 +123,7 @@ async fn create(
 }
 
 /// Registers `webhook` with the API server through `outfit manifests --webhook-url`.
-async fn register(client: &Client, webhook: &Webhook) {
+async fn register(client: &Client, webhook: &Webhook, name: &str, namespace: &str) {
     let output = Command::new(env!("CARGO_BIN_EXE_outfit"))
         .args([
             "manifests",
@@ -148,7 +154,12 @@ async fn register(client: &Client, webhook: &Webhook) {
         "MutatingWebhookConfiguration",
         "mutatingwebhookconfigurations",
     );
-    create(client, None, &configs, documents[0].value.clone())
+    // Several tests share one API server: each webhook only sees its own test's namespace.
+    let mut configuration = documents[0].value.clone();
+    configuration["metadata"]["name"] = json!(name);
+    configuration["webhooks"][0]["namespaceSelector"] =
+        json!({"matchLabels": {"kubernetes.io/metadata.name": namespace}});
+    create(client, None, &configs, configuration)
         .await
         .expect("register the webhook");
 }
@@ -200,7 +211,7 @@ async fn the_api_server_stores_pods_as_outfit_mutates_them() {
     )
     .unwrap();
     let webhook = Webhook::start(&policies);
-    register(&client, &webhook).await;
+    register(&client, &webhook, "from-files", namespace).await;
 
     let pods = resource("", "v1", "Pod", "pods");
     let stored = create(
@@ -246,4 +257,101 @@ async fn the_api_server_stores_pods_as_outfit_mutates_them() {
         "{message}"
     );
     let _ = std::fs::remove_dir_all(&policies);
+}
+
+/// `outfit serve --from-cluster`: PodDefaults created, changed and deleted in the API server take
+/// effect on the next pod without a restart; /readyz waits for the first read of the cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poddefaults_from_the_cluster_apply_without_a_restart() {
+    let plane = ControlPlane::get();
+    let client = plane.admin_client().await;
+    crate::e2e_cluster::install_crds(&client).await;
+    let namespace = "e2e-from-cluster";
+    let namespaces = resource("", "v1", "Namespace", "namespaces");
+    create(
+        &client,
+        None,
+        &namespaces,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+    )
+    .await
+    .expect("create namespace");
+    let accounts = resource("", "v1", "ServiceAccount", "serviceaccounts");
+    create(
+        &client,
+        Some(namespace),
+        &accounts,
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
+    )
+    .await
+    .expect("create the default service account");
+
+    let webhook = Webhook::start_with(
+        &["--from-cluster"],
+        &[("KUBECONFIG", plane.state_dir.join("kubeconfig"))],
+    );
+    register(&client, &webhook, "from-cluster", namespace).await;
+
+    let pods = resource("", "v1", "Pod", "pods");
+    let pod_defaults = resource("kubeflow.org", "v1alpha1", "PodDefault", "poddefaults");
+    let policy = |value: &str| {
+        json!({"apiVersion": "kubeflow.org/v1alpha1", "kind": "PodDefault", "metadata": {"name": "proxy"},
+               "spec": {"selector": {}, "env": [{"name": "HTTPS_PROXY", "value": value}]}})
+    };
+    let env_of = |pod: &Value| pod["spec"]["containers"][0]["env"].clone();
+    let expect_env = |value: &str| json!([{"name": "HTTPS_PROXY", "value": value}]);
+
+    create(&client, Some(namespace), &pod_defaults, policy("http://one:1"))
+        .await
+        .expect("create the PodDefault");
+    let first = eventually_created(&client, namespace, &pods, "first", |pod| {
+        env_of(pod) == expect_env("http://one:1")
+    })
+    .await;
+    assert_eq!(env_of(&first), expect_env("http://one:1"));
+
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &pod_defaults);
+    let patch = json!({"spec": {"env": [{"name": "HTTPS_PROXY", "value": "http://two:2"}]}});
+    api.patch(
+        "proxy",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .expect("change it");
+    let second = eventually_created(&client, namespace, &pods, "second", |pod| {
+        env_of(pod) == expect_env("http://two:2")
+    })
+    .await;
+    assert_eq!(env_of(&second), expect_env("http://two:2"));
+
+    api.delete("proxy", &kube::api::DeleteParams::default())
+        .await
+        .expect("delete it");
+    let third = eventually_created(&client, namespace, &pods, "third", |pod| env_of(pod).is_null()).await;
+    assert!(env_of(&third).is_null());
+}
+
+/// Creates pods named `<prefix>-<n>` until one is stored satisfying `done`: a change reaches the
+/// webhook through a watch, so the first pod after it may still see the old policies. Bounded to
+/// a few seconds (the bar is "within a second"; the bound leaves room for a loaded machine).
+async fn eventually_created(
+    client: &Client,
+    namespace: &str,
+    pods: &ApiResource,
+    prefix: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for attempt in 0.. {
+        let name = format!("{prefix}-{attempt}");
+        let stored = create(client, Some(namespace), pods, pod(&name, json!({}), json!(null)))
+            .await
+            .expect("pod created");
+        if done(&stored) || Instant::now() > deadline {
+            return stored;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    unreachable!("the loop returns")
 }

@@ -39,7 +39,7 @@ async fn create(
 }
 
 /// Installs every CRD `outfit manifests` prints and waits until the API server serves them.
-async fn install_crds(client: &Client) {
+pub(crate) async fn install_crds(client: &Client) {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_outfit"))
         .args(["manifests", "--webhook-url", "https://127.0.0.1:1/unused"])
         .output()

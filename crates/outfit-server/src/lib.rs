@@ -74,6 +74,18 @@ pub struct Config {
     pub timeouts: Timeouts,
     /// How long in-flight requests may take to finish once shutdown starts.
     pub shutdown_grace: Duration,
+    /// Also read policies and namespace labels from this API server (watched).
+    pub cluster: Option<ClusterClient>,
+}
+
+/// A client of the API server policies are read from.
+#[derive(Clone)]
+pub struct ClusterClient(pub kube::Client);
+
+impl std::fmt::Debug for ClusterClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClusterClient")
+    }
 }
 
 impl Config {
@@ -89,6 +101,7 @@ impl Config {
             limits: Limits::default(),
             timeouts: Timeouts::default(),
             shutdown_grace: Duration::from_secs(15),
+            cluster: None,
         }
     }
 }
@@ -123,6 +136,8 @@ pub struct Server {
     admin_listener: Option<TcpListener>,
     handle: Handle,
     tls_config: Arc<rustls::ServerConfig>,
+    /// The cluster watches, when reading from the cluster; they stop when the server does.
+    cluster: Option<outfit_k8s::cluster::ClusterSource>,
 }
 
 /// What a running server exposes to its owner: reloads, readiness and metrics.
@@ -171,10 +186,17 @@ impl Server {
     /// Loads the policies and the certificate and binds the ports.
     pub async fn bind(config: Config) -> Result<Self, ServerError> {
         let metrics = Metrics::new();
+        let cluster = config
+            .cluster
+            .clone()
+            .map(|c| outfit_k8s::cluster::ClusterSource::start(c.0));
         let policies = Arc::new(PolicyStore::load(
             config.policies.clone(),
             &config.default_namespace,
             metrics.clone(),
+            cluster
+                .as_ref()
+                .map(outfit_k8s::cluster::ClusterSource::subscribe),
         )?);
         let (cert, key) = match &config.tls {
             TlsSource::Files { cert, key } => (cert.clone(), key.clone()),
@@ -201,6 +223,7 @@ impl Server {
                 ready: Arc::new(watch::Sender::new(false)),
             },
             tls_config,
+            cluster,
         })
     }
 
@@ -229,7 +252,9 @@ impl Server {
             admin_listener,
             handle,
             tls_config,
+            cluster,
         } = self;
+        let _cluster = cluster;
         let webhook = Webhook::new(handle.policies.current(), handle.metrics.clone(), config.limits);
         let connections = TaskTracker::new();
         // The admin port outlives the webhook's drain so probes see "not ready" meanwhile.
@@ -257,7 +282,21 @@ impl Server {
         );
         watchers.spawn(handle.certs.clone().watch(config.poll_interval, shutdown.clone()));
 
-        handle.ready.send_replace(true);
+        // Ready once the policies are loaded: at once from files, after the first complete read
+        // of the cluster when reading from it.
+        let mut synced = handle.policies.synced();
+        let ready = handle.ready.clone();
+        let ready_shutdown = shutdown.clone();
+        watchers.spawn(async move {
+            tokio::select! {
+                () = ready_shutdown.cancelled() => {}
+                result = synced.wait_for(|synced| *synced) => {
+                    if result.is_ok() && !ready_shutdown.is_cancelled() {
+                        ready.send_replace(true);
+                    }
+                }
+            }
+        });
         tracing::info!(address = %listener.local_addr().map_or_else(|_| config.listen.to_string(), |a| a.to_string()), "serving the webhook");
         let accept = accept::serve_tls(
             listener,

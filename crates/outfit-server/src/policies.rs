@@ -20,6 +20,8 @@ use outfit_core::{DocumentError, PolicyError, PolicyKind, PolicySet, document, s
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
+use outfit_k8s::cluster::Snapshot as ClusterSnapshot;
+
 use crate::metrics::{Metrics, ReloadResult};
 
 /// How many reloads succeeded and failed so far; tests and callers wait on changes of it.
@@ -76,13 +78,28 @@ fn snapshot(paths: &[PathBuf]) -> Result<Snapshot, DocumentError> {
     })
 }
 
-fn compile(snapshot: &Snapshot, default_namespace: &str) -> Result<PolicySet, LoadError> {
+/// Compiles the files' policies and, when reading from the cluster, the cluster's. An invalid
+/// policy in the files rejects the whole change (the last good set keeps serving); an invalid
+/// object in the cluster is reported and left out, and the others keep working: nothing but the
+/// object's author can fix it, and one bad object must not stop every change after it.
+fn compile(
+    snapshot: &Snapshot,
+    cluster: Option<&ClusterSnapshot>,
+    default_namespace: &str,
+) -> Result<PolicySet, LoadError> {
     let mut builder = PolicySet::builder().default_namespace(default_namespace);
     for (file, text) in &snapshot.files {
         let documents = document::parse_stream(text, &file.display().to_string())?;
         builder.add_all(&documents);
     }
-    let (set, report) = builder.build();
+    let file_errors = builder.report().errors.len();
+    if let Some(cluster) = cluster {
+        builder.add_all(&cluster.documents);
+    }
+    let (set, mut report) = builder.build();
+    for error in report.errors.split_off(file_errors) {
+        tracing::error!(%error, "policy in the cluster rejected; the others keep serving");
+    }
     for (origin, what) in &report.skipped {
         tracing::debug!(%origin, what, "skipping a document that is not a policy outfit reads");
     }
@@ -107,6 +124,11 @@ pub struct PolicyStore {
     metrics: Arc<Metrics>,
     reloads: watch::Sender<ReloadCounts>,
     trigger: Notify,
+    /// Snapshots of the cluster's policies, when reading from the cluster.
+    cluster: Option<watch::Receiver<Arc<ClusterSnapshot>>>,
+    /// True once a set compiled from a fully synced cluster snapshot is serving (always true
+    /// without a cluster).
+    synced: watch::Sender<bool>,
 }
 
 impl PolicyStore {
@@ -115,9 +137,12 @@ impl PolicyStore {
         paths: Vec<PathBuf>,
         default_namespace: &str,
         metrics: Arc<Metrics>,
+        cluster: Option<watch::Receiver<Arc<ClusterSnapshot>>>,
     ) -> Result<Self, LoadError> {
         let snapshot = snapshot(&paths)?;
-        let set = compile(&snapshot, default_namespace)?;
+        let cluster_now = cluster.as_ref().map(|c| c.borrow().clone());
+        let set = compile(&snapshot, cluster_now.as_deref(), default_namespace)?;
+        let synced = cluster_now.as_ref().is_none_or(|c| c.synced);
         log_loaded(&set);
         metrics.set_policies(&set);
         Ok(Self {
@@ -128,6 +153,8 @@ impl PolicyStore {
             metrics,
             reloads: watch::Sender::new(ReloadCounts::default()),
             trigger: Notify::new(),
+            cluster,
+            synced: watch::Sender::new(synced),
         })
     }
 
@@ -142,14 +169,27 @@ impl PolicyStore {
     }
 
     /// Asks the poll loop to look at the files now (SIGHUP).
+    /// Turns true once the policies serving include a complete first read of the cluster.
+    pub fn synced(&self) -> watch::Receiver<bool> {
+        self.synced.subscribe()
+    }
+
     pub fn reload_now(&self) {
         self.trigger.notify_one();
     }
 
     /// Reads the files and, if they changed, compiles and swaps in the new set. Blocking.
     fn poll_once(&self) {
+        let cluster = self.cluster.as_ref().map(|c| c.borrow().clone());
         let snapshot = match snapshot(&self.paths) {
-            Ok(snapshot) => snapshot,
+            Ok(mut snapshot) => {
+                if let Some(cluster) = &cluster {
+                    let mut hasher = DefaultHasher::new();
+                    (snapshot.fingerprint, cluster.revision).hash(&mut hasher);
+                    snapshot.fingerprint = hasher.finish();
+                }
+                snapshot
+            }
             Err(error) => {
                 // Not remembered: a volume caught mid-update reads fine on the next poll.
                 tracing::error!(%error, "cannot read the policies; the last good set keeps serving");
@@ -168,11 +208,14 @@ impl PolicyStore {
             }
             *last = snapshot.fingerprint;
         }
-        match compile(&snapshot, &self.default_namespace) {
+        match compile(&snapshot, cluster.as_deref(), &self.default_namespace) {
             Ok(set) => {
                 log_loaded(&set);
                 self.metrics.set_policies(&set);
                 self.current.store(Arc::new(set));
+                if cluster.as_ref().is_none_or(|c| c.synced) {
+                    self.synced.send_replace(true);
+                }
                 self.metrics.policy_reload(ReloadResult::Success);
                 self.reloads.send_modify(|counts| counts.succeeded += 1);
             }
@@ -187,11 +230,24 @@ impl PolicyStore {
     /// Polls the files every `interval` (or at once on [`reload_now`](Self::reload_now)) until
     /// `shutdown`.
     pub async fn watch(self: Arc<Self>, interval: Duration, shutdown: CancellationToken) {
+        let mut cluster = self.cluster.clone();
         loop {
+            // A cluster change is compiled at once; files are polled.
+            let cluster_changed = async {
+                match cluster.as_mut() {
+                    Some(cluster) => {
+                        if cluster.changed().await.is_err() {
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 () = tokio::time::sleep(interval) => {}
                 () = self.trigger.notified() => {}
+                () = cluster_changed => {}
             }
             let store = self.clone();
             // Reading and compiling stay off the runtime's worker threads, away from requests.

@@ -21,11 +21,17 @@ pub(crate) struct ServeArgs {
     #[arg(
         long = "policies",
         value_name = "PATH",
-        required = true,
+        required_unless_present = "from_cluster",
         env = "OUTFIT_POLICIES",
         value_delimiter = ','
     )]
     policies: Vec<PathBuf>,
+
+    /// Also read PodDefaults, Gatekeeper mutators and Namespace labels from the API server
+    /// (in-cluster config, or KUBECONFIG), watched: changes apply without a restart, the last
+    /// policies keep serving while the API server is away, and /readyz waits for the first read.
+    #[arg(long, env = "OUTFIT_FROM_CLUSTER")]
+    from_cluster: bool,
 
     /// Namespace of namespaced policies whose metadata names none.
     #[arg(
@@ -229,7 +235,13 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
 }
 
 async fn serve(args: &ServeArgs) -> Result<(), String> {
-    let config = args.config()?;
+    let mut config = args.config()?;
+    if args.from_cluster {
+        let client = kube::Client::try_default()
+            .await
+            .map_err(|e| format!("--from-cluster: no usable kubeconfig or in-cluster config: {e}"))?;
+        config.cluster = Some(outfit_server::ClusterClient(client));
+    }
     let server = Server::bind(config).await.map_err(|e| e.to_string())?;
     let admin = server.admin_addr().map(|a| a.to_string()).unwrap_or_default();
     tracing::info!(webhook = %server.local_addr(), admin, "outfit serve started");
