@@ -256,7 +256,138 @@ async fn the_api_server_stores_pods_as_outfit_mutates_them() {
         ),
         "{message}"
     );
+
+    // A server-side dry run returns the mutated pod and stores nothing.
+    let pod_api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &pods);
+    let dry: DynamicObject = serde_json::from_value(pod("dry", json!({"proxy": "true"}), json!([]))).unwrap();
+    let returned = pod_api
+        .create(
+            &PostParams {
+                dry_run: true,
+                ..PostParams::default()
+            },
+            &dry,
+        )
+        .await
+        .expect("dry run");
+    let returned = serde_json::to_value(returned).unwrap();
+    assert_eq!(
+        returned["spec"]["containers"][0]["env"],
+        json!([{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}])
+    );
+    assert!(
+        pod_api.get_opt("dry").await.expect("get").is_none(),
+        "a dry run stores nothing"
+    );
+
+    // With outfit stopped, failurePolicy Fail (the default `outfit manifests` prints) rejects pods
+    // in the namespaces it selects; namespaces it excludes are never sent to it.
+    drop(webhook);
+    let error = create(
+        &client,
+        Some(namespace),
+        &pods,
+        pod("while-down", json!({}), json!([])),
+    )
+    .await
+    .expect_err("failurePolicy Fail rejects the pod");
+    assert!(error.to_string().contains("failed calling webhook"), "{error}");
+    let other = "e2e-not-selected";
+    create(
+        &client,
+        None,
+        &namespaces_resource(),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}}),
+    )
+    .await
+    .expect("namespace");
+    create(
+        &client,
+        Some(other),
+        &accounts,
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
+    )
+    .await
+    .expect("service account");
+    create(
+        &client,
+        Some(other),
+        &pods,
+        pod("elsewhere", json!({"proxy": "true"}), json!([])),
+    )
+    .await
+    .expect("a namespace the webhook does not select is never sent to it");
     let _ = std::fs::remove_dir_all(&policies);
+}
+
+fn namespaces_resource() -> ApiResource {
+    resource("", "v1", "Namespace", "namespaces")
+}
+
+/// The Gatekeeper NFS example from Coder's blog, applied as objects of the CRDs, mutates a
+/// two-container pod through the API server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gatekeeper_mutators_from_the_cluster_mount_nfs_in_every_container() {
+    let plane = ControlPlane::get();
+    let client = plane.admin_client().await;
+    crate::e2e_cluster::install_crds(&client).await;
+    let namespace = "coder-big-dataset";
+    create(
+        &client,
+        None,
+        &namespaces_resource(),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+    )
+    .await
+    .expect("namespace");
+    let accounts = resource("", "v1", "ServiceAccount", "serviceaccounts");
+    create(
+        &client,
+        Some(namespace),
+        &accounts,
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
+    )
+    .await
+    .expect("service account");
+    let assign = resource("mutations.gatekeeper.sh", "v1alpha1", "Assign", "assign");
+    let text = std::fs::read_to_string(repo_root().join("examples/gatekeeper-nfs/policies.yaml")).unwrap();
+    for document in outfit_core::document::parse_stream(&text, "nfs").unwrap() {
+        create(&client, None, &assign, document.value)
+            .await
+            .expect("create the Assign");
+    }
+    let webhook = Webhook::start_with(
+        &["--from-cluster"],
+        &[("KUBECONFIG", plane.state_dir.join("kubeconfig"))],
+    );
+    register(&client, &webhook, "gatekeeper-nfs", namespace).await;
+
+    let pods = resource("", "v1", "Pod", "pods");
+    let two_containers = json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "workspace"},
+        "spec": {"containers": [{"name": "workspace", "image": "code-server"}, {"name": "sidecar", "image": "busybox"}]}
+    });
+    let stored = create(&client, Some(namespace), &pods, two_containers)
+        .await
+        .expect("pod created");
+    for container in stored["spec"]["containers"].as_array().unwrap() {
+        let mounts: Vec<&Value> = container["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["name"] == "nfs-volume")
+            .collect();
+        assert_eq!(mounts.len(), 1, "{container}");
+        assert_eq!(mounts[0]["mountPath"], "/nfs");
+    }
+    let volumes: Vec<&Value> = stored["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["name"] == "nfs-volume")
+        .collect();
+    assert_eq!(volumes.len(), 1);
+    assert_eq!(volumes[0]["persistentVolumeClaim"]["claimName"], "nfs-pvc");
 }
 
 /// `outfit serve --from-cluster`: PodDefaults created, changed and deleted in the API server take
