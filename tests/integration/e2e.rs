@@ -473,13 +473,20 @@ async fn eventually_created(
     prefix: &str,
     done: impl Fn(&Value) -> bool,
 ) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(10);
     for attempt in 0.. {
         let name = format!("{prefix}-{attempt}");
         let stored = create(client, Some(namespace), pods, pod(&name, json!({}), json!(null)))
             .await
             .expect("pod created");
         if done(&stored) || Instant::now() > deadline {
+            // Reported, not asserted: how long the change took to reach a stored pod.
+            eprintln!(
+                "{prefix}: policy change visible after {:?} ({} pods)",
+                start.elapsed(),
+                attempt + 1
+            );
             return stored;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
