@@ -24,40 +24,77 @@ impl ControlPlane {
     /// The shared control plane, started on first use.
     pub(crate) fn get() -> &'static ControlPlane {
         static PLANE: OnceLock<ControlPlane> = OnceLock::new();
-        PLANE.get_or_init(|| {
-            let state_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-                .join(format!("control-plane-{}", std::process::id()));
-            let scripts = repo_root().join("hack/control-plane");
-            // Stop the processes when this test binary exits, however it exits: the harness starts
-            // them in their own session, so nothing else would. The watchdog outlives this process
-            // by design, so it is never waited for.
-            #[expect(
-                clippy::zombie_processes,
-                reason = "the watchdog must outlive the test binary"
-            )]
-            let _watchdog = Command::new("bash")
+        PLANE.get_or_init(|| ControlPlane::start("shared"))
+    }
+
+    /// A control plane of its own, for a test that stops and restarts parts of it. Like the shared
+    /// one, it is stopped when the test binary exits.
+    pub(crate) fn start(name: &str) -> ControlPlane {
+        let state_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("control-plane-{}-{name}", std::process::id()));
+        let scripts = repo_root().join("hack/control-plane");
+        // Stop the processes and remove the state when this test binary exits, however it exits:
+        // the harness starts them in their own session, so nothing else would. The watchdog
+        // outlives this process by design, so it is never waited for.
+        #[expect(clippy::zombie_processes, reason = "the watchdog must outlive the test binary")]
+        let _watchdog = Command::new("bash")
+            .arg("-c")
+            .arg(r#"while kill -0 "$1" 2>/dev/null; do sleep 1; done; "$2/down.sh" "$3" >/dev/null 2>&1; rm -rf "$3""#)
+            .arg("watchdog")
+            .arg(std::process::id().to_string())
+            .arg(&scripts)
+            .arg(&state_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the control-plane watchdog");
+        let status = Command::new(scripts.join("up.sh"))
+            .arg(&state_dir)
+            .status()
+            .expect("run hack/control-plane/up.sh");
+        assert!(
+            status.success(),
+            "hack/control-plane/up.sh failed; see the logs in {}",
+            state_dir.display()
+        );
+        ControlPlane { state_dir }
+    }
+
+    /// Kills kube-apiserver as a crash would (etcd keeps the data) and returns a function that starts it again
+    /// with the same command line.
+    pub(crate) fn stop_apiserver(&self) -> impl FnOnce() {
+        let pid_file = self.state_dir.join("kube-apiserver.pid");
+        let pid = std::fs::read_to_string(&pid_file)
+            .expect("apiserver pid file")
+            .trim()
+            .to_owned();
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("apiserver command line");
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let status = Command::new("kill").args(["-KILL", &pid]).status().expect("kill");
+        assert!(status.success());
+        while std::path::Path::new(&format!("/proc/{pid}/cmdline")).exists()
+            && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| !c.is_empty())
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let log = self.state_dir.join("kube-apiserver-restarted.log");
+        move || {
+            let status = Command::new("bash")
                 .arg("-c")
-                .arg(r#"while kill -0 "$1" 2>/dev/null; do sleep 1; done; "$2/down.sh" "$3" >/dev/null 2>&1"#)
-                .arg("watchdog")
-                .arg(std::process::id().to_string())
-                .arg(&scripts)
-                .arg(&state_dir)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("start the control-plane watchdog");
-            let status = Command::new(scripts.join("up.sh"))
-                .arg(&state_dir)
+                .arg(r#"pidfile="$1"; log="$2"; shift 2; setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "$@" </dev/null >"$log" 2>&1 &"#)
+                .arg("restart")
+                .arg(&pid_file)
+                .arg(&log)
+                .args(&args)
                 .status()
-                .expect("run hack/control-plane/up.sh");
-            assert!(
-                status.success(),
-                "hack/control-plane/up.sh failed; see the logs in {}",
-                state_dir.display()
-            );
-            ControlPlane { state_dir }
-        })
+                .expect("restart kube-apiserver");
+            assert!(status.success());
+        }
     }
 
     /// A client authenticated as the admin (group `system:masters`).

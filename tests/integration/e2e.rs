@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use crate::{control_plane::ControlPlane, support::repo_root};
 
 /// `outfit serve` as a child process, killed on drop.
-struct Webhook {
+pub(crate) struct Webhook {
     child: Child,
     port: u16,
     certs: tempdir::Dir,
@@ -52,12 +52,22 @@ fn free_port() -> u16 {
 }
 
 impl Webhook {
+    /// The webhook's HTTPS port.
+    pub(crate) fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The CA its self-signed certificate chains to.
+    pub(crate) fn ca_file(&self) -> std::path::PathBuf {
+        self.certs.0.join("ca.crt")
+    }
+
     fn start(policies: &Path) -> Webhook {
         let policies = policies.to_str().expect("utf-8 path");
         Webhook::start_with(&["--policies", policies], &[])
     }
 
-    fn start_with(args: &[&str], env: &[(&str, std::path::PathBuf)]) -> Webhook {
+    pub(crate) fn start_with(args: &[&str], env: &[(&str, std::path::PathBuf)]) -> Webhook {
         let certs = tempdir::Dir(std::env::temp_dir().join(format!(
             "outfit-e2e-certs-{}-{}",
             std::process::id(),

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::control_plane::ControlPlane;
 
-fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+pub(crate) fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }
 

@@ -9,6 +9,7 @@
 mod control_plane;
 mod e2e;
 mod e2e_cluster;
+mod e2e_outage;
 mod mutate_cli;
 mod mutate_fixtures;
 mod support;
