@@ -5,7 +5,8 @@
 //! mutators on the result (on CREATE and UPDATE, as Gatekeeper's webhook), in Gatekeeper's own
 //! order and convergence loop. PodDefaults read the raw request object and emit RFC 6902
 //! operations against it without copying it; the Gatekeeper step copies the object only once a
-//! mutator is known to change it, and its operations are the diff of its input against its result.
+//! mutator is known to change it, and when it does, the patch is the diff of the request object
+//! against the result.
 //! Whatever no policy touched (unknown fields, nulls, integer formatting, key order) is left
 //! exactly as it came.
 
@@ -203,7 +204,6 @@ impl PolicySet {
             operation: request.operation,
             namespace_labels: &namespace_labels,
         };
-        let input_object = after_pod_defaults.clone();
         let mut mutated = after_pod_defaults;
         let applied_before = admission.applied.len();
         mutators
@@ -211,9 +211,11 @@ impl PolicySet {
             .map_err(|error| gatekeeper_denial(request.object, error))?;
         let gatekeeper_changed = admission.applied.len() > applied_before;
         if let Some(object) = mutated {
+            // Gatekeeper mutates in place, so its operations are a diff; it replaces the
+            // PodDefaults' operations rather than extending them, which would need a second copy of
+            // the object to diff against.
             if gatekeeper_changed {
-                let base = input_object.as_ref().unwrap_or(request.object);
-                admission.patch.0.extend(json_patch::diff(base, &object).0);
+                admission.patch = json_patch::diff(request.object, &object);
             }
             admission.mutated = (!admission.patch.0.is_empty()).then_some(object);
         }
