@@ -10,8 +10,12 @@ use std::{
 
 use kube::{
     Client, Config,
+    api::{Api, DynamicObject, PostParams},
     config::{KubeConfigOptions, Kubeconfig},
+    core::GroupVersionKind,
+    discovery::ApiResource,
 };
+use serde_json::{Value, json};
 
 use crate::support::repo_root;
 
@@ -109,4 +113,55 @@ async fn client_from(kubeconfig: &Path) -> Client {
         .await
         .expect("kubeconfig");
     Client::try_from(config).expect("client")
+}
+
+/// The API resource of a kind, by its plural.
+pub(crate) fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+/// An API for `resource`, in `namespace` or cluster-wide.
+pub(crate) fn api(client: &Client, namespace: Option<&str>, resource: &ApiResource) -> Api<DynamicObject> {
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
+        None => Api::all_with(client.clone(), resource),
+    }
+}
+
+/// Creates a raw object and returns it as the API server stored it.
+pub(crate) async fn create(
+    client: &Client,
+    namespace: Option<&str>,
+    resource: &ApiResource,
+    object: Value,
+) -> Result<Value, kube::Error> {
+    let object: DynamicObject = serde_json::from_value(object).expect("a valid object");
+    let stored = api(client, namespace, resource)
+        .create(&PostParams::default(), &object)
+        .await?;
+    Ok(serde_json::to_value(stored).expect("serializes"))
+}
+
+/// Creates a namespace, with `labels`, where pods can be created. There is no controller-manager,
+/// so the default ServiceAccount the ServiceAccount admission plugin requires is created here.
+pub(crate) async fn pod_namespace(client: &Client, name: &str, labels: Value) {
+    let namespace =
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}});
+    create(
+        client,
+        None,
+        &resource("", "v1", "Namespace", "namespaces"),
+        namespace,
+    )
+    .await
+    .expect("create namespace");
+    let account = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+    create(
+        client,
+        Some(name),
+        &resource("", "v1", "ServiceAccount", "serviceaccounts"),
+        account,
+    )
+    .await
+    .expect("create the default service account");
 }

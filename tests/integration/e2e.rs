@@ -12,12 +12,14 @@ use std::{
 use kube::{
     Client,
     api::{Api, DynamicObject, PostParams},
-    core::GroupVersionKind,
     discovery::ApiResource,
 };
 use serde_json::{Value, json};
 
-use crate::{control_plane::ControlPlane, support::repo_root};
+use crate::{
+    control_plane::{ControlPlane, create, pod_namespace, resource},
+    support::repo_root,
+};
 
 /// `outfit serve` as a child process, killed on drop.
 pub(crate) struct Webhook {
@@ -112,26 +114,6 @@ fn admin_ready(addr: &str) -> bool {
     response.starts_with("HTTP/1.1 200")
 }
 
-fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
-}
-
-async fn create(
-    client: &Client,
-    namespace: Option<&str>,
-    resource: &ApiResource,
-    object: Value,
-) -> Result<Value, kube::Error> {
-    let api: Api<DynamicObject> = match namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
-        None => Api::all_with(client.clone(), resource),
-    };
-    let object: DynamicObject = serde_json::from_value(object).expect("a valid object");
-    api.create(&PostParams::default(), &object)
-        .await
-        .map(|o| serde_json::to_value(o).expect("serializes"))
-}
-
 /// Registers `webhook` with the API server through `outfit manifests --webhook-url`.
 async fn register(client: &Client, webhook: &Webhook, name: &str, namespace: &str) {
     let output = Command::new(env!("CARGO_BIN_EXE_outfit"))
@@ -187,26 +169,7 @@ async fn the_api_server_stores_pods_as_outfit_mutates_them() {
     let plane = ControlPlane::get();
     let client = plane.admin_client().await;
     let namespace = "e2e-poddefault";
-    let namespaces = resource("", "v1", "Namespace", "namespaces");
-    create(
-        &client,
-        None,
-        &namespaces,
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
-    )
-    .await
-    .expect("create namespace");
-    // No controller-manager: the default ServiceAccount the ServiceAccount admission plugin wants
-    // is created by hand.
-    let accounts = resource("", "v1", "ServiceAccount", "serviceaccounts");
-    create(
-        &client,
-        Some(namespace),
-        &accounts,
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
-    )
-    .await
-    .expect("create the default service account");
+    pod_namespace(&client, namespace, json!({})).await;
 
     let policies = repo_root()
         .join("target")
@@ -303,22 +266,7 @@ async fn the_api_server_stores_pods_as_outfit_mutates_them() {
     .expect_err("failurePolicy Fail rejects the pod");
     assert!(error.to_string().contains("failed calling webhook"), "{error}");
     let other = "e2e-not-selected";
-    create(
-        &client,
-        None,
-        &namespaces_resource(),
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}}),
-    )
-    .await
-    .expect("namespace");
-    create(
-        &client,
-        Some(other),
-        &accounts,
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
-    )
-    .await
-    .expect("service account");
+    pod_namespace(&client, other, json!({})).await;
     create(
         &client,
         Some(other),
@@ -330,10 +278,6 @@ async fn the_api_server_stores_pods_as_outfit_mutates_them() {
     let _ = std::fs::remove_dir_all(&policies);
 }
 
-fn namespaces_resource() -> ApiResource {
-    resource("", "v1", "Namespace", "namespaces")
-}
-
 /// The Gatekeeper NFS example from Coder's blog, applied as objects of the CRDs, mutates a
 /// two-container pod through the API server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -342,23 +286,7 @@ async fn gatekeeper_mutators_from_the_cluster_mount_nfs_in_every_container() {
     let client = plane.admin_client().await;
     crate::e2e_cluster::install_crds(&client).await;
     let namespace = "coder-big-dataset";
-    create(
-        &client,
-        None,
-        &namespaces_resource(),
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
-    )
-    .await
-    .expect("namespace");
-    let accounts = resource("", "v1", "ServiceAccount", "serviceaccounts");
-    create(
-        &client,
-        Some(namespace),
-        &accounts,
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
-    )
-    .await
-    .expect("service account");
+    pod_namespace(&client, namespace, json!({})).await;
     let assign = resource("mutations.gatekeeper.sh", "v1alpha1", "Assign", "assign");
     let text = std::fs::read_to_string(repo_root().join("examples/gatekeeper-nfs/policies.yaml")).unwrap();
     for document in outfit_core::document::parse_stream(&text, "nfs").unwrap() {
@@ -408,24 +336,7 @@ async fn poddefaults_from_the_cluster_apply_without_a_restart() {
     let client = plane.admin_client().await;
     crate::e2e_cluster::install_crds(&client).await;
     let namespace = "e2e-from-cluster";
-    let namespaces = resource("", "v1", "Namespace", "namespaces");
-    create(
-        &client,
-        None,
-        &namespaces,
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
-    )
-    .await
-    .expect("create namespace");
-    let accounts = resource("", "v1", "ServiceAccount", "serviceaccounts");
-    create(
-        &client,
-        Some(namespace),
-        &accounts,
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
-    )
-    .await
-    .expect("create the default service account");
+    pod_namespace(&client, namespace, json!({})).await;
 
     let webhook = Webhook::start_with(
         &["--from-cluster"],

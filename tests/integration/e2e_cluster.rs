@@ -3,40 +3,11 @@
 
 use std::time::Duration;
 
-use kube::{
-    Client,
-    api::{Api, DeleteParams, DynamicObject, PostParams},
-    core::GroupVersionKind,
-    discovery::ApiResource,
-};
+use kube::{Client, api::DeleteParams};
 use outfit_k8s::cluster::{ClusterSource, Snapshot};
 use serde_json::{Value, json};
 
-use crate::control_plane::ControlPlane;
-
-pub(crate) fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
-}
-
-fn api(client: &Client, namespace: Option<&str>, resource: &ApiResource) -> Api<DynamicObject> {
-    match namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
-        None => Api::all_with(client.clone(), resource),
-    }
-}
-
-async fn create(
-    client: &Client,
-    namespace: Option<&str>,
-    resource: &ApiResource,
-    object: Value,
-) -> Result<(), kube::Error> {
-    let object: DynamicObject = serde_json::from_value(object).expect("a valid object");
-    api(client, namespace, resource)
-        .create(&PostParams::default(), &object)
-        .await
-        .map(|_| ())
-}
+use crate::control_plane::{ControlPlane, api, create, pod_namespace, resource};
 
 /// Installs every CRD `outfit manifests` prints and waits until the API server serves them.
 pub(crate) async fn install_crds(client: &Client) {
@@ -60,7 +31,7 @@ pub(crate) async fn install_crds(client: &Client) {
     {
         let name = document.value["metadata"]["name"].as_str().unwrap().to_owned();
         match create(client, None, &crds, document.value.clone()).await {
-            Ok(()) => {}
+            Ok(_) => {}
             Err(kube::Error::Api(status)) if status.code == 409 => {}
             Err(error) => panic!("CRD {name} did not install: {error}"),
         }
@@ -109,10 +80,7 @@ async fn crds_validate_policies_and_the_cluster_source_follows_them() {
     let client = ControlPlane::get().admin_client().await;
     install_crds(&client).await;
     let namespace = "e2e-cluster-source";
-    let namespaces = resource("", "v1", "Namespace", "namespaces");
-    create(&client, None, &namespaces, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {"team": "a"}}}))
-        .await
-        .expect("namespace");
+    pod_namespace(&client, namespace, json!({"team": "a"})).await;
 
     let source = ClusterSource::start(client.clone());
     wait_for(&source, "the first sync", |s| s.synced).await;

@@ -64,7 +64,8 @@ async fn last_policies_keep_serving_while_the_api_server_is_away() {
     let client = plane.admin_client().await;
     e2e_cluster::install_crds(&client).await;
     let namespace = "default";
-    let pod_defaults = e2e_cluster::resource("kubeflow.org", "v1alpha1", "PodDefault", "poddefaults");
+    let pod_defaults =
+        crate::control_plane::resource("kubeflow.org", "v1alpha1", "PodDefault", "poddefaults");
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &pod_defaults);
     let policy: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "kubeflow.org/v1alpha1", "kind": "PodDefault", "metadata": {"name": "proxy"},
