@@ -5,7 +5,6 @@ use std::{
     io::Write,
     path::{Path, PathBuf},
     process::{Command, Output, Stdio},
-    sync::OnceLock,
 };
 
 use serde_json::Value;
@@ -45,50 +44,6 @@ pub(crate) fn json_lines(text: &str) -> Vec<Value> {
         .collect()
 }
 
-/// Builds `tests/tools/jsonpatch-apply` (gopkg.in/evanphx/json-patch.v4, the library
-/// kube-apiserver applies webhook patches with) once per test run.
-fn jsonpatch_apply_binary() -> &'static Path {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("jsonpatch-apply");
-        let status = Command::new("go")
-            .args(["build", "-o"])
-            .arg(&out)
-            .arg(".")
-            .current_dir(repo_root().join("tests/tools/jsonpatch-apply"))
-            .status()
-            .expect("the Go toolchain is needed to build tests/tools/jsonpatch-apply");
-        assert!(status.success(), "go build of jsonpatch-apply failed");
-        out
-    })
-}
-
-/// Applies each `(document, patch)` pair with the Go implementation and returns the results.
-pub(crate) fn apply_patches_independently(pairs: &[(Value, Value)]) -> Vec<Value> {
-    let input: String = pairs
-        .iter()
-        .map(|(doc, patch)| serde_json::json!({"doc": doc, "patch": patch}).to_string() + "\n")
-        .collect();
-    let mut child = Command::new(jsonpatch_apply_binary())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start jsonpatch-apply");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.as_bytes())
-        .expect("write pairs");
-    let output = child.wait_with_output().expect("jsonpatch-apply runs");
-    assert!(output.status.success());
-    let results = json_lines(&String::from_utf8(output.stdout).expect("utf-8"));
-    assert_eq!(results.len(), pairs.len());
-    for result in &results {
-        assert!(
-            result.get("error").is_none(),
-            "the API server's patch library rejected a patch: {result}"
-        );
-    }
-    results
-}
+#[path = "../tools/jsonpatch-apply/apply.rs"]
+mod jsonpatch_apply;
+pub(crate) use jsonpatch_apply::apply_patches_independently;
