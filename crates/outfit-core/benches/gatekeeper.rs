@@ -61,7 +61,7 @@ fn pod(namespace: &str) -> Value {
 
 fn admit(set: &PolicySet, object: &Value) -> Option<Value> {
     let request = Request {
-        object,
+        object: object.into(),
         namespace: "default",
         operation: Operation::Create,
         user: None,

@@ -13,12 +13,13 @@
 use std::borrow::Cow;
 
 use json_patch::Patch;
-use serde_json::Value;
+use serde_json::{Value, value::RawValue};
 
 use crate::{
     gatekeeper::{MutationError, system::RunInput},
-    poddefault::{self, Conflict, EXCLUDE_ANNOTATION, MIRROR_POD_ANNOTATION},
+    poddefault::{self, Conflict, EXCLUDE_ANNOTATION, MIRROR_POD_ANNOTATION, MergeError},
     policy_set::{AppliedPolicy, PolicyKind, PolicyRef, PolicySet},
+    view::{pod::PodView, raw_str},
 };
 
 /// The admission operation, as in `AdmissionRequest.operation`.
@@ -56,11 +57,33 @@ pub struct UserInfo {
     pub groups: Vec<String>,
 }
 
+/// The object to admit, as the caller has it.
+#[derive(Debug, Clone, Copy)]
+pub enum Object<'a> {
+    /// JSON text, as a webhook receives `request.object`. PodDefaults read it in place; it is
+    /// parsed into a `Value` only when a Gatekeeper mutator may apply.
+    Json(&'a RawValue),
+    /// A parsed object, as the CLI reads manifests.
+    Value(&'a Value),
+}
+
+impl<'a> From<&'a Value> for Object<'a> {
+    fn from(value: &'a Value) -> Self {
+        Object::Value(value)
+    }
+}
+
+impl<'a> From<&'a RawValue> for Object<'a> {
+    fn from(json: &'a RawValue) -> Self {
+        Object::Json(json)
+    }
+}
+
 /// One object to admit.
 #[derive(Debug, Clone, Copy)]
 pub struct Request<'a> {
     /// The raw object (`request.object`).
-    pub object: &'a Value,
+    pub object: Object<'a>,
     /// The request's namespace, used when the object names none (pods created by controllers).
     pub namespace: &'a str,
     /// The operation.
@@ -120,6 +143,20 @@ pub struct Denial {
     pub message: String,
     /// The policies involved.
     pub policies: Vec<PolicyRef>,
+    /// What kind of refusal this is.
+    pub reason: DenialReason,
+}
+
+/// Why an object was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DenialReason {
+    /// Policies refused it (conflicts, a malformed field they must merge into, a failed mutation).
+    Policy,
+    /// outfit could not read the object into the form a policy that may apply needs (nested deeper
+    /// than serde_json's limit of 128 levels): the request, not a policy, is at fault.
+    UnreadableObject,
+    /// A bug in outfit.
+    Internal,
 }
 
 /// The decision for one object.
@@ -146,40 +183,99 @@ impl PolicySet {
 
     /// The PodDefault step: adds its operations and the PodDefaults applied to `admission`.
     fn apply_pod_defaults(&self, request: &Request<'_>, admission: &mut Admission) -> Result<(), Denial> {
-        let pod = request.object;
-        if request.operation != Operation::Create || !is_pod(pod) || self.count(PolicyKind::PodDefault) == 0 {
+        if request.operation != Operation::Create || self.count(PolicyKind::PodDefault) == 0 {
             return Ok(());
         }
-        let metadata = pod.get("metadata");
-        let annotations = metadata
-            .and_then(|m| m.get("annotations"))
-            .and_then(Value::as_object);
-        if let Some(annotations) = annotations {
-            let excluded = annotations.get(EXCLUDE_ANNOTATION).and_then(Value::as_str) == Some("true");
-            if excluded || annotations.contains_key(MIRROR_POD_ANNOTATION) {
+        match request.object {
+            Object::Json(json) => match self.plan_pod_defaults(json.get(), request.namespace, admission) {
+                Err(PlanError::Unreadable) => {
+                    // A key repeated in the text: read it as a `Value` does (the last one wins) and
+                    // plan against that. The API server never sends such text.
+                    let value: Value = serde_json::from_str(json.get()).map_err(|e| unreadable(&e))?;
+                    self.plan_value(&value, request.namespace, admission)
+                }
+                other => other.map_err(PlanError::into_denial),
+            },
+            Object::Value(value) => self.plan_value(value, request.namespace, admission),
+        }
+    }
+
+    fn plan_value(&self, value: &Value, namespace: &str, admission: &mut Admission) -> Result<(), Denial> {
+        let json = serde_json::to_string(value).map_err(|e| unreadable(&e))?;
+        self.plan_pod_defaults(&json, namespace, admission)
+            .map_err(PlanError::into_denial)
+    }
+
+    /// Matches and merges the PodDefaults for one pod given as JSON text.
+    fn plan_pod_defaults(
+        &self,
+        json: &str,
+        request_namespace: &str,
+        admission: &mut Admission,
+    ) -> Result<(), PlanError> {
+        let pod = PodView::parse(json).map_err(|_| PlanError::Unreadable)?;
+        if !pod.is_pod() {
+            return Ok(());
+        }
+        let metadata = pod.metadata();
+        if let Some(annotations) = metadata.and_then(|m| m.annotations.get()) {
+            let excluded = annotations.get(EXCLUDE_ANNOTATION).and_then(raw_str).as_deref() == Some("true");
+            if excluded || annotations.get(MIRROR_POD_ANNOTATION).is_some() {
                 return Ok(());
             }
         }
         let namespace = metadata
-            .and_then(|m| m.get("namespace"))
-            .and_then(Value::as_str)
+            .and_then(|m| m.namespace.as_deref())
             .filter(|ns| !ns.is_empty())
-            .unwrap_or(request.namespace);
-        let labels = metadata.and_then(|m| m.get("labels")).and_then(Value::as_object);
+            .unwrap_or(request_namespace);
+        let labels = metadata.and_then(|m| m.labels.get());
         let matching = self.matching_pod_defaults(namespace, labels);
         if matching.is_empty() {
             return Ok(());
         }
-        match poddefault::plan(pod, &matching) {
+        match poddefault::plan(&pod, &matching) {
             Ok(plan) => {
-                admission.patch.0.extend(plan.into_ops(pod));
+                admission.patch.0.extend(plan.into_ops(&pod));
                 admission
                     .applied
                     .extend(matching.iter().map(|pd| pd.reference().clone()));
                 Ok(())
             }
-            Err(error) => Err(pod_default_denial(pod, &matching, error)),
+            Err(MergeError::Unreadable(_)) => Err(PlanError::Unreadable),
+            Err(error) => Err(PlanError::Denied(pod_default_denial(
+                pod.name(),
+                &matching,
+                error,
+            ))),
         }
+    }
+}
+
+/// Why the PodDefault step did not admit a pod.
+enum PlanError {
+    /// The text repeats a key where the view reads it; read it again as a `Value`.
+    Unreadable,
+    Denied(Denial),
+}
+
+impl PlanError {
+    fn into_denial(self) -> Denial {
+        match self {
+            PlanError::Unreadable => Denial {
+                message: "outfit cannot read the object: a key is repeated".into(),
+                policies: Vec::new(),
+                reason: DenialReason::UnreadableObject,
+            },
+            PlanError::Denied(denial) => denial,
+        }
+    }
+}
+
+fn unreadable(error: &serde_json::Error) -> Denial {
+    Denial {
+        message: format!("outfit cannot read the object: {error}"),
+        policies: Vec::new(),
+        reason: DenialReason::UnreadableObject,
     }
 }
 
@@ -192,8 +288,16 @@ impl PolicySet {
         if mutators.is_empty() {
             return Ok(());
         }
+        let parsed;
+        let original = match request.object {
+            Object::Value(value) => value,
+            Object::Json(json) => {
+                parsed = serde_json::from_str::<Value>(json.get()).map_err(|e| unreadable(&e))?;
+                &parsed
+            }
+        };
         // The PodDefaults' result, when they changed anything (built by applying their own patch).
-        let after_pod_defaults = match admission.object(request.object) {
+        let after_pod_defaults = match admission.object(original) {
             Ok(Cow::Owned(object)) => Some(object),
             Ok(Cow::Borrowed(_)) => None,
             Err(error) => return Err(internal_denial(&error)),
@@ -207,15 +311,15 @@ impl PolicySet {
         let mut mutated = after_pod_defaults;
         let applied_before = admission.applied.len();
         mutators
-            .run(request.object, &mut mutated, &input, &mut admission.applied)
-            .map_err(|error| gatekeeper_denial(request.object, error))?;
+            .run(original, &mut mutated, &input, &mut admission.applied)
+            .map_err(|error| gatekeeper_denial(original, error))?;
         let gatekeeper_changed = admission.applied.len() > applied_before;
         if let Some(object) = mutated {
             // Gatekeeper mutates in place, so its operations are a diff; it replaces the
             // PodDefaults' operations rather than extending them, which would need a second copy of
             // the object to diff against.
             if gatekeeper_changed {
-                admission.patch = json_patch::diff(request.object, &object);
+                admission.patch = json_patch::diff(original, &object);
             }
             admission.mutated = (!admission.patch.0.is_empty()).then_some(object);
         }
@@ -241,6 +345,7 @@ fn gatekeeper_denial(object: &Value, error: MutationError) -> Denial {
     Denial {
         message: format!("gatekeeper mutation of {kind} {name}: {error}"),
         policies,
+        reason: DenialReason::Policy,
     }
 }
 
@@ -249,36 +354,25 @@ fn internal_denial(error: &json_patch::PatchError) -> Denial {
     Denial {
         message: format!("outfit internal error: its own patch does not apply ({error}); please report this"),
         policies: Vec::new(),
+        reason: DenialReason::Internal,
     }
-}
-
-fn is_pod(object: &Value) -> bool {
-    object.get("kind").and_then(Value::as_str) == Some("Pod")
-        && object.get("apiVersion").and_then(Value::as_str) == Some("v1")
 }
 
 /// Kubeflow's message, kept word for word up to `err:` so that existing alerts and searches still
 /// match; what follows names each policy and field in conflict.
-fn pod_default_denial(
-    pod: &Value,
-    matching: &[&poddefault::PodDefault],
-    error: poddefault::MergeError,
-) -> Denial {
+fn pod_default_denial(pod_name: &str, matching: &[&poddefault::PodDefault], error: MergeError) -> Denial {
     let names: Vec<&str> = matching.iter().map(|pd| pd.name()).collect();
-    let pod_name = pod
-        .pointer("/metadata/name")
-        .or_else(|| pod.pointer("/metadata/generateName"))
-        .and_then(Value::as_str)
-        .unwrap_or_default();
     match error {
-        poddefault::MergeError::Malformed(what) => Denial {
+        MergeError::Malformed(what) => Denial {
             message: format!(
                 "cannot apply poddefaults: {} on pod: {pod_name}: {what}",
                 names.join(",")
             ),
             policies: matching.iter().map(|pd| pd.reference().clone()).collect(),
+            reason: DenialReason::Policy,
         },
-        poddefault::MergeError::Conflicts(conflicts) => {
+        MergeError::Unreadable(error) => unreadable(&error),
+        MergeError::Conflicts(conflicts) => {
             let mut policies: Vec<PolicyRef> = matching
                 .iter()
                 .filter(|pd| conflicts.iter().any(|c| c.policy == pd.name()))
@@ -292,6 +386,7 @@ fn pod_default_denial(
                     aggregate(&conflicts)
                 ),
                 policies,
+                reason: DenialReason::Policy,
             }
         }
     }

@@ -19,8 +19,9 @@ pub mod policy_set;
 pub mod selector;
 pub mod semantic;
 pub mod source;
+mod view;
 
 pub use document::{Document, Origin};
-pub use engine::{Admission, Denial, Operation, Outcome, Request, UserInfo};
+pub use engine::{Admission, Denial, DenialReason, Object, Operation, Outcome, Request, UserInfo};
 pub use error::{DocumentError, LoadWarning, PolicyError, Problem};
 pub use policy_set::{AppliedPolicy, PolicyKind, PolicyRef, PolicySet, PolicySetBuilder};

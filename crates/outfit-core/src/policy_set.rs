@@ -13,6 +13,7 @@ use crate::{
     fieldpath::FieldPath,
     gatekeeper::{self, Mutator, Mutators, conflicts},
     poddefault::{self, PodDefault},
+    selector::Labels,
 };
 
 /// The kinds of policy outfit reads.
@@ -127,7 +128,7 @@ impl NamespaceDefaults {
         index
     }
 
-    fn matching(&self, labels: Option<&Map<String, Value>>) -> Vec<&PodDefault> {
+    fn matching<L: Labels + ?Sized>(&self, labels: Option<&L>) -> Vec<&PodDefault> {
         let mut candidates: Vec<u32> = self.unindexed.clone();
         if let Some(labels) = labels {
             for key in labels.keys() {
@@ -167,10 +168,10 @@ impl PolicySet {
     }
 
     /// The PodDefaults of `namespace` whose selector matches `labels`, in application order.
-    pub fn matching_pod_defaults(
+    pub fn matching_pod_defaults<L: Labels + ?Sized>(
         &self,
         namespace: &str,
-        labels: Option<&Map<String, Value>>,
+        labels: Option<&L>,
     ) -> Vec<&PodDefault> {
         self.pod_defaults
             .get(namespace)

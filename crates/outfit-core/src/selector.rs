@@ -1,7 +1,40 @@
 //! Kubernetes label selectors (`matchLabels` + `matchExpressions`), validated as apimachinery's
 //! `LabelSelectorAsSelector` does and compiled once for matching against raw label maps.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
+
+use crate::view::{Members, raw_str};
+
+/// A set of labels a selector can be matched against: a parsed `metadata.labels` map, or one
+/// read in place from a request's JSON text.
+pub trait Labels {
+    /// The value of `key`: `None` when absent, `Some(None)` when present but not a string.
+    fn label(&self, key: &str) -> Option<Option<Cow<'_, str>>>;
+    /// Every key, in order.
+    fn keys(&self) -> impl Iterator<Item = &str>;
+}
+
+impl Labels for Map<String, Value> {
+    fn label(&self, key: &str) -> Option<Option<Cow<'_, str>>> {
+        self.get(key).map(|v| v.as_str().map(Cow::Borrowed))
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &str> {
+        Map::keys(self).map(String::as_str)
+    }
+}
+
+impl Labels for Members<'_> {
+    fn label(&self, key: &str) -> Option<Option<Cow<'_, str>>> {
+        self.get(key).map(raw_str)
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &str> {
+        Members::keys(self)
+    }
+}
 
 /// One compiled requirement of a selector.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,15 +50,15 @@ pub enum Requirement {
 }
 
 impl Requirement {
-    fn matches(&self, labels: Option<&Map<String, Value>>) -> bool {
-        let value_of = |key: &str| labels.and_then(|l| l.get(key));
+    fn matches<L: Labels + ?Sized>(&self, labels: Option<&L>) -> bool {
+        let value_of = |key: &str| labels.and_then(|l| l.label(key));
         match self {
             Requirement::In(key, values) => value_of(key)
-                .and_then(Value::as_str)
-                .is_some_and(|v| values.iter().any(|x| x == v)),
+                .flatten()
+                .is_some_and(|v| values.iter().any(|x| *x == *v)),
             Requirement::NotIn(key, values) => match value_of(key) {
                 None => true,
-                Some(v) => v.as_str().is_none_or(|v| !values.iter().any(|x| x == v)),
+                Some(v) => v.is_none_or(|v| !values.iter().any(|x| *x == *v)),
             },
             Requirement::Exists(key) => value_of(key).is_some(),
             Requirement::DoesNotExist(key) => value_of(key).is_none(),
@@ -92,7 +125,7 @@ impl LabelSelector {
     }
 
     /// Whether labels (a raw `metadata.labels` map, possibly absent) satisfy every requirement.
-    pub fn matches(&self, labels: Option<&Map<String, Value>>) -> bool {
+    pub fn matches<L: Labels + ?Sized>(&self, labels: Option<&L>) -> bool {
         self.requirements.iter().all(|r| r.matches(labels))
     }
 
@@ -278,7 +311,11 @@ mod tests {
                 "{selector} vs {pod_labels}"
             );
         }
-        assert!(LabelSelector::compile(None).unwrap().matches(None));
+        assert!(
+            LabelSelector::compile(None)
+                .unwrap()
+                .matches::<Map<String, Value>>(None)
+        );
     }
 
     #[test]

@@ -23,7 +23,7 @@ fn load_ok(yaml: &str) -> PolicySet {
 
 fn admit(set: &PolicySet, object: &Value, operation: Operation) -> (Value, Vec<String>) {
     let request = Request {
-        object,
+        object: object.into(),
         namespace: "default",
         operation,
         user: None,
@@ -43,7 +43,7 @@ fn mutate(set: &PolicySet, object: &Value) -> Value {
 
 fn denial(set: &PolicySet, object: &Value) -> String {
     let request = Request {
-        object,
+        object: object.into(),
         namespace: "default",
         operation: Operation::Create,
         user: None,
@@ -500,7 +500,7 @@ fn webhook_vectors() {
     let yaml = assign("v", "spec.value", "foo");
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "acbd", "namespace": "ns1"}});
     let request = Request {
-        object: &pod,
+        object: (&pod).into(),
         namespace: "ns1",
         operation: Operation::Create,
         user: None,

@@ -114,7 +114,7 @@ fn build(mutators: &[(String, Value)]) -> PolicySet {
 
 fn apply(set: &PolicySet, object: &Value) -> Option<Value> {
     let request = Request {
-        object,
+        object: object.into(),
         namespace: "default",
         operation: Operation::Create,
         user: None,

@@ -3,16 +3,17 @@
 //!
 //! The response is our own type rather than kube-rs's, whose `patch` is encoded as an array of
 //! numbers (kube-rs#1781); the API server documents base64. The request is read borrowing from the
-//! body: `request.object` is kept as raw JSON and parsed exactly once into a `serde_json::Value`
-//! for the engine (never a typed round trip, which would drop unknown and null fields), and
-//! `oldObject` and every other field outfit does not need is skipped without being built.
+//! body: `request.object` is handed to the engine as raw JSON, which PodDefaults read in place and
+//! Gatekeeper mutators parse into a `serde_json::Value` only when there are any (never a typed
+//! round trip, which would drop unknown and null fields); `oldObject` and every other field outfit
+//! does not need is skipped without being built.
 
 use std::{borrow::Cow, collections::BTreeMap};
 
 use base64::Engine as _;
-use outfit_core::{Operation, Outcome, PolicyRef, PolicySet, Request, UserInfo};
+use outfit_core::{DenialReason, Object, Operation, Outcome, PolicyRef, PolicySet, Request, UserInfo};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, value::RawValue};
+use serde_json::value::RawValue;
 
 use crate::metrics::RequestOutcome;
 
@@ -207,34 +208,18 @@ pub fn review(body: &[u8], policies: &PolicySet) -> Result<Answer, InvalidReview
             return Ok(answer);
         }
     };
-    // Parsed here rather than with the review so that an object outfit cannot read (nested deeper
-    // than serde_json's limit of 128 levels) still gets a review answer with its uid.
-    let object: Value = match serde_json::from_str(raw_object.get()) {
-        Ok(object) => object,
-        Err(error) => {
-            let message = format!("outfit cannot read request.object: {error}");
-            answer.body = deny(&request.uid, &message, 400, "BadRequest", &[]);
-            answer.outcome = RequestOutcome::Denied;
-            answer.message = Some(message);
-            return Ok(answer);
-        }
-    };
-    if answer.name.is_empty()
-        && let Some(generate_name) = object.pointer("/metadata/generateName").and_then(Value::as_str)
-    {
-        generate_name.clone_into(&mut answer.name);
-    }
     let user = request.user_info.map(|user| UserInfo {
         username: user.username,
         groups: user.groups,
     });
     let engine_request = Request {
-        object: &object,
+        object: Object::Json(raw_object),
         namespace: &request.namespace,
         operation,
         user: user.as_ref(),
     };
-    match policies.apply(&engine_request) {
+    let outcome = policies.apply(&engine_request);
+    match outcome {
         Outcome::Admitted(admission) => {
             let patch = if admission.patch.0.is_empty() {
                 None
@@ -248,13 +233,40 @@ pub fn review(body: &[u8], policies: &PolicySet) -> Result<Answer, InvalidReview
             answer.policies = admission.applied;
         }
         Outcome::Denied(denial) => {
-            answer.body = deny(&request.uid, &denial.message, 403, "Forbidden", &denial.policies);
+            let (code, reason) = match denial.reason {
+                DenialReason::Policy => (403, "Forbidden"),
+                DenialReason::UnreadableObject => (400, "BadRequest"),
+                DenialReason::Internal => (500, "InternalError"),
+            };
+            answer.body = deny(&request.uid, &denial.message, code, reason, &denial.policies);
             answer.outcome = RequestOutcome::Denied;
             answer.policies = denial.policies;
             answer.message = Some(denial.message);
         }
     }
+    // Only the log line needs the name a controller asked the API server to generate from, and
+    // reading it is one more scan of the object: done when the line will be written.
+    if answer.name.is_empty() && crate::webhook::logs(answer.outcome) {
+        answer.name = generate_name(raw_object).unwrap_or_default();
+    }
     Ok(answer)
+}
+
+/// `metadata.generateName` of an object.
+fn generate_name(object: &RawValue) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Object<'a> {
+        #[serde(borrow)]
+        metadata: Option<Metadata<'a>>,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Metadata<'a> {
+        #[serde(borrow)]
+        generate_name: Option<Cow<'a, str>>,
+    }
+    let object: Object<'_> = serde_json::from_str(object.get()).ok()?;
+    object.metadata?.generate_name.map(Cow::into_owned)
 }
 
 fn allow(uid: &str, patch: Option<String>, warnings: Vec<String>, applied: &[PolicyRef]) -> Vec<u8> {

@@ -142,8 +142,16 @@ impl Webhook {
     }
 }
 
+/// Whether the log line for an answer with this outcome will be written. Untouched allows are the
+/// bulk of the traffic: debug, so that info logs stay readable.
+pub(crate) fn logs(outcome: RequestOutcome) -> bool {
+    match outcome {
+        RequestOutcome::Allowed => tracing::enabled!(tracing::Level::DEBUG),
+        _ => tracing::enabled!(tracing::Level::INFO),
+    }
+}
+
 fn log(answer: &Answer) {
-    // Untouched allows are the bulk of the traffic: debug, so that info logs stay readable.
     macro_rules! event {
         ($level:expr) => {
             tracing::event!(

@@ -74,7 +74,7 @@ fn mutate(args: &MutateArgs, stdout: &mut impl Write, stderr: &mut impl Write) -
     let mut denied = false;
     for object in &objects {
         let request = Request {
-            object: &object.value,
+            object: (&object.value).into(),
             namespace: &args.namespace,
             operation: Operation::Create,
             user: None,

@@ -14,13 +14,20 @@
 //!   containers and not to the sidecars PodDefaults inject (nor, unlike Kubeflow, to those sidecars
 //!   when the webhook is invoked again and finds them in `spec.containers`).
 
-use std::fmt;
+use std::{borrow::Cow, fmt};
 
 use json_patch::{AddOperation, PatchOperation, jsonptr::PointerBuf};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, value::RawValue};
 
 use super::{ISTIO_PROXY_CONTAINER, Keyed, PodDefault};
-use crate::semantic;
+use crate::{
+    semantic,
+    view::{
+        List, Members, Shape,
+        pod::{ContainerView, Identity, MetadataView, PodView, SpecView},
+        raw_str, raw_value,
+    },
+};
 
 /// One conflict between a PodDefault and the pod, or an earlier PodDefault.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,17 +47,21 @@ impl fmt::Display for Conflict {
 }
 
 /// Why PodDefaults could not be merged into a pod.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) enum MergeError {
     /// The pod itself has a field of the wrong shape.
     Malformed(String),
     /// Entries that conflict.
     Conflicts(Vec<Conflict>),
+    /// The pod's text repeats a key inside a part the merge reads: the caller reads it again
+    /// through a `Value`, which keeps the last one.
+    Unreadable(serde_json::Error),
 }
 
-/// What one regular container receives.
+/// What one regular container receives, with the view of it the operations are built against.
 #[derive(Debug, Default)]
-struct ContainerPlan<'p> {
+struct ContainerPlan<'p, 'a> {
+    view: ContainerView<'a>,
     env: Vec<&'p Value>,
     mounts: Vec<&'p Value>,
     env_from: Vec<&'p Value>,
@@ -60,7 +71,7 @@ struct ContainerPlan<'p> {
 
 /// The additions to make to one pod, checked free of conflicts.
 #[derive(Debug)]
-pub(crate) struct Plan<'p> {
+pub(crate) struct Plan<'p, 'a> {
     volumes: Vec<&'p Value>,
     tolerations: Vec<&'p Value>,
     image_pull_secrets: Vec<&'p Value>,
@@ -70,76 +81,98 @@ pub(crate) struct Plan<'p> {
     labels: Vec<(&'p str, &'p str)>,
     service_account_name: Option<&'p str>,
     automount_service_account_token: Option<bool>,
-    containers: Vec<ContainerPlan<'p>>,
+    containers: Vec<ContainerPlan<'p, 'a>>,
     markers: Vec<(&'p str, &'p str)>,
 }
 
+/// A pod entry with the same identity as a PodDefault's entry: the pod's own, or one an earlier
+/// PodDefault added.
+#[derive(Clone, Copy)]
+enum Found<'x> {
+    Pod(&'x RawValue),
+    Added(&'x Value),
+}
+
+impl Found<'_> {
+    fn value(self) -> Cow<'static, Value> {
+        match self {
+            Found::Pod(raw) => Cow::Owned(raw_value(raw)),
+            Found::Added(value) => Cow::Owned(value.clone()),
+        }
+    }
+}
+
 /// Checks `pod_defaults` (in application order) against `pod` and lists what to add.
-pub(crate) fn plan<'p>(pod: &Value, pod_defaults: &[&'p PodDefault]) -> Result<Plan<'p>, MergeError> {
-    let empty = Map::new();
-    let spec = object_at(pod.get("spec"), "spec")?.unwrap_or(&empty);
-    let metadata = object_at(pod.get("metadata"), "metadata")?.unwrap_or(&empty);
+pub(crate) fn plan<'p, 'a>(
+    pod: &PodView<'a>,
+    pod_defaults: &[&'p PodDefault],
+) -> Result<Plan<'p, 'a>, MergeError> {
+    let (empty_spec, empty_metadata) = (SpecView::default(), MetadataView::default());
+    let spec = object_at(&pod.spec, "spec")?.unwrap_or(&empty_spec);
+    let metadata = object_at(&pod.metadata, "metadata")?.unwrap_or(&empty_metadata);
     let mut conflicts = Vec::new();
     let mut cx = Checker {
         conflicts: &mut conflicts,
     };
 
-    let by_toleration = |v: &Value, identity: &str| {
-        let field = |f: &str| v.get(f).and_then(Value::as_str).unwrap_or_default();
-        identity
-            .split_once(':')
-            .is_some_and(|(key, effect)| field("key") == key && field("effect") == effect)
+    let by_toleration = |id: &Identity<'_>, identity: &str| {
+        identity.split_once(':').is_some_and(|(key, effect)| {
+            id.key.as_deref().unwrap_or_default() == key && id.effect.as_deref().unwrap_or_default() == effect
+        })
     };
-
+    let volumes = list_at(&spec.volumes, "spec.volumes")?;
+    let tolerations = list_at(&spec.tolerations, "spec.tolerations")?;
+    let image_pull_secrets = list_at(&spec.image_pull_secrets, "spec.imagePullSecrets")?;
+    let init_containers = list_at(&spec.init_containers, "spec.initContainers")?;
+    let containers = list_at(&spec.containers, "spec.containers")?;
     let volumes = cx.keyed(
-        list_at(spec, "volumes", "spec")?,
+        volumes,
         pod_defaults,
         |pd| &pd.volumes,
         by_name,
-        "spec.volumes",
+        &|| "spec.volumes".into(),
         "name",
-    );
+    )?;
     let tolerations = cx.keyed(
-        list_at(spec, "tolerations", "spec")?,
+        tolerations,
         pod_defaults,
         |pd| &pd.tolerations,
         by_toleration,
-        "spec.tolerations",
+        &|| "spec.tolerations".into(),
         "key:effect",
-    );
+    )?;
     let image_pull_secrets = cx.keyed(
-        list_at(spec, "imagePullSecrets", "spec")?,
+        image_pull_secrets,
         pod_defaults,
         |pd| &pd.image_pull_secrets,
         by_name,
-        "spec.imagePullSecrets",
+        &|| "spec.imagePullSecrets".into(),
         "name",
-    );
+    )?;
     let init_containers = cx.keyed(
-        list_at(spec, "initContainers", "spec")?,
+        init_containers,
         pod_defaults,
         |pd| &pd.init_containers,
         by_name,
-        "spec.initContainers",
+        &|| "spec.initContainers".into(),
         "name",
-    );
-    let containers = list_at(spec, "containers", "spec")?;
+    )?;
     let sidecars = cx.keyed(
         containers,
         pod_defaults,
         |pd| &pd.sidecars,
         by_name,
-        "spec.containers",
+        &|| "spec.containers".into(),
         "name",
-    );
+    )?;
     let annotations = cx.string_map(
-        object_at(metadata.get("annotations"), "metadata.annotations")?,
+        object_at(&metadata.annotations, "metadata.annotations")?,
         pod_defaults,
         |pd| &pd.annotations,
         "metadata.annotations",
     );
     let labels = cx.string_map(
-        object_at(metadata.get("labels"), "metadata.labels")?,
+        object_at(&metadata.labels, "metadata.labels")?,
         pod_defaults,
         |pd| &pd.labels,
         "metadata.labels",
@@ -147,22 +180,29 @@ pub(crate) fn plan<'p>(pod: &Value, pod_defaults: &[&'p PodDefault]) -> Result<P
 
     let mut container_plans = Vec::with_capacity(containers.len());
     for (index, container) in containers.iter().enumerate() {
-        let Value::Object(container) = container else {
-            return Err(MergeError::Malformed(format!(
-                "spec.containers[{index}] is not an object"
-            )));
+        let view = match serde_json::from_str::<Shape<ContainerView<'a>>>(container.get()) {
+            Ok(Shape::Is(view)) => view,
+            Ok(_) => {
+                return Err(MergeError::Malformed(format!(
+                    "spec.containers[{index}] is not an object"
+                )));
+            }
+            Err(error) => return Err(MergeError::Unreadable(error)),
         };
         // A container that is one of these PodDefaults' sidecars (already injected, seen again on
         // reinvocation) gets nothing, exactly as when it was first injected.
-        let name = container.get("name").and_then(Value::as_str).unwrap_or_default();
+        let name = view.name.as_deref().unwrap_or_default();
         let is_sidecar = pod_defaults
             .iter()
             .flat_map(|pd| &pd.sidecars)
-            .any(|sidecar| sidecar.key == name && semantic::equal(&sidecar.value, &containers[index]));
+            .any(|sidecar| sidecar.key == name && semantic::equal(&sidecar.value, &raw_value(container)));
         container_plans.push(if is_sidecar {
-            ContainerPlan::default()
+            ContainerPlan {
+                view,
+                ..ContainerPlan::default()
+            }
         } else {
-            cx.container(container, index, pod_defaults)?
+            cx.container(view, index, pod_defaults)?
         });
     }
 
@@ -200,41 +240,51 @@ struct Checker<'c> {
 impl Checker<'_> {
     /// Merges one keyed list: each PodDefault entry is skipped when an equal entry with its key is
     /// already in the pod or was added by an earlier PodDefault, a conflict when a different one is,
-    /// and added otherwise.
+    /// and added otherwise. The pod's entries are only read when a PodDefault has entries here.
     fn keyed<'p>(
         &mut self,
-        existing: &[Value],
+        existing: &[&RawValue],
         pod_defaults: &[&'p PodDefault],
         entries: impl Fn(&'p PodDefault) -> &'p Vec<Keyed>,
-        has_key: impl Fn(&Value, &str) -> bool,
-        field: &str,
+        has_key: impl Fn(&Identity<'_>, &str) -> bool,
+        field: &dyn Fn() -> String,
         key_name: &str,
-    ) -> Vec<&'p Value> {
+    ) -> Result<Vec<&'p Value>, MergeError> {
+        if pod_defaults.iter().all(|pd| entries(pd).is_empty()) {
+            return Ok(Vec::new());
+        }
+        let identities = identities(existing)?;
         let mut added: Vec<&'p Keyed> = Vec::new();
         for pd in pod_defaults {
             for entry in entries(pd) {
-                let found = existing
+                let found = identities
                     .iter()
-                    .find(|v| has_key(v, &entry.key))
-                    .or_else(|| added.iter().find(|a| a.key == entry.key).map(|a| &a.value));
-                match found {
+                    .position(|id| has_key(id, &entry.key))
+                    .map(|i| Found::Pod(existing[i]))
+                    .or_else(|| {
+                        added
+                            .iter()
+                            .find(|a| a.key == entry.key)
+                            .map(|a| Found::Added(&a.value))
+                    });
+                match found.map(Found::value) {
                     None => added.push(entry),
-                    Some(found) if semantic::equal(found, &entry.value) => {}
+                    Some(found) if semantic::equal(&found, &entry.value) => {}
                     Some(found) => self.conflict(
                         pd,
-                        format!("{field}[{key_name}: {}]", entry.key),
+                        format!("{}[{key_name}: {}]", field(), entry.key),
                         &entry.value,
-                        found,
+                        &found,
                     ),
                 }
             }
         }
-        added.into_iter().map(|k| &k.value).collect()
+        Ok(added.into_iter().map(|k| &k.value).collect())
     }
 
     fn string_map<'p>(
         &mut self,
-        existing: Option<&Map<String, Value>>,
+        existing: Option<&Members<'_>>,
         pod_defaults: &[&'p PodDefault],
         entries: impl Fn(&'p PodDefault) -> &'p Vec<(String, String)>,
         field: &str,
@@ -242,78 +292,78 @@ impl Checker<'_> {
         let mut added: Vec<(&'p str, &'p str)> = Vec::new();
         for pd in pod_defaults {
             for (key, value) in entries(pd) {
-                let found = match existing.and_then(|m| m.get(key)) {
-                    Some(found) => Some(found.clone()),
-                    None => added
-                        .iter()
-                        .find(|(k, _)| k == key)
-                        .map(|(_, v)| Value::String((*v).to_owned())),
-                };
-                match found {
-                    None => added.push((key, value)),
-                    Some(Value::String(found)) if found == *value => {}
-                    Some(found) => {
-                        self.conflict(
-                            pd,
-                            format!("{field}[{key}]"),
-                            &Value::String(value.clone()),
-                            &found,
-                        );
+                let wanted = || Value::String(value.clone());
+                match existing.and_then(|m| m.get(key)) {
+                    Some(raw) => {
+                        if raw_str(raw).as_deref() != Some(value.as_str()) {
+                            self.conflict(pd, format!("{field}[{key}]"), &wanted(), &raw_value(raw));
+                        }
                     }
+                    None => match added.iter().find(|(k, _)| k == key) {
+                        None => added.push((key, value)),
+                        Some((_, found)) if found == value => {}
+                        Some((_, found)) => {
+                            let found = Value::String((*found).to_owned());
+                            self.conflict(pd, format!("{field}[{key}]"), &wanted(), &found);
+                        }
+                    },
                 }
             }
         }
         added
     }
 
-    fn container<'p>(
+    fn container<'p, 'a>(
         &mut self,
-        container: &Map<String, Value>,
+        view: ContainerView<'a>,
         index: usize,
         pod_defaults: &[&'p PodDefault],
-    ) -> Result<ContainerPlan<'p>, MergeError> {
-        let name = container.get("name").and_then(Value::as_str).unwrap_or_default();
-        let at = format!("spec.containers[{index}]");
+    ) -> Result<ContainerPlan<'p, 'a>, MergeError> {
+        let name = view.name.as_deref().unwrap_or_default();
+        let at = |f: &str| format!("spec.containers[{index}].{f}");
         let field = |f: &str| format!("spec.containers[name: {name}].{f}");
         let env = self.keyed(
-            list_at(container, "env", &at)?,
+            list_at_with(&view.env, || at("env"))?,
             pod_defaults,
             |pd| &pd.env,
             by_name,
-            &field("env"),
+            &|| field("env"),
             "name",
-        );
+        )?;
         let mounts = self.mounts(
-            list_at(container, "volumeMounts", &at)?,
+            list_at_with(&view.volume_mounts, || at("volumeMounts"))?,
             pod_defaults,
-            &field("volumeMounts"),
-        );
+            &|| field("volumeMounts"),
+        )?;
 
         // Kubeflow appends envFrom with no check at all, so re-applying duplicates it; outfit skips
         // a source the container already has (see the README's deviation table).
-        let existing_env_from = list_at(container, "envFrom", &at)?;
+        let existing_env_from = list_at_with(&view.env_from, || at("envFrom"))?;
         let mut env_from: Vec<&'p Value> = Vec::new();
-        for source in pod_defaults.iter().flat_map(|pd| &pd.env_from) {
-            let present = existing_env_from
-                .iter()
-                .chain(env_from.iter().copied())
-                .any(|v| semantic::equal(v, source));
-            if !present {
-                env_from.push(source);
+        if pod_defaults.iter().any(|pd| !pd.env_from.is_empty()) {
+            let existing: Vec<Value> = existing_env_from.iter().map(|raw| raw_value(raw)).collect();
+            for source in pod_defaults.iter().flat_map(|pd| &pd.env_from) {
+                let present = existing
+                    .iter()
+                    .chain(env_from.iter().copied())
+                    .any(|v| semantic::equal(v, source));
+                if !present {
+                    env_from.push(source);
+                }
             }
         }
 
         let (mut command, mut args) = (None, None);
         if name != ISTIO_PROXY_CONTAINER {
-            let unset = |f: &str| container.get(f).is_none_or(Value::is_null);
-            if unset("command") {
+            if view.command.is_none() {
                 command = pod_defaults.iter().find_map(|pd| pd.command.as_ref());
             }
-            if unset("args") {
+            if view.args.is_none() {
                 args = pod_defaults.iter().find_map(|pd| pd.args.as_ref());
             }
         }
         Ok(ContainerPlan {
+            view,
             env,
             mounts,
             env_from,
@@ -326,42 +376,51 @@ impl Checker<'_> {
     /// maps); a mount conflicts when either identity holds a different mount.
     fn mounts<'p>(
         &mut self,
-        existing: &[Value],
+        existing: &[&RawValue],
         pod_defaults: &[&'p PodDefault],
-        field: &str,
-    ) -> Vec<&'p Value> {
+        field: &dyn Fn() -> String,
+    ) -> Result<Vec<&'p Value>, MergeError> {
+        if pod_defaults.iter().all(|pd| pd.volume_mounts.is_empty()) {
+            return Ok(Vec::new());
+        }
+        let identities = identities(existing)?;
         let mut added: Vec<&'p super::Mount> = Vec::new();
-        let str_field = |v: &Value, f: &str, want: &str| v.get(f).and_then(Value::as_str) == Some(want);
         for pd in pod_defaults {
             for mount in &pd.volume_mounts {
-                let same_name = existing
-                    .iter()
-                    .find(|v| str_field(v, "name", &mount.name))
-                    .or_else(|| added.iter().find(|m| m.name == mount.name).map(|m| &m.value));
-                let same_path = existing
-                    .iter()
-                    .find(|v| str_field(v, "mountPath", &mount.path))
-                    .or_else(|| added.iter().find(|m| m.path == mount.path).map(|m| &m.value));
+                let in_pod = |want: &dyn Fn(&Identity<'_>) -> bool| {
+                    identities.iter().position(want).map(|i| Found::Pod(existing[i]))
+                };
+                let same_name = in_pod(&|id| id.name.as_deref() == Some(&mount.name)).or_else(|| {
+                    added
+                        .iter()
+                        .find(|m| m.name == mount.name)
+                        .map(|m| Found::Added(&m.value))
+                });
+                let same_path = in_pod(&|id| id.mount_path.as_deref() == Some(&mount.path)).or_else(|| {
+                    added
+                        .iter()
+                        .find(|m| m.path == mount.path)
+                        .map(|m| Found::Added(&m.value))
+                });
                 let mut ok = true;
-                if let Some(found) = same_name.filter(|found| !semantic::equal(found, &mount.value)) {
-                    self.conflict(pd, format!("{field}[name: {}]", mount.name), &mount.value, found);
-                    ok = false;
-                }
-                if let Some(found) = same_path.filter(|found| !semantic::equal(found, &mount.value)) {
-                    self.conflict(
-                        pd,
-                        format!("{field}[mountPath: {}]", mount.path),
-                        &mount.value,
-                        found,
-                    );
-                    ok = false;
+                for (found, identity) in [
+                    (same_name, format!("name: {}", mount.name)),
+                    (same_path, format!("mountPath: {}", mount.path)),
+                ] {
+                    let Some(found) = found.map(Found::value) else {
+                        continue;
+                    };
+                    if !semantic::equal(&found, &mount.value) {
+                        self.conflict(pd, format!("{}[{identity}]", field()), &mount.value, &found);
+                        ok = false;
+                    }
                 }
                 if ok && same_name.is_none() {
                     added.push(mount);
                 }
             }
         }
-        added.into_iter().map(|m| &m.value).collect()
+        Ok(added.into_iter().map(|m| &m.value).collect())
     }
 
     fn conflict(&mut self, pd: &PodDefault, field: String, wanted: &Value, found: &Value) {
@@ -373,87 +432,119 @@ impl Checker<'_> {
     }
 }
 
+fn present<'l, 'a>(list: Option<&'l List<'a>>) -> Option<&'l [&'a RawValue]> {
+    list.and_then(List::present)
+}
+
+fn identities<'a>(entries: &[&'a RawValue]) -> Result<Vec<Identity<'a>>, MergeError> {
+    entries
+        .iter()
+        .map(|entry| Identity::of(entry).map_err(MergeError::Unreadable))
+        .collect()
+}
+
 fn compact(value: &Value) -> String {
     serde_json::to_string(value).unwrap_or_default()
 }
 
 /// Whether a pod's list entry has this `name`.
-fn by_name(value: &Value, name: &str) -> bool {
-    value.get("name").and_then(Value::as_str) == Some(name)
+fn by_name(identity: &Identity<'_>, name: &str) -> bool {
+    identity.name.as_deref() == Some(name)
 }
 
-fn object_at<'v>(value: Option<&'v Value>, path: &str) -> Result<Option<&'v Map<String, Value>>, MergeError> {
-    match value {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Object(object)) => Ok(Some(object)),
-        Some(_) => Err(MergeError::Malformed(format!("{path} is not an object"))),
-    }
+fn object_at<'v, T>(shape: &'v Shape<T>, path: &str) -> Result<Option<&'v T>, MergeError> {
+    shape
+        .object()
+        .map_err(|_| MergeError::Malformed(format!("{path} is not an object")))
 }
 
-fn list_at<'v>(object: &'v Map<String, Value>, field: &str, at: &str) -> Result<&'v [Value], MergeError> {
-    match object.get(field) {
-        None | Some(Value::Null) => Ok(&[]),
-        Some(Value::Array(items)) => Ok(items),
-        Some(_) => Err(MergeError::Malformed(format!("{at}.{field} is not a list"))),
-    }
+fn list_at<'l, 'a>(list: &'l List<'a>, path: &str) -> Result<&'l [&'a RawValue], MergeError> {
+    list_at_with(list, || path.to_owned())
 }
 
-impl Plan<'_> {
+fn list_at_with<'l, 'a>(
+    list: &'l List<'a>,
+    path: impl FnOnce() -> String,
+) -> Result<&'l [&'a RawValue], MergeError> {
+    list.items()
+        .map_err(|_| MergeError::Malformed(format!("{} is not a list", path())))
+}
+
+impl Plan<'_, '_> {
     /// The RFC 6902 operations that make the additions to `pod` (the pod `plan` checked). Built
     /// directly rather than by diffing a mutated copy: the pod is never copied, and appends are
     /// explicit `add`s at the end of each list (a positional diff could not tell an append from a
     /// rewrite).
-    pub(crate) fn into_ops(self, pod: &Value) -> Vec<PatchOperation> {
+    pub(crate) fn into_ops(self, pod: &PodView<'_>) -> Vec<PatchOperation> {
         let mut ops = Ops(Vec::new());
-        let metadata = ops.parent(
-            pod,
-            "metadata",
-            !self.annotations.is_empty() || !self.markers.is_empty() || !self.labels.is_empty(),
-        );
+        let metadata = pod.metadata();
+        let metadata_needed =
+            !self.annotations.is_empty() || !self.markers.is_empty() || !self.labels.is_empty();
+        if metadata.is_none() && metadata_needed {
+            ops.add(&[], "metadata", Value::Object(Map::new()));
+        }
         let annotations: Vec<(&str, &str)> = self.annotations.into_iter().chain(self.markers).collect();
-        ops.map_entries(&["metadata"], metadata, "annotations", &annotations);
-        ops.map_entries(&["metadata"], metadata, "labels", &self.labels);
+        let annotations_now = metadata.and_then(|m| m.annotations.get());
+        let labels_now = metadata.and_then(|m| m.labels.get());
+        ops.map_entries(&["metadata"], annotations_now, "annotations", &annotations);
+        ops.map_entries(&["metadata"], labels_now, "labels", &self.labels);
 
-        let spec = ops.parent(pod, "spec", true);
-        ops.append(&["spec"], spec, "volumes", &self.volumes);
-        ops.append(&["spec"], spec, "tolerations", &self.tolerations);
-        ops.append(&["spec"], spec, "imagePullSecrets", &self.image_pull_secrets);
+        let spec = pod.spec.get();
+        if spec.is_none() {
+            ops.add(&[], "spec", Value::Object(Map::new()));
+        }
+        let spec_volumes = present(spec.map(|s| &s.volumes));
+        ops.append(&["spec"], spec_volumes, "volumes", &self.volumes);
+        let spec_tolerations = present(spec.map(|s| &s.tolerations));
+        ops.append(&["spec"], spec_tolerations, "tolerations", &self.tolerations);
+        let spec_pull_secrets = present(spec.map(|s| &s.image_pull_secrets));
+        ops.append(
+            &["spec"],
+            spec_pull_secrets,
+            "imagePullSecrets",
+            &self.image_pull_secrets,
+        );
         if let Some(name) = self.service_account_name {
+            let existing = spec.and_then(|s| s.service_account_name);
             ops.set(
                 &["spec"],
-                spec,
+                existing,
                 "serviceAccountName",
                 Value::String(name.to_owned()),
             );
         }
         if let Some(automount) = self.automount_service_account_token {
+            let existing = spec.and_then(|s| s.automount_service_account_token);
             ops.set(
                 &["spec"],
-                spec,
+                existing,
                 "automountServiceAccountToken",
                 Value::Bool(automount),
             );
         }
-        let containers = spec
-            .and_then(|s| s.get("containers"))
-            .and_then(Value::as_array)
-            .map_or(&[][..], Vec::as_slice);
-        for (index, (container, plan)) in containers.iter().zip(self.containers).enumerate() {
+        for (index, plan) in self.containers.into_iter().enumerate() {
             let index = index.to_string();
             let at = ["spec", "containers", index.as_str()];
-            let container = container.as_object();
-            ops.append(&at, container, "env", &plan.env);
-            ops.append(&at, container, "volumeMounts", &plan.mounts);
-            ops.append(&at, container, "envFrom", &plan.env_from);
+            let view = &plan.view;
+            ops.append(&at, view.env.present(), "env", &plan.env);
+            ops.append(&at, view.volume_mounts.present(), "volumeMounts", &plan.mounts);
+            ops.append(&at, view.env_from.present(), "envFrom", &plan.env_from);
             if let Some(command) = plan.command {
-                ops.set(&at, container, "command", command.clone());
+                ops.set(&at, view.command, "command", command.clone());
             }
             if let Some(args) = plan.args {
-                ops.set(&at, container, "args", args.clone());
+                ops.set(&at, view.args, "args", args.clone());
             }
         }
-        ops.append(&["spec"], spec, "initContainers", &self.init_containers);
-        ops.append(&["spec"], spec, "containers", &self.sidecars);
+        let spec_init_containers = present(spec.map(|s| &s.init_containers));
+        ops.append(
+            &["spec"],
+            spec_init_containers,
+            "initContainers",
+            &self.init_containers,
+        );
+        let spec_containers = present(spec.map(|s| &s.containers));
+        ops.append(&["spec"], spec_containers, "containers", &self.sidecars);
         ops.0
     }
 }
@@ -467,31 +558,21 @@ impl Ops {
         self.0.push(PatchOperation::Add(AddOperation { path, value }));
     }
 
-    /// The pod's top-level object `field`; when it is absent and something goes in it, an `add`
-    /// creates it empty first.
-    fn parent<'v>(&mut self, pod: &'v Value, field: &str, needed: bool) -> Option<&'v Map<String, Value>> {
-        let parent = pod.get(field).and_then(Value::as_object);
-        if parent.is_none() && needed {
-            self.add(&[], field, Value::Object(Map::new()));
-        }
-        parent
-    }
-
     /// Adds entries to a string map, creating the map whole when it is absent.
     fn map_entries(
         &mut self,
         at: &[&str],
-        parent: Option<&Map<String, Value>>,
+        existing: Option<&Members<'_>>,
         field: &str,
         entries: &[(&str, &str)],
     ) {
         if entries.is_empty() {
             return;
         }
-        match parent.and_then(|p| p.get(field)).and_then(Value::as_object) {
+        match existing {
             Some(existing) => {
                 for (key, value) in entries {
-                    if existing.get(*key).and_then(Value::as_str) != Some(value) {
+                    if existing.get(key).and_then(raw_str).as_deref() != Some(*value) {
                         let path = PointerBuf::from_tokens(at.iter().copied().chain([field, key]));
                         self.0.push(PatchOperation::Add(AddOperation {
                             path,
@@ -511,11 +592,11 @@ impl Ops {
     }
 
     /// Appends to a list at its end, creating the list whole when it is absent.
-    fn append(&mut self, at: &[&str], parent: Option<&Map<String, Value>>, field: &str, items: &[&Value]) {
+    fn append(&mut self, at: &[&str], existing: Option<&[&RawValue]>, field: &str, items: &[&Value]) {
         if items.is_empty() {
             return;
         }
-        match parent.and_then(|p| p.get(field)).and_then(Value::as_array) {
+        match existing {
             Some(existing) => {
                 for (offset, item) in items.iter().enumerate() {
                     let index = (existing.len() + offset).to_string();
@@ -535,8 +616,8 @@ impl Ops {
     }
 
     /// Sets a field unless it already has this value (`add` replaces an existing member).
-    fn set(&mut self, at: &[&str], parent: Option<&Map<String, Value>>, field: &str, value: Value) {
-        if parent.and_then(|p| p.get(field)) != Some(&value) {
+    fn set(&mut self, at: &[&str], existing: Option<&RawValue>, field: &str, value: Value) {
+        if existing.map(raw_value).as_ref() != Some(&value) {
             self.add(at, field, value);
         }
     }

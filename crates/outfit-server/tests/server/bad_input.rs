@@ -1,6 +1,7 @@
 //! Bad input gets its answer and the server keeps serving: bodies that are not reviews get 400
-//! with a JSON error, oversized bodies 413, an object too deep to read a denial with the uid, and
-//! connections that never speak are cut off by the handshake and header timeouts.
+//! with a JSON error, oversized bodies 413, an object too deep for the policies that must read it
+//! a denial with the uid, and connections that never speak are cut off by the handshake and header
+//! timeouts.
 
 use std::time::Duration;
 
@@ -119,12 +120,33 @@ fn nested(depth: usize) -> String {
 
 #[tokio::test]
 async fn an_object_too_deep_to_read_is_denied_with_its_uid_and_a_reason() {
+    // PodDefaults read the fields they merge in place, so nesting in a field they never read
+    // (here `status`, 100,000 levels) does not stop them.
+    let deep_status = || {
+        String::from_utf8(fixture("pod-create-notebook"))
+            .expect("utf-8")
+            .replacen("\"status\": {}", &format!("\"status\": {}", nested(100_000)), 1)
+    };
     let (webhook, _) = fixture_webhook();
-    let body = String::from_utf8(fixture("pod-create-notebook"))
-        .expect("utf-8")
-        .replacen("\"status\": {}", &format!("\"status\": {}", nested(100_000)), 1);
+    let body = deep_status();
     assert!(body.len() > 500_000);
     let (status, answer) = post(&webhook, "/mutate", body).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+    assert_eq!(answer["response"]["allowed"], true);
+    assert_eq!(answer["response"]["patchType"], "JSONPatch");
+
+    // A Gatekeeper mutator needs the whole object, which serde_json refuses beyond 128 levels: the
+    // review is answered with its uid and the reason, as a bad request.
+    let policies = TempDir::new("deep-gatekeeper");
+    std::fs::write(
+        policies.path().join("mutator.yaml"),
+        "apiVersion: mutations.gatekeeper.sh/v1\nkind: AssignMetadata\nmetadata: {name: team}\n\
+         spec: {location: metadata.labels.team, parameters: {assign: {value: a}}}\n",
+    )
+    .expect("write");
+    let (webhook, _) = webhook_for(policies.path(), Limits::default());
+    let (status, answer) = post(&webhook, "/mutate", deep_status()).await;
     assert_eq!(status, StatusCode::OK, "{answer}");
     let response = &answer["response"];
     assert_eq!(response["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
@@ -132,11 +154,12 @@ async fn an_object_too_deep_to_read_is_denied_with_its_uid_and_a_reason() {
     assert_eq!(response["status"]["code"], 400);
     let message = response["status"]["message"].as_str().expect("message");
     assert!(
-        message.contains("cannot read request.object") && message.contains("recursion limit"),
+        message.contains("cannot read the object") && message.contains("recursion limit"),
         "{message}"
     );
 
     // Nesting serde_json can read, on an object no policy matches, is allowed untouched.
+    let (webhook, _) = fixture_webhook();
     let body = review_with(|r| {
         r["request"]["object"]["metadata"]["labels"] = json!({});
         r["request"]["object"]["spec"]["x"] = serde_json::from_str(&nested(100)).expect("JSON");

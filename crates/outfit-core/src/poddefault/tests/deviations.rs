@@ -114,7 +114,7 @@ fn x5_a_bad_poddefault_does_not_disable_the_others() {
     );
     let base = pod(json!({}), json!({"containers": []}));
     let outcome = set.apply(&Request {
-        object: &base,
+        object: (&base).into(),
         namespace: NS,
         operation: Operation::Create,
         user: None,
@@ -136,7 +136,7 @@ fn x6_poddefaults_only_act_on_pod_create() {
     let base = pod(json!({}), json!({"containers": []}));
     for operation in [Operation::Update, Operation::Delete, Operation::Connect] {
         let outcome = set.apply(&Request {
-            object: &base,
+            object: (&base).into(),
             namespace: NS,
             operation,
             user: None,
@@ -150,7 +150,7 @@ fn x6_poddefaults_only_act_on_pod_create() {
     deployment["kind"] = json!("Deployment");
     deployment["apiVersion"] = json!("apps/v1");
     let outcome = set.apply(&Request {
-        object: &deployment,
+        object: (&deployment).into(),
         namespace: NS,
         operation: Operation::Create,
         user: None,

@@ -6,10 +6,11 @@
 mod derived;
 mod deviations;
 mod idempotence;
+mod json_input;
 mod upstream;
 mod validation;
 
-use serde_json::{Value, json};
+use serde_json::{Value, json, value::RawValue};
 
 use crate::{
     document::{Document, Origin},
@@ -54,6 +55,9 @@ pub(super) fn load(policies: &[Value]) -> (PolicySet, LoadReport) {
     builder.build()
 }
 
+/// Applies `policies` to `pod` given both ways a caller can: as a parsed `Value` (the CLI) and as
+/// JSON text (the webhook; pretty-printed, so that raw values carry whitespace). Every row of every
+/// table thereby checks that the two agree.
 pub(super) fn apply(pod: &Value, policies: &[Value]) -> Outcome {
     let (set, report) = load(policies);
     assert!(
@@ -61,12 +65,21 @@ pub(super) fn apply(pod: &Value, policies: &[Value]) -> Outcome {
         "unexpected load errors: {:?}",
         report.errors
     );
-    set.apply(&Request {
-        object: pod,
+    let request = |object| Request {
+        object,
         namespace: NS,
         operation: Operation::Create,
         user: None,
-    })
+    };
+    let from_value = set.apply(&request(pod.into()));
+    let text = serde_json::to_string_pretty(pod).expect("JSON");
+    let raw: Box<RawValue> = serde_json::from_str(&text).expect("JSON");
+    let from_json = set.apply(&request((&*raw).into()));
+    assert_eq!(
+        from_json, from_value,
+        "the webhook's path and the CLI's disagree on {pod}"
+    );
+    from_value
 }
 
 /// The admitted object (the input when nothing changed); panics on a denial.
