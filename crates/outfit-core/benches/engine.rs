@@ -99,7 +99,7 @@ fn admit(set: &PolicySet, pod: &RawValue) -> usize {
         user: None,
     };
     match set.apply(&request) {
-        Outcome::Admitted(admission) => admission.patch.0.len(),
+        Outcome::Admitted(admission) => admission.patch_json().len(),
         Outcome::Denied(denial) => panic!("benchmark pod denied: {}", denial.message),
     }
 }

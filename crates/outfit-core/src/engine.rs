@@ -17,6 +17,7 @@ use serde_json::{Value, value::RawValue};
 
 use crate::{
     gatekeeper::{MutationError, system::RunInput},
+    patch::Changes,
     poddefault::{self, Conflict, EXCLUDE_ANNOTATION, MIRROR_POD_ANNOTATION, MergeError},
     policy_set::{AppliedPolicy, PolicyKind, PolicyRef, PolicySet},
     view::{pod::PodView, raw_str},
@@ -92,11 +93,12 @@ pub struct Request<'a> {
     pub user: Option<&'a UserInfo>,
 }
 
-/// An admitted object.
+/// An admitted object. Borrows from the [`PolicySet`] that decided it: the values its patch adds
+/// are the policies' own.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Admission {
+pub struct Admission<'p> {
     /// RFC 6902 operations that turn the input into the admitted object (empty when unchanged).
-    pub patch: Patch,
+    changes: Changes<'p>,
     /// The policies that applied, in application order.
     pub applied: Vec<AppliedPolicy>,
     /// Messages for the requesting user.
@@ -105,10 +107,10 @@ pub struct Admission {
     mutated: Option<Value>,
 }
 
-impl Admission {
+impl Admission<'_> {
     fn unchanged() -> Self {
         Self {
-            patch: Patch(Vec::new()),
+            changes: Changes::default(),
             applied: Vec::new(),
             warnings: Vec::new(),
             mutated: None,
@@ -117,21 +119,49 @@ impl Admission {
 
     /// Whether the object is admitted as it came.
     pub fn is_unchanged(&self) -> bool {
-        self.patch.0.is_empty()
+        self.changes.is_empty()
+    }
+
+    /// How many operations the patch has.
+    pub fn patch_len(&self) -> usize {
+        self.changes.len()
+    }
+
+    /// The RFC 6902 patch that turns the request object into the admitted one (empty when
+    /// unchanged), as a `json_patch::Patch` (a copy: [`Admission::patch_json`] is cheaper when
+    /// only the JSON is needed).
+    pub fn patch(&self) -> Patch {
+        self.changes.to_patch()
+    }
+
+    /// The same admission, no longer borrowing from the policy set (its patch values copied).
+    pub fn into_owned(self) -> Admission<'static> {
+        Admission {
+            changes: self.changes.into_owned(),
+            applied: self.applied,
+            warnings: self.warnings,
+            mutated: self.mutated,
+        }
+    }
+
+    /// The patch as JSON, serialized straight from the policies' values.
+    pub fn patch_json(&self) -> Vec<u8> {
+        // Plain JSON values and strings always serialize.
+        serde_json::to_vec(&self.changes).unwrap_or_default()
     }
 
     /// The admitted object. `original` must be the request's object: unless the engine kept the
     /// mutated object, it is built here by applying the patch to a copy (the webhook only needs the
     /// patch, so it never pays for this).
     pub fn object<'a>(&'a self, original: &'a Value) -> Result<Cow<'a, Value>, json_patch::PatchError> {
-        if self.patch.0.is_empty() {
+        if self.changes.is_empty() {
             return Ok(Cow::Borrowed(original));
         }
         if let Some(mutated) = &self.mutated {
             return Ok(Cow::Borrowed(mutated));
         }
         let mut object = original.clone();
-        json_patch::patch(&mut object, &self.patch)?;
+        json_patch::patch(&mut object, &self.changes.to_patch())?;
         Ok(Cow::Owned(object))
     }
 }
@@ -161,16 +191,26 @@ pub enum DenialReason {
 
 /// The decision for one object.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub enum Outcome<'p> {
     /// Admitted, possibly mutated.
-    Admitted(Admission),
+    Admitted(Admission<'p>),
     /// Denied.
     Denied(Denial),
 }
 
+impl Outcome<'_> {
+    /// The same outcome, no longer borrowing from the policy set.
+    pub fn into_owned(self) -> Outcome<'static> {
+        match self {
+            Outcome::Admitted(admission) => Outcome::Admitted(admission.into_owned()),
+            Outcome::Denied(denial) => Outcome::Denied(denial),
+        }
+    }
+}
+
 impl PolicySet {
     /// Decides one object: applies every matching policy, or denies it when they conflict.
-    pub fn apply(&self, request: &Request<'_>) -> Outcome {
+    pub fn apply(&self, request: &Request<'_>) -> Outcome<'_> {
         let mut admission = Admission::unchanged();
         if let Err(denial) = self.apply_pod_defaults(request, &mut admission) {
             return Outcome::Denied(denial);
@@ -182,7 +222,11 @@ impl PolicySet {
     }
 
     /// The PodDefault step: adds its operations and the PodDefaults applied to `admission`.
-    fn apply_pod_defaults(&self, request: &Request<'_>, admission: &mut Admission) -> Result<(), Denial> {
+    fn apply_pod_defaults<'p>(
+        &'p self,
+        request: &Request<'_>,
+        admission: &mut Admission<'p>,
+    ) -> Result<(), Denial> {
         if request.operation != Operation::Create || self.count(PolicyKind::PodDefault) == 0 {
             return Ok(());
         }
@@ -200,18 +244,23 @@ impl PolicySet {
         }
     }
 
-    fn plan_value(&self, value: &Value, namespace: &str, admission: &mut Admission) -> Result<(), Denial> {
+    fn plan_value<'p>(
+        &'p self,
+        value: &Value,
+        namespace: &str,
+        admission: &mut Admission<'p>,
+    ) -> Result<(), Denial> {
         let json = serde_json::to_string(value).map_err(|e| unreadable(&e))?;
         self.plan_pod_defaults(&json, namespace, admission)
             .map_err(PlanError::into_denial)
     }
 
     /// Matches and merges the PodDefaults for one pod given as JSON text.
-    fn plan_pod_defaults(
-        &self,
+    fn plan_pod_defaults<'p>(
+        &'p self,
         json: &str,
         request_namespace: &str,
-        admission: &mut Admission,
+        admission: &mut Admission<'p>,
     ) -> Result<(), PlanError> {
         let pod = PodView::parse(json).map_err(|_| PlanError::Unreadable)?;
         if !pod.is_pod() {
@@ -235,7 +284,7 @@ impl PolicySet {
         }
         match poddefault::plan(&pod, &matching) {
             Ok(plan) => {
-                admission.patch.0.extend(plan.into_ops(&pod));
+                admission.changes = Changes::Adds(plan.into_ops(&pod));
                 admission
                     .applied
                     .extend(matching.iter().map(|pd| pd.reference().clone()));
@@ -283,7 +332,7 @@ impl PolicySet {
     /// Gatekeeper mutators, after PodDefaults, on CREATE and UPDATE (as Gatekeeper's webhook).
     /// The Gatekeeper step, on the object as the PodDefaults left it. Its operations follow the
     /// PodDefaults' ones in `admission.patch`.
-    fn apply_gatekeeper(&self, request: &Request<'_>, admission: &mut Admission) -> Result<(), Denial> {
+    fn apply_gatekeeper(&self, request: &Request<'_>, admission: &mut Admission<'_>) -> Result<(), Denial> {
         let mutators = self.gatekeeper_mutators();
         if mutators.is_empty() {
             return Ok(());
@@ -319,9 +368,9 @@ impl PolicySet {
             // PodDefaults' operations rather than extending them, which would need a second copy of
             // the object to diff against.
             if gatekeeper_changed {
-                admission.patch = json_patch::diff(original, &object);
+                admission.changes = Changes::Owned(json_patch::diff(original, &object));
             }
-            admission.mutated = (!admission.patch.0.is_empty()).then_some(object);
+            admission.mutated = (!admission.changes.is_empty()).then_some(object);
         }
         Ok(())
     }

@@ -14,6 +14,7 @@ pub mod engine;
 pub mod error;
 pub mod fieldpath;
 pub mod gatekeeper;
+mod patch;
 pub mod poddefault;
 pub mod policy_set;
 pub mod selector;

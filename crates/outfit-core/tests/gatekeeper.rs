@@ -50,7 +50,7 @@ fn denial(set: &PolicySet, object: &Value) -> String {
     };
     match set.apply(&request) {
         Outcome::Denied(denial) => denial.message,
-        Outcome::Admitted(admission) => panic!("admitted: {:?}", admission.patch),
+        Outcome::Admitted(admission) => panic!("admitted: {:?}", admission.patch()),
     }
 }
 
@@ -505,11 +505,12 @@ fn webhook_vectors() {
         operation: Operation::Create,
         user: None,
     };
-    let Outcome::Admitted(admission) = load_ok(&yaml).apply(&request) else {
+    let set = load_ok(&yaml);
+    let Outcome::Admitted(admission) = set.apply(&request) else {
         panic!()
     };
     assert_eq!(
-        serde_json::to_value(&admission.patch).unwrap(),
+        serde_json::to_value(admission.patch()).unwrap(),
         json!([{"op": "add", "path": "/spec", "value": {"value": "foo"}}])
     );
     // Y7: assigning [] empties a list.

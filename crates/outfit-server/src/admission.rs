@@ -137,22 +137,23 @@ struct StatusOut<'a> {
 }
 
 /// The answer to one review, with what the log line and the metrics need.
+/// Its strings borrow from the request body.
 #[derive(Debug)]
-pub struct Answer {
+pub struct Answer<'a> {
     /// The serialized AdmissionReview response.
     pub body: Vec<u8>,
     /// The decision.
     pub outcome: RequestOutcome,
     /// `request.uid`.
-    pub uid: String,
+    pub uid: Cow<'a, str>,
     /// `request.namespace`.
-    pub namespace: String,
+    pub namespace: Cow<'a, str>,
     /// `request.name`, or the object's `generateName` when the name is not known yet.
-    pub name: String,
+    pub name: Cow<'a, str>,
     /// `request.kind.kind` plus `/subResource` if any.
-    pub kind: String,
+    pub kind: Cow<'a, str>,
     /// `request.operation`.
-    pub operation: String,
+    pub operation: Cow<'a, str>,
     /// `request.dryRun`.
     pub dry_run: bool,
     /// The policies that applied (mutated) or denied.
@@ -162,7 +163,7 @@ pub struct Answer {
 }
 
 /// Reads an AdmissionReview body and decides it with `policies`.
-pub fn review(body: &[u8], policies: &PolicySet) -> Result<Answer, InvalidReview> {
+pub fn review<'a>(body: &'a [u8], policies: &PolicySet) -> Result<Answer<'a>, InvalidReview> {
     let review: ReviewIn<'_> = serde_json::from_slice(body)?;
     if review.api_version != API_VERSION || review.kind != KIND {
         return Err(InvalidReview::Version {
@@ -177,23 +178,20 @@ pub fn review(body: &[u8], policies: &PolicySet) -> Result<Answer, InvalidReview
     let operation = Operation::parse(&request.operation)
         .ok_or_else(|| InvalidReview::Operation(request.operation.clone().into_owned()))?;
 
-    let mut kind = request
-        .kind
-        .as_ref()
-        .map(|k| k.kind.clone().into_owned())
-        .unwrap_or_default();
-    if !request.sub_resource.is_empty() {
-        kind.push('/');
-        kind.push_str(&request.sub_resource);
-    }
+    let kind = request.kind.as_ref().map(|k| k.kind.clone()).unwrap_or_default();
+    let kind = if request.sub_resource.is_empty() {
+        kind
+    } else {
+        Cow::Owned(format!("{kind}/{}", request.sub_resource))
+    };
     let mut answer = Answer {
         body: Vec::new(),
         outcome: RequestOutcome::Allowed,
-        uid: request.uid.clone().into_owned(),
-        namespace: request.namespace.clone().into_owned(),
-        name: request.name.clone().into_owned(),
+        uid: request.uid.clone(),
+        namespace: request.namespace.clone(),
+        name: request.name.clone(),
         kind,
-        operation: request.operation.clone().into_owned(),
+        operation: request.operation.clone(),
         dry_run: request.dry_run,
         policies: Vec::new(),
         message: None,
@@ -221,13 +219,11 @@ pub fn review(body: &[u8], policies: &PolicySet) -> Result<Answer, InvalidReview
     let outcome = policies.apply(&engine_request);
     match outcome {
         Outcome::Admitted(admission) => {
-            let patch = if admission.patch.0.is_empty() {
+            let patch = if admission.is_unchanged() {
                 None
             } else {
-                // A Patch of plain JSON values always serializes.
-                let json = serde_json::to_vec(&admission.patch).unwrap_or_default();
                 answer.outcome = RequestOutcome::Mutated;
-                Some(base64::engine::general_purpose::STANDARD.encode(json))
+                Some(base64::engine::general_purpose::STANDARD.encode(admission.patch_json()))
             };
             answer.body = allow(&request.uid, patch, admission.warnings, &admission.applied);
             answer.policies = admission.applied;
@@ -247,7 +243,7 @@ pub fn review(body: &[u8], policies: &PolicySet) -> Result<Answer, InvalidReview
     // Only the log line needs the name a controller asked the API server to generate from, and
     // reading it is one more scan of the object: done when the line will be written.
     if answer.name.is_empty() && crate::webhook::logs(answer.outcome) {
-        answer.name = generate_name(raw_object).unwrap_or_default();
+        answer.name = Cow::Owned(generate_name(raw_object).unwrap_or_default());
     }
     Ok(answer)
 }

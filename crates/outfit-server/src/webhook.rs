@@ -4,7 +4,7 @@
 //! The engine runs inline: a decision takes microseconds and touches no I/O or lock (the policy
 //! set is read through an `ArcSwap`), so a `spawn_blocking` hop would cost more than it saves.
 
-use std::{sync::Arc, time::Duration, time::Instant};
+use std::{future::Future, sync::Arc, task::Poll, time::Duration, time::Instant};
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -104,7 +104,15 @@ impl Webhook {
             return too_large(limits.max_body_bytes);
         }
         let body = Limited::new(request.into_body(), limits.max_body_bytes);
-        let body = match tokio::time::timeout(limits.body_timeout, body.collect()).await {
+        let mut collect = std::pin::pin!(body.collect());
+        // The API server sends the body with the headers, so it is usually complete at the first
+        // poll: only a body still on its way pays for a timer.
+        let first = std::future::poll_fn(|cx| Poll::Ready(collect.as_mut().poll(cx))).await;
+        let collected = match first {
+            Poll::Ready(result) => Ok(result),
+            Poll::Pending => tokio::time::timeout(limits.body_timeout, collect).await,
+        };
+        let body = match collected {
             Ok(Ok(collected)) => collected.to_bytes(),
             Ok(Err(e)) if e.is::<LengthLimitError>() => return too_large(limits.max_body_bytes),
             Ok(Err(e)) => {
@@ -151,7 +159,7 @@ pub(crate) fn logs(outcome: RequestOutcome) -> bool {
     }
 }
 
-fn log(answer: &Answer) {
+fn log(answer: &Answer<'_>) {
     macro_rules! event {
         ($level:expr) => {
             tracing::event!(

@@ -165,7 +165,7 @@ fn read_objects(files: &[String]) -> Result<Vec<Document>, String> {
 fn render(
     format: OutputFormat,
     original: &Value,
-    admission: &outfit_core::Admission,
+    admission: &outfit_core::Admission<'_>,
     out: &mut String,
 ) -> Result<(), String> {
     let object = admission.object(original).map_err(|e| {
@@ -185,7 +185,7 @@ fn render(
             out.push('\n');
         }
         OutputFormat::Patch => {
-            out.push_str(&serde_json::to_string(&admission.patch).map_err(|e| e.to_string())?);
+            out.push_str(&serde_json::to_string(&admission.patch()).map_err(|e| e.to_string())?);
             out.push('\n');
         }
     }

@@ -16,11 +16,11 @@
 
 use std::{borrow::Cow, fmt};
 
-use json_patch::{AddOperation, PatchOperation, jsonptr::PointerBuf};
-use serde_json::{Map, Value, value::RawValue};
+use serde_json::{Value, value::RawValue};
 
 use super::{ISTIO_PROXY_CONTAINER, Keyed, PodDefault};
 use crate::{
+    patch::{AddOp, OpValue},
     semantic,
     view::{
         List, Members, Shape,
@@ -470,70 +470,69 @@ fn list_at_with<'l, 'a>(
         .map_err(|_| MergeError::Malformed(format!("{} is not a list", path())))
 }
 
-impl Plan<'_, '_> {
+impl<'p> Plan<'p, '_> {
     /// The RFC 6902 operations that make the additions to `pod` (the pod `plan` checked). Built
-    /// directly rather than by diffing a mutated copy: the pod is never copied, and appends are
-    /// explicit `add`s at the end of each list (a positional diff could not tell an append from a
-    /// rewrite).
-    pub(crate) fn into_ops(self, pod: &PodView<'_>) -> Vec<PatchOperation> {
+    /// directly rather than by diffing a mutated copy: the pod is never copied, the values are
+    /// borrowed from the PodDefaults, and appends are explicit `add`s at the end of each list (a
+    /// positional diff could not tell an append from a rewrite).
+    pub(crate) fn into_ops(self, pod: &PodView<'_>) -> Vec<AddOp<'p>> {
         let mut ops = Ops(Vec::new());
         let metadata = pod.metadata();
         let metadata_needed =
             !self.annotations.is_empty() || !self.markers.is_empty() || !self.labels.is_empty();
         if metadata.is_none() && metadata_needed {
-            ops.add(&[], "metadata", Value::Object(Map::new()));
+            ops.add(&[], "metadata", OpValue::EmptyObject);
         }
         let annotations: Vec<(&str, &str)> = self.annotations.into_iter().chain(self.markers).collect();
         let annotations_now = metadata.and_then(|m| m.annotations.get());
         let labels_now = metadata.and_then(|m| m.labels.get());
-        ops.map_entries(&["metadata"], annotations_now, "annotations", &annotations);
-        ops.map_entries(&["metadata"], labels_now, "labels", &self.labels);
+        ops.map_entries(&["metadata"], annotations_now, "annotations", annotations);
+        ops.map_entries(&["metadata"], labels_now, "labels", self.labels);
 
         let spec = pod.spec.get();
         if spec.is_none() {
-            ops.add(&[], "spec", Value::Object(Map::new()));
+            ops.add(&[], "spec", OpValue::EmptyObject);
         }
         let spec_volumes = present(spec.map(|s| &s.volumes));
-        ops.append(&["spec"], spec_volumes, "volumes", &self.volumes);
+        ops.append(&["spec"], spec_volumes, "volumes", self.volumes);
         let spec_tolerations = present(spec.map(|s| &s.tolerations));
-        ops.append(&["spec"], spec_tolerations, "tolerations", &self.tolerations);
+        ops.append(&["spec"], spec_tolerations, "tolerations", self.tolerations);
         let spec_pull_secrets = present(spec.map(|s| &s.image_pull_secrets));
         ops.append(
             &["spec"],
             spec_pull_secrets,
             "imagePullSecrets",
-            &self.image_pull_secrets,
+            self.image_pull_secrets,
         );
         if let Some(name) = self.service_account_name {
             let existing = spec.and_then(|s| s.service_account_name);
-            ops.set(
-                &["spec"],
-                existing,
-                "serviceAccountName",
-                Value::String(name.to_owned()),
-            );
+            if existing.and_then(raw_str).as_deref() != Some(name) {
+                ops.add(&["spec"], "serviceAccountName", OpValue::Str(name));
+            }
         }
         if let Some(automount) = self.automount_service_account_token {
             let existing = spec.and_then(|s| s.automount_service_account_token);
-            ops.set(
-                &["spec"],
-                existing,
-                "automountServiceAccountToken",
-                Value::Bool(automount),
-            );
+            if existing.map(RawValue::get) != Some(if automount { "true" } else { "false" }) {
+                ops.add(
+                    &["spec"],
+                    "automountServiceAccountToken",
+                    OpValue::Bool(automount),
+                );
+            }
         }
         for (index, plan) in self.containers.into_iter().enumerate() {
             let index = index.to_string();
             let at = ["spec", "containers", index.as_str()];
             let view = &plan.view;
-            ops.append(&at, view.env.present(), "env", &plan.env);
-            ops.append(&at, view.volume_mounts.present(), "volumeMounts", &plan.mounts);
-            ops.append(&at, view.env_from.present(), "envFrom", &plan.env_from);
+            ops.append(&at, view.env.present(), "env", plan.env);
+            ops.append(&at, view.volume_mounts.present(), "volumeMounts", plan.mounts);
+            ops.append(&at, view.env_from.present(), "envFrom", plan.env_from);
+            // Only planned where the container has none (absent or null).
             if let Some(command) = plan.command {
-                ops.set(&at, view.command, "command", command.clone());
+                ops.add(&at, "command", OpValue::Value(command));
             }
             if let Some(args) = plan.args {
-                ops.set(&at, view.args, "args", args.clone());
+                ops.add(&at, "args", OpValue::Value(args));
             }
         }
         let spec_init_containers = present(spec.map(|s| &s.init_containers));
@@ -541,21 +540,20 @@ impl Plan<'_, '_> {
             &["spec"],
             spec_init_containers,
             "initContainers",
-            &self.init_containers,
+            self.init_containers,
         );
         let spec_containers = present(spec.map(|s| &s.containers));
-        ops.append(&["spec"], spec_containers, "containers", &self.sidecars);
+        ops.append(&["spec"], spec_containers, "containers", self.sidecars);
         ops.0
     }
 }
 
 /// Accumulates patch operations.
-struct Ops(Vec<PatchOperation>);
+struct Ops<'p>(Vec<AddOp<'p>>);
 
-impl Ops {
-    fn add(&mut self, at: &[&str], field: &str, value: Value) {
-        let path = PointerBuf::from_tokens(at.iter().copied().chain([field]));
-        self.0.push(PatchOperation::Add(AddOperation { path, value }));
+impl<'p> Ops<'p> {
+    fn add(&mut self, at: &[&str], field: &str, value: OpValue<'p>) {
+        self.0.push(AddOp::new(at.iter().copied().chain([field]), value));
     }
 
     /// Adds entries to a string map, creating the map whole when it is absent.
@@ -564,7 +562,7 @@ impl Ops {
         at: &[&str],
         existing: Option<&Members<'_>>,
         field: &str,
-        entries: &[(&str, &str)],
+        entries: Vec<(&'p str, &'p str)>,
     ) {
         if entries.is_empty() {
             return;
@@ -572,53 +570,30 @@ impl Ops {
         match existing {
             Some(existing) => {
                 for (key, value) in entries {
-                    if existing.get(key).and_then(raw_str).as_deref() != Some(*value) {
-                        let path = PointerBuf::from_tokens(at.iter().copied().chain([field, key]));
-                        self.0.push(PatchOperation::Add(AddOperation {
-                            path,
-                            value: Value::String((*value).to_owned()),
-                        }));
+                    if existing.get(key).and_then(raw_str).as_deref() != Some(value) {
+                        let path = at.iter().copied().chain([field, key]);
+                        self.0.push(AddOp::new(path, OpValue::Str(value)));
                     }
                 }
             }
-            None => {
-                let map = entries
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), Value::String((*v).to_owned())))
-                    .collect();
-                self.add(at, field, Value::Object(map));
-            }
+            None => self.add(at, field, OpValue::Strings(entries)),
         }
     }
 
     /// Appends to a list at its end, creating the list whole when it is absent.
-    fn append(&mut self, at: &[&str], existing: Option<&[&RawValue]>, field: &str, items: &[&Value]) {
+    fn append(&mut self, at: &[&str], existing: Option<&[&RawValue]>, field: &str, items: Vec<&'p Value>) {
         if items.is_empty() {
             return;
         }
         match existing {
             Some(existing) => {
-                for (offset, item) in items.iter().enumerate() {
+                for (offset, item) in items.into_iter().enumerate() {
                     let index = (existing.len() + offset).to_string();
-                    let path = PointerBuf::from_tokens(at.iter().copied().chain([field, index.as_str()]));
-                    self.0.push(PatchOperation::Add(AddOperation {
-                        path,
-                        value: (*item).clone(),
-                    }));
+                    let path = at.iter().copied().chain([field, index.as_str()]);
+                    self.0.push(AddOp::new(path, OpValue::Value(item)));
                 }
             }
-            None => self.add(
-                at,
-                field,
-                Value::Array(items.iter().map(|v| (*v).clone()).collect()),
-            ),
-        }
-    }
-
-    /// Sets a field unless it already has this value (`add` replaces an existing member).
-    fn set(&mut self, at: &[&str], existing: Option<&RawValue>, field: &str, value: Value) {
-        if existing.map(raw_value).as_ref() != Some(&value) {
-            self.add(at, field, value);
+            None => self.add(at, field, OpValue::List(items)),
         }
     }
 }

@@ -7,7 +7,7 @@ use serde_json::{Value, json, value::RawValue};
 use super::{NS, load, pd};
 use crate::engine::{DenialReason, Operation, Outcome, Request};
 
-fn apply_text(text: &str, policies: &[Value]) -> Outcome {
+fn apply_text(text: &str, policies: &[Value]) -> Outcome<'static> {
     let (set, report) = load(policies);
     assert!(report.errors.is_empty(), "{:?}", report.errors);
     let raw: Box<RawValue> = serde_json::from_str(text).expect("valid JSON");
@@ -17,6 +17,7 @@ fn apply_text(text: &str, policies: &[Value]) -> Outcome {
         operation: Operation::Create,
         user: None,
     })
+    .into_owned()
 }
 
 fn nested(depth: usize) -> String {
@@ -45,7 +46,7 @@ fn a_repeated_key_is_read_as_a_value_reads_it() {
         operation: Operation::Create,
         user: None,
     });
-    assert_eq!(via_text, via_value);
+    assert_eq!(via_text, via_value.into_owned());
     let Outcome::Admitted(admission) = via_text else {
         panic!("denied")
     };
@@ -70,7 +71,7 @@ fn nesting_too_deep_for_a_value_is_fine_where_poddefaults_do_not_read() {
         panic!("denied")
     };
     assert_eq!(
-        serde_json::to_value(&admission.patch).expect("JSON"),
+        serde_json::to_value(admission.patch()).expect("JSON"),
         json!([
             {"op": "add", "path": "/metadata/annotations", "value": {
                 "poddefault.admission.kubeflow.org/poddefault-env": "7"}},

@@ -58,7 +58,7 @@ pub(super) fn load(policies: &[Value]) -> (PolicySet, LoadReport) {
 /// Applies `policies` to `pod` given both ways a caller can: as a parsed `Value` (the CLI) and as
 /// JSON text (the webhook; pretty-printed, so that raw values carry whitespace). Every row of every
 /// table thereby checks that the two agree.
-pub(super) fn apply(pod: &Value, policies: &[Value]) -> Outcome {
+pub(super) fn apply(pod: &Value, policies: &[Value]) -> Outcome<'static> {
     let (set, report) = load(policies);
     assert!(
         report.errors.is_empty(),
@@ -79,7 +79,7 @@ pub(super) fn apply(pod: &Value, policies: &[Value]) -> Outcome {
         from_json, from_value,
         "the webhook's path and the CLI's disagree on {pod}"
     );
-    from_value
+    from_value.into_owned()
 }
 
 /// The admitted object (the input when nothing changed); panics on a denial.
@@ -93,7 +93,7 @@ pub(super) fn admitted(pod: &Value, policies: &[Value]) -> Value {
 /// The denial message; panics when admitted.
 pub(super) fn denied(pod: &Value, policies: &[Value]) -> String {
     match apply(pod, policies) {
-        Outcome::Admitted(admission) => panic!("expected denial, got admission: {:?}", admission.patch),
+        Outcome::Admitted(admission) => panic!("expected denial, got admission: {:?}", admission.patch()),
         Outcome::Denied(denial) => denial.message,
     }
 }
