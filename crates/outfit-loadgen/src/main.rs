@@ -7,12 +7,30 @@
 //! In one run it drives three servers over HTTPS with keep-alive connections, as the API server
 //! does, at fixed concurrency (closed loop): a *ceiling* server on the same rustls/hyper stack
 //! that reads the body and returns a fixed allow response (the most this machine can do with
-//! this client), then outfit with 0 and with 1,000 policies. It then runs outfit with 1,000
-//! policies open loop at half of its measured throughput, where latency is the figure that
+//! this client), outfit with 0 policies and outfit with 1,000 policies. It then runs outfit with
+//! 1,000 policies open loop at half of its measured throughput, where latency is the figure that
 //! matters. Everything binds 127.0.0.1 and every phase is bounded in time and request count.
 //!
-//! Servers and client run in one process on separate runtimes (2 worker threads each), so the
+//! The speed of a shared or small machine can change by a factor of two within seconds, so the
+//! three closed-loop configurations are not measured one after the other but interleaved in short
+//! slices (`--slice-ms`, default 100): the three servers start once, each gets `--connections`
+//! keep-alive connections up front, and a coordinator lets one configuration's connections send at
+//! a time, cycling through the three in an order shuffled per cycle (fixed seed), until each has
+//! had `--seconds` of active time, after a discarded warm-up of 1 s (see [`interleave`]). A request
+//! counts for the slice it was sent in; a configuration's throughput is its counted requests over
+//! its summed slice time. The headline compares outfit with the ceiling twice: pooled over all
+//! slices, and as the spread (median, 10th and 90th percentile) of the ratios within each cycle,
+//! where both saw the same conditions within a few hundred milliseconds. The open-loop phase runs
+//! afterwards on fresh connections against the same outfit server.
+//!
+//! Servers and client run in one process, by default on separate runtimes of 2 worker threads each
+//! (the API server is another process); with `--one-runtime` they share one 2-worker runtime, one
+//! thread per core, so that wakeups between client and server stay inside tokio. Either way the
 //! client's cost is inside every figure, equally for the three servers.
+
+mod interleave;
+mod mix;
+mod report;
 
 use std::{
     net::SocketAddr,
@@ -33,70 +51,71 @@ use outfit_server::{
 };
 use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::{CertificateDer, ServerName, pem::PemObject};
-use serde_json::{Value, json};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::{
+    net::{TcpListener, TcpStream},
+    runtime::Runtime,
+    task::JoinHandle,
+};
 use tokio_rustls::TlsConnector;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use crate::{interleave::Interleaved, report::Phase};
 
 // The same allocator as the `outfit` binary, so the in-process server is the one that ships.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// How long client tasks may take to finish their last request once a phase has ended.
+const JOIN_GRACE: Duration = Duration::from_secs(15);
+
 #[derive(Debug, Parser)]
 #[command(about = "Benchmark outfit serve against a fixed-response TLS server")]
 struct Args {
-    /// Concurrent keep-alive connections (one request in flight on each).
+    /// Concurrent keep-alive connections to each server (one request in flight on each).
     #[arg(long, default_value_t = 32)]
     connections: usize,
-    /// Seconds measured per configuration (after a warm-up of a quarter of that).
+    /// Seconds of active time per closed-loop configuration (the interleaved measurement lasts
+    /// three times that, after a 1 s warm-up), and of the open-loop phase (after a quarter of that).
     #[arg(long, default_value_t = 8.0)]
     seconds: f64,
+    /// Length of one slice of the interleaved closed-loop measurement, in milliseconds.
+    #[arg(long, default_value_t = 100)]
+    slice_ms: u64,
+    /// Run servers and client on one shared 2-worker runtime instead of one runtime each.
+    #[arg(long)]
+    one_runtime: bool,
     /// Policies in the large configuration.
     #[arg(long, default_value_t = 1000)]
     policies: usize,
     /// Namespaces the policies are spread over.
     #[arg(long, default_value_t = 50)]
     namespaces: usize,
-    /// Upper bound on requests per phase.
+    /// Upper bound on requests per configuration in the closed-loop measurement, and on measured
+    /// requests in the open-loop phase.
     #[arg(long, default_value_t = 5_000_000)]
     max_requests: u64,
 }
 
-/// Latencies of one phase, in nanoseconds.
-struct Phase {
+/// A closed-loop configuration: its name in the table, its short name and its server.
+struct Target {
     name: String,
-    requests: u64,
-    elapsed: Duration,
-    latencies: Vec<u64>,
-    errors: u64,
+    short: String,
+    addr: SocketAddr,
 }
 
-impl Phase {
-    fn throughput(&self) -> f64 {
-        self.requests as f64 / self.elapsed.as_secs_f64()
+impl Target {
+    fn new(name: &str, short: &str, addr: SocketAddr) -> Self {
+        let (name, short) = (name.to_owned(), short.to_owned());
+        Self { name, short, addr }
     }
+}
 
-    fn percentile(&self, p: f64) -> Duration {
-        if self.latencies.is_empty() {
-            return Duration::ZERO;
-        }
-        let rank = ((p / 100.0) * self.latencies.len() as f64).ceil() as usize;
-        Duration::from_nanos(self.latencies[rank.clamp(1, self.latencies.len()) - 1])
-    }
-
-    fn row(&self) -> String {
-        let us = |d: Duration| format!("{:.0} µs", d.as_secs_f64() * 1e6);
-        format!(
-            "| {:<34} | {:>9} | {:>9.0} | {:>8} | {:>8} | {:>8} | {:>6} |",
-            self.name,
-            self.requests,
-            self.throughput(),
-            us(self.percentile(50.0)),
-            us(self.percentile(99.0)),
-            us(self.percentile(99.9)),
-            self.errors
-        )
-    }
+/// What every client phase needs.
+struct Client<'a> {
+    rt: &'a Runtime,
+    config: Arc<ClientConfig>,
+    bodies: Arc<Vec<Bytes>>,
+    args: &'a Args,
 }
 
 /// The ceiling: same accept loop, TLS and HTTP stack; reads the body, answers a fixed allow.
@@ -119,6 +138,15 @@ impl Handler for Ceiling {
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    anyhow::ensure!(args.connections > 0, "--connections must be at least 1");
+    anyhow::ensure!(
+        args.slice_ms >= 10,
+        "--slice-ms must be at least 10 (each slice end spills up to --connections requests)"
+    );
+    anyhow::ensure!(
+        args.seconds.is_finite() && args.seconds > 0.0,
+        "--seconds must be a positive number"
+    );
     let _ = rustls::crypto::ring::default_provider().install_default();
     let work = std::env::temp_dir().join(format!("outfit-loadgen-{}", std::process::id()));
     std::fs::create_dir_all(&work)?;
@@ -127,102 +155,97 @@ fn main() -> Result<()> {
     result
 }
 
+fn runtime(name: &str) -> Result<Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name(name)
+        .enable_all()
+        .build()?)
+}
+
 fn run(args: &Args, work: &Path) -> Result<()> {
     let certs = SelfSigned::ensure(&work.join("certs"), &[])?;
     let empty = work.join("policies-0");
     std::fs::create_dir_all(&empty)?;
     let large = work.join(format!("policies-{}", args.policies));
-    generate_policies(&large, args.policies, args.namespaces)?;
-    let bodies = Arc::new(review_mix(
-        args.namespaces,
-        args.policies / args.namespaces.max(1),
-    ));
-
-    let server_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("server")
-        .enable_all()
-        .build()?;
-    let client_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("client")
-        .enable_all()
-        .build()?;
-    let client = client_config(&certs.ca_cert)?;
-    let measure = Duration::from_secs_f64(args.seconds);
-    let warmup = measure / 4;
-
-    println!(
-        "outfit-loadgen: {} connections, {:.1}s per phase, {} review bodies, {} policies over {} namespaces",
-        args.connections,
-        args.seconds,
-        bodies.len(),
-        args.policies,
-        args.namespaces
-    );
-    let mut phases = Vec::new();
-
-    // Ceiling.
-    let shutdown = CancellationToken::new();
-    let addr = server_rt.block_on(start_ceiling(&certs, shutdown.clone()))?;
-    phases.push(client_rt.block_on(closed_loop(
-        "ceiling (fixed allow)",
-        addr,
-        &client,
-        &bodies,
+    mix::generate_policies(&large, args.policies, args.namespaces)?;
+    // With --one-runtime, servers and client use the same (single) runtime.
+    let runtimes = if args.one_runtime {
+        vec![runtime("shared")?]
+    } else {
+        vec![runtime("server")?, runtime("client")?]
+    };
+    let (server_rt, client_rt) = (&runtimes[0], &runtimes[runtimes.len() - 1]);
+    let client = Client {
+        rt: client_rt,
+        config: client_config(&certs.ca_cert)?,
+        bodies: Arc::new(mix::review_mix(
+            args.namespaces,
+            args.policies / args.namespaces.max(1),
+        )),
         args,
-        warmup,
-        measure,
-    ))?);
-    shutdown.cancel();
+    };
+    print_header(args, client.bodies.len());
 
-    // outfit, 0 and N policies.
-    for (name, policies) in [
-        ("outfit, 0 policies".to_owned(), &empty),
-        (format!("outfit, {} policies", args.policies), &large),
-    ] {
-        let shutdown = CancellationToken::new();
-        let addr = server_rt.block_on(start_outfit(&certs, policies, shutdown.clone()))?;
-        phases.push(client_rt.block_on(closed_loop(&name, addr, &client, &bodies, args, warmup, measure))?);
-        shutdown.cancel();
+    // One token per server; all are cancelled at the end, whether or not the run succeeded.
+    let shutdown = [(); 3].map(|()| CancellationToken::new());
+    let result = start_targets(server_rt, &certs, &empty, &large, args, &shutdown)
+        .and_then(|targets| Ok((measure(&client, &targets)?, targets)));
+    for token in &shutdown {
+        token.cancel();
     }
+    let ((closed, open), targets) = result?;
+    report::print(&targets, &closed, &open)
+}
 
-    // Open loop at half of outfit's throughput with N policies.
-    let half = phases[2].throughput() / 2.0;
-    let shutdown = CancellationToken::new();
-    let addr = server_rt.block_on(start_outfit(&certs, &large, shutdown.clone()))?;
+fn print_header(args: &Args, bodies: usize) {
+    let layout = if args.one_runtime {
+        "servers and client share one 2-worker runtime"
+    } else {
+        "servers on one 2-worker runtime, client on another"
+    };
+    // The interleaved measurement with its warm-up, then the open-loop phase with its own.
+    let estimate = 1.0 + 3.0 * args.seconds + 1.25 * args.seconds;
+    println!(
+        "outfit-loadgen: {} connections per server, {:.1} s active per configuration in {} ms slices, \
+         {bodies} review bodies, {} policies over {} namespaces; {layout} (about {estimate:.0} s)",
+        args.connections, args.seconds, args.slice_ms, args.policies, args.namespaces,
+    );
+}
+
+/// Starts the ceiling, outfit with no policies and outfit with the large policy set.
+fn start_targets(
+    server_rt: &Runtime,
+    certs: &SelfSigned,
+    empty: &Path,
+    large: &Path,
+    args: &Args,
+    shutdown: &[CancellationToken; 3],
+) -> Result<[Target; 3]> {
+    let ceiling = server_rt.block_on(start_ceiling(certs, shutdown[0].clone()))?;
+    let zero = server_rt.block_on(start_outfit(certs, empty, shutdown[1].clone()))?;
+    let many = server_rt.block_on(start_outfit(certs, large, shutdown[2].clone()))?;
+    let n = args.policies;
+    Ok([
+        Target::new("ceiling (fixed allow)", "ceiling", ceiling),
+        Target::new("outfit, 0 policies", "outfit-0", zero),
+        Target::new(&format!("outfit, {n} policies"), &format!("outfit-{n}"), many),
+    ])
+}
+
+/// The interleaved closed-loop measurement, then the open-loop phase against the large
+/// configuration at half of its closed-loop throughput.
+fn measure(client: &Client<'_>, targets: &[Target; 3]) -> Result<(Interleaved, (String, Phase))> {
+    let args = client.args;
+    let addrs = targets.each_ref().map(|t| t.addr);
+    let slice = Duration::from_millis(args.slice_ms);
+    let closed = client.rt.block_on(interleave::run(client, addrs, slice))?;
+    let half = closed.phases[2].throughput() / 2.0;
+    anyhow::ensure!(half > 0.0, "no successful request in the closed-loop measurement");
     let name = format!("outfit, {} policies, {:.0} rps open", args.policies, half);
-    phases.push(client_rt.block_on(open_loop(&name, addr, &client, &bodies, args, half, measure))?);
-    shutdown.cancel();
-
-    println!();
-    println!(
-        "| configuration                      |  requests |   req/s   |   p50    |   p99    |  p99.9   | errors |"
-    );
-    println!(
-        "|------------------------------------|-----------|-----------|----------|----------|----------|--------|"
-    );
-    for phase in &phases {
-        println!("{}", phase.row());
-    }
-    println!();
-    let ceiling = phases[0].throughput();
-    for phase in &phases[1..3] {
-        println!(
-            "{}: {:.1}% of the ceiling's throughput",
-            phase.name,
-            100.0 * phase.throughput() / ceiling
-        );
-    }
-    println!(
-        "{}: p99 {:.0} µs at {:.0} req/s achieved",
-        phases[3].name,
-        phases[3].percentile(99.0).as_secs_f64() * 1e6,
-        phases[3].throughput()
-    );
-    let failed: u64 = phases.iter().map(|p| p.errors).sum();
-    anyhow::ensure!(failed == 0, "{failed} requests failed");
-    Ok(())
+    let measured = Duration::from_secs_f64(args.seconds);
+    let open = client.rt.block_on(open_loop(client, addrs[2], half, measured))?;
+    Ok((closed, (name, open)))
 }
 
 async fn start_ceiling(certs: &SelfSigned, shutdown: CancellationToken) -> Result<SocketAddr> {
@@ -309,59 +332,9 @@ async fn send(sender: &mut Sender, body: &Bytes) -> Result<()> {
     Ok(())
 }
 
-/// Each connection sends its next request as soon as the previous answer arrives.
-async fn closed_loop(
-    name: &str,
-    addr: SocketAddr,
-    config: &Arc<ClientConfig>,
-    bodies: &Arc<Vec<Bytes>>,
-    args: &Args,
-    warmup: Duration,
-    measure: Duration,
-) -> Result<Phase> {
-    let start = Instant::now();
-    let measure_from = start + warmup;
-    let deadline = measure_from + measure;
-    let per_connection = args.max_requests / args.connections as u64;
-    let mut tasks = Vec::new();
-    for worker in 0..args.connections {
-        let mut sender = connect(addr, config).await?;
-        let bodies = bodies.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            let mut errors = 0u64;
-            let mut i = worker;
-            while latencies.len() < per_connection as usize {
-                let sent = Instant::now();
-                if sent >= deadline {
-                    break;
-                }
-                let ok = send(&mut sender, &bodies[i % bodies.len()]).await.is_ok();
-                i += 1;
-                if sent >= measure_from {
-                    if ok {
-                        latencies.push(sent.elapsed().as_nanos() as u64);
-                    } else {
-                        errors += 1;
-                    }
-                }
-            }
-            (latencies, errors)
-        }));
-    }
-    collect(name, tasks, measure).await
-}
-
 /// Requests at a fixed total rate, spread over the connections; latency from the actual send.
-async fn open_loop(
-    name: &str,
-    addr: SocketAddr,
-    config: &Arc<ClientConfig>,
-    bodies: &Arc<Vec<Bytes>>,
-    args: &Args,
-    rate: f64,
-    measure: Duration,
-) -> Result<Phase> {
+async fn open_loop(client: &Client<'_>, addr: SocketAddr, rate: f64, measure: Duration) -> Result<Phase> {
+    let (config, bodies, args) = (&client.config, &client.bodies, client.args);
     let warmup = measure / 4;
     let period = Duration::from_secs_f64(args.connections as f64 / rate);
     let start = Instant::now() + Duration::from_millis(50);
@@ -398,24 +371,18 @@ async fn open_loop(
             (latencies, errors)
         }));
     }
-    collect(name, tasks, measure).await
+    collect(tasks, measure).await
 }
 
-async fn collect(
-    name: &str,
-    tasks: Vec<tokio::task::JoinHandle<(Vec<u64>, u64)>>,
-    measure: Duration,
-) -> Result<Phase> {
+async fn collect(tasks: Vec<JoinHandle<(Vec<u64>, u64)>>, measure: Duration) -> Result<Phase> {
     let mut latencies = Vec::new();
     let mut errors = 0;
-    for task in tasks {
-        let (mut l, e) = task.await?;
+    for (mut l, e) in join_bounded(tasks).await? {
         latencies.append(&mut l);
         errors += e;
     }
     latencies.sort_unstable();
     Ok(Phase {
-        name: name.to_owned(),
         requests: latencies.len() as u64,
         elapsed: measure,
         latencies,
@@ -423,130 +390,20 @@ async fn collect(
     })
 }
 
-/// `count` PodDefaults spread over `namespaces` namespaces, each namespace in one JSON List file.
-/// In each namespace, PodDefault `i` selects pods labelled `pd-<i>: "true"` and adds an env
-/// variable, a volume and a mount, like the Kubeflow examples.
-fn generate_policies(dir: &Path, count: usize, namespaces: usize) -> Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let per_namespace = count.div_ceil(namespaces.max(1));
-    let mut made = 0;
-    for ns in 0..namespaces {
-        let namespace = format!("team-{ns}");
-        let mut items = vec![json!({
-            "apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": namespace, "labels": {"app.kubernetes.io/part-of": "kubeflow-profile"}}
-        })];
-        for i in 0..per_namespace {
-            if made == count {
-                break;
-            }
-            made += 1;
-            items.push(json!({
-                "apiVersion": "kubeflow.org/v1alpha1", "kind": "PodDefault",
-                "metadata": {"name": format!("pd-{i}"), "namespace": namespace},
-                "spec": {
-                    "desc": format!("configuration {i}"),
-                    "selector": {"matchLabels": {format!("pd-{i}"): "true"}},
-                    "env": [{"name": format!("PD_{i}_ENDPOINT"), "value": format!("https://svc-{i}.{namespace}.svc:8443")}],
-                    "volumes": [{"name": format!("pd-{i}-secret"), "secret": {"secretName": format!("pd-{i}-credentials")}}],
-                    "volumeMounts": [{"name": format!("pd-{i}-secret"), "mountPath": format!("/var/run/secrets/pd-{i}"), "readOnly": true}]
-                }
-            }));
+/// Waits for client tasks that have been told to stop, for at most [`JOIN_GRACE`] in all: a
+/// request that never gets an answer must not keep the run alive.
+async fn join_bounded<T>(tasks: Vec<JoinHandle<T>>) -> Result<Vec<T>> {
+    let all = async {
+        let mut out = Vec::with_capacity(tasks.len());
+        for task in tasks {
+            out.push(task.await?);
         }
-        let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
-        std::fs::write(dir.join(format!("{namespace}.json")), serde_json::to_vec(&list)?)?;
+        Ok::<_, tokio::task::JoinError>(out)
+    };
+    match tokio::time::timeout(JOIN_GRACE, all).await {
+        Ok(joined) => Ok(joined?),
+        Err(_) => {
+            anyhow::bail!("client connections still waiting for an answer {JOIN_GRACE:?} after the end")
+        }
     }
-    Ok(())
-}
-
-fn pod(namespace: &str, name: &str, labels: Value) -> Value {
-    json!({
-        "kind": "Pod", "apiVersion": "v1",
-        "metadata": {
-            "name": name, "namespace": namespace, "creationTimestamp": null, "labels": labels,
-            "annotations": {"notebooks.kubeflow.org/server-type": "jupyter"},
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": name, "uid": "0b5e1f9a-3c2d-4e8f-9a7b-6c5d4e3f2a10", "controller": true, "blockOwnerDeletion": true}]
-        },
-        "spec": {
-            "volumes": [{"name": "kube-api-access-7xk2p", "projected": {"sources": [{"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}, {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}], "defaultMode": 420}}],
-            "containers": [{
-                "name": "main", "image": "kubeflownotebookswg/jupyter-scipy:v1.9.0",
-                "ports": [{"name": "notebook-port", "containerPort": 8888, "protocol": "TCP"}],
-                "env": [{"name": "NB_PREFIX", "value": format!("/notebook/{namespace}/{name}")}],
-                "resources": {"limits": {"memory": "8Gi"}, "requests": {"cpu": "500m", "memory": "2Gi"}},
-                "volumeMounts": [{"name": "kube-api-access-7xk2p", "readOnly": true, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}],
-                "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File", "imagePullPolicy": "IfNotPresent"
-            }],
-            "restartPolicy": "Always", "terminationGracePeriodSeconds": 30, "dnsPolicy": "ClusterFirst",
-            "serviceAccountName": "default-editor", "securityContext": {"fsGroup": 100}, "schedulerName": "default-scheduler"
-        },
-        "status": {}
-    })
-}
-
-fn review(uid: usize, operation: &str, namespace: &str, name: &str, object: Value, old: Value) -> Bytes {
-    let kind = object["kind"].as_str().unwrap_or("Pod").to_owned();
-    let body = json!({
-        "kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
-        "request": {
-            "uid": format!("00000000-0000-4000-8000-{uid:012}"),
-            "kind": {"group": "", "version": "v1", "kind": kind},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "name": name, "namespace": namespace, "operation": operation,
-            "userInfo": {"username": "system:serviceaccount:kubeflow:notebook-controller-service-account", "groups": ["system:serviceaccounts", "system:authenticated"]},
-            "object": object, "oldObject": old, "dryRun": false
-        }
-    });
-    Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
-}
-
-/// 200 bodies: 60% pod CREATEs opting in to 1–3 PodDefaults, 20% pod CREATEs matching none,
-/// 10% pod UPDATEs, 5% DELETEs, 5% CREATEs of other kinds.
-fn review_mix(namespaces: usize, per_namespace: usize) -> Vec<Bytes> {
-    let per_namespace = per_namespace.max(1);
-    (0..200)
-        .map(|n| {
-            let namespace = format!("team-{}", n % namespaces.max(1));
-            let name = format!("nb-{n}");
-            match n % 20 {
-                0..12 => {
-                    let mut labels = serde_json::Map::new();
-                    labels.insert("app".into(), json!("notebook"));
-                    for k in 0..=(n % 3) {
-                        labels.insert(format!("pd-{}", (n + 7 * k) % per_namespace), json!("true"));
-                    }
-                    review(n, "CREATE", &namespace, &name, pod(&namespace, &name, Value::Object(labels)), Value::Null)
-                }
-                12..16 => review(
-                    n,
-                    "CREATE",
-                    &namespace,
-                    &name,
-                    pod(&namespace, &name, json!({"app": "batch"})),
-                    Value::Null,
-                ),
-                16 | 17 => {
-                    let old = pod(&namespace, &name, json!({"app": "batch"}));
-                    let new = pod(&namespace, &name, json!({"app": "batch", "pd-1": "true"}));
-                    review(n, "UPDATE", &namespace, &name, new, old)
-                }
-                18 => review(
-                    n,
-                    "DELETE",
-                    &namespace,
-                    &name,
-                    Value::Null,
-                    pod(&namespace, &name, json!({"app": "batch"})),
-                ),
-                _ => review(
-                    n,
-                    "CREATE",
-                    &namespace,
-                    &name,
-                    json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": name, "namespace": namespace}, "data": {"k": "v"}}),
-                    Value::Null,
-                ),
-            }
-        })
-        .collect()
 }
