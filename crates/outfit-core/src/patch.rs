@@ -8,7 +8,9 @@
 
 use json_patch::{AddOperation, Patch, PatchOperation, jsonptr::PointerBuf};
 use serde::{Serialize, Serializer, ser::SerializeMap};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, value::RawValue};
+
+use crate::view::raw_value;
 
 /// The changes an admission makes to its object.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,12 +77,12 @@ pub(crate) struct AddOp<'p> {
 }
 
 /// The value of an `add`, borrowed from a policy where it can be.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub(crate) enum OpValue<'p> {
-    /// One value of a policy.
-    Value(&'p Value),
+    /// One value of a policy, as the JSON text rendered when the policy loaded.
+    Json(&'p RawValue),
     /// A list made of values of policies.
-    List(Vec<&'p Value>),
+    List(Vec<&'p RawValue>),
     /// A map of strings (labels, annotations).
     Strings(Vec<(&'p str, &'p str)>),
     /// A string.
@@ -89,6 +91,23 @@ pub(crate) enum OpValue<'p> {
     Bool(bool),
     /// `{}`, to create a missing parent object.
     EmptyObject,
+}
+
+impl PartialEq for OpValue<'_> {
+    /// JSON text is compared as text: both sides were rendered by serde_json from policies.
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (OpValue::Json(a), OpValue::Json(b)) => a.get() == b.get(),
+            (OpValue::List(a), OpValue::List(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(a, b)| a.get() == b.get())
+            }
+            (OpValue::Strings(a), OpValue::Strings(b)) => a == b,
+            (OpValue::Str(a), OpValue::Str(b)) => a == b,
+            (OpValue::Bool(a), OpValue::Bool(b)) => a == b,
+            (OpValue::EmptyObject, OpValue::EmptyObject) => true,
+            _ => false,
+        }
+    }
 }
 
 impl<'p> AddOp<'p> {
@@ -108,8 +127,8 @@ impl<'p> AddOp<'p> {
 
     fn to_operation(&self) -> PatchOperation {
         let value = match &self.value {
-            OpValue::Value(value) => (*value).clone(),
-            OpValue::List(items) => Value::Array(items.iter().map(|v| (*v).clone()).collect()),
+            OpValue::Json(json) => raw_value(json),
+            OpValue::List(items) => Value::Array(items.iter().map(|json| raw_value(json)).collect()),
             OpValue::Strings(entries) => Value::Object(
                 entries
                     .iter()
@@ -139,7 +158,7 @@ impl Serialize for AddOp<'_> {
 impl Serialize for OpValue<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
-            OpValue::Value(value) => value.serialize(serializer),
+            OpValue::Json(json) => json.serialize(serializer),
             OpValue::List(items) => items.serialize(serializer),
             OpValue::Strings(entries) => {
                 let mut map = serializer.serialize_map(Some(entries.len()))?;
@@ -163,10 +182,10 @@ mod tests {
 
     #[test]
     fn paths_are_escaped_and_both_forms_agree() {
-        let value = json!({"name": "a"});
+        let value = serde_json::value::to_raw_value(&json!({"name": "a"})).expect("JSON");
         let ops = vec![
             AddOp::new(["metadata", "annotations", "example.com/a~b"], OpValue::Str("x")),
-            AddOp::new(["spec", "volumes", "0"], OpValue::Value(&value)),
+            AddOp::new(["spec", "volumes", "0"], OpValue::Json(&value)),
             AddOp::new(["spec", "containers"], OpValue::List(vec![&value])),
             AddOp::new(["metadata", "labels"], OpValue::Strings(vec![("k", "v")])),
             AddOp::new(["spec", "automountServiceAccountToken"], OpValue::Bool(false)),

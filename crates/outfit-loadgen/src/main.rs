@@ -29,7 +29,7 @@
 //! client's cost is inside every figure, equally for the three servers.
 
 mod interleave;
-mod mix;
+
 mod report;
 
 use std::{
@@ -58,6 +58,8 @@ use tokio::{
 };
 use tokio_rustls::TlsConnector;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use outfit_loadgen::mix;
 
 use crate::{interleave::Interleaved, report::Phase};
 

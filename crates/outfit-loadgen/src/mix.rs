@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 /// `count` PodDefaults spread over `namespaces` namespaces, each namespace in one JSON List file.
 /// In each namespace, PodDefault `i` selects pods labelled `pd-<i>: "true"` and adds an env
 /// variable, a volume and a mount, like the Kubeflow examples.
-pub(crate) fn generate_policies(dir: &Path, count: usize, namespaces: usize) -> Result<()> {
+pub fn generate_policies(dir: &Path, count: usize, namespaces: usize) -> Result<()> {
     std::fs::create_dir_all(dir)?;
     let per_namespace = count.div_ceil(namespaces.max(1));
     let mut made = 0;
@@ -86,7 +86,7 @@ fn review(uid: usize, operation: &str, namespace: &str, name: &str, object: Valu
 
 /// 200 bodies: 60% pod CREATEs opting in to 1–3 PodDefaults, 20% pod CREATEs matching none,
 /// 10% pod UPDATEs, 5% DELETEs, 5% CREATEs of other kinds.
-pub(crate) fn review_mix(namespaces: usize, per_namespace: usize) -> Vec<Bytes> {
+pub fn review_mix(namespaces: usize, per_namespace: usize) -> Vec<Bytes> {
     let per_namespace = per_namespace.max(1);
     (0..200)
         .map(|n| {

@@ -18,7 +18,7 @@ use std::{borrow::Cow, fmt};
 
 use serde_json::{Value, value::RawValue};
 
-use super::{ISTIO_PROXY_CONTAINER, Keyed, PodDefault};
+use super::{ISTIO_PROXY_CONTAINER, Keyed, PodDefault, Rendered};
 use crate::{
     patch::{AddOp, OpValue},
     semantic,
@@ -62,21 +62,21 @@ pub(crate) enum MergeError {
 #[derive(Debug, Default)]
 struct ContainerPlan<'p, 'a> {
     view: ContainerView<'a>,
-    env: Vec<&'p Value>,
-    mounts: Vec<&'p Value>,
-    env_from: Vec<&'p Value>,
-    command: Option<&'p Value>,
-    args: Option<&'p Value>,
+    env: Vec<&'p RawValue>,
+    mounts: Vec<&'p RawValue>,
+    env_from: Vec<&'p Rendered>,
+    command: Option<&'p Rendered>,
+    args: Option<&'p Rendered>,
 }
 
 /// The additions to make to one pod, checked free of conflicts.
 #[derive(Debug)]
 pub(crate) struct Plan<'p, 'a> {
-    volumes: Vec<&'p Value>,
-    tolerations: Vec<&'p Value>,
-    image_pull_secrets: Vec<&'p Value>,
-    init_containers: Vec<&'p Value>,
-    sidecars: Vec<&'p Value>,
+    volumes: Vec<&'p RawValue>,
+    tolerations: Vec<&'p RawValue>,
+    image_pull_secrets: Vec<&'p RawValue>,
+    init_containers: Vec<&'p RawValue>,
+    sidecars: Vec<&'p RawValue>,
     annotations: Vec<(&'p str, &'p str)>,
     labels: Vec<(&'p str, &'p str)>,
     service_account_name: Option<&'p str>,
@@ -249,7 +249,7 @@ impl Checker<'_> {
         has_key: impl Fn(&Identity<'_>, &str) -> bool,
         field: &dyn Fn() -> String,
         key_name: &str,
-    ) -> Result<Vec<&'p Value>, MergeError> {
+    ) -> Result<Vec<&'p RawValue>, MergeError> {
         if pod_defaults.iter().all(|pd| entries(pd).is_empty()) {
             return Ok(Vec::new());
         }
@@ -279,7 +279,7 @@ impl Checker<'_> {
                 }
             }
         }
-        Ok(added.into_iter().map(|k| &k.value).collect())
+        Ok(added.into_iter().map(|k| &*k.json.0).collect())
     }
 
     fn string_map<'p>(
@@ -339,14 +339,14 @@ impl Checker<'_> {
         // Kubeflow appends envFrom with no check at all, so re-applying duplicates it; outfit skips
         // a source the container already has (see the README's deviation table).
         let existing_env_from = list_at_with(&view.env_from, || at("envFrom"))?;
-        let mut env_from: Vec<&'p Value> = Vec::new();
+        let mut env_from: Vec<&'p Rendered> = Vec::new();
         if pod_defaults.iter().any(|pd| !pd.env_from.is_empty()) {
             let existing: Vec<Value> = existing_env_from.iter().map(|raw| raw_value(raw)).collect();
             for source in pod_defaults.iter().flat_map(|pd| &pd.env_from) {
                 let present = existing
                     .iter()
-                    .chain(env_from.iter().copied())
-                    .any(|v| semantic::equal(v, source));
+                    .chain(env_from.iter().map(|r| &r.value))
+                    .any(|v| semantic::equal(v, &source.value));
                 if !present {
                     env_from.push(source);
                 }
@@ -379,7 +379,7 @@ impl Checker<'_> {
         existing: &[&RawValue],
         pod_defaults: &[&'p PodDefault],
         field: &dyn Fn() -> String,
-    ) -> Result<Vec<&'p Value>, MergeError> {
+    ) -> Result<Vec<&'p RawValue>, MergeError> {
         if pod_defaults.iter().all(|pd| pd.volume_mounts.is_empty()) {
             return Ok(Vec::new());
         }
@@ -420,7 +420,7 @@ impl Checker<'_> {
                 }
             }
         }
-        Ok(added.into_iter().map(|m| &m.value).collect())
+        Ok(added.into_iter().map(|m| &*m.json.0).collect())
     }
 
     fn conflict(&mut self, pd: &PodDefault, field: String, wanted: &Value, found: &Value) {
@@ -526,13 +526,14 @@ impl<'p> Plan<'p, '_> {
             let view = &plan.view;
             ops.append(&at, view.env.present(), "env", plan.env);
             ops.append(&at, view.volume_mounts.present(), "volumeMounts", plan.mounts);
-            ops.append(&at, view.env_from.present(), "envFrom", plan.env_from);
+            let env_from = plan.env_from.iter().map(|r| &*r.json.0).collect();
+            ops.append(&at, view.env_from.present(), "envFrom", env_from);
             // Only planned where the container has none (absent or null).
             if let Some(command) = plan.command {
-                ops.add(&at, "command", OpValue::Value(command));
+                ops.add(&at, "command", OpValue::Json(&command.json.0));
             }
             if let Some(args) = plan.args {
-                ops.add(&at, "args", OpValue::Value(args));
+                ops.add(&at, "args", OpValue::Json(&args.json.0));
             }
         }
         let spec_init_containers = present(spec.map(|s| &s.init_containers));
@@ -581,7 +582,7 @@ impl<'p> Ops<'p> {
     }
 
     /// Appends to a list at its end, creating the list whole when it is absent.
-    fn append(&mut self, at: &[&str], existing: Option<&[&RawValue]>, field: &str, items: Vec<&'p Value>) {
+    fn append(&mut self, at: &[&str], existing: Option<&[&RawValue]>, field: &str, items: Vec<&'p RawValue>) {
         if items.is_empty() {
             return;
         }
@@ -590,7 +591,7 @@ impl<'p> Ops<'p> {
                 for (offset, item) in items.into_iter().enumerate() {
                     let index = (existing.len() + offset).to_string();
                     let path = at.iter().copied().chain([field, index.as_str()]);
-                    self.0.push(AddOp::new(path, OpValue::Value(item)));
+                    self.0.push(AddOp::new(path, OpValue::Json(item)));
                 }
             }
             None => self.add(at, field, OpValue::List(items)),

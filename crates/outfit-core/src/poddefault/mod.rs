@@ -9,7 +9,7 @@ mod parse;
 #[cfg(test)]
 mod tests;
 
-use serde_json::Value;
+use serde_json::{Value, value::RawValue};
 
 pub use merge::Conflict;
 pub(crate) use merge::{MergeError, plan};
@@ -30,11 +30,55 @@ pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 /// Kubeflow never sets `command`/`args` on a container with this name.
 pub const ISTIO_PROXY_CONTAINER: &str = "istio-proxy";
 
+/// A value a PodDefault adds to pods, with its JSON text rendered once when the policy loads: the
+/// webhook's patch copies the text instead of serializing the value for every pod.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Rendered {
+    pub(crate) value: Value,
+    pub(crate) json: Json,
+}
+
+impl Rendered {
+    pub(crate) fn new(value: Value) -> Self {
+        let json = Json::of(&value);
+        Self { value, json }
+    }
+}
+
+/// JSON text, compared as text.
+#[derive(Debug, Clone)]
+pub(crate) struct Json(pub(crate) Box<RawValue>);
+
+impl Json {
+    fn of(value: &Value) -> Self {
+        // A Value always serializes.
+        Self(serde_json::value::to_raw_value(value).unwrap_or_else(|_| RawValue::NULL.to_owned()))
+    }
+}
+
+impl PartialEq for Json {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
+
 /// An entry of a list the merge identifies by a string key (env by name, volume by name, ...).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Keyed {
     pub(crate) key: String,
     pub(crate) value: Value,
+    pub(crate) json: Json,
+}
+
+impl Keyed {
+    pub(crate) fn new(key: impl Into<String>, value: Value) -> Self {
+        let Rendered { value, json } = Rendered::new(value);
+        Self {
+            key: key.into(),
+            value,
+            json,
+        }
+    }
 }
 
 /// A volume mount, identified both by volume name and by mount path.
@@ -43,6 +87,19 @@ pub(crate) struct Mount {
     pub(crate) name: String,
     pub(crate) path: String,
     pub(crate) value: Value,
+    pub(crate) json: Json,
+}
+
+impl Mount {
+    pub(crate) fn new(name: impl Into<String>, path: impl Into<String>, value: Value) -> Self {
+        let Rendered { value, json } = Rendered::new(value);
+        Self {
+            name: name.into(),
+            path: path.into(),
+            value,
+            json,
+        }
+    }
 }
 
 /// A validated, compiled PodDefault.
@@ -55,7 +112,7 @@ pub struct PodDefault {
     pub(crate) selector: LabelSelector,
     pub(crate) desc: Option<String>,
     pub(crate) env: Vec<Keyed>,
-    pub(crate) env_from: Vec<Value>,
+    pub(crate) env_from: Vec<Rendered>,
     pub(crate) volumes: Vec<Keyed>,
     pub(crate) volume_mounts: Vec<Mount>,
     pub(crate) annotations: Vec<(String, String)>,
@@ -67,8 +124,8 @@ pub struct PodDefault {
     pub(crate) image_pull_secrets: Vec<Keyed>,
     pub(crate) init_containers: Vec<Keyed>,
     pub(crate) sidecars: Vec<Keyed>,
-    pub(crate) command: Option<Value>,
-    pub(crate) args: Option<Value>,
+    pub(crate) command: Option<Rendered>,
+    pub(crate) args: Option<Rendered>,
 }
 
 impl PodDefault {

@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{ANNOTATION_PREFIX, Keyed, Mount, PodDefault};
+use super::{ANNOTATION_PREFIX, Keyed, Mount, PodDefault, Rendered};
 use crate::{
     document::Document,
     error::{LoadWarning, PolicyError, Problem},
@@ -270,10 +270,7 @@ fn parse_env(cx: &Context<'_>, spec: &Map<String, Value>, at: &FieldPath) -> Res
             ));
         }
         cx.unique(&mut seen, name, "name", path.field("name"))?;
-        out.push(Keyed {
-            key: name.to_owned(),
-            value: Value::Object(var.clone()),
-        });
+        out.push(Keyed::new(name.to_owned(), Value::Object(var.clone())));
     }
     Ok(out)
 }
@@ -282,7 +279,7 @@ fn parse_env_from(
     cx: &Context<'_>,
     spec: &Map<String, Value>,
     at: &FieldPath,
-) -> Result<Vec<Value>, PolicyError> {
+) -> Result<Vec<Rendered>, PolicyError> {
     cx.objects(spec, "envFrom", at)?
         .into_iter()
         .map(|(path, source)| {
@@ -295,7 +292,7 @@ fn parse_env_from(
                     Problem::Invalid("must have a configMapRef or a secretRef".into()),
                 ));
             }
-            Ok(Value::Object(source.clone()))
+            Ok(Rendered::new(Value::Object(source.clone())))
         })
         .collect()
 }
@@ -335,10 +332,7 @@ fn parse_volumes(
             }
         }
         cx.unique(&mut seen, name, "name", path.field("name"))?;
-        out.push(Keyed {
-            key: name.to_owned(),
-            value: Value::Object(volume.clone()),
-        });
+        out.push(Keyed::new(name.to_owned(), Value::Object(volume.clone())));
     }
     Ok(out)
 }
@@ -358,11 +352,11 @@ fn parse_volume_mounts(
         // subPaths) conflicts with itself and denies every pod it matches; say so at load instead.
         cx.unique(&mut names, name, "volume name", path.field("name"))?;
         cx.unique(&mut paths, mount_path, "mountPath", path.field("mountPath"))?;
-        out.push(Mount {
-            name: name.to_owned(),
-            path: mount_path.to_owned(),
-            value: Value::Object(mount.clone()),
-        });
+        out.push(Mount::new(
+            name.to_owned(),
+            mount_path.to_owned(),
+            Value::Object(mount.clone()),
+        ));
     }
     Ok(out)
 }
@@ -434,10 +428,7 @@ fn parse_tolerations(
             ));
         }
         seen.push(identity.clone());
-        out.push(Keyed {
-            key: identity,
-            value: Value::Object(toleration.clone()),
-        });
+        out.push(Keyed::new(identity, Value::Object(toleration.clone())));
     }
     Ok(out)
 }
@@ -464,10 +455,7 @@ fn parse_named(
             cx.required_str(item, other, &path)?;
         }
         cx.unique(&mut seen, name, "name", path.field("name"))?;
-        out.push(Keyed {
-            key: name.to_owned(),
-            value: Value::Object(item.clone()),
-        });
+        out.push(Keyed::new(name.to_owned(), Value::Object(item.clone())));
     }
     Ok(out)
 }
@@ -477,14 +465,14 @@ fn parse_strings(
     spec: &Map<String, Value>,
     field: &str,
     at: &FieldPath,
-) -> Result<Option<Value>, PolicyError> {
+) -> Result<Option<Rendered>, PolicyError> {
     match spec.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(list @ Value::Array(items)) => {
             if let Some(index) = items.iter().position(|v| !v.is_string()) {
                 return Err(cx.wrong_type(at.field(field).index(index), "a string"));
             }
-            Ok(Some(list.clone()))
+            Ok(Some(Rendered::new(list.clone())))
         }
         Some(_) => Err(cx.wrong_type(at.field(field), "a list of strings")),
     }

@@ -1,0 +1,3 @@
+//! The parts of the load generator that its benchmarks share with it.
+
+pub mod mix;
