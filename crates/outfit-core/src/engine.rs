@@ -10,7 +10,7 @@
 //! Whatever no policy touched (unknown fields, nulls, integer formatting, key order) is left
 //! exactly as it came.
 
-use std::borrow::Cow;
+use std::{borrow::Cow, fmt};
 
 use json_patch::Patch;
 use serde_json::{Value, value::RawValue};
@@ -18,9 +18,9 @@ use serde_json::{Value, value::RawValue};
 use crate::{
     gatekeeper::{MutationError, system::RunInput},
     patch::Changes,
-    poddefault::{self, Conflict, EXCLUDE_ANNOTATION, MIRROR_POD_ANNOTATION, MergeError},
+    poddefault::{self, Conflict, EXCLUDE_ANNOTATION, MIRROR_POD_ANNOTATION, MergeError, PodText},
     policy_set::{AppliedPolicy, PolicyKind, PolicyRef, PolicySet},
-    view::{pod::PodView, raw_str},
+    view::{ObjectView, pod::PodView, raw_str},
 };
 
 /// The admission operation, as in `AdmissionRequest.operation`.
@@ -51,21 +51,39 @@ impl Operation {
 
 /// The requesting user, from `AdmissionRequest.userInfo`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct UserInfo {
+pub struct UserInfo<'a> {
     /// `userInfo.username`.
-    pub username: String,
+    pub username: Cow<'a, str>,
     /// `userInfo.groups`.
-    pub groups: Vec<String>,
+    pub groups: Vec<Cow<'a, str>>,
 }
 
 /// The object to admit, as the caller has it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub enum Object<'a> {
     /// JSON text, as a webhook receives `request.object`. PodDefaults read it in place; it is
     /// parsed into a `Value` only when a Gatekeeper mutator may apply.
     Json(&'a RawValue),
     /// A parsed object, as the CLI reads manifests.
     Value(&'a Value),
+    /// Read in the same pass as the document around it (the webhook reads it with the review):
+    /// `json` gives the object's whole text when a policy needs more than the view.
+    Read {
+        /// The view read with the document.
+        view: &'a ObjectView<'a>,
+        /// The object's text, found again in the document.
+        json: &'a dyn Fn() -> Option<&'a RawValue>,
+    },
+}
+
+impl fmt::Debug for Object<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Object::Json(json) => f.debug_tuple("Json").field(json).finish(),
+            Object::Value(value) => f.debug_tuple("Value").field(value).finish(),
+            Object::Read { view, .. } => f.debug_struct("Read").field("view", view).finish_non_exhaustive(),
+        }
+    }
 }
 
 impl<'a> From<&'a Value> for Object<'a> {
@@ -90,7 +108,7 @@ pub struct Request<'a> {
     /// The operation.
     pub operation: Operation,
     /// The requesting user, when known.
-    pub user: Option<&'a UserInfo>,
+    pub user: Option<&'a UserInfo<'a>>,
 }
 
 /// An admitted object. Borrows from the [`PolicySet`] that decided it: the values its patch adds
@@ -146,8 +164,9 @@ impl Admission<'_> {
 
     /// The patch as JSON, serialized straight from the policies' values.
     pub fn patch_json(&self) -> Vec<u8> {
-        // Plain JSON values and strings always serialize.
-        serde_json::to_vec(&self.changes).unwrap_or_default()
+        let mut json = Vec::with_capacity(self.changes.json_len_hint());
+        self.changes.write_json(&mut json);
+        json
     }
 
     /// The admitted object. `original` must be the request's object: unless the engine kept the
@@ -231,15 +250,18 @@ impl PolicySet {
             return Ok(());
         }
         match request.object {
-            Object::Json(json) => match self.plan_pod_defaults(json.get(), request.namespace, admission) {
-                Err(PlanError::Unreadable) => {
-                    // A key repeated in the text: read it as a `Value` does (the last one wins) and
-                    // plan against that. The API server never sends such text.
+            Object::Json(json) => match PodView::parse(json.get()) {
+                Ok(view) => self.plan_pod_defaults(&view, &|| Some(json), request.namespace, admission),
+                Err(_) => {
+                    // A key repeated where the view reads: read the text as a `Value` does (the
+                    // last one wins) and plan against that. The API server never sends such text.
                     let value: Value = serde_json::from_str(json.get()).map_err(|e| unreadable(&e))?;
                     self.plan_value(&value, request.namespace, admission)
                 }
-                other => other.map_err(PlanError::into_denial),
             },
+            Object::Read { view, json } => {
+                self.plan_pod_defaults(&view.0, json, request.namespace, admission)
+            }
             Object::Value(value) => self.plan_value(value, request.namespace, admission),
         }
     }
@@ -250,19 +272,19 @@ impl PolicySet {
         namespace: &str,
         admission: &mut Admission<'p>,
     ) -> Result<(), Denial> {
-        let json = serde_json::to_string(value).map_err(|e| unreadable(&e))?;
-        self.plan_pod_defaults(&json, namespace, admission)
-            .map_err(PlanError::into_denial)
+        let json = serde_json::value::to_raw_value(value).map_err(|e| unreadable(&e))?;
+        let view = PodView::parse(json.get()).map_err(|e| unreadable(&e))?;
+        self.plan_pod_defaults(&view, &|| Some(&*json), namespace, admission)
     }
 
-    /// Matches and merges the PodDefaults for one pod given as JSON text.
-    fn plan_pod_defaults<'p>(
+    /// Matches and merges the PodDefaults for one object read as a view.
+    fn plan_pod_defaults<'p, 't>(
         &'p self,
-        json: &str,
+        pod: &PodView<'_>,
+        json: &'t dyn Fn() -> Option<&'t RawValue>,
         request_namespace: &str,
         admission: &mut Admission<'p>,
-    ) -> Result<(), PlanError> {
-        let pod = PodView::parse(json).map_err(|_| PlanError::Unreadable)?;
+    ) -> Result<(), Denial> {
         if !pod.is_pod() {
             return Ok(());
         }
@@ -282,41 +304,26 @@ impl PolicySet {
         if matching.is_empty() {
             return Ok(());
         }
-        match poddefault::plan(&pod, &matching) {
+        let text = PodText::new(json);
+        match poddefault::plan(pod, &text, &matching) {
             Ok(plan) => {
-                admission.changes = Changes::Adds(plan.into_ops(&pod));
+                admission.changes = Changes::Adds(plan.into_ops(pod));
                 admission
                     .applied
                     .extend(matching.iter().map(|pd| pd.reference().clone()));
                 Ok(())
             }
-            Err(MergeError::Unreadable(_)) => Err(PlanError::Unreadable),
-            Err(error) => Err(PlanError::Denied(pod_default_denial(
-                pod.name(),
-                &matching,
-                error,
-            ))),
+            Err(error) => Err(pod_default_denial(pod.name(), &matching, error)),
         }
     }
 }
 
-/// Why the PodDefault step did not admit a pod.
-enum PlanError {
-    /// The text repeats a key where the view reads it; read it again as a `Value`.
-    Unreadable,
-    Denied(Denial),
-}
-
-impl PlanError {
-    fn into_denial(self) -> Denial {
-        match self {
-            PlanError::Unreadable => Denial {
-                message: "outfit cannot read the object: a key is repeated".into(),
-                policies: Vec::new(),
-                reason: DenialReason::UnreadableObject,
-            },
-            PlanError::Denied(denial) => denial,
-        }
+/// The caller's object text could not be found again: a bug, reported rather than a panic.
+fn no_text() -> Denial {
+    Denial {
+        message: "outfit internal error: the object's text is not available; please report this".into(),
+        policies: Vec::new(),
+        reason: DenialReason::Internal,
     }
 }
 
@@ -338,10 +345,15 @@ impl PolicySet {
             return Ok(());
         }
         let parsed;
+        let parse = |json: &RawValue| serde_json::from_str::<Value>(json.get()).map_err(|e| unreadable(&e));
         let original = match request.object {
             Object::Value(value) => value,
             Object::Json(json) => {
-                parsed = serde_json::from_str::<Value>(json.get()).map_err(|e| unreadable(&e))?;
+                parsed = parse(json)?;
+                &parsed
+            }
+            Object::Read { json, .. } => {
+                parsed = parse(json().ok_or_else(no_text)?)?;
                 &parsed
             }
         };
@@ -420,7 +432,6 @@ fn pod_default_denial(pod_name: &str, matching: &[&poddefault::PodDefault], erro
             policies: matching.iter().map(|pd| pd.reference().clone()).collect(),
             reason: DenialReason::Policy,
         },
-        MergeError::Unreadable(error) => unreadable(&error),
         MergeError::Conflicts(conflicts) => {
             let mut policies: Vec<PolicyRef> = matching
                 .iter()

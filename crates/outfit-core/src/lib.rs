@@ -20,9 +20,10 @@ pub mod policy_set;
 pub mod selector;
 pub mod semantic;
 pub mod source;
-mod view;
+pub mod view;
 
 pub use document::{Document, Origin};
 pub use engine::{Admission, Denial, DenialReason, Object, Operation, Outcome, Request, UserInfo};
 pub use error::{DocumentError, LoadWarning, PolicyError, Problem};
 pub use policy_set::{AppliedPolicy, PolicyKind, PolicyRef, PolicySet, PolicySetBuilder};
+pub use view::ObjectView;

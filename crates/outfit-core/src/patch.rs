@@ -6,6 +6,8 @@
 //! `json_patch::Patch` is built on demand for callers that apply the patch themselves (the CLI, the
 //! tests). When a Gatekeeper mutator changes the object, the patch is a diff and already owned.
 
+use std::fmt::Write as _;
+
 use json_patch::{AddOperation, Patch, PatchOperation, jsonptr::PointerBuf};
 use serde::{Serialize, Serializer, ser::SerializeMap};
 use serde_json::{Map, Value, value::RawValue};
@@ -47,6 +49,40 @@ impl Changes<'_> {
         match self {
             Changes::Adds(_) => Changes::Owned(self.to_patch()),
             Changes::Owned(patch) => Changes::Owned(patch),
+        }
+    }
+
+    /// Writes the patch as JSON. The same text as `Serialize` gives, written directly: constant
+    /// keys as literals and the policies' values as the text rendered at load, so that only paths
+    /// and map entries go through the serializer's escaping.
+    pub(crate) fn write_json(&self, out: &mut Vec<u8>) {
+        let ops = match self {
+            Changes::Adds(ops) => ops,
+            Changes::Owned(patch) => {
+                // A patch of JSON values always serializes.
+                let _ = serde_json::to_writer(out, patch);
+                return;
+            }
+        };
+        out.push(b'[');
+        for (i, op) in ops.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(br#"{"op":"add","path":"#);
+            write_string(out, &op.path);
+            out.extend_from_slice(br#","value":"#);
+            op.value.write_json(out);
+            out.push(b'}');
+        }
+        out.push(b']');
+    }
+
+    /// About how long the JSON is, to size its buffer once.
+    pub(crate) fn json_len_hint(&self) -> usize {
+        match self {
+            Changes::Adds(ops) => ops.iter().map(AddOp::json_len_hint).sum::<usize>() + 2,
+            Changes::Owned(patch) => 128 * patch.0.len(),
         }
     }
 
@@ -113,16 +149,37 @@ impl PartialEq for OpValue<'_> {
 impl<'p> AddOp<'p> {
     /// An `add` at the path made of `tokens`, each escaped as RFC 6901 requires.
     pub(crate) fn new<'t>(tokens: impl IntoIterator<Item = &'t str>, value: OpValue<'p>) -> Self {
-        let mut path = String::with_capacity(48);
+        let mut path = String::with_capacity(64);
         for token in tokens {
-            path.push('/');
-            if token.contains(['~', '/']) {
-                path.push_str(&token.replace('~', "~0").replace('/', "~1"));
-            } else {
-                path.push_str(token);
-            }
+            push_token(&mut path, token);
         }
         Self { path, value }
+    }
+
+    /// An `add` at position `index` of the list at the path made of `tokens`.
+    pub(crate) fn at_index<'t>(
+        tokens: impl IntoIterator<Item = &'t str>,
+        index: usize,
+        value: OpValue<'p>,
+    ) -> Self {
+        let mut op = Self::new(tokens, value);
+        // Writing to a String cannot fail.
+        let _ = write!(op.path, "/{index}");
+        op
+    }
+
+    fn json_len_hint(&self) -> usize {
+        let value = match &self.value {
+            OpValue::Json(json) => json.get().len(),
+            OpValue::List(items) => items.iter().map(|json| json.get().len() + 1).sum::<usize>() + 2,
+            OpValue::Strings(entries) => {
+                entries.iter().map(|(k, v)| k.len() + v.len() + 6).sum::<usize>() + 2
+            }
+            OpValue::Str(s) => s.len() + 2,
+            OpValue::Bool(_) | OpValue::EmptyObject => 5,
+        };
+        // {"op":"add","path":"...","value":...},
+        self.path.len() + value + 32
     }
 
     fn to_operation(&self) -> PatchOperation {
@@ -145,6 +202,18 @@ impl<'p> AddOp<'p> {
     }
 }
 
+/// Appends `/token` to a JSON pointer, escaping `~` and `/` as RFC 6901 requires.
+fn push_token(path: &mut String, token: &str) {
+    path.push('/');
+    let mut rest = token;
+    while let Some(at) = rest.find(['~', '/']) {
+        path.push_str(&rest[..at]);
+        path.push_str(if rest.as_bytes()[at] == b'~' { "~0" } else { "~1" });
+        rest = &rest[at + 1..];
+    }
+    path.push_str(rest);
+}
+
 impl Serialize for AddOp<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(Some(3))?;
@@ -153,6 +222,46 @@ impl Serialize for AddOp<'_> {
         map.serialize_entry("value", &self.value)?;
         map.end()
     }
+}
+
+impl OpValue<'_> {
+    fn write_json(&self, out: &mut Vec<u8>) {
+        match self {
+            OpValue::Json(json) => out.extend_from_slice(json.get().as_bytes()),
+            OpValue::List(items) => {
+                out.push(b'[');
+                for (i, json) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(json.get().as_bytes());
+                }
+                out.push(b']');
+            }
+            OpValue::Strings(entries) => {
+                out.push(b'{');
+                for (i, (key, value)) in entries.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    write_string(out, key);
+                    out.push(b':');
+                    write_string(out, value);
+                }
+                out.push(b'}');
+            }
+            OpValue::Str(s) => write_string(out, s),
+            OpValue::Bool(true) => out.extend_from_slice(b"true"),
+            OpValue::Bool(false) => out.extend_from_slice(b"false"),
+            OpValue::EmptyObject => out.extend_from_slice(b"{}"),
+        }
+    }
+}
+
+/// A JSON string, escaped by serde_json.
+fn write_string(out: &mut Vec<u8>, s: &str) {
+    // Writing a string to a Vec cannot fail.
+    let _ = serde_json::to_writer(out, s);
 }
 
 impl Serialize for OpValue<'_> {
@@ -184,7 +293,10 @@ mod tests {
     fn paths_are_escaped_and_both_forms_agree() {
         let value = serde_json::value::to_raw_value(&json!({"name": "a"})).expect("JSON");
         let ops = vec![
-            AddOp::new(["metadata", "annotations", "example.com/a~b"], OpValue::Str("x")),
+            AddOp::new(
+                ["metadata", "annotations", "example.com/a~b"],
+                OpValue::Str("x\"y"),
+            ),
             AddOp::new(["spec", "volumes", "0"], OpValue::Json(&value)),
             AddOp::new(["spec", "containers"], OpValue::List(vec![&value])),
             AddOp::new(["metadata", "labels"], OpValue::Strings(vec![("k", "v")])),
@@ -192,6 +304,12 @@ mod tests {
             AddOp::new(["spec"], OpValue::EmptyObject),
         ];
         let changes = Changes::Adds(ops);
+        let mut written = Vec::new();
+        changes.write_json(&mut written);
+        assert_eq!(
+            String::from_utf8(written).expect("UTF-8"),
+            serde_json::to_string(&changes).expect("serializes")
+        );
         let direct = serde_json::to_value(&changes).expect("serializes");
         let owned = serde_json::to_value(changes.to_patch()).expect("serializes");
         assert_eq!(direct, owned);

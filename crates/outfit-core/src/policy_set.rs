@@ -3,7 +3,7 @@
 //! A [`PolicySet`] is built once per policy change (off the request path) and shared read-only:
 //! applying it to an object parses nothing and looks only at policies that can match.
 
-use std::{collections::HashMap, fmt};
+use std::{collections::HashMap, fmt, sync::Arc};
 
 use serde_json::{Map, Value};
 
@@ -60,15 +60,16 @@ impl fmt::Display for PolicyKind {
     }
 }
 
-/// A policy's identity: kind, namespace (for namespaced kinds) and name.
+/// A policy's identity: kind, namespace (for namespaced kinds) and name. Cheap to clone (the
+/// strings are shared): every admission names the policies that applied.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PolicyRef {
     /// The kind.
     pub kind: PolicyKind,
     /// The namespace, for namespaced kinds.
-    pub namespace: Option<String>,
+    pub namespace: Option<Arc<str>>,
     /// The name.
-    pub name: String,
+    pub name: Arc<str>,
 }
 
 impl PolicyRef {
@@ -76,8 +77,8 @@ impl PolicyRef {
     pub fn new(kind: PolicyKind, namespace: Option<&str>, name: &str) -> Self {
         Self {
             kind,
-            namespace: namespace.map(str::to_owned),
-            name: name.to_owned(),
+            namespace: namespace.map(Arc::from),
+            name: Arc::from(name),
         }
     }
 }

@@ -8,11 +8,13 @@
 //! round trip, which would drop unknown and null fields); `oldObject` and every other field outfit
 //! does not need is skipped without being built.
 
-use std::{borrow::Cow, collections::BTreeMap};
+use std::{borrow::Cow, collections::BTreeMap, fmt::Write as _};
 
 use base64::Engine as _;
-use outfit_core::{DenialReason, Object, Operation, Outcome, PolicyRef, PolicySet, Request, UserInfo};
-use serde::{Deserialize, Serialize};
+use outfit_core::{
+    DenialReason, Object, ObjectView, Operation, Outcome, PolicyRef, PolicySet, Request, UserInfo,
+};
+use serde::{Deserialize, Serialize, de::IgnoredAny};
 use serde_json::value::RawValue;
 
 use crate::metrics::RequestOutcome;
@@ -50,25 +52,32 @@ pub enum InvalidReview {
     /// No `request.uid`, so no answer could be matched to it.
     #[error("the AdmissionReview request has no uid")]
     MissingUid,
+    /// Bytes that are not UTF-8 (JSON is UTF-8).
+    #[error("the body is not UTF-8, so not JSON")]
+    NotUtf8,
     /// An operation other than CREATE, UPDATE, DELETE and CONNECT.
     #[error("unknown operation {0:?}; expected CREATE, UPDATE, DELETE or CONNECT")]
     Operation(String),
 }
 
+/// The review, with `request.object` read as `O`: a view in the same pass (the fast path), or raw
+/// text.
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ReviewIn<'a> {
+#[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
+struct ReviewIn<'a, O> {
     #[serde(borrow, default)]
     api_version: Cow<'a, str>,
     #[serde(borrow, default)]
     kind: Cow<'a, str>,
+    /// Boxed so that deserializing does not move the whole request (view included) through
+    /// several frames by value.
     #[serde(borrow)]
-    request: Option<RequestIn<'a>>,
+    request: Option<Box<RequestIn<'a, O>>>,
 }
 
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RequestIn<'a> {
+#[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
+struct RequestIn<'a, O> {
     #[serde(borrow, default)]
     uid: Cow<'a, str>,
     #[serde(borrow)]
@@ -81,11 +90,61 @@ struct RequestIn<'a> {
     namespace: Cow<'a, str>,
     #[serde(borrow, default)]
     operation: Cow<'a, str>,
-    user_info: Option<UserInfoIn>,
     #[serde(borrow)]
-    object: Option<&'a RawValue>,
+    user_info: Option<UserInfoIn<'a>>,
+    object: Option<O>,
     #[serde(default)]
     dry_run: bool,
+}
+
+/// Only `request.object`, as text: found again in the body when a policy needs the whole object.
+#[derive(Deserialize)]
+struct ObjectTextIn<'a> {
+    #[serde(borrow)]
+    request: Option<ObjectTextRequestIn<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ObjectTextRequestIn<'a> {
+    #[serde(borrow)]
+    object: Option<&'a RawValue>,
+}
+
+/// How `request.object` was read with the review.
+trait ReadObject<'a> {
+    /// The object as the engine takes it; `json` finds its text in the body.
+    fn engine_object<'x>(&'x self, json: &'x dyn Fn() -> Option<&'x RawValue>) -> Object<'x>
+    where
+        'a: 'x;
+    /// `metadata.generateName`, for the log line.
+    fn generate_name(&self) -> Option<String>;
+}
+
+impl<'a> ReadObject<'a> for ObjectView<'a> {
+    fn engine_object<'x>(&'x self, json: &'x dyn Fn() -> Option<&'x RawValue>) -> Object<'x>
+    where
+        'a: 'x,
+    {
+        Object::Read { view: self, json }
+    }
+
+    fn generate_name(&self) -> Option<String> {
+        ObjectView::generate_name(self).map(str::to_owned)
+    }
+}
+
+impl<'a> ReadObject<'a> for &'a RawValue {
+    fn engine_object<'x>(&'x self, _: &'x dyn Fn() -> Option<&'x RawValue>) -> Object<'x>
+    where
+        'a: 'x,
+    {
+        Object::Json(self)
+    }
+
+    fn generate_name(&self) -> Option<String> {
+        let view: ObjectView<'_> = serde_json::from_str(self.get()).ok()?;
+        view.generate_name().map(str::to_owned)
+    }
 }
 
 #[derive(Deserialize)]
@@ -95,12 +154,16 @@ struct KindIn<'a> {
 }
 
 #[derive(Deserialize)]
-struct UserInfoIn {
-    #[serde(default)]
-    username: String,
-    #[serde(default)]
-    groups: Vec<String>,
+struct UserInfoIn<'a> {
+    #[serde(borrow, default)]
+    username: Cow<'a, str>,
+    #[serde(borrow, default)]
+    groups: Vec<GroupIn<'a>>,
 }
+
+/// A group name, borrowed from the body (serde borrows a `Cow<str>` only as a field of its own).
+#[derive(Deserialize)]
+struct GroupIn<'a>(#[serde(borrow)] Cow<'a, str>);
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -115,10 +178,6 @@ struct ReviewOut<'a> {
 struct ResponseOut<'a> {
     uid: &'a str,
     allowed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch_type: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch: Option<Box<RawValue>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     status: Option<StatusOut<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -164,7 +223,35 @@ pub struct Answer<'a> {
 
 /// Reads an AdmissionReview body and decides it with `policies`.
 pub fn review<'a>(body: &'a [u8], policies: &PolicySet) -> Result<Answer<'a>, InvalidReview> {
-    let review: ReviewIn<'_> = serde_json::from_slice(body)?;
+    // UTF-8 is checked once for the whole body (JSON is UTF-8), so that reading each string after
+    // that need not check it again.
+    let Ok(text) = std::str::from_utf8(body) else {
+        // serde_json reports where the body stops being UTF-8.
+        return Err(serde_json::from_slice::<IgnoredAny>(body)
+            .err()
+            .map_or(InvalidReview::NotUtf8, InvalidReview::Json));
+    };
+    // One pass reads the review and what policies need of the object; with no policies, the
+    // object is only skipped. A body the view refuses (a key repeated inside what it reads, which
+    // the API server never sends) is read again with the object kept as text; that reading's
+    // error is the one reported for a body that is not a review at all.
+    if !policies.is_empty()
+        && let Ok(review) = serde_json::from_str::<ReviewIn<'a, ObjectView<'a>>>(text)
+    {
+        return decide(review, text, policies);
+    }
+    decide(
+        serde_json::from_str::<ReviewIn<'a, &'a RawValue>>(text)?,
+        text,
+        policies,
+    )
+}
+
+fn decide<'a, O: ReadObject<'a>>(
+    review: ReviewIn<'a, O>,
+    body: &'a str,
+    policies: &PolicySet,
+) -> Result<Answer<'a>, InvalidReview> {
     if review.api_version != API_VERSION || review.kind != KIND {
         return Err(InvalidReview::Version {
             api_version: review.api_version.into_owned(),
@@ -177,29 +264,11 @@ pub fn review<'a>(body: &'a [u8], policies: &PolicySet) -> Result<Answer<'a>, In
     }
     let operation = Operation::parse(&request.operation)
         .ok_or_else(|| InvalidReview::Operation(request.operation.clone().into_owned()))?;
-
-    let kind = request.kind.as_ref().map(|k| k.kind.clone()).unwrap_or_default();
-    let kind = if request.sub_resource.is_empty() {
-        kind
-    } else {
-        Cow::Owned(format!("{kind}/{}", request.sub_resource))
-    };
-    let mut answer = Answer {
-        body: Vec::new(),
-        outcome: RequestOutcome::Allowed,
-        uid: request.uid.clone(),
-        namespace: request.namespace.clone(),
-        name: request.name.clone(),
-        kind,
-        operation: request.operation.clone(),
-        dry_run: request.dry_run,
-        policies: Vec::new(),
-        message: None,
-    };
+    let mut answer = Answer::new(&request);
 
     // DELETE and CONNECT carry no object to mutate (or an options object): allowed untouched; so
-    // is everything when no policy is loaded, without parsing the object.
-    let raw_object = match (operation, request.object) {
+    // is everything when no policy is loaded.
+    let object = match (operation, &request.object) {
         (Operation::Create | Operation::Update, Some(object)) if !policies.is_empty() => object,
         _ => {
             answer.body = allow(&request.uid, None, Vec::new(), &[]);
@@ -208,77 +277,111 @@ pub fn review<'a>(body: &'a [u8], policies: &PolicySet) -> Result<Answer<'a>, In
     };
     let user = request.user_info.map(|user| UserInfo {
         username: user.username,
-        groups: user.groups,
+        groups: user.groups.into_iter().map(|group| group.0).collect(),
     });
+    let json = || {
+        let found: ObjectTextIn<'_> = serde_json::from_str(body).ok()?;
+        found.request?.object
+    };
     let engine_request = Request {
-        object: Object::Json(raw_object),
+        object: object.engine_object(&json),
         namespace: &request.namespace,
         operation,
         user: user.as_ref(),
     };
-    let outcome = policies.apply(&engine_request);
-    match outcome {
-        Outcome::Admitted(admission) => {
-            let patch = if admission.is_unchanged() {
-                None
-            } else {
-                answer.outcome = RequestOutcome::Mutated;
-                Some(base64_string(&admission.patch_json()))
-            };
-            answer.body = allow(&request.uid, patch, admission.warnings, &admission.applied);
-            answer.policies = admission.applied;
-        }
-        Outcome::Denied(denial) => {
-            let (code, reason) = match denial.reason {
-                DenialReason::Policy => (403, "Forbidden"),
-                DenialReason::UnreadableObject => (400, "BadRequest"),
-                DenialReason::Internal => (500, "InternalError"),
-            };
-            answer.body = deny(&request.uid, &denial.message, code, reason, &denial.policies);
-            answer.outcome = RequestOutcome::Denied;
-            answer.policies = denial.policies;
-            answer.message = Some(denial.message);
-        }
-    }
-    // Only the log line needs the name a controller asked the API server to generate from, and
-    // reading it is one more scan of the object: done when the line will be written.
+    answer.record(&request.uid, policies.apply(&engine_request));
     if answer.name.is_empty() && crate::webhook::logs(answer.outcome) {
-        answer.name = Cow::Owned(generate_name(raw_object).unwrap_or_default());
+        // Only the log line needs the name a controller asked the API server to generate from.
+        answer.name = Cow::Owned(object.generate_name().unwrap_or_default());
     }
     Ok(answer)
 }
 
-/// `metadata.generateName` of an object.
-fn generate_name(object: &RawValue) -> Option<String> {
-    #[derive(Deserialize)]
-    struct Object<'a> {
-        #[serde(borrow)]
-        metadata: Option<Metadata<'a>>,
+impl<'a> Answer<'a> {
+    /// An untouched allow for `request`, until decided otherwise.
+    fn new<O>(request: &RequestIn<'a, O>) -> Self {
+        let kind = request.kind.as_ref().map(|k| k.kind.clone()).unwrap_or_default();
+        let kind = if request.sub_resource.is_empty() {
+            kind
+        } else {
+            Cow::Owned(format!("{kind}/{}", request.sub_resource))
+        };
+        Answer {
+            body: Vec::new(),
+            outcome: RequestOutcome::Allowed,
+            uid: request.uid.clone(),
+            namespace: request.namespace.clone(),
+            name: request.name.clone(),
+            kind,
+            operation: request.operation.clone(),
+            dry_run: request.dry_run,
+            policies: Vec::new(),
+            message: None,
+        }
     }
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Metadata<'a> {
-        #[serde(borrow)]
-        generate_name: Option<Cow<'a, str>>,
+
+    /// Writes the engine's decision into the response body.
+    fn record(&mut self, uid: &str, outcome: Outcome<'_>) {
+        match outcome {
+            Outcome::Admitted(admission) => {
+                let patch = (!admission.is_unchanged()).then(|| admission.patch_json());
+                if patch.is_some() {
+                    self.outcome = RequestOutcome::Mutated;
+                }
+                self.body = allow(uid, patch.as_deref(), admission.warnings, &admission.applied);
+                self.policies = admission.applied;
+            }
+            Outcome::Denied(denial) => {
+                let (code, reason) = match denial.reason {
+                    DenialReason::Policy => (403, "Forbidden"),
+                    DenialReason::UnreadableObject => (400, "BadRequest"),
+                    DenialReason::Internal => (500, "InternalError"),
+                };
+                self.body = deny(uid, &denial.message, code, reason, &denial.policies);
+                self.outcome = RequestOutcome::Denied;
+                self.policies = denial.policies;
+                self.message = Some(denial.message);
+            }
+        }
     }
-    let object: Object<'_> = serde_json::from_str(object.get()).ok()?;
-    object.metadata?.generate_name.map(Cow::into_owned)
 }
 
-fn allow(uid: &str, patch: Option<Box<RawValue>>, warnings: Vec<String>, applied: &[PolicyRef]) -> Vec<u8> {
+fn allow(uid: &str, patch: Option<&[u8]>, warnings: Vec<String>, applied: &[PolicyRef]) -> Vec<u8> {
     let mut audit_annotations = BTreeMap::new();
     if !applied.is_empty() {
         audit_annotations.insert(AUDIT_APPLIED, join(applied));
     }
-    encode(ResponseOut {
+    let response = ResponseOut {
         uid,
         allowed: true,
-        patch_type: patch.as_ref().map(|_| "JSONPatch"),
-        patch,
         status: None,
         warnings: warnings.into_iter().map(shorten).collect(),
         audit_annotations,
-    })
+    };
+    let mut body = encode(response, patch.map_or(0, base64_len));
+    if let Some(patch) = patch {
+        append_patch(&mut body, patch);
+    }
+    body
+}
+
+/// Adds `"patchType":"JSONPatch","patch":"<base64>"` as the last members of `response` in an
+/// encoded review (which ends with the `}}` closing `response` and the review). The base64 is
+/// written straight into the body: its alphabet needs no JSON escaping, so it need not go through
+/// the serializer's character-by-character escaping, nor be copied once more.
+fn append_patch(body: &mut Vec<u8>, patch: &[u8]) {
+    debug_assert!(body.ends_with(b"}}"));
+    body.truncate(body.len() - 2);
+    body.extend_from_slice(br#","patchType":"JSONPatch","patch":""#);
+    let start = body.len();
+    body.resize(start + base64_len(patch), 0);
+    // The buffer was sized for exactly this output.
+    let _ = base64::engine::general_purpose::STANDARD.encode_slice(patch, &mut body[start..]);
+    body.extend_from_slice(br#""}}"#);
+}
+
+fn base64_len(bytes: &[u8]) -> usize {
+    bytes.len().div_ceil(3) * 4
 }
 
 fn deny(uid: &str, message: &str, code: u16, reason: &'static str, policies: &[PolicyRef]) -> Vec<u8> {
@@ -286,11 +389,9 @@ fn deny(uid: &str, message: &str, code: u16, reason: &'static str, policies: &[P
     if !policies.is_empty() {
         audit_annotations.insert(AUDIT_DENIED, join(policies));
     }
-    encode(ResponseOut {
+    let response = ResponseOut {
         uid,
         allowed: false,
-        patch_type: None,
-        patch: None,
         status: Some(StatusOut {
             status: "Failure",
             message,
@@ -299,37 +400,34 @@ fn deny(uid: &str, message: &str, code: u16, reason: &'static str, policies: &[P
         }),
         warnings: Vec::new(),
         audit_annotations,
-    })
+    };
+    encode(response, 0)
 }
 
-fn encode(response: ResponseOut<'_>) -> Vec<u8> {
+/// The review around `response`, with `room` more bytes reserved for what is appended after.
+fn encode(response: ResponseOut<'_>, room: usize) -> Vec<u8> {
     let review = ReviewOut {
         api_version: API_VERSION,
         kind: KIND,
         response,
     };
+    let mut body = Vec::with_capacity(256 + room);
     // Strings, booleans and maps of strings always serialize.
-    serde_json::to_vec(&review).unwrap_or_default()
-}
-
-/// `bytes` in base64 as a JSON string, ready to be written as it is: base64 needs no escaping, so
-/// the response need not scan it character by character as `serialize_str` would.
-fn base64_string(bytes: &[u8]) -> Box<RawValue> {
-    let mut text = String::with_capacity(bytes.len().div_ceil(3) * 4 + 2);
-    text.push('"');
-    base64::engine::general_purpose::STANDARD.encode_string(bytes, &mut text);
-    text.push('"');
-    // Quoted base64 is always a JSON string.
-    RawValue::from_string(text).unwrap_or_else(|_| RawValue::NULL.to_owned())
+    let _ = serde_json::to_writer(&mut body, &review);
+    body
 }
 
 /// `PodDefault team-a/a, PodDefault team-a/b`.
 pub fn join(policies: &[PolicyRef]) -> String {
-    policies
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
+    let mut joined = String::with_capacity(policies.len() * 40);
+    for (i, policy) in policies.iter().enumerate() {
+        if i > 0 {
+            joined.push_str(", ");
+        }
+        // Writing to a String cannot fail.
+        let _ = write!(joined, "{policy}");
+    }
+    joined
 }
 
 /// Cuts a warning to [`MAX_WARNING_CHARS`], marking the cut with `...`.

@@ -1,6 +1,8 @@
 //! Kubeflow's merge of PodDefaults into a pod, as two steps: [`plan`] checks every conflict
-//! against the untouched pod and lists what to add, then [`Plan::into_ops`] turns the additions
-//! into RFC 6902 operations. The pod itself is never copied on this path.
+//! against the untouched pod and lists what to add, then `Plan::into_ops` (in `ops`) turns the
+//! additions into RFC 6902 operations. The pod is read through its view (identities of list
+//! entries only) and never copied; whole entries are parsed from its text only where a PodDefault
+//! has an entry with the same identity.
 //!
 //! Rules (Kubeflow `main.go`, `safeToApplyPodDefaultsOnPod` and the `merge*` functions):
 //! - keyed lists (env, volumes, volume mounts, tolerations, pull secrets, init containers, sidecars)
@@ -14,17 +16,16 @@
 //!   containers and not to the sidecars PodDefaults inject (nor, unlike Kubeflow, to those sidecars
 //!   when the webhook is invoked again and finds them in `spec.containers`).
 
-use std::{borrow::Cow, fmt};
+use std::{cell::OnceCell, fmt};
 
 use serde_json::{Value, value::RawValue};
 
-use super::{ISTIO_PROXY_CONTAINER, Keyed, PodDefault, Rendered};
+use super::{ISTIO_PROXY_CONTAINER, Keyed, Mount, PodDefault, Rendered};
 use crate::{
-    patch::{AddOp, OpValue},
     semantic,
     view::{
-        List, Members, Shape,
-        pod::{ContainerView, Identity, MetadataView, PodView, SpecView},
+        List, Members, Shape, Str,
+        pod::{ContainerView, Entries, Identity, MetadataView, PodView, SpecView, identity},
         raw_str, raw_value,
     },
 };
@@ -53,118 +54,171 @@ pub(crate) enum MergeError {
     Malformed(String),
     /// Entries that conflict.
     Conflicts(Vec<Conflict>),
-    /// The pod's text repeats a key inside a part the merge reads: the caller reads it again
-    /// through a `Value`, which keeps the last one.
-    Unreadable(serde_json::Error),
+}
+
+/// The pod's whole text, parsed into a `Value` at most once and only when the merge must compare
+/// whole entries: an entry with the same identity as a PodDefault's, `envFrom` sources, a
+/// container named like one of the PodDefaults' sidecars.
+pub(crate) struct PodText<'t> {
+    text: &'t dyn Fn() -> Option<&'t RawValue>,
+    parsed: OnceCell<Value>,
+}
+
+impl<'t> PodText<'t> {
+    pub(crate) fn new(text: &'t dyn Fn() -> Option<&'t RawValue>) -> Self {
+        Self {
+            text,
+            parsed: OnceCell::new(),
+        }
+    }
+
+    /// The pod's value at `pointer`; `null` where there is none, or where the text cannot be read
+    /// whole (nesting beyond serde_json's limit of 128 levels).
+    fn at(&self, pointer: &str) -> &Value {
+        static NULL: Value = Value::Null;
+        let pod = self
+            .parsed
+            .get_or_init(|| (self.text)().map_or(Value::Null, raw_value));
+        pod.pointer(pointer).unwrap_or(&NULL)
+    }
 }
 
 /// What one regular container receives, with the view of it the operations are built against.
-#[derive(Debug, Default)]
-struct ContainerPlan<'p, 'a> {
-    view: ContainerView<'a>,
-    env: Vec<&'p RawValue>,
-    mounts: Vec<&'p RawValue>,
-    env_from: Vec<&'p Rendered>,
-    command: Option<&'p Rendered>,
-    args: Option<&'p Rendered>,
+#[derive(Debug)]
+pub(super) struct ContainerPlan<'p, 'v> {
+    pub(super) view: &'v ContainerView<'v>,
+    pub(super) env: Vec<&'p RawValue>,
+    pub(super) mounts: Vec<&'p RawValue>,
+    pub(super) env_from: Vec<&'p Rendered>,
+    pub(super) command: Option<&'p Rendered>,
+    pub(super) args: Option<&'p Rendered>,
 }
 
 /// The additions to make to one pod, checked free of conflicts.
 #[derive(Debug)]
-pub(crate) struct Plan<'p, 'a> {
-    volumes: Vec<&'p RawValue>,
-    tolerations: Vec<&'p RawValue>,
-    image_pull_secrets: Vec<&'p RawValue>,
-    init_containers: Vec<&'p RawValue>,
-    sidecars: Vec<&'p RawValue>,
-    annotations: Vec<(&'p str, &'p str)>,
-    labels: Vec<(&'p str, &'p str)>,
-    service_account_name: Option<&'p str>,
-    automount_service_account_token: Option<bool>,
-    containers: Vec<ContainerPlan<'p, 'a>>,
-    markers: Vec<(&'p str, &'p str)>,
+pub(crate) struct Plan<'p, 'v> {
+    pub(super) volumes: Vec<&'p RawValue>,
+    pub(super) tolerations: Vec<&'p RawValue>,
+    pub(super) image_pull_secrets: Vec<&'p RawValue>,
+    pub(super) init_containers: Vec<&'p RawValue>,
+    pub(super) sidecars: Vec<&'p RawValue>,
+    pub(super) annotations: Vec<(&'p str, &'p str)>,
+    pub(super) labels: Vec<(&'p str, &'p str)>,
+    pub(super) service_account_name: Option<&'p str>,
+    pub(super) automount_service_account_token: Option<bool>,
+    pub(super) containers: Vec<ContainerPlan<'p, 'v>>,
+    pub(super) markers: Vec<(&'p str, &'p str)>,
 }
 
-/// A pod entry with the same identity as a PodDefault's entry: the pod's own, or one an earlier
-/// PodDefault added.
+/// Where one keyed list is, for reading entries and naming them in conflicts.
+struct ListAt<'l, 'a> {
+    entries: &'l [Shape<Identity<'a>>],
+    /// The list's place: `spec.volumes`, or a container's list.
+    place: Place<'l>,
+}
+
+/// Where a keyed list sits in a pod. Its pointer and name are only spelled out when an entry has to
+/// be read whole or named in a conflict.
 #[derive(Clone, Copy)]
-enum Found<'x> {
-    Pod(&'x RawValue),
-    Added(&'x Value),
+enum Place<'l> {
+    /// `spec.<field>`.
+    Spec(&'l str),
+    /// `spec.containers[index].<field>` of the container named `name`.
+    Container {
+        index: usize,
+        name: &'l str,
+        field: &'l str,
+    },
 }
 
-impl Found<'_> {
-    fn value(self) -> Cow<'static, Value> {
+impl Place<'_> {
+    /// The JSON pointer of entry `index`.
+    fn pointer(self, entry: usize) -> String {
         match self {
-            Found::Pod(raw) => Cow::Owned(raw_value(raw)),
-            Found::Added(value) => Cow::Owned(value.clone()),
+            Place::Spec(field) => format!("/spec/{field}/{entry}"),
+            Place::Container { index, field, .. } => format!("/spec/containers/{index}/{field}/{entry}"),
+        }
+    }
+
+    /// The list's name in conflicts, e.g. `spec.containers[name: main].env`.
+    fn field(self) -> String {
+        match self {
+            Place::Spec(field) => format!("spec.{field}"),
+            Place::Container { name, field, .. } => format!("spec.containers[name: {name}].{field}"),
         }
     }
 }
 
+static EMPTY_SPEC: SpecView<'static> = SpecView {
+    volumes: List::Absent,
+    tolerations: List::Absent,
+    image_pull_secrets: List::Absent,
+    init_containers: List::Absent,
+    containers: List::Absent,
+    service_account_name: None,
+    automount_service_account_token: None,
+};
+
+static EMPTY_METADATA: MetadataView<'static> = MetadataView {
+    name: Str(None),
+    generate_name: Str(None),
+    namespace: Str(None),
+    labels: Shape::Absent,
+    annotations: Shape::Absent,
+};
+
 /// Checks `pod_defaults` (in application order) against `pod` and lists what to add.
-pub(crate) fn plan<'p, 'a>(
-    pod: &PodView<'a>,
+pub(crate) fn plan<'p, 'v>(
+    pod: &'v PodView<'v>,
+    text: &PodText<'_>,
     pod_defaults: &[&'p PodDefault],
-) -> Result<Plan<'p, 'a>, MergeError> {
-    let (empty_spec, empty_metadata) = (SpecView::default(), MetadataView::default());
-    let spec = object_at(&pod.spec, "spec")?.unwrap_or(&empty_spec);
-    let metadata = object_at(&pod.metadata, "metadata")?.unwrap_or(&empty_metadata);
-    let mut conflicts = Vec::new();
+) -> Result<Plan<'p, 'v>, MergeError> {
+    let spec = object_at(&pod.spec, "spec")?.map_or(&EMPTY_SPEC, |spec| &**spec);
+    let metadata = object_at(&pod.metadata, "metadata")?.unwrap_or(&EMPTY_METADATA);
     let mut cx = Checker {
-        conflicts: &mut conflicts,
+        conflicts: Vec::new(),
+        text,
     };
 
-    let by_toleration = |id: &Identity<'_>, identity: &str| {
-        identity.split_once(':').is_some_and(|(key, effect)| {
-            id.key.as_deref().unwrap_or_default() == key && id.effect.as_deref().unwrap_or_default() == effect
+    let spec_list = |entries: &'v Entries<'v>, name: &'static str| -> Result<_, MergeError> {
+        Ok(ListAt {
+            entries: list_at(entries, || format!("spec.{name}"))?,
+            place: Place::Spec(name),
         })
     };
-    let volumes = list_at(&spec.volumes, "spec.volumes")?;
-    let tolerations = list_at(&spec.tolerations, "spec.tolerations")?;
-    let image_pull_secrets = list_at(&spec.image_pull_secrets, "spec.imagePullSecrets")?;
-    let init_containers = list_at(&spec.init_containers, "spec.initContainers")?;
-    let containers = list_at(&spec.containers, "spec.containers")?;
-    let volumes = cx.keyed(
-        volumes,
-        pod_defaults,
-        |pd| &pd.volumes,
-        by_name,
-        &|| "spec.volumes".into(),
-        "name",
-    )?;
+    let [volumes, tolerations, image_pull_secrets, init_containers] = [
+        spec_list(&spec.volumes, "volumes")?,
+        spec_list(&spec.tolerations, "tolerations")?,
+        spec_list(&spec.image_pull_secrets, "imagePullSecrets")?,
+        spec_list(&spec.init_containers, "initContainers")?,
+    ];
+    let containers = spec
+        .containers
+        .items()
+        .map_err(|_| MergeError::Malformed("spec.containers is not a list".into()))?;
+    let volumes = cx.keyed(volumes, pod_defaults, |pd| &pd.volumes, by_name, "name");
     let tolerations = cx.keyed(
         tolerations,
         pod_defaults,
         |pd| &pd.tolerations,
         by_toleration,
-        &|| "spec.tolerations".into(),
         "key:effect",
-    )?;
+    );
     let image_pull_secrets = cx.keyed(
         image_pull_secrets,
         pod_defaults,
         |pd| &pd.image_pull_secrets,
         by_name,
-        &|| "spec.imagePullSecrets".into(),
         "name",
-    )?;
+    );
     let init_containers = cx.keyed(
         init_containers,
         pod_defaults,
         |pd| &pd.init_containers,
         by_name,
-        &|| "spec.initContainers".into(),
         "name",
-    )?;
-    let sidecars = cx.keyed(
-        containers,
-        pod_defaults,
-        |pd| &pd.sidecars,
-        by_name,
-        &|| "spec.containers".into(),
-        "name",
-    )?;
+    );
+    let sidecars = cx.sidecars(containers, pod_defaults);
     let annotations = cx.string_map(
         object_at(&metadata.annotations, "metadata.annotations")?,
         pod_defaults,
@@ -180,34 +234,16 @@ pub(crate) fn plan<'p, 'a>(
 
     let mut container_plans = Vec::with_capacity(containers.len());
     for (index, container) in containers.iter().enumerate() {
-        let view = match serde_json::from_str::<Shape<ContainerView<'a>>>(container.get()) {
-            Ok(Shape::Is(view)) => view,
-            Ok(_) => {
-                return Err(MergeError::Malformed(format!(
-                    "spec.containers[{index}] is not an object"
-                )));
-            }
-            Err(error) => return Err(MergeError::Unreadable(error)),
+        let Shape::Is(view) = container else {
+            return Err(MergeError::Malformed(format!(
+                "spec.containers[{index}] is not an object"
+            )));
         };
-        // A container that is one of these PodDefaults' sidecars (already injected, seen again on
-        // reinvocation) gets nothing, exactly as when it was first injected.
-        let name = view.name.as_deref().unwrap_or_default();
-        let is_sidecar = pod_defaults
-            .iter()
-            .flat_map(|pd| &pd.sidecars)
-            .any(|sidecar| sidecar.key == name && semantic::equal(&sidecar.value, &raw_value(container)));
-        container_plans.push(if is_sidecar {
-            ContainerPlan {
-                view,
-                ..ContainerPlan::default()
-            }
-        } else {
-            cx.container(view, index, pod_defaults)?
-        });
+        container_plans.push(cx.container(view, index, pod_defaults)?);
     }
 
-    if !conflicts.is_empty() {
-        return Err(MergeError::Conflicts(conflicts));
+    if !cx.conflicts.is_empty() {
+        return Err(MergeError::Conflicts(cx.conflicts));
     }
     Ok(Plan {
         volumes,
@@ -233,53 +269,70 @@ pub(crate) fn plan<'p, 'a>(
     })
 }
 
-struct Checker<'c> {
-    conflicts: &'c mut Vec<Conflict>,
+struct Checker<'t, 'x> {
+    conflicts: Vec<Conflict>,
+    text: &'x PodText<'t>,
 }
 
-impl Checker<'_> {
+impl Checker<'_, '_> {
     /// Merges one keyed list: each PodDefault entry is skipped when an equal entry with its key is
     /// already in the pod or was added by an earlier PodDefault, a conflict when a different one is,
-    /// and added otherwise. The pod's entries are only read when a PodDefault has entries here.
+    /// and added otherwise.
     fn keyed<'p>(
         &mut self,
-        existing: &[&RawValue],
+        list: ListAt<'_, '_>,
         pod_defaults: &[&'p PodDefault],
         entries: impl Fn(&'p PodDefault) -> &'p Vec<Keyed>,
         has_key: impl Fn(&Identity<'_>, &str) -> bool,
-        field: &dyn Fn() -> String,
         key_name: &str,
-    ) -> Result<Vec<&'p RawValue>, MergeError> {
-        if pod_defaults.iter().all(|pd| entries(pd).is_empty()) {
-            return Ok(Vec::new());
-        }
-        let identities = identities(existing)?;
+    ) -> Vec<&'p RawValue> {
         let mut added: Vec<&'p Keyed> = Vec::new();
         for pd in pod_defaults {
             for entry in entries(pd) {
-                let found = identities
-                    .iter()
-                    .position(|id| has_key(id, &entry.key))
-                    .map(|i| Found::Pod(existing[i]))
-                    .or_else(|| {
-                        added
-                            .iter()
-                            .find(|a| a.key == entry.key)
-                            .map(|a| Found::Added(&a.value))
-                    });
-                match found.map(Found::value) {
+                let in_pod = list.entries.iter().position(|e| has_key(identity(e), &entry.key));
+                let found = match in_pod {
+                    Some(index) => Some(self.text.at(&list.place.pointer(index))),
+                    None => added.iter().find(|a| a.key == entry.key).map(|a| &a.value),
+                };
+                match found {
                     None => added.push(entry),
-                    Some(found) if semantic::equal(&found, &entry.value) => {}
-                    Some(found) => self.conflict(
-                        pd,
-                        format!("{}[{key_name}: {}]", field(), entry.key),
-                        &entry.value,
-                        &found,
-                    ),
+                    Some(found) if semantic::equal(found, &entry.value) => {}
+                    Some(found) => {
+                        let field = format!("{}[{key_name}: {}]", list.place.field(), entry.key);
+                        let found = found.clone();
+                        self.conflict(pd, field, &entry.value, &found);
+                    }
                 }
             }
         }
-        Ok(added.into_iter().map(|k| &*k.json.0).collect())
+        added.into_iter().map(|k| &*k.json.0).collect()
+    }
+
+    /// PodDefault sidecars are keyed by name against the pod's containers.
+    fn sidecars<'p>(
+        &mut self,
+        containers: &[Shape<ContainerView<'_>>],
+        pod_defaults: &[&'p PodDefault],
+    ) -> Vec<&'p RawValue> {
+        if pod_defaults.iter().all(|pd| pd.sidecars.is_empty()) {
+            return Vec::new();
+        }
+        let names: Vec<Shape<Identity<'_>>> = containers
+            .iter()
+            .map(|c| match c {
+                Shape::Is(c) => Shape::Is(Identity {
+                    name: c.name.clone(),
+                    ..Identity::default()
+                }),
+                Shape::Absent => Shape::Absent,
+                Shape::Wrong => Shape::Wrong,
+            })
+            .collect();
+        let list = ListAt {
+            entries: &names,
+            place: Place::Spec("containers"),
+        };
+        self.keyed(list, pod_defaults, |pd| &pd.sidecars, by_name, "name")
     }
 
     fn string_map<'p>(
@@ -313,45 +366,46 @@ impl Checker<'_> {
         added
     }
 
-    fn container<'p, 'a>(
+    fn container<'p, 'v>(
         &mut self,
-        view: ContainerView<'a>,
+        view: &'v ContainerView<'v>,
         index: usize,
         pod_defaults: &[&'p PodDefault],
-    ) -> Result<ContainerPlan<'p, 'a>, MergeError> {
+    ) -> Result<ContainerPlan<'p, 'v>, MergeError> {
         let name = view.name.as_deref().unwrap_or_default();
-        let at = |f: &str| format!("spec.containers[{index}].{f}");
-        let field = |f: &str| format!("spec.containers[name: {name}].{f}");
-        let env = self.keyed(
-            list_at_with(&view.env, || at("env"))?,
-            pod_defaults,
-            |pd| &pd.env,
-            by_name,
-            &|| field("env"),
-            "name",
-        )?;
-        let mounts = self.mounts(
-            list_at_with(&view.volume_mounts, || at("volumeMounts"))?,
-            pod_defaults,
-            &|| field("volumeMounts"),
-        )?;
-
-        // Kubeflow appends envFrom with no check at all, so re-applying duplicates it; outfit skips
-        // a source the container already has (see the README's deviation table).
-        let existing_env_from = list_at_with(&view.env_from, || at("envFrom"))?;
-        let mut env_from: Vec<&'p Rendered> = Vec::new();
-        if pod_defaults.iter().any(|pd| !pd.env_from.is_empty()) {
-            let existing: Vec<Value> = existing_env_from.iter().map(|raw| raw_value(raw)).collect();
-            for source in pod_defaults.iter().flat_map(|pd| &pd.env_from) {
-                let present = existing
-                    .iter()
-                    .chain(env_from.iter().map(|r| &r.value))
-                    .any(|v| semantic::equal(v, &source.value));
-                if !present {
-                    env_from.push(source);
-                }
-            }
+        // A container that is one of these PodDefaults' sidecars (already injected, seen again on
+        // reinvocation) gets nothing, exactly as when it was first injected.
+        let is_sidecar = pod_defaults.iter().flat_map(|pd| &pd.sidecars).any(|sidecar| {
+            sidecar.key == name
+                && semantic::equal(&sidecar.value, self.text.at(&format!("/spec/containers/{index}")))
+        });
+        if is_sidecar {
+            return Ok(ContainerPlan {
+                view,
+                env: Vec::new(),
+                mounts: Vec::new(),
+                env_from: Vec::new(),
+                command: None,
+                args: None,
+            });
         }
+        let at = |f: &str| format!("spec.containers[{index}].{f}");
+        let list = |entries, field: &'static str| -> Result<ListAt<'v, 'v>, MergeError> {
+            Ok(ListAt {
+                entries: list_at(entries, || at(field))?,
+                place: Place::Container { index, name, field },
+            })
+        };
+        let env = list(&view.env, "env")?;
+        let mounts = list(&view.volume_mounts, "volumeMounts")?;
+        let existing_env_from = view.env_from.items().map_err(|_| malformed_list(at("envFrom")))?;
+        let env = if pod_defaults.iter().any(|pd| !pd.env.is_empty()) {
+            self.keyed(env, pod_defaults, |pd| &pd.env, by_name, "name")
+        } else {
+            Vec::new()
+        };
+        let mounts = self.mounts(mounts, pod_defaults);
+        let env_from = env_from(existing_env_from, pod_defaults);
 
         let (mut command, mut args) = (None, None);
         if name != ISTIO_PROXY_CONTAINER {
@@ -374,53 +428,37 @@ impl Checker<'_> {
 
     /// Volume mounts are identified twice, by volume name and by mount path (Kubeflow keeps two
     /// maps); a mount conflicts when either identity holds a different mount.
-    fn mounts<'p>(
-        &mut self,
-        existing: &[&RawValue],
-        pod_defaults: &[&'p PodDefault],
-        field: &dyn Fn() -> String,
-    ) -> Result<Vec<&'p RawValue>, MergeError> {
-        if pod_defaults.iter().all(|pd| pd.volume_mounts.is_empty()) {
-            return Ok(Vec::new());
-        }
-        let identities = identities(existing)?;
-        let mut added: Vec<&'p super::Mount> = Vec::new();
+    fn mounts<'p>(&mut self, list: ListAt<'_, '_>, pod_defaults: &[&'p PodDefault]) -> Vec<&'p RawValue> {
+        let mut added: Vec<&'p Mount> = Vec::new();
         for pd in pod_defaults {
             for mount in &pd.volume_mounts {
                 let in_pod = |want: &dyn Fn(&Identity<'_>) -> bool| {
-                    identities.iter().position(want).map(|i| Found::Pod(existing[i]))
+                    let index = list.entries.iter().position(|e| want(identity(e)))?;
+                    Some(self.text.at(&list.place.pointer(index)))
                 };
-                let same_name = in_pod(&|id| id.name.as_deref() == Some(&mount.name)).or_else(|| {
-                    added
-                        .iter()
-                        .find(|m| m.name == mount.name)
-                        .map(|m| Found::Added(&m.value))
-                });
-                let same_path = in_pod(&|id| id.mount_path.as_deref() == Some(&mount.path)).or_else(|| {
-                    added
-                        .iter()
-                        .find(|m| m.path == mount.path)
-                        .map(|m| Found::Added(&m.value))
-                });
-                let mut ok = true;
+                let same_name = in_pod(&|id| id.name.as_deref() == Some(&mount.name))
+                    .or_else(|| added.iter().find(|m| m.name == mount.name).map(|m| &m.value));
+                let same_path = in_pod(&|id| id.mount_path.as_deref() == Some(&mount.path))
+                    .or_else(|| added.iter().find(|m| m.path == mount.path).map(|m| &m.value));
+                let mut conflicts = Vec::new();
                 for (found, identity) in [
                     (same_name, format!("name: {}", mount.name)),
                     (same_path, format!("mountPath: {}", mount.path)),
                 ] {
-                    let Some(found) = found.map(Found::value) else {
-                        continue;
-                    };
-                    if !semantic::equal(&found, &mount.value) {
-                        self.conflict(pd, format!("{}[{identity}]", field()), &mount.value, &found);
-                        ok = false;
+                    if let Some(found) = found.filter(|found| !semantic::equal(found, &mount.value)) {
+                        conflicts.push((format!("{}[{identity}]", list.place.field()), found.clone()));
                     }
+                }
+                let ok = conflicts.is_empty();
+                for (field, found) in conflicts {
+                    self.conflict(pd, field, &mount.value, &found);
                 }
                 if ok && same_name.is_none() {
                     added.push(mount);
                 }
             }
         }
-        Ok(added.into_iter().map(|m| &*m.json.0).collect())
+        added.into_iter().map(|m| &*m.json.0).collect()
     }
 
     fn conflict(&mut self, pd: &PodDefault, field: String, wanted: &Value, found: &Value) {
@@ -432,15 +470,24 @@ impl Checker<'_> {
     }
 }
 
-fn present<'l, 'a>(list: Option<&'l List<'a>>) -> Option<&'l [&'a RawValue]> {
-    list.and_then(List::present)
-}
-
-fn identities<'a>(entries: &[&'a RawValue]) -> Result<Vec<Identity<'a>>, MergeError> {
-    entries
-        .iter()
-        .map(|entry| Identity::of(entry).map_err(MergeError::Unreadable))
-        .collect()
+/// Kubeflow appends envFrom with no check at all, so re-applying duplicates it; outfit skips a
+/// source the container already has (see the README's deviation table).
+fn env_from<'p>(existing: &[&RawValue], pod_defaults: &[&'p PodDefault]) -> Vec<&'p Rendered> {
+    let mut added: Vec<&'p Rendered> = Vec::new();
+    if pod_defaults.iter().all(|pd| pd.env_from.is_empty()) {
+        return added;
+    }
+    let existing: Vec<Value> = existing.iter().map(|raw| raw_value(raw)).collect();
+    for source in pod_defaults.iter().flat_map(|pd| &pd.env_from) {
+        let present = existing
+            .iter()
+            .chain(added.iter().map(|r| &r.value))
+            .any(|v| semantic::equal(v, &source.value));
+        if !present {
+            added.push(source);
+        }
+    }
+    added
 }
 
 fn compact(value: &Value) -> String {
@@ -452,149 +499,23 @@ fn by_name(identity: &Identity<'_>, name: &str) -> bool {
     identity.name.as_deref() == Some(name)
 }
 
+/// Whether a pod's toleration has this `key:effect` (absent fields read as empty).
+fn by_toleration(id: &Identity<'_>, identity: &str) -> bool {
+    identity.split_once(':').is_some_and(|(key, effect)| {
+        id.key.as_deref().unwrap_or_default() == key && id.effect.as_deref().unwrap_or_default() == effect
+    })
+}
+
 fn object_at<'v, T>(shape: &'v Shape<T>, path: &str) -> Result<Option<&'v T>, MergeError> {
     shape
         .object()
         .map_err(|_| MergeError::Malformed(format!("{path} is not an object")))
 }
 
-fn list_at<'l, 'a>(list: &'l List<'a>, path: &str) -> Result<&'l [&'a RawValue], MergeError> {
-    list_at_with(list, || path.to_owned())
+fn list_at<T>(list: &List<T>, path: impl FnOnce() -> String) -> Result<&[T], MergeError> {
+    list.items().map_err(|_| malformed_list(path()))
 }
 
-fn list_at_with<'l, 'a>(
-    list: &'l List<'a>,
-    path: impl FnOnce() -> String,
-) -> Result<&'l [&'a RawValue], MergeError> {
-    list.items()
-        .map_err(|_| MergeError::Malformed(format!("{} is not a list", path())))
-}
-
-impl<'p> Plan<'p, '_> {
-    /// The RFC 6902 operations that make the additions to `pod` (the pod `plan` checked). Built
-    /// directly rather than by diffing a mutated copy: the pod is never copied, the values are
-    /// borrowed from the PodDefaults, and appends are explicit `add`s at the end of each list (a
-    /// positional diff could not tell an append from a rewrite).
-    pub(crate) fn into_ops(self, pod: &PodView<'_>) -> Vec<AddOp<'p>> {
-        let mut ops = Ops(Vec::new());
-        let metadata = pod.metadata();
-        let metadata_needed =
-            !self.annotations.is_empty() || !self.markers.is_empty() || !self.labels.is_empty();
-        if metadata.is_none() && metadata_needed {
-            ops.add(&[], "metadata", OpValue::EmptyObject);
-        }
-        let annotations: Vec<(&str, &str)> = self.annotations.into_iter().chain(self.markers).collect();
-        let annotations_now = metadata.and_then(|m| m.annotations.get());
-        let labels_now = metadata.and_then(|m| m.labels.get());
-        ops.map_entries(&["metadata"], annotations_now, "annotations", annotations);
-        ops.map_entries(&["metadata"], labels_now, "labels", self.labels);
-
-        let spec = pod.spec.get();
-        if spec.is_none() {
-            ops.add(&[], "spec", OpValue::EmptyObject);
-        }
-        let spec_volumes = present(spec.map(|s| &s.volumes));
-        ops.append(&["spec"], spec_volumes, "volumes", self.volumes);
-        let spec_tolerations = present(spec.map(|s| &s.tolerations));
-        ops.append(&["spec"], spec_tolerations, "tolerations", self.tolerations);
-        let spec_pull_secrets = present(spec.map(|s| &s.image_pull_secrets));
-        ops.append(
-            &["spec"],
-            spec_pull_secrets,
-            "imagePullSecrets",
-            self.image_pull_secrets,
-        );
-        if let Some(name) = self.service_account_name {
-            let existing = spec.and_then(|s| s.service_account_name);
-            if existing.and_then(raw_str).as_deref() != Some(name) {
-                ops.add(&["spec"], "serviceAccountName", OpValue::Str(name));
-            }
-        }
-        if let Some(automount) = self.automount_service_account_token {
-            let existing = spec.and_then(|s| s.automount_service_account_token);
-            if existing.map(RawValue::get) != Some(if automount { "true" } else { "false" }) {
-                ops.add(
-                    &["spec"],
-                    "automountServiceAccountToken",
-                    OpValue::Bool(automount),
-                );
-            }
-        }
-        for (index, plan) in self.containers.into_iter().enumerate() {
-            let index = index.to_string();
-            let at = ["spec", "containers", index.as_str()];
-            let view = &plan.view;
-            ops.append(&at, view.env.present(), "env", plan.env);
-            ops.append(&at, view.volume_mounts.present(), "volumeMounts", plan.mounts);
-            let env_from = plan.env_from.iter().map(|r| &*r.json.0).collect();
-            ops.append(&at, view.env_from.present(), "envFrom", env_from);
-            // Only planned where the container has none (absent or null).
-            if let Some(command) = plan.command {
-                ops.add(&at, "command", OpValue::Json(&command.json.0));
-            }
-            if let Some(args) = plan.args {
-                ops.add(&at, "args", OpValue::Json(&args.json.0));
-            }
-        }
-        let spec_init_containers = present(spec.map(|s| &s.init_containers));
-        ops.append(
-            &["spec"],
-            spec_init_containers,
-            "initContainers",
-            self.init_containers,
-        );
-        let spec_containers = present(spec.map(|s| &s.containers));
-        ops.append(&["spec"], spec_containers, "containers", self.sidecars);
-        ops.0
-    }
-}
-
-/// Accumulates patch operations.
-struct Ops<'p>(Vec<AddOp<'p>>);
-
-impl<'p> Ops<'p> {
-    fn add(&mut self, at: &[&str], field: &str, value: OpValue<'p>) {
-        self.0.push(AddOp::new(at.iter().copied().chain([field]), value));
-    }
-
-    /// Adds entries to a string map, creating the map whole when it is absent.
-    fn map_entries(
-        &mut self,
-        at: &[&str],
-        existing: Option<&Members<'_>>,
-        field: &str,
-        entries: Vec<(&'p str, &'p str)>,
-    ) {
-        if entries.is_empty() {
-            return;
-        }
-        match existing {
-            Some(existing) => {
-                for (key, value) in entries {
-                    if existing.get(key).and_then(raw_str).as_deref() != Some(value) {
-                        let path = at.iter().copied().chain([field, key]);
-                        self.0.push(AddOp::new(path, OpValue::Str(value)));
-                    }
-                }
-            }
-            None => self.add(at, field, OpValue::Strings(entries)),
-        }
-    }
-
-    /// Appends to a list at its end, creating the list whole when it is absent.
-    fn append(&mut self, at: &[&str], existing: Option<&[&RawValue]>, field: &str, items: Vec<&'p RawValue>) {
-        if items.is_empty() {
-            return;
-        }
-        match existing {
-            Some(existing) => {
-                for (offset, item) in items.into_iter().enumerate() {
-                    let index = (existing.len() + offset).to_string();
-                    let path = at.iter().copied().chain([field, index.as_str()]);
-                    self.0.push(AddOp::new(path, OpValue::Json(item)));
-                }
-            }
-            None => self.add(at, field, OpValue::List(items)),
-        }
-    }
+fn malformed_list(path: String) -> MergeError {
+    MergeError::Malformed(format!("{path} is not a list"))
 }

@@ -5,6 +5,7 @@
 //! API server would prune them from a stored PodDefault and the author would never know.
 
 mod merge;
+mod ops;
 mod parse;
 #[cfg(test)]
 mod tests;
@@ -12,7 +13,7 @@ mod tests;
 use serde_json::{Value, value::RawValue};
 
 pub use merge::Conflict;
-pub(crate) use merge::{MergeError, plan};
+pub(crate) use merge::{MergeError, PodText, plan};
 pub(crate) use parse::parse;
 
 use crate::{policy_set::PolicyRef, selector::LabelSelector};

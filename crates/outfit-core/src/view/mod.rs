@@ -20,6 +20,26 @@ use serde::{
 };
 use serde_json::{Value, value::RawValue};
 
+/// An object read in place from JSON text: the fields policies match and merge on, nothing else.
+/// Deserialize it where the object sits in a larger document (`request.object` of an
+/// AdmissionReview) to read it in the same pass as the document, and hand it to the engine as
+/// [`Object::Read`](crate::Object::Read).
+#[derive(Debug, Default)]
+pub struct ObjectView<'a>(pub(crate) pod::PodView<'a>);
+
+impl ObjectView<'_> {
+    /// `metadata.generateName`, if the object has one.
+    pub fn generate_name(&self) -> Option<&str> {
+        self.0.metadata().and_then(|m| m.generate_name.as_deref())
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for ObjectView<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        pod::PodView::deserialize(deserializer).map(ObjectView)
+    }
+}
+
 /// Answers every JSON type that the visitor does not expect with `$wrong`, consuming it.
 macro_rules! otherwise {
     ($wrong:expr) => {
@@ -156,21 +176,21 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Shape<T> {
     }
 }
 
-/// A field that should be a list, its entries kept as raw JSON.
+/// A field that should be a list of `T`: raw JSON entries, or each entry read as a view.
 #[derive(Debug, Clone, Default)]
-pub(crate) enum List<'a> {
+pub(crate) enum List<T> {
     /// Absent or null.
     #[default]
     Absent,
     /// A list.
-    Items(Vec<&'a RawValue>),
+    Items(Vec<T>),
     /// Another JSON type.
     Wrong,
 }
 
-impl<'a> List<'a> {
+impl<T> List<T> {
     /// The entries (none when absent); `Err` when the field has another type.
-    pub(crate) fn items(&self) -> Result<&[&'a RawValue], WrongType> {
+    pub(crate) fn items(&self) -> Result<&[T], WrongType> {
         match self {
             List::Absent => Ok(&[]),
             List::Items(items) => Ok(items),
@@ -178,26 +198,26 @@ impl<'a> List<'a> {
         }
     }
 
-    /// The entries when the field is a list (even an empty one), `None` otherwise.
-    pub(crate) fn present(&self) -> Option<&[&'a RawValue]> {
+    /// How many entries, when the field is a list (even an empty one); `None` otherwise.
+    pub(crate) fn present_len(&self) -> Option<usize> {
         match self {
-            List::Items(items) => Some(items),
+            List::Items(items) => Some(items.len()),
             List::Absent | List::Wrong => None,
         }
     }
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for List<'a> {
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for List<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ListVisitor<'a>(PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> Visitor<'de> for ListVisitor<'a> {
-            type Value = List<'a>;
+        struct ListVisitor<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for ListVisitor<T> {
+            type Value = List<T>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("any JSON value")
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
                 let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(4));
-                while let Some(item) = seq.next_element::<&'de RawValue>()? {
+                while let Some(item) = seq.next_element::<T>()? {
                     items.push(item);
                 }
                 Ok(List::Items(items))
@@ -280,7 +300,7 @@ mod tests {
         #[serde(borrow)]
         s: Str<'a>,
         #[serde(borrow)]
-        l: List<'a>,
+        l: List<&'a RawValue>,
         #[serde(borrow)]
         o: Shape<Members<'a>>,
     }

@@ -14,8 +14,9 @@ use serde_json::{Value, json, value::RawValue};
 
 use crate::{
     document::{Document, Origin},
-    engine::{Operation, Outcome, Request},
+    engine::{Object, Operation, Outcome, Request},
     policy_set::{LoadReport, PolicySet},
+    view::ObjectView,
 };
 
 pub(super) const NS: &str = "team-a";
@@ -55,9 +56,9 @@ pub(super) fn load(policies: &[Value]) -> (PolicySet, LoadReport) {
     builder.build()
 }
 
-/// Applies `policies` to `pod` given both ways a caller can: as a parsed `Value` (the CLI) and as
-/// JSON text (the webhook; pretty-printed, so that raw values carry whitespace). Every row of every
-/// table thereby checks that the two agree.
+/// Applies `policies` to `pod` given every way a caller can: as a parsed `Value` (the CLI), as JSON
+/// text, and as a view read with its text (the webhook; pretty-printed, so that raw values carry
+/// whitespace). Every row of every table thereby checks that the three agree.
 pub(super) fn apply(pod: &Value, policies: &[Value]) -> Outcome<'static> {
     let (set, report) = load(policies);
     assert!(
@@ -75,9 +76,16 @@ pub(super) fn apply(pod: &Value, policies: &[Value]) -> Outcome<'static> {
     let text = serde_json::to_string_pretty(pod).expect("JSON");
     let raw: Box<RawValue> = serde_json::from_str(&text).expect("JSON");
     let from_json = set.apply(&request((&*raw).into()));
+    assert_eq!(from_json, from_value, "JSON text and Value disagree on {pod}");
+    let view: ObjectView<'_> = serde_json::from_str(&text).expect("a view");
+    let json = || Some(&*raw);
+    let from_view = set.apply(&request(Object::Read {
+        view: &view,
+        json: &json,
+    }));
     assert_eq!(
-        from_json, from_value,
-        "the webhook's path and the CLI's disagree on {pod}"
+        from_view, from_value,
+        "the webhook's view and Value disagree on {pod}"
     );
     from_value.into_owned()
 }
