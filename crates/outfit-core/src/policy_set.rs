@@ -3,7 +3,12 @@
 //! A [`PolicySet`] is built once per policy change (off the request path) and shared read-only:
 //! applying it to an object parses nothing and looks only at policies that can match.
 
-use std::{collections::HashMap, fmt, sync::Arc};
+use std::{collections::HashMap, fmt};
+
+/// The maps every admission looks up (PodDefaults by namespace, then by label key): foldhash
+/// instead of SipHash, whose per-lookup cost shows on the request path. Their keys come from
+/// policies, so hash flooding is not a concern.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 use serde_json::{Map, Value};
 
@@ -42,6 +47,11 @@ impl PolicyKind {
         PolicyKind::ModifySet,
     ];
 
+    /// Its position in [`PolicyKind::ALL`].
+    fn index(self) -> usize {
+        self as usize
+    }
+
     /// The Kubernetes `kind`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -60,16 +70,15 @@ impl fmt::Display for PolicyKind {
     }
 }
 
-/// A policy's identity: kind, namespace (for namespaced kinds) and name. Cheap to clone (the
-/// strings are shared): every admission names the policies that applied.
+/// A policy's identity: kind, namespace (for namespaced kinds) and name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PolicyRef {
     /// The kind.
     pub kind: PolicyKind,
     /// The namespace, for namespaced kinds.
-    pub namespace: Option<Arc<str>>,
+    pub namespace: Option<String>,
     /// The name.
-    pub name: Arc<str>,
+    pub name: String,
 }
 
 impl PolicyRef {
@@ -77,8 +86,8 @@ impl PolicyRef {
     pub fn new(kind: PolicyKind, namespace: Option<&str>, name: &str) -> Self {
         Self {
             kind,
-            namespace: namespace.map(Arc::from),
-            name: Arc::from(name),
+            namespace: namespace.map(str::to_owned),
+            name: name.to_owned(),
         }
     }
 }
@@ -103,7 +112,7 @@ pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 #[derive(Debug, Default)]
 struct NamespaceDefaults {
     items: Vec<PodDefault>,
-    by_required_label: HashMap<String, Vec<u32>>,
+    by_required_label: FastMap<String, Vec<u32>>,
     /// PodDefaults whose selector requires no particular key (empty, or only negative terms).
     unindexed: Vec<u32>,
 }
@@ -151,9 +160,10 @@ impl NamespaceDefaults {
 /// An immutable, indexed set of compiled policies plus the namespace labels matching needs.
 #[derive(Debug, Default)]
 pub struct PolicySet {
-    pod_defaults: HashMap<String, NamespaceDefaults>,
+    pod_defaults: FastMap<String, NamespaceDefaults>,
     namespaces: HashMap<String, Map<String, Value>>,
-    counts: HashMap<PolicyKind, usize>,
+    /// Policies by kind, indexed by [`PolicyKind::index`].
+    counts: [usize; PolicyKind::ALL.len()],
     mutators: Mutators,
 }
 
@@ -192,12 +202,12 @@ impl PolicySet {
 
     /// How many policies of `kind` the set holds.
     pub fn count(&self, kind: PolicyKind) -> usize {
-        self.counts.get(&kind).copied().unwrap_or(0)
+        self.counts[kind.index()]
     }
 
     /// How many policies the set holds.
     pub fn len(&self) -> usize {
-        self.counts.values().sum()
+        self.counts.iter().sum()
     }
 
     /// Whether the set holds no policy.
@@ -343,11 +353,11 @@ impl PolicySetBuilder {
     /// Gatekeeper mutators whose locations conflict (see [`conflicts`]) are both left out, as
     /// Gatekeeper disables both, and each is reported as an error naming the other.
     pub fn build(mut self) -> (PolicySet, LoadReport) {
-        let mut counts = HashMap::new();
-        counts.insert(PolicyKind::PodDefault, self.pod_defaults.len());
+        let mut counts = [0; PolicyKind::ALL.len()];
+        counts[PolicyKind::PodDefault.index()] = self.pod_defaults.len();
         let mutators = self.compile_mutators();
         for mutator in mutators.items() {
-            *counts.entry(mutator.reference().kind).or_default() += 1;
+            counts[mutator.reference().kind.index()] += 1;
         }
         let mut by_namespace: HashMap<String, Vec<PodDefault>> = HashMap::new();
         for pd in self.pod_defaults {
@@ -413,4 +423,16 @@ fn object_name(document: &Document) -> &str {
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_index_their_own_count() {
+        for (position, kind) in PolicyKind::ALL.iter().enumerate() {
+            assert_eq!(kind.index(), position, "{kind}");
+        }
+    }
 }

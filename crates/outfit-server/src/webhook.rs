@@ -104,7 +104,7 @@ impl Webhook {
             return too_large(limits.max_body_bytes);
         }
         let body = Limited::new(request.into_body(), limits.max_body_bytes);
-        let mut collect = std::pin::pin!(body.collect());
+        let mut collect = std::pin::pin!(read_body(body));
         // The API server sends the body with the headers, so it is usually complete at the first
         // poll: only a body still on its way pays for a timer.
         let first = std::future::poll_fn(|cx| Poll::Ready(collect.as_mut().poll(cx))).await;
@@ -113,7 +113,7 @@ impl Webhook {
             Poll::Pending => tokio::time::timeout(limits.body_timeout, collect).await,
         };
         let body = match collected {
-            Ok(Ok(collected)) => collected.to_bytes(),
+            Ok(Ok(body)) => body,
             Ok(Err(e)) if e.is::<LengthLimitError>() => return too_large(limits.max_body_bytes),
             Ok(Err(e)) => {
                 let message = format!("reading the body: {e}");
@@ -157,6 +157,32 @@ pub(crate) fn logs(outcome: RequestOutcome) -> bool {
         RequestOutcome::Allowed => tracing::enabled!(tracing::Level::DEBUG),
         _ => tracing::enabled!(tracing::Level::INFO),
     }
+}
+
+/// The whole body. The API server's body usually arrives as one frame with the headers: that
+/// frame is the body, with no buffer list to build (as `BodyExt::collect` does) or copy.
+async fn read_body<B>(body: B) -> Result<Bytes, B::Error>
+where
+    B: Body<Data = Bytes>,
+{
+    let mut body = std::pin::pin!(body);
+    let mut whole: Option<Bytes> = None;
+    let mut more: Vec<u8> = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame?.into_data() else {
+            continue; // trailers: not part of the body
+        };
+        match whole.take() {
+            None if more.is_empty() => whole = Some(data),
+            None => more.extend_from_slice(&data),
+            Some(first) => {
+                more.reserve(first.len() + data.len());
+                more.extend_from_slice(&first);
+                more.extend_from_slice(&data);
+            }
+        }
+    }
+    Ok(whole.unwrap_or_else(|| Bytes::from(more)))
 }
 
 fn log(answer: &Answer<'_>) {

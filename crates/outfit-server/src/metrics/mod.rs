@@ -1,23 +1,20 @@
 //! Prometheus metrics, served in text format on the admin port.
 //!
-//! The admission path only touches atomics: counters are resolved per label set once, here, and the
-//! latency histogram is our own lock-free one (prometheus-client's `Histogram` takes a mutex on
-//! every observation).
+//! The admission path only touches atomics of its own thread (see [`admission`]); prometheus-client's
+//! own `Histogram` would take a mutex on every observation.
 
-use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicU64, Ordering},
-    },
-    time::Duration,
-};
+mod admission;
+
+use std::{sync::Arc, time::Duration};
 
 use outfit_core::{PolicyKind, PolicySet};
 use prometheus_client::{
-    encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet, text::encode},
-    metrics::{MetricType, TypedMetric, counter::Counter, family::Family, gauge::Gauge},
+    encoding::{EncodeLabelSet, text::encode},
+    metrics::{counter::Counter, family::Family, gauge::Gauge},
     registry::Registry,
 };
+
+use self::admission::{AdmissionCells, InFlight, Latency, Requests};
 
 /// How an admission request ended, the `outcome` label of `outfit_admission_requests_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +46,11 @@ impl RequestOutcome {
         Self::NotFound,
     ];
 
+    /// Its position in [`RequestOutcome::ALL`].
+    fn index(self) -> usize {
+        self as usize
+    }
+
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -61,11 +63,6 @@ impl RequestOutcome {
             Self::NotFound => "not_found",
         }
     }
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct OutcomeLabels {
-    outcome: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -100,9 +97,7 @@ impl ReloadResult {
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
-    requests: [Counter; RequestOutcome::ALL.len()],
-    latency: LatencyHistogram,
-    in_flight: Gauge,
+    admission: Arc<AdmissionCells>,
     policies: Family<KindLabels, Gauge>,
     policy_reloads: Family<ResultLabels, Counter>,
     tls_reloads: Family<ResultLabels, Counter>,
@@ -112,30 +107,21 @@ impl Metrics {
     /// Registers every metric under the `outfit_` prefix.
     pub fn new() -> Arc<Self> {
         let mut registry = Registry::with_prefix("outfit");
-        let requests_family = Family::<OutcomeLabels, Counter>::default();
-        let requests = RequestOutcome::ALL.map(|outcome| {
-            requests_family
-                .get_or_create(&OutcomeLabels {
-                    outcome: outcome.as_str(),
-                })
-                .clone()
-        });
+        let admission = Arc::new(AdmissionCells::default());
         registry.register(
             "admission_requests",
             "Admission requests by outcome",
-            requests_family,
+            Requests(admission.clone()),
         );
-        let latency = LatencyHistogram::default();
         registry.register(
             "admission_duration_seconds",
             "Time from request headers to response, admission requests on /mutate",
-            latency.clone(),
+            Latency(admission.clone()),
         );
-        let in_flight = Gauge::default();
         registry.register(
             "admission_in_flight",
             "Requests on /mutate whose headers arrived and whose answer is not yet written",
-            in_flight.clone(),
+            InFlight(admission.clone()),
         );
         let policies = Family::<KindLabels, Gauge>::default();
         registry.register("policies", "Policies serving, by kind", policies.clone());
@@ -160,9 +146,7 @@ impl Metrics {
         }
         Arc::new(Self {
             registry,
-            requests,
-            latency,
-            in_flight,
+            admission,
             policies,
             policy_reloads,
             tls_reloads,
@@ -171,28 +155,21 @@ impl Metrics {
 
     /// Counts one answered request and, for admission decisions, its latency.
     pub fn observe_request(&self, outcome: RequestOutcome, elapsed: Duration) {
-        self.in_flight.dec();
-        let index = RequestOutcome::ALL
-            .iter()
-            .position(|o| *o == outcome)
-            .unwrap_or_default();
-        self.requests[index].inc();
-        if matches!(
+        let decided = matches!(
             outcome,
             RequestOutcome::Allowed | RequestOutcome::Mutated | RequestOutcome::Denied
-        ) {
-            self.latency.observe(elapsed);
-        }
+        );
+        self.admission.finished(outcome, decided.then_some(elapsed));
     }
 
     /// Counts a request whose headers arrived; [`observe_request`](Self::observe_request) ends it.
     pub fn request_started(&self) {
-        self.in_flight.inc();
+        self.admission.started();
     }
 
     /// Requests started and not yet answered.
     pub fn in_flight(&self) -> i64 {
-        self.in_flight.get()
+        self.admission.in_flight()
     }
 
     /// Records the policies now serving.
@@ -229,60 +206,5 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &self.registry);
         out
-    }
-}
-
-/// Upper bounds of the latency buckets, in microseconds: 25 µs to 1 s.
-const BUCKETS_MICROS: [u64; 16] = [
-    25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
-    2_500_000,
-];
-
-/// A fixed-bucket histogram of durations updated with relaxed atomics only.
-#[derive(Debug, Clone, Default)]
-struct LatencyHistogram {
-    inner: Arc<HistogramCells>,
-}
-
-#[derive(Debug, Default)]
-struct HistogramCells {
-    /// Counts per bucket (not cumulative); the last cell is +Inf.
-    buckets: [AtomicU64; BUCKETS_MICROS.len() + 1],
-    sum_nanos: AtomicU64,
-}
-
-impl LatencyHistogram {
-    fn observe(&self, elapsed: Duration) {
-        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
-        let bucket = BUCKETS_MICROS.partition_point(|&upper| upper < micros);
-        self.inner.buckets[bucket].fetch_add(1, Ordering::Relaxed);
-        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
-        self.inner.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
-    }
-}
-
-impl TypedMetric for LatencyHistogram {
-    const TYPE: MetricType = MetricType::Histogram;
-}
-
-impl EncodeMetric for LatencyHistogram {
-    fn encode(&self, mut encoder: MetricEncoder<'_>) -> Result<(), std::fmt::Error> {
-        // The encoder accumulates the per-bucket counts itself.
-        let mut count = 0;
-        let mut buckets = Vec::with_capacity(BUCKETS_MICROS.len() + 1);
-        for (index, cell) in self.inner.buckets.iter().enumerate() {
-            let in_bucket = cell.load(Ordering::Relaxed);
-            count += in_bucket;
-            let upper = BUCKETS_MICROS
-                .get(index)
-                .map_or(f64::INFINITY, |&micros| micros as f64 / 1e6);
-            buckets.push((upper, in_bucket));
-        }
-        let sum = self.inner.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
-        encoder.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)
-    }
-
-    fn metric_type(&self) -> MetricType {
-        MetricType::Histogram
     }
 }
