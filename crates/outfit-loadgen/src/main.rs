@@ -23,10 +23,14 @@
 //! where both saw the same conditions within a few hundred milliseconds. The open-loop phase runs
 //! afterwards on fresh connections against the same outfit server.
 //!
-//! Servers and client run in one process, by default on separate runtimes of 2 worker threads each
-//! (the API server is another process); with `--one-runtime` they share one 2-worker runtime, one
-//! thread per core, so that wakeups between client and server stay inside tokio. Either way the
-//! client's cost is inside every figure, equally for the three servers.
+//! Servers and client run in one process on this 2-core machine, so the client's cost is inside
+//! every figure, equally for the three servers. By default they share one runtime of 2 worker
+//! threads, one per core: each request costs what client and server compute for it. With
+//! `--two-runtimes` the servers and the client get a 2-worker runtime each, 4 threads on 2 cores,
+//! as if the client were another process: then every request also pays for the operating system
+//! switching between a client thread and a server thread, and that cost grows with the server's
+//! latency, not its work (the client's threads sleep while a slower server computes, and must be
+//! woken for every answer); BENCHMARKS.md shows both.
 
 mod interleave;
 
@@ -83,9 +87,9 @@ struct Args {
     /// Length of one slice of the interleaved closed-loop measurement, in milliseconds.
     #[arg(long, default_value_t = 100)]
     slice_ms: u64,
-    /// Run servers and client on one shared 2-worker runtime instead of one runtime each.
+    /// Give servers and client a 2-worker runtime each (4 threads on 2 cores) instead of sharing one.
     #[arg(long)]
-    one_runtime: bool,
+    two_runtimes: bool,
     /// Policies in the large configuration.
     #[arg(long, default_value_t = 1000)]
     policies: usize,
@@ -171,11 +175,11 @@ fn run(args: &Args, work: &Path) -> Result<()> {
     std::fs::create_dir_all(&empty)?;
     let large = work.join(format!("policies-{}", args.policies));
     mix::generate_policies(&large, args.policies, args.namespaces)?;
-    // With --one-runtime, servers and client use the same (single) runtime.
-    let runtimes = if args.one_runtime {
-        vec![runtime("shared")?]
-    } else {
+    // Without --two-runtimes, servers and client use the same (single) runtime.
+    let runtimes = if args.two_runtimes {
         vec![runtime("server")?, runtime("client")?]
+    } else {
+        vec![runtime("shared")?]
     };
     let (server_rt, client_rt) = (&runtimes[0], &runtimes[runtimes.len() - 1]);
     let client = Client {
@@ -201,10 +205,10 @@ fn run(args: &Args, work: &Path) -> Result<()> {
 }
 
 fn print_header(args: &Args, bodies: usize) {
-    let layout = if args.one_runtime {
-        "servers and client share one 2-worker runtime"
-    } else {
+    let layout = if args.two_runtimes {
         "servers on one 2-worker runtime, client on another"
+    } else {
+        "servers and client share one 2-worker runtime"
     };
     // The interleaved measurement with its warm-up, then the open-loop phase with its own.
     let estimate = 1.0 + 3.0 * args.seconds + 1.25 * args.seconds;

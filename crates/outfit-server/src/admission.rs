@@ -8,7 +8,7 @@
 //! round trip, which would drop unknown and null fields); `oldObject` and every other field outfit
 //! does not need is skipped without being built.
 
-use std::{borrow::Cow, collections::BTreeMap, fmt::Write as _};
+use std::{borrow::Cow, collections::BTreeMap, fmt::Write as _, sync::LazyLock};
 
 use base64::Engine as _;
 use outfit_core::{
@@ -376,9 +376,14 @@ fn append_patch(body: &mut Vec<u8>, patch: &[u8]) {
     let start = body.len();
     body.resize(start + base64_len(patch), 0);
     // The buffer was sized for exactly this output.
-    let _ = base64::engine::general_purpose::STANDARD.encode_slice(patch, &mut body[start..]);
+    let _ = BASE64.encode_slice(patch, &mut body[start..]);
     body.extend_from_slice(br#""}}"#);
 }
+
+/// Standard base64 with padding, with AVX2 or NEON where the CPU has them (detected once): several
+/// times faster than the scalar engine on the patches outfit sends.
+static BASE64: LazyLock<base64::engine::Simd> =
+    LazyLock::new(|| base64::engine::Simd::standard(base64::engine::general_purpose::PAD));
 
 fn base64_len(bytes: &[u8]) -> usize {
     bytes.len().div_ceil(3) * 4
