@@ -3,7 +3,7 @@
 //! ordering, convergence loop and schema-conflict rules. `docs/gatekeeper.md` lists where outfit
 //! deliberately differs.
 //!
-//! [`parse`] validates one document into a [`Mutator`]; [`Mutators`] is the immutable, sorted and
+//! `parse` validates one document into a [`Mutator`]; [`Mutators`] is the immutable, sorted and
 //! indexed set the engine runs; [`conflicts`] finds mutators that disagree on the shape of an object.
 
 pub mod conflicts;

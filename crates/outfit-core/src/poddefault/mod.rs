@@ -1,8 +1,9 @@
 //! Kubeflow `PodDefault` (`kubeflow.org/v1alpha1`): parsing, validation and compilation.
 //!
-//! The merge itself, with Kubeflow's conflict rules, lives in [`merge`]. The field set is exactly
-//! Kubeflow's (`poddefault_types.go`); fields it does not have are reported as warnings, because the
-//! API server would prune them from a stored PodDefault and the author would never know.
+//! The merge itself, with Kubeflow's conflict rules, lives in `merge` (its patch operations in
+//! `ops`). The field set is exactly Kubeflow's (`poddefault_types.go`); fields it does not have are
+//! reported as warnings, because the API server would prune them from a stored PodDefault and the
+//! author would never know.
 
 mod merge;
 mod ops;

@@ -3,11 +3,13 @@
 //! The admission path used to parse every `request.object` into a `serde_json::Value`: an
 //! allocation per string and per map, and a hash per key, about 6.5 µs for a typical notebook pod
 //! on the project machine, where PodDefault matching and merging read a dozen fields of it. A view
-//! reads only those fields in one scan of the text (about 1 µs), borrows every string it can, and
-//! keeps each list entry as raw JSON to be parsed only if a PodDefault touches it.
+//! reads only those fields in one scan of the text, borrows every string it can, and reads the
+//! entries of keyed lists as their identities (names, mount paths, toleration keys); the merge
+//! reads an entry whole only when a PodDefault has one with the same identity. The webhook reads
+//! the view in the same pass as the AdmissionReview around it ([`ObjectView`]).
 //!
 //! The types here are lenient where a typed struct would fail: a field of the wrong JSON type is
-//! recorded as [`Shape::Wrong`] or [`List::Wrong`] (or a `None` string), so the merge can report
+//! recorded as `Shape::Wrong` or `List::Wrong` (or a `None` string), so the merge can report
 //! exactly which field is malformed, as it did on a `Value`.
 
 pub(crate) mod pod;

@@ -1,7 +1,7 @@
 //! Prometheus metrics, served in text format on the admin port.
 //!
-//! The admission path only touches atomics of its own thread (see [`admission`]); prometheus-client's
-//! own `Histogram` would take a mutex on every observation.
+//! The admission path only touches atomics of its own thread (the `admission` submodule);
+//! prometheus-client's own `Histogram` would take a mutex on every observation.
 
 mod admission;
 
