@@ -90,6 +90,10 @@ struct Args {
     /// Give servers and client a 2-worker runtime each (4 threads on 2 cores) instead of sharing one.
     #[arg(long)]
     two_runtimes: bool,
+    /// Log as `outfit serve` does by default (`info`: a text line per mutation or denial, written
+    /// by a background thread), to /dev/null. Without it, the servers log nothing.
+    #[arg(long)]
+    logs: bool,
     /// Policies in the large configuration.
     #[arg(long, default_value_t = 1000)]
     policies: usize,
@@ -154,11 +158,24 @@ fn main() -> Result<()> {
         "--seconds must be a positive number"
     );
     let _ = rustls::crypto::ring::default_provider().install_default();
+    let _log_writer = args.logs.then(serve_logs).transpose()?;
     let work = std::env::temp_dir().join(format!("outfit-loadgen-{}", std::process::id()));
     std::fs::create_dir_all(&work)?;
     let result = run(&args, &work);
     let _ = std::fs::remove_dir_all(&work);
     result
+}
+
+/// The subscriber `outfit serve` installs with its default flags, writing to /dev/null: each
+/// mutation and denial formats a line on the request path, a background thread writes it.
+fn serve_logs() -> Result<tracing_appender::non_blocking::WorkerGuard> {
+    let (writer, guard) = tracing_appender::non_blocking(std::fs::File::create("/dev/null")?);
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_new("info")?)
+        .with_ansi(false)
+        .with_writer(writer)
+        .init();
+    Ok(guard)
 }
 
 fn runtime(name: &str) -> Result<Runtime> {
@@ -210,11 +227,16 @@ fn print_header(args: &Args, bodies: usize) {
     } else {
         "servers and client share one 2-worker runtime"
     };
+    let logs = if args.logs {
+        "outfit logging at info to /dev/null"
+    } else {
+        "no logging"
+    };
     // The interleaved measurement with its warm-up, then the open-loop phase with its own.
     let estimate = 1.0 + 3.0 * args.seconds + 1.25 * args.seconds;
     println!(
         "outfit-loadgen: {} connections per server, {:.1} s active per configuration in {} ms slices, \
-         {bodies} review bodies, {} policies over {} namespaces; {layout} (about {estimate:.0} s)",
+         {bodies} review bodies, {} policies over {} namespaces; {layout}; {logs} (about {estimate:.0} s)",
         args.connections, args.seconds, args.slice_ms, args.policies, args.namespaces,
     );
 }

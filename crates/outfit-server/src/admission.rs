@@ -183,7 +183,7 @@ struct ResponseOut<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     warnings: Vec<String>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    audit_annotations: BTreeMap<&'static str, String>,
+    audit_annotations: BTreeMap<&'static str, &'a str>,
 }
 
 /// A `metav1.Status` for denials.
@@ -215,8 +215,9 @@ pub struct Answer<'a> {
     pub operation: Cow<'a, str>,
     /// `request.dryRun`.
     pub dry_run: bool,
-    /// The policies that applied (mutated) or denied.
-    pub policies: Vec<PolicyRef>,
+    /// The policies that applied (mutated) or denied, as the audit annotation names them:
+    /// `PodDefault team-a/a, PodDefault team-a/b`.
+    pub policies: String,
     /// The denial message, when denied.
     pub message: Option<String>,
 }
@@ -271,7 +272,7 @@ fn decide<'a, O: ReadObject<'a>>(
     let object = match (operation, &request.object) {
         (Operation::Create | Operation::Update, Some(object)) if !policies.is_empty() => object,
         _ => {
-            answer.body = allow(&request.uid, None, Vec::new(), &[]);
+            answer.body = allow(&request.uid, None, Vec::new(), "");
             return Ok(answer);
         }
     };
@@ -315,7 +316,7 @@ impl<'a> Answer<'a> {
             kind,
             operation: request.operation.clone(),
             dry_run: request.dry_run,
-            policies: Vec::new(),
+            policies: String::new(),
             message: None,
         }
     }
@@ -328,8 +329,8 @@ impl<'a> Answer<'a> {
                 if patch.is_some() {
                     self.outcome = RequestOutcome::Mutated;
                 }
-                self.body = allow(uid, patch.as_deref(), admission.warnings, &admission.applied);
-                self.policies = admission.applied;
+                self.policies = join(&admission.applied);
+                self.body = allow(uid, patch.as_deref(), admission.warnings, &self.policies);
             }
             Outcome::Denied(denial) => {
                 let (code, reason) = match denial.reason {
@@ -337,19 +338,19 @@ impl<'a> Answer<'a> {
                     DenialReason::UnreadableObject => (400, "BadRequest"),
                     DenialReason::Internal => (500, "InternalError"),
                 };
-                self.body = deny(uid, &denial.message, code, reason, &denial.policies);
+                self.policies = join(&denial.policies);
+                self.body = deny(uid, &denial.message, code, reason, &self.policies);
                 self.outcome = RequestOutcome::Denied;
-                self.policies = denial.policies;
                 self.message = Some(denial.message);
             }
         }
     }
 }
 
-fn allow(uid: &str, patch: Option<&[u8]>, warnings: Vec<String>, applied: &[PolicyRef]) -> Vec<u8> {
+fn allow(uid: &str, patch: Option<&[u8]>, warnings: Vec<String>, applied: &str) -> Vec<u8> {
     let mut audit_annotations = BTreeMap::new();
     if !applied.is_empty() {
-        audit_annotations.insert(AUDIT_APPLIED, join(applied));
+        audit_annotations.insert(AUDIT_APPLIED, applied);
     }
     let response = ResponseOut {
         uid,
@@ -389,10 +390,10 @@ fn base64_len(bytes: &[u8]) -> usize {
     bytes.len().div_ceil(3) * 4
 }
 
-fn deny(uid: &str, message: &str, code: u16, reason: &'static str, policies: &[PolicyRef]) -> Vec<u8> {
+fn deny(uid: &str, message: &str, code: u16, reason: &'static str, policies: &str) -> Vec<u8> {
     let mut audit_annotations = BTreeMap::new();
     if !policies.is_empty() {
-        audit_annotations.insert(AUDIT_DENIED, join(policies));
+        audit_annotations.insert(AUDIT_DENIED, policies);
     }
     let response = ResponseOut {
         uid,

@@ -197,7 +197,7 @@ fn log(answer: &Answer<'_>) {
                 operation = %answer.operation,
                 dry_run = answer.dry_run,
                 outcome = answer.outcome.as_str(),
-                policies = %admission::join(&answer.policies),
+                policies = %answer.policies,
                 message = answer.message.as_deref().unwrap_or(""),
                 "admission"
             )

@@ -4,11 +4,12 @@
 //! Signals: SIGTERM or SIGINT start a graceful shutdown (a second one exits at once); SIGHUP
 //! re-reads the policies and the certificate now.
 
-use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
+use std::{io::IsTerminal as _, net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 
 use clap::{Args, ValueEnum};
 use outfit_server::{Config, Limits, Server, Timeouts, TlsSource};
 use tokio_util::sync::CancellationToken;
+use tracing_appender::non_blocking::WorkerGuard;
 use tracing_subscriber::EnvFilter;
 
 use crate::cli::EXIT_BAD_INPUT;
@@ -195,11 +196,17 @@ impl ServeArgs {
     }
 }
 
-fn init_logs(args: &ServeArgs) -> Result<(), String> {
+/// Installs the log subscriber. Lines are written to stderr by a background thread: an admission
+/// only formats its line and queues it, so a slow reader of stderr (a container runtime's pipe)
+/// never holds up a request; when the queue is full, lines are dropped rather than waited for.
+/// The guard flushes what is queued when dropped, at exit.
+fn init_logs(args: &ServeArgs) -> Result<WorkerGuard, String> {
     let filter = EnvFilter::try_new(&args.log).map_err(|e| format!("--log {:?}: {e}", args.log))?;
+    let (writer, guard) = tracing_appender::non_blocking(std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(writer);
     match args.log_format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder
@@ -209,15 +216,18 @@ fn init_logs(args: &ServeArgs) -> Result<(), String> {
             .with_span_list(false)
             .init(),
     }
-    Ok(())
+    Ok(guard)
 }
 
 /// Runs `outfit serve` until SIGTERM/SIGINT.
 pub(crate) fn run(args: &ServeArgs) -> ExitCode {
-    if let Err(message) = init_logs(args) {
-        eprintln!("error: {message}");
-        return ExitCode::from(EXIT_BAD_INPUT);
-    }
+    let _log_writer = match init_logs(args) {
+        Ok(guard) => guard,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
