@@ -118,7 +118,7 @@ pub struct Admission<'p> {
     /// RFC 6902 operations that turn the input into the admitted object (empty when unchanged).
     changes: Changes<'p>,
     /// The policies that applied, in application order.
-    pub applied: Vec<AppliedPolicy>,
+    pub applied: Vec<AppliedPolicy<'p>>,
     /// Messages for the requesting user.
     pub warnings: Vec<String>,
     /// The mutated object, kept when the engine had to build it anyway.
@@ -156,7 +156,11 @@ impl Admission<'_> {
     pub fn into_owned(self) -> Admission<'static> {
         Admission {
             changes: self.changes.into_owned(),
-            applied: self.applied,
+            applied: self
+                .applied
+                .into_iter()
+                .map(|a| Cow::Owned(a.into_owned()))
+                .collect(),
             warnings: self.warnings,
             mutated: self.mutated,
         }
@@ -310,7 +314,7 @@ impl PolicySet {
                 admission.changes = Changes::Adds(plan.into_ops(pod));
                 admission
                     .applied
-                    .extend(matching.iter().map(|pd| pd.reference().clone()));
+                    .extend(matching.iter().map(|pd| Cow::Borrowed(pd.reference())));
                 Ok(())
             }
             Err(error) => Err(pod_default_denial(pod.name(), &matching, error)),
@@ -339,7 +343,11 @@ impl PolicySet {
     /// Gatekeeper mutators, after PodDefaults, on CREATE and UPDATE (as Gatekeeper's webhook).
     /// The Gatekeeper step, on the object as the PodDefaults left it. Its operations follow the
     /// PodDefaults' ones in `admission.patch`.
-    fn apply_gatekeeper(&self, request: &Request<'_>, admission: &mut Admission<'_>) -> Result<(), Denial> {
+    fn apply_gatekeeper<'p>(
+        &'p self,
+        request: &Request<'_>,
+        admission: &mut Admission<'p>,
+    ) -> Result<(), Denial> {
         let mutators = self.gatekeeper_mutators();
         if mutators.is_empty() {
             return Ok(());

@@ -101,8 +101,9 @@ impl fmt::Display for PolicyRef {
     }
 }
 
-/// A policy that changed an object.
-pub type AppliedPolicy = PolicyRef;
+/// A policy that changed an object: borrowed from the [`PolicySet`] that decided it, so that
+/// naming the policies costs no copy on the admission path.
+pub type AppliedPolicy<'p> = std::borrow::Cow<'p, PolicyRef>;
 
 /// The label the API server puts on every namespace, with the namespace's name as value.
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";

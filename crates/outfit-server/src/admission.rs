@@ -8,7 +8,7 @@
 //! round trip, which would drop unknown and null fields); `oldObject` and every other field outfit
 //! does not need is skipped without being built.
 
-use std::{borrow::Cow, collections::BTreeMap, fmt::Write as _, sync::LazyLock};
+use std::{borrow::Cow, fmt::Write as _, sync::LazyLock};
 
 use base64::Engine as _;
 use outfit_core::{
@@ -182,8 +182,32 @@ struct ResponseOut<'a> {
     status: Option<StatusOut<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     warnings: Vec<String>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    audit_annotations: BTreeMap<&'static str, &'a str>,
+    #[serde(skip_serializing_if = "AuditAnnotation::is_none")]
+    audit_annotations: AuditAnnotation<'a>,
+}
+
+/// `auditAnnotations`: outfit writes at most one, naming the policies; none when there are none.
+struct AuditAnnotation<'a>(Option<(&'static str, &'a str)>);
+
+impl<'a> AuditAnnotation<'a> {
+    fn new(key: &'static str, policies: &'a str) -> Self {
+        Self((!policies.is_empty()).then_some((key, policies)))
+    }
+
+    fn is_none(&self) -> bool {
+        self.0.is_none()
+    }
+}
+
+impl Serialize for AuditAnnotation<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(Some(usize::from(self.0.is_some())))?;
+        if let Some((key, value)) = self.0 {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
+    }
 }
 
 /// A `metav1.Status` for denials.
@@ -329,7 +353,7 @@ impl<'a> Answer<'a> {
                 if patch.is_some() {
                     self.outcome = RequestOutcome::Mutated;
                 }
-                self.policies = join(&admission.applied);
+                self.policies = join(admission.applied.iter().map(|a| &**a));
                 self.body = allow(uid, patch.as_deref(), admission.warnings, &self.policies);
             }
             Outcome::Denied(denial) => {
@@ -338,7 +362,7 @@ impl<'a> Answer<'a> {
                     DenialReason::UnreadableObject => (400, "BadRequest"),
                     DenialReason::Internal => (500, "InternalError"),
                 };
-                self.policies = join(&denial.policies);
+                self.policies = join(denial.policies.iter());
                 self.body = deny(uid, &denial.message, code, reason, &self.policies);
                 self.outcome = RequestOutcome::Denied;
                 self.message = Some(denial.message);
@@ -348,10 +372,7 @@ impl<'a> Answer<'a> {
 }
 
 fn allow(uid: &str, patch: Option<&[u8]>, warnings: Vec<String>, applied: &str) -> Vec<u8> {
-    let mut audit_annotations = BTreeMap::new();
-    if !applied.is_empty() {
-        audit_annotations.insert(AUDIT_APPLIED, applied);
-    }
+    let audit_annotations = AuditAnnotation::new(AUDIT_APPLIED, applied);
     let response = ResponseOut {
         uid,
         allowed: true,
@@ -391,10 +412,7 @@ fn base64_len(bytes: &[u8]) -> usize {
 }
 
 fn deny(uid: &str, message: &str, code: u16, reason: &'static str, policies: &str) -> Vec<u8> {
-    let mut audit_annotations = BTreeMap::new();
-    if !policies.is_empty() {
-        audit_annotations.insert(AUDIT_DENIED, policies);
-    }
+    let audit_annotations = AuditAnnotation::new(AUDIT_DENIED, policies);
     let response = ResponseOut {
         uid,
         allowed: false,
@@ -424,9 +442,9 @@ fn encode(response: ResponseOut<'_>, room: usize) -> Vec<u8> {
 }
 
 /// `PodDefault team-a/a, PodDefault team-a/b`.
-pub fn join(policies: &[PolicyRef]) -> String {
+pub fn join<'r>(policies: impl ExactSizeIterator<Item = &'r PolicyRef>) -> String {
     let mut joined = String::with_capacity(policies.len() * 40);
-    for (i, policy) in policies.iter().enumerate() {
+    for (i, policy) in policies.enumerate() {
         if i > 0 {
             joined.push_str(", ");
         }

@@ -160,8 +160,9 @@ pub(crate) fn logs(outcome: RequestOutcome) -> bool {
 }
 
 /// The whole body. The API server's body usually arrives as one frame with the headers: that
-/// frame is the body, with no buffer list to build (as `BodyExt::collect` does) or copy.
-async fn read_body<B>(body: B) -> Result<Bytes, B::Error>
+/// frame is the body, with no buffer list to build (as `BodyExt::collect` does) or copy. Public so
+/// that the load generator's ceiling server reads bodies exactly as cheaply.
+pub async fn read_body<B>(body: B) -> Result<Bytes, B::Error>
 where
     B: Body<Data = Bytes>,
 {

@@ -2,7 +2,7 @@
 //! every matching mutator in order (kind, then name), repeat until an iteration leaves the object
 //! as it found it, and fail after `mutators + 1` iterations.
 
-use std::{collections::HashMap, fmt};
+use std::{borrow::Cow, collections::HashMap, fmt};
 
 use serde_json::{Map, Value};
 
@@ -128,12 +128,12 @@ impl Mutators {
 
     /// Runs Gatekeeper's loop on `working` (or on `base`, copied into `working` only once some
     /// mutator will change it). Appends the mutators that changed the object to `applied`.
-    pub(crate) fn run<'n>(
-        &self,
+    pub(crate) fn run<'s, 'n>(
+        &'s self,
         base: &Value,
         working: &mut Option<Value>,
         input: &RunInput<'_, 'n>,
-        applied: &mut Vec<PolicyRef>,
+        applied: &mut Vec<Cow<'s, PolicyRef>>,
     ) -> Result<(), MutationError> {
         if self.items.is_empty() || !matches!(input.operation, Operation::Create | Operation::Update) {
             return Ok(());
@@ -179,8 +179,8 @@ impl Mutators {
         }
         for position in changed_by {
             let reference = &self.items[position as usize].reference;
-            if !applied.contains(reference) {
-                applied.push(reference.clone());
+            if !applied.iter().any(|a| **a == *reference) {
+                applied.push(Cow::Borrowed(reference));
             }
         }
         Ok(())
