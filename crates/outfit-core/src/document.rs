@@ -62,6 +62,14 @@ impl Document {
     pub fn api_version(&self) -> &str {
         self.value.get("apiVersion").and_then(Value::as_str).unwrap_or("")
     }
+
+    /// The object's `metadata.name`, or `""`.
+    pub fn name(&self) -> &str {
+        self.value
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
 }
 
 /// Parses a stream of YAML or JSON documents named `source` (used in messages).

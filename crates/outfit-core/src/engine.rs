@@ -140,11 +140,6 @@ impl Admission<'_> {
         self.changes.is_empty()
     }
 
-    /// How many operations the patch has.
-    pub fn patch_len(&self) -> usize {
-        self.changes.len()
-    }
-
     /// The RFC 6902 patch that turns the request object into the admitted one (empty when
     /// unchanged), as a `json_patch::Patch` (a copy: [`Admission::patch_json`] is cheaper when
     /// only the JSON is needed).
@@ -349,7 +344,8 @@ impl PolicySet {
         admission: &mut Admission<'p>,
     ) -> Result<(), Denial> {
         let mutators = self.gatekeeper_mutators();
-        if mutators.is_empty() {
+        // As Gatekeeper's webhook: CREATE and UPDATE only. Checked before the object is parsed.
+        if mutators.is_empty() || !matches!(request.operation, Operation::Create | Operation::Update) {
             return Ok(());
         }
         let parsed;

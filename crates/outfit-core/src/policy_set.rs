@@ -5,10 +5,10 @@
 
 use std::{collections::HashMap, fmt};
 
-/// The maps every admission looks up (PodDefaults by namespace, then by label key): foldhash
-/// instead of SipHash, whose per-lookup cost shows on the request path. Their keys come from
-/// policies, so hash flooding is not a concern.
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+/// The maps admissions look up (PodDefaults by namespace and label key, namespace labels,
+/// Gatekeeper mutators by kind): foldhash instead of SipHash, whose per-lookup cost shows on the
+/// request path. Their keys come from policies, so hash flooding is not a concern.
+pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 use serde_json::{Map, Value};
 
@@ -162,7 +162,7 @@ impl NamespaceDefaults {
 #[derive(Debug, Default)]
 pub struct PolicySet {
     pod_defaults: FastMap<String, NamespaceDefaults>,
-    namespaces: HashMap<String, Map<String, Value>>,
+    namespaces: FastMap<String, Map<String, Value>>,
     /// Policies by kind, indexed by [`PolicyKind::index`].
     counts: [usize; PolicyKind::ALL.len()],
     mutators: Mutators,
@@ -245,7 +245,7 @@ pub struct PolicySetBuilder {
     default_namespace: String,
     pod_defaults: Vec<PodDefault>,
     mutators: Vec<Mutator>,
-    namespaces: HashMap<String, Map<String, Value>>,
+    namespaces: FastMap<String, Map<String, Value>>,
     seen: HashMap<PolicyRef, Origin>,
     report: LoadReport,
 }
@@ -256,7 +256,7 @@ impl Default for PolicySetBuilder {
             default_namespace: "default".to_owned(),
             pod_defaults: Vec::new(),
             mutators: Vec::new(),
-            namespaces: HashMap::new(),
+            namespaces: FastMap::default(),
             seen: HashMap::new(),
             report: LoadReport::default(),
         }
@@ -305,7 +305,7 @@ impl PolicySetBuilder {
             }
             (_, poddefault::KIND) if api_version.starts_with("kubeflow.org/") => Err(PolicyError {
                 origin: document.origin.clone(),
-                policy: PolicyRef::new(PolicyKind::PodDefault, None, object_name(document)),
+                policy: PolicyRef::new(PolicyKind::PodDefault, None, document.name()),
                 field: FieldPath::new("apiVersion"),
                 problem: Problem::Unsupported(format!(
                     "{api_version}; PodDefault is served as {}",
@@ -320,7 +320,7 @@ impl PolicySetBuilder {
                 Ok(Added::Policy(reference))
             }
             ("v1", "Namespace") => {
-                let name = object_name(document).to_owned();
+                let name = document.name().to_owned();
                 let mut labels = document
                     .value
                     .pointer("/metadata/labels")
@@ -416,14 +416,6 @@ impl PolicySetBuilder {
             .collect();
         Mutators::new(enabled, loaded)
     }
-}
-
-fn object_name(document: &Document) -> &str {
-    document
-        .value
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -2,11 +2,29 @@
 //! `match` (kinds, scope, namespaces with globs, selectors, name, source), as Gatekeeper's
 //! `pkg/mutation/match`.
 
-use std::cell::OnceCell;
+use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
-use crate::{engine::Operation, policy_set::NAMESPACE_NAME_LABEL, selector::LabelSelector};
+use crate::{
+    engine::Operation,
+    policy_set::NAMESPACE_NAME_LABEL,
+    selector::{LabelSelector, Labels},
+};
+
+/// The labels of a namespace no `Namespace` object was loaded for: only the one the API server
+/// sets on every namespace, `kubernetes.io/metadata.name`, with its name.
+struct NamespaceName<'a>(&'a str);
+
+impl Labels for NamespaceName<'_> {
+    fn label(&self, key: &str) -> Option<Option<Cow<'_, str>>> {
+        (key == NAMESPACE_NAME_LABEL).then_some(Some(Cow::Borrowed(self.0)))
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(NAMESPACE_NAME_LABEL)
+    }
+}
 
 /// Kinds the API server serves cluster-scoped. Without discovery outfit cannot know the scope of
 /// any kind; these are the built-in ones, and objects of other kinds are namespaced when they (or
@@ -326,18 +344,10 @@ impl Match {
         let Some(namespace) = subject.namespace else {
             return true;
         };
-        let fallback = OnceCell::new();
-        let labels = namespace_labels(namespace).unwrap_or_else(|| {
-            fallback.get_or_init(|| {
-                let mut labels = Map::new();
-                labels.insert(
-                    NAMESPACE_NAME_LABEL.to_owned(),
-                    Value::String(namespace.to_owned()),
-                );
-                labels
-            })
-        });
-        selector.matches(Some(labels))
+        match namespace_labels(namespace) {
+            Some(labels) => selector.matches(Some(labels)),
+            None => selector.matches(Some(&NamespaceName(namespace))),
+        }
     }
 
     fn name_matches(&self, subject: &Subject<'_>) -> bool {

@@ -38,11 +38,7 @@ pub(crate) fn kind_of(kind: &str) -> Option<PolicyKind> {
 
 /// Validates and compiles one mutator document (its group is `mutations.gatekeeper.sh`).
 pub(crate) fn parse(document: &Document, warnings: &mut Vec<LoadWarning>) -> Result<Mutator, PolicyError> {
-    let name = document
-        .value
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    let name = document.name();
     let kind = kind_of(document.kind()).ok_or_else(|| PolicyError {
         origin: document.origin.clone(),
         policy: PolicyRef::new(PolicyKind::Assign, None, name),

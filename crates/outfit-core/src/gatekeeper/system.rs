@@ -2,12 +2,15 @@
 //! every matching mutator in order (kind, then name), repeat until an iteration leaves the object
 //! as it found it, and fail after `mutators + 1` iterations.
 
-use std::{borrow::Cow, collections::HashMap, fmt};
+use std::{borrow::Cow, fmt};
 
 use serde_json::{Map, Value};
 
 use super::{KINDS, Mutator, matching::Subject, setters::Meta};
-use crate::{engine::Operation, policy_set::PolicyRef};
+use crate::{
+    engine::Operation,
+    policy_set::{FastMap, PolicyRef},
+};
 
 /// Positions (in application order) of the mutators that can apply to one group and version of a
 /// kind.
@@ -21,7 +24,7 @@ struct KindIndex {
 #[derive(Debug, Default)]
 pub struct Mutators {
     items: Vec<Mutator>,
-    by_kind: HashMap<String, KindIndex>,
+    by_kind: FastMap<String, KindIndex>,
     /// AssignMetadata has no `applyTo`: it is a candidate for every object.
     unindexed: Vec<u32>,
     max_iterations: usize,

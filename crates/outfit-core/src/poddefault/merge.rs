@@ -192,10 +192,7 @@ pub(crate) fn plan<'p, 'v>(
         spec_list(&spec.image_pull_secrets, "imagePullSecrets")?,
         spec_list(&spec.init_containers, "initContainers")?,
     ];
-    let containers = spec
-        .containers
-        .items()
-        .map_err(|_| MergeError::Malformed("spec.containers is not a list".into()))?;
+    let containers = list_at(&spec.containers, || "spec.containers".into())?;
     let volumes = cx.keyed(volumes, pod_defaults, |pd| &pd.volumes, by_name, "name");
     let tolerations = cx.keyed(
         tolerations,

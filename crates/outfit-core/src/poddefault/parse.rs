@@ -172,10 +172,7 @@ pub(crate) fn parse(
     warnings: &mut Vec<LoadWarning>,
 ) -> Result<PodDefault, PolicyError> {
     let metadata = document.value.get("metadata").and_then(Value::as_object);
-    let name = metadata
-        .and_then(|m| m.get("name"))
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    let name = document.name();
     let namespace = metadata
         .and_then(|m| m.get("namespace"))
         .and_then(Value::as_str)
