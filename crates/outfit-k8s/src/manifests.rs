@@ -115,7 +115,7 @@ pub fn local_webhook(options: &InstallOptions, url: &str) -> Vec<Value> {
 fn crd_objects(selection: CrdSelection) -> Vec<Value> {
     let mut crds = Vec::new();
     if selection.poddefault {
-        crds.push(crds::all().remove(0));
+        crds.push(<crds::PodDefault as kube::CustomResourceExt>::crd());
     }
     if selection.gatekeeper {
         crds.extend(crds::gatekeeper());

@@ -69,28 +69,45 @@ pub async fn serve_tls<H: Handler>(
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) {
+    let stop = shutdown.clone();
+    accept_each(listener, &stop, &tracker, move |tcp, peer| {
+        let acceptor = acceptor.clone();
+        let handler = handler.clone();
+        let shutdown = shutdown.clone();
+        async move {
+            if let Err(reason) = serve_tls_connection(tcp, peer, acceptor, handler, timeouts, shutdown).await
+            {
+                tracing::debug!(%peer, reason, "connection closed");
+            }
+        }
+    })
+    .await;
+}
+
+/// Accepts connections on `listener` until `shutdown`, serving each with `serve` on a task in
+/// `tracker`. An accept error (EMFILE and the like) backs off briefly instead of spinning.
+pub(crate) async fn accept_each<F, Fut>(
+    listener: TcpListener,
+    shutdown: &CancellationToken,
+    tracker: &TaskTracker,
+    mut serve: F,
+) where
+    F: FnMut(TcpStream, SocketAddr) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     loop {
         let (tcp, peer) = tokio::select! {
             () = shutdown.cancelled() => return,
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
-                    // EMFILE and the like: back off briefly instead of spinning.
                     tracing::warn!(%error, "accept failed");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
             },
         };
-        let acceptor = acceptor.clone();
-        let handler = handler.clone();
-        let shutdown = shutdown.clone();
-        tracker.spawn(async move {
-            if let Err(reason) = serve_tls_connection(tcp, peer, acceptor, handler, timeouts, shutdown).await
-            {
-                tracing::debug!(%peer, reason, "connection closed");
-            }
-        });
+        tracker.spawn(serve(tcp, peer));
     }
 }
 

@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
-    accept::{Handler, Timeouts, serve_http},
+    accept::{Handler, Timeouts, accept_each, serve_http},
     metrics::Metrics,
 };
 
@@ -75,21 +75,13 @@ pub(crate) async fn serve(
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) {
-    loop {
-        let tcp = tokio::select! {
-            () = shutdown.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => tcp,
-                Err(error) => {
-                    tracing::warn!(%error, "admin accept failed");
-                    continue;
-                }
-            },
-        };
+    let stop = shutdown.clone();
+    accept_each(listener, &stop, &tracker, move |tcp, _| {
         let admin = admin.clone();
         let shutdown = shutdown.clone();
-        tracker.spawn(async move {
+        async move {
             let _ = serve_http(tcp, false, admin, timeouts, shutdown).await;
-        });
-    }
+        }
+    })
+    .await;
 }

@@ -168,12 +168,12 @@ impl PolicyStore {
         self.reloads.subscribe()
     }
 
-    /// Asks the poll loop to look at the files now (SIGHUP).
     /// Turns true once the policies serving include a complete first read of the cluster.
     pub fn synced(&self) -> watch::Receiver<bool> {
         self.synced.subscribe()
     }
 
+    /// Asks the poll loop to look at the files now (SIGHUP).
     pub fn reload_now(&self) {
         self.trigger.notify_one();
     }

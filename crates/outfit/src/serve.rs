@@ -280,7 +280,9 @@ fn spawn_signal_handlers(handle: outfit_server::Handle, shutdown: CancellationTo
                 }
             }
             if shutdown.is_cancelled() {
-                tracing::warn!("second signal: exiting without waiting for the drain");
+                // Straight to stderr: the background log writer would not get to write it
+                // before the process exits.
+                eprintln!("second signal: exiting without waiting for the drain");
                 std::process::exit(1);
             }
             tracing::info!("shutdown signal: draining");
