@@ -161,19 +161,19 @@ impl Mutator {
             name: subject.name(),
             namespace: subject.namespace,
         };
-        let setter = setters::for_action(&self.action, meta);
-        traverse::would_change(
-            self.location.nodes(),
-            &self.tester,
-            setter.as_ref(),
-            subject.object,
-        )
+        let setter = self.setter(meta);
+        traverse::would_change(self.location.nodes(), &self.tester, &setter, subject.object)
     }
 
-    /// Mutates `object`, whose name and namespace are `meta`; returns whether it changed.
-    pub(crate) fn mutate(&self, meta: Meta<'_>, object: &mut Value) -> Result<bool, WalkError> {
-        let setter = setters::for_action(&self.action, meta);
-        traverse::apply(self.location.nodes(), &self.tester, setter.as_ref(), object)
+    /// What this mutator writes into an object whose name and namespace are `meta`. It copies what
+    /// it needs of `meta`, so the object may be borrowed mutably afterwards.
+    fn setter(&self, meta: Meta<'_>) -> setters::ActionSetter<'_> {
+        setters::for_action(&self.action, meta)
+    }
+
+    /// Mutates `object` with a setter from [`Mutator::setter`]; returns whether it changed.
+    fn apply(&self, setter: &setters::ActionSetter<'_>, object: &mut Value) -> Result<bool, WalkError> {
+        traverse::apply(self.location.nodes(), &self.tester, setter, object)
     }
 }
 
@@ -231,8 +231,8 @@ pub(crate) mod test_support {
         };
         let setter = super::setters::for_action(&mutator.action, meta);
         let predicted =
-            super::traverse::would_change(mutator.location.nodes(), &mutator.tester, setter.as_ref(), object);
-        let changed = mutator.mutate(meta, &mut out)?;
+            super::traverse::would_change(mutator.location.nodes(), &mutator.tester, &setter, object);
+        let changed = mutator.apply(&mutator.setter(meta), &mut out)?;
         assert!(
             predicted || !changed,
             "probe said no change but {} changed the object",

@@ -13,15 +13,47 @@ pub(crate) struct Meta<'a> {
     pub(crate) namespace: Option<&'a str>,
 }
 
-/// The setter for one application of `action` to an object with metadata `meta`.
-pub(super) fn for_action<'a>(action: &'a Action, meta: Meta<'_>) -> Box<dyn Setter + 'a> {
+/// The setter for one application of `action` to an object with metadata `meta`. An enum rather
+/// than a boxed trait object: it is built for every candidate mutator on every request.
+pub(super) fn for_action<'a>(action: &'a Action, meta: Meta<'_>) -> ActionSetter<'a> {
     match action {
-        Action::Assign(value) | Action::Metadata(value) => Box::new(Assign(resolve(value, meta))),
-        Action::ModifySet { prune, values } => Box::new(ModifySet {
+        Action::Assign(value) | Action::Metadata(value) => ActionSetter::Assign(Assign(resolve(value, meta))),
+        Action::ModifySet { prune, values } => ActionSetter::ModifySet(ModifySet {
             prune: *prune,
             values,
         }),
-        Action::Image(params) => Box::new(Image(params)),
+        Action::Image(params) => ActionSetter::Image(Image(params)),
+    }
+}
+
+/// One of the setters below.
+pub(super) enum ActionSetter<'a> {
+    Assign(Assign<'a>),
+    ModifySet(ModifySet<'a>),
+    Image(Image<'a>),
+}
+
+impl ActionSetter<'_> {
+    fn get(&self) -> &dyn Setter {
+        match self {
+            ActionSetter::Assign(setter) => setter,
+            ActionSetter::ModifySet(setter) => setter,
+            ActionSetter::Image(setter) => setter,
+        }
+    }
+}
+
+impl Setter for ActionSetter<'_> {
+    fn value_for(&self, current: Option<&Value>) -> Result<Option<Value>, String> {
+        self.get().value_for(current)
+    }
+
+    fn would_change(&self, current: Option<&Value>) -> bool {
+        self.get().would_change(current)
+    }
+
+    fn element(&self) -> Result<&Value, String> {
+        self.get().element()
     }
 }
 
@@ -36,7 +68,7 @@ fn resolve<'a>(value: &'a AssignValue, meta: Meta<'_>) -> Cow<'a, Value> {
 }
 
 /// Assign and AssignMetadata: the value replaces whatever is there.
-struct Assign<'a>(Cow<'a, Value>);
+pub(super) struct Assign<'a>(Cow<'a, Value>);
 
 impl Setter for Assign<'_> {
     fn value_for(&self, current: Option<&Value>) -> Result<Option<Value>, String> {
@@ -74,7 +106,7 @@ pub(crate) fn same(a: &Value, b: &Value) -> bool {
     }
 }
 
-struct ModifySet<'a> {
+pub(super) struct ModifySet<'a> {
     prune: bool,
     values: &'a [Value],
 }
@@ -122,7 +154,7 @@ impl Setter for ModifySet<'_> {
     }
 }
 
-struct Image<'a>(&'a ImageParams);
+pub(super) struct Image<'a>(&'a ImageParams);
 
 impl Image<'_> {
     fn current(current: Option<&Value>) -> Result<&str, String> {

@@ -215,16 +215,16 @@ impl Mutators {
                 return Ok(None);
             };
             let mutator = &self.items[position as usize];
-            let (name, namespace) = (subject.name().to_owned(), subject.namespace.map(str::to_owned));
+            // Built while the object is still borrowed: it copies the name and namespace it needs.
+            let setter = mutator.setter(Meta {
+                name: subject.name(),
+                namespace: subject.namespace,
+            });
             if needs_snapshot && snapshot.is_none() {
                 *snapshot = Some(current.clone());
             }
             let object = working.get_or_insert_with(|| base.clone());
-            let meta = Meta {
-                name: &name,
-                namespace: namespace.as_deref(),
-            };
-            match mutator.mutate(meta, object) {
+            match mutator.apply(&setter, object) {
                 Ok(true) => return Ok(Some(position)),
                 Ok(false) => {}
                 Err(error) => {
