@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::StatusCode;
-use outfit_server::{Limits, TlsSource};
+use outfit_server::Limits;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::{
-    Client, TempDir, client_config, fixture, fixture_webhook, fixtures, post, start, test_config,
-    tls_connect, webhook_for, within,
+    Client, TempDir, fixture, fixture_webhook, fixtures, post, read_once, start_self_signed, tls_connect,
+    webhook_for, within,
 };
 
 fn review_with(mutate: impl FnOnce(&mut Value)) -> Vec<u8> {
@@ -173,35 +173,18 @@ async fn an_object_too_deep_to_read_is_denied_with_its_uid_and_a_reason() {
 #[tokio::test]
 async fn silent_connections_are_cut_off_and_the_server_keeps_serving() {
     let certs = TempDir::new("silent");
-    let server = start(test_config(
-        &fixtures().join("policies"),
-        TlsSource::SelfSigned {
-            dir: certs.path().to_path_buf(),
-            dns_names: Vec::new(),
-        },
-    ))
-    .await;
-    let config = client_config(&certs.path().join("ca.crt"));
+    let (server, config) = start_self_signed(&certs, |_| {}).await;
 
     // No TLS handshake at all: closed after the handshake timeout.
     let mut tcp = tokio::net::TcpStream::connect(server.addr)
         .await
         .expect("connect");
-    let mut buf = [0u8; 64];
-    let read = within(
-        "the server to close a connection without handshake",
-        tcp.read(&mut buf),
-    )
-    .await;
+    let read = read_once("the server to close a connection without handshake", &mut tcp).await;
     assert!(matches!(read, Ok(0) | Err(_)), "closed, got {read:?}");
 
     // A handshake, then no request headers: closed after the header timeout.
     let mut tls = tls_connect(server.addr, &config).await.expect("handshake");
-    let read = within(
-        "the server to close a connection that sends no headers",
-        tls.read(&mut buf),
-    )
-    .await;
+    let read = read_once("the server to close a connection that sends no headers", &mut tls).await;
     assert!(matches!(read, Ok(0) | Err(_)), "closed, got {read:?}");
 
     // Half the headers, then silence: closed too.
@@ -249,10 +232,7 @@ async fn silent_connections_are_cut_off_and_the_server_keeps_serving() {
         .await
         .expect("still served");
     assert_eq!(status, StatusCode::OK);
-    server.shutdown.cancel();
-    within("the server to stop", server.task)
-        .await
-        .expect("server task");
+    server.stop().await;
 }
 
 #[tokio::test]
@@ -262,16 +242,7 @@ async fn a_body_that_stops_half_way_gets_408() {
         ..Limits::default()
     };
     let certs = TempDir::new("slow-body");
-    let mut config = test_config(
-        &fixtures().join("policies"),
-        TlsSource::SelfSigned {
-            dir: certs.path().to_path_buf(),
-            dns_names: Vec::new(),
-        },
-    );
-    config.limits = limits;
-    let server = start(config).await;
-    let client = client_config(&certs.path().join("ca.crt"));
+    let (server, client) = start_self_signed(&certs, |config| config.limits = limits).await;
     let mut tls = tls_connect(server.addr, &client).await.expect("handshake");
     tls.write_all(b"POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-length: 1000\r\n\r\n{\"apiVersion\"")
         .await
@@ -281,8 +252,5 @@ async fn a_body_that_stops_half_way_gets_408() {
         .await
         .expect("response");
     assert_eq!(&head, b"HTTP/1.1 408");
-    server.shutdown.cancel();
-    within("the server to stop", server.task)
-        .await
-        .expect("server task");
+    server.stop().await;
 }

@@ -3,35 +3,23 @@
 //! still answered.
 
 use hyper::StatusCode;
-use outfit_server::TlsSource;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::{
-    Client, TempDir, admin_get, client_config, fixture, fixtures, start, test_config, tls_connect, within,
+    Client, TempDir, admin_get, fixture, read_once, start_self_signed, tls_connect, within,
 };
 
 #[tokio::test]
 async fn admin_endpoints_report_liveness_readiness_and_metrics() {
     let certs = TempDir::new("admin");
-    let server = start(test_config(
-        &fixtures().join("policies"),
-        TlsSource::SelfSigned {
-            dir: certs.path().to_path_buf(),
-            dns_names: Vec::new(),
-        },
-    ))
-    .await;
-    within("readiness", server.handle.readiness().wait_for(|ready| *ready))
-        .await
-        .expect("running");
+    let (server, trust) = start_self_signed(&certs, |_| {}).await;
+    server.ready().await;
     assert_eq!(admin_get(server.admin, "/livez").await.0, StatusCode::OK);
     assert_eq!(admin_get(server.admin, "/readyz").await.0, StatusCode::OK);
     assert_eq!(admin_get(server.admin, "/nope").await.0, StatusCode::NOT_FOUND);
 
-    let mut client = Client::connect(server.addr, &client_config(&certs.path().join("ca.crt")))
-        .await
-        .expect("connect");
+    let mut client = Client::connect(server.addr, &trust).await.expect("connect");
     for name in [
         "pod-create-notebook",
         "pod-create-no-match",
@@ -53,28 +41,14 @@ async fn admin_endpoints_report_liveness_readiness_and_metrics() {
     ] {
         assert!(metrics.contains(line), "{line} in:\n{metrics}");
     }
-    server.shutdown.cancel();
-    within("the server to stop", server.task)
-        .await
-        .expect("server task");
+    server.stop().await;
 }
 
 #[tokio::test]
 async fn shutdown_drains_the_request_in_flight_and_refuses_new_connections() {
     let certs = TempDir::new("shutdown");
-    let server = start(test_config(
-        &fixtures().join("policies"),
-        TlsSource::SelfSigned {
-            dir: certs.path().to_path_buf(),
-            dns_names: Vec::new(),
-        },
-    ))
-    .await;
-    let trust = client_config(&certs.path().join("ca.crt"));
-    let mut readiness = server.handle.readiness();
-    within("readiness", readiness.wait_for(|ready| *ready))
-        .await
-        .expect("running");
+    let (server, trust) = start_self_signed(&certs, |_| {}).await;
+    let mut readiness = server.ready().await;
 
     // An idle keep-alive connection, and one with a request half sent.
     let mut idle = tls_connect(server.addr, &trust).await.expect("idle connection");
@@ -114,8 +88,7 @@ async fn shutdown_drains_the_request_in_flight_and_refuses_new_connections() {
     assert_eq!(admin_get(server.admin, "/livez").await.0, StatusCode::OK);
 
     // The idle connection is closed.
-    let mut buf = [0u8; 16];
-    let read = within("the idle connection to close", idle.read(&mut buf)).await;
+    let read = read_once("the idle connection to close", &mut idle).await;
     assert!(matches!(read, Ok(0) | Err(_)), "closed, got {read:?}");
     // New connections are refused: the listener is gone.
     assert!(
@@ -135,7 +108,5 @@ async fn shutdown_drains_the_request_in_flight_and_refuses_new_connections() {
     assert_eq!(json["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
     assert_eq!(json["response"]["patchType"], "JSONPatch");
 
-    within("the server to stop", server.task)
-        .await
-        .expect("server task");
+    server.join().await;
 }

@@ -20,7 +20,12 @@ use outfit_server::{Config, Handle, Limits, Metrics, PolicyStore, Server, Timeou
 use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::{CertificateDer, ServerName, pem::PemObject};
 use serde_json::Value;
-use tokio::{net::TcpStream, sync::watch, task::JoinHandle};
+use tokio::{
+    io::{AsyncRead, AsyncReadExt},
+    net::TcpStream,
+    sync::watch,
+    task::JoinHandle,
+};
 use tokio_rustls::{TlsConnector, client::TlsStream};
 use tokio_util::sync::CancellationToken;
 
@@ -61,6 +66,13 @@ pub(crate) async fn wait_reloads(
     within(what, reloads.wait_for(done))
         .await
         .expect("the server is running");
+}
+
+/// One read from `stream`, failing the test if it takes longer than [`EVENT_TIMEOUT`]; a closed
+/// connection reads `Ok(0)` or an error.
+pub(crate) async fn read_once(what: &str, stream: &mut (impl AsyncRead + Unpin)) -> std::io::Result<usize> {
+    let mut buf = [0u8; 64];
+    within(what, stream.read(&mut buf)).await
 }
 
 /// A directory removed when dropped.
@@ -136,6 +148,30 @@ pub(crate) fn test_config(policies: &Path, tls: TlsSource) -> Config {
     config
 }
 
+impl Running {
+    /// Waits until the server reports ready; returns the readiness receiver.
+    pub(crate) async fn ready(&self) -> watch::Receiver<bool> {
+        let mut readiness = self.handle.readiness();
+        within("readiness", readiness.wait_for(|ready| *ready))
+            .await
+            .expect("running");
+        readiness
+    }
+
+    /// Waits for the server task to finish (after [`Running::shutdown`] is cancelled).
+    pub(crate) async fn join(self) {
+        within("the server to stop", self.task)
+            .await
+            .expect("server task");
+    }
+
+    /// Cancels the server and waits for it to stop.
+    pub(crate) async fn stop(self) {
+        self.shutdown.cancel();
+        self.join().await;
+    }
+}
+
 pub(crate) async fn start(config: Config) -> Running {
     let server = Server::bind(config).await.expect("server binds");
     let addr = server.local_addr();
@@ -150,6 +186,24 @@ pub(crate) async fn start(config: Config) -> Running {
         shutdown,
         task,
     }
+}
+
+/// A server with the fixture policies and a self-signed certificate in `certs` (after `tweak` edits
+/// the [`test_config`]), and a client configuration trusting its CA.
+pub(crate) async fn start_self_signed(
+    certs: &TempDir,
+    tweak: impl FnOnce(&mut Config),
+) -> (Running, Arc<ClientConfig>) {
+    let mut config = test_config(
+        &fixtures().join("policies"),
+        TlsSource::SelfSigned {
+            dir: certs.path().to_path_buf(),
+            dns_names: Vec::new(),
+        },
+    );
+    tweak(&mut config);
+    let server = start(config).await;
+    (server, client_config(&certs.path().join("ca.crt")))
 }
 
 /// A TLS client configuration trusting only the CA in `ca_pem_file`.

@@ -18,7 +18,8 @@ use rustls_pki_types::{CertificateDer, pem::PemObject};
 use tokio::sync::watch;
 
 use crate::support::{
-    Client, TempDir, client_config, fixture, fixtures, start, test_config, wait_reloads, within,
+    Client, TempDir, client_config, fixture, fixtures, start, start_self_signed, test_config, wait_reloads,
+    within,
 };
 
 #[tokio::test]
@@ -188,37 +189,22 @@ async fn a_rotated_certificate_is_served_without_a_failed_request() {
         metrics.contains("outfit_tls_reloads_total{result=\"error\"} 2"),
         "{metrics}"
     );
-    server.shutdown.cancel();
-    within("the server to stop", server.task)
-        .await
-        .expect("server task");
+    server.stop().await;
 }
 
 #[tokio::test]
 async fn a_client_not_trusting_the_ca_is_refused() {
     let served = TempDir::new("trust-served");
     let other = TempDir::new("trust-other");
-    let server = start(test_config(
-        &fixtures().join("policies"),
-        TlsSource::SelfSigned {
-            dir: served.path().to_path_buf(),
-            dns_names: Vec::new(),
-        },
-    ))
-    .await;
+    let (server, trust) = start_self_signed(&served, |_| {}).await;
     let other_ca = SelfSigned::ensure(other.path(), &[]).expect("another CA");
     let refused = Client::connect(server.addr, &client_config(&other_ca.ca_cert)).await;
     assert!(refused.is_err(), "a certificate from another CA must not verify");
-    let mut trusted = Client::connect(server.addr, &client_config(&served.path().join("ca.crt")))
-        .await
-        .expect("trusted");
+    let mut trusted = Client::connect(server.addr, &trust).await.expect("trusted");
     let (status, _) = trusted
         .review(Bytes::from(fixture("pod-delete")))
         .await
         .expect("served");
     assert_eq!(status, StatusCode::OK);
-    server.shutdown.cancel();
-    within("the server to stop", server.task)
-        .await
-        .expect("server task");
+    server.stop().await;
 }
