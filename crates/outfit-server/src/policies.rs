@@ -5,19 +5,24 @@
 //! every file under the paths is read and hashed (content, not mtime, so Kubernetes ConfigMap and
 //! Secret volumes that swap a `..data` symlink are seen like any edit), and a changed snapshot is
 //! compiled on a blocking thread. A snapshot with an invalid policy is reported and the last good
-//! set keeps serving.
+//! set keeps serving. The files' parsed documents are kept with their fingerprint, so a change in
+//! the cluster (when reading from it) is compiled with them and the cluster's new snapshot without
+//! reading or parsing the files again; only a file poll reads the disk.
 
 use std::{
     collections::hash_map::DefaultHasher,
     hash::{Hash, Hasher},
     path::PathBuf,
-    sync::{Arc, Mutex, PoisonError},
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
     time::Duration,
 };
 
 use arc_swap::ArcSwap;
-use outfit_core::{DocumentError, PolicyError, PolicyKind, PolicySet, document, source};
-use tokio::sync::{Notify, watch};
+use outfit_core::{Document, DocumentError, PolicyError, PolicyKind, PolicySet, document, source};
+use tokio::{
+    sync::{Notify, watch},
+    time::Instant,
+};
 use tokio_util::sync::CancellationToken;
 
 use outfit_k8s::cluster::Snapshot as ClusterSnapshot;
@@ -78,20 +83,65 @@ fn snapshot(paths: &[PathBuf]) -> Result<Snapshot, DocumentError> {
     })
 }
 
+/// The policy files' documents, parsed, at one moment.
+#[derive(Debug)]
+struct ParsedFiles {
+    /// The fingerprint of the [`Snapshot`] they were parsed from.
+    fingerprint: u64,
+    documents: Vec<Document>,
+}
+
+/// Parses every file of the snapshot, in order; the first file that does not parse fails it.
+fn parse(snapshot: &Snapshot) -> Result<ParsedFiles, DocumentError> {
+    let mut documents = Vec::new();
+    for (file, text) in &snapshot.files {
+        documents.extend(document::parse_stream(text, &file.display().to_string())?);
+    }
+    Ok(ParsedFiles {
+        fingerprint: snapshot.fingerprint,
+        documents,
+    })
+}
+
+/// The files a reload compiles: parsed already (kept from an earlier reload), or just read.
+enum Files {
+    Parsed(Arc<ParsedFiles>),
+    Read(Snapshot),
+}
+
+impl Files {
+    fn fingerprint(&self) -> u64 {
+        match self {
+            Self::Parsed(parsed) => parsed.fingerprint,
+            Self::Read(snapshot) => snapshot.fingerprint,
+        }
+    }
+}
+
+/// What a reload is compared on: the files' fingerprint and, when reading from the cluster, the
+/// cluster's revision.
+fn content_fingerprint(files: u64, cluster: Option<&ClusterSnapshot>) -> u64 {
+    match cluster {
+        Some(cluster) => {
+            let mut hasher = DefaultHasher::new();
+            (files, cluster.revision).hash(&mut hasher);
+            hasher.finish()
+        }
+        None => files,
+    }
+}
+
 /// Compiles the files' policies and, when reading from the cluster, the cluster's. An invalid
 /// policy in the files rejects the whole change (the last good set keeps serving); an invalid
 /// object in the cluster is reported and left out, and the others keep working: nothing but the
 /// object's author can fix it, and one bad object must not stop every change after it.
 fn compile(
-    snapshot: &Snapshot,
+    files: &[Document],
     cluster: Option<&ClusterSnapshot>,
     default_namespace: &str,
 ) -> Result<PolicySet, LoadError> {
     let mut builder = PolicySet::builder().default_namespace(default_namespace);
-    for (file, text) in &snapshot.files {
-        let documents = document::parse_stream(text, &file.display().to_string())?;
-        builder.add_all(&documents);
-    }
+    builder.add_all(files);
     let file_errors = builder.report().errors.len();
     if let Some(cluster) = cluster {
         builder.add_all(&cluster.documents);
@@ -121,6 +171,9 @@ pub struct PolicyStore {
     default_namespace: String,
     /// The fingerprint of the last snapshot tried, good or bad, so a bad one is reported once.
     last_fingerprint: Mutex<u64>,
+    /// The files' documents as last parsed, so a cluster change does not read them again; `None`
+    /// when the last read or parse of the files failed, and the next reload must read them.
+    parsed: Mutex<Option<Arc<ParsedFiles>>>,
     metrics: Arc<Metrics>,
     reloads: watch::Sender<ReloadCounts>,
     trigger: Notify,
@@ -139,9 +192,9 @@ impl PolicyStore {
         metrics: Arc<Metrics>,
         cluster: Option<watch::Receiver<Arc<ClusterSnapshot>>>,
     ) -> Result<Self, LoadError> {
-        let snapshot = snapshot(&paths)?;
+        let parsed = Arc::new(parse(&snapshot(&paths)?)?);
         let cluster_now = cluster.as_ref().map(|c| c.borrow().clone());
-        let set = compile(&snapshot, cluster_now.as_deref(), default_namespace)?;
+        let set = compile(&parsed.documents, cluster_now.as_deref(), default_namespace)?;
         let synced = cluster_now.as_ref().is_none_or(|c| c.synced);
         log_loaded(&set);
         metrics.set_policies(&set);
@@ -149,7 +202,9 @@ impl PolicyStore {
             current: Arc::new(ArcSwap::from_pointee(set)),
             paths,
             default_namespace: default_namespace.to_owned(),
-            last_fingerprint: Mutex::new(snapshot.fingerprint),
+            // Of the files alone, even with a cluster, so the first reload with one compiles again.
+            last_fingerprint: Mutex::new(parsed.fingerprint),
+            parsed: Mutex::new(Some(parsed)),
             metrics,
             reloads: watch::Sender::new(ReloadCounts::default()),
             trigger: Notify::new(),
@@ -178,18 +233,14 @@ impl PolicyStore {
         self.trigger.notify_one();
     }
 
-    /// Reads the files and, if they changed, compiles and swaps in the new set. Blocking.
-    fn poll_once(&self) {
+    /// Compiles and swaps in the new set if the files or the cluster changed. Blocking.
+    ///
+    /// With `read_files` the files are read and fingerprinted; without (a cluster change), the
+    /// files' documents as last parsed are used, and the files are read only when there are none.
+    fn poll_once(&self, read_files: bool) {
         let cluster = self.cluster.as_ref().map(|c| c.borrow().clone());
-        let snapshot = match snapshot(&self.paths) {
-            Ok(mut snapshot) => {
-                if let Some(cluster) = &cluster {
-                    let mut hasher = DefaultHasher::new();
-                    (snapshot.fingerprint, cluster.revision).hash(&mut hasher);
-                    snapshot.fingerprint = hasher.finish();
-                }
-                snapshot
-            }
+        let files = match self.files(read_files) {
+            Ok(files) => files,
             Err(error) => {
                 // Not remembered: a volume caught mid-update reads fine on the next poll.
                 tracing::error!(%error, "cannot read the policies; the last good set keeps serving");
@@ -198,17 +249,14 @@ impl PolicyStore {
                 return;
             }
         };
-        {
-            let mut last = self
-                .last_fingerprint
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if *last == snapshot.fingerprint {
-                return;
-            }
-            *last = snapshot.fingerprint;
+        if !self.remember(content_fingerprint(files.fingerprint(), cluster.as_deref())) {
+            return;
         }
-        match compile(&snapshot, cluster.as_deref(), &self.default_namespace) {
+        let compiled = self
+            .parsed(files)
+            .map_err(LoadError::from)
+            .and_then(|parsed| compile(&parsed.documents, cluster.as_deref(), &self.default_namespace));
+        match compiled {
             Ok(set) => {
                 log_loaded(&set);
                 self.metrics.set_policies(&set);
@@ -227,12 +275,57 @@ impl PolicyStore {
         }
     }
 
+    /// The files to compile: the documents as last parsed when `read_files` is false and there are
+    /// some, else the files as read now (still the parsed documents if their content is the same).
+    fn files(&self, read_files: bool) -> Result<Files, DocumentError> {
+        let parsed = self.parsed_files().clone();
+        if let Some(parsed) = parsed.as_ref().filter(|_| !read_files) {
+            return Ok(Files::Parsed(parsed.clone()));
+        }
+        let snapshot = snapshot(&self.paths).inspect_err(|_| *self.parsed_files() = None)?;
+        Ok(match parsed {
+            Some(parsed) if parsed.fingerprint == snapshot.fingerprint => Files::Parsed(parsed),
+            _ => Files::Read(snapshot),
+        })
+    }
+
+    /// The documents of `files`, parsing them (and keeping the result) if they were just read.
+    fn parsed(&self, files: Files) -> Result<Arc<ParsedFiles>, DocumentError> {
+        match files {
+            Files::Parsed(parsed) => Ok(parsed),
+            Files::Read(snapshot) => {
+                let parsed = parse(&snapshot).map(Arc::new);
+                *self.parsed_files() = parsed.as_ref().ok().cloned();
+                parsed
+            }
+        }
+    }
+
+    fn parsed_files(&self) -> MutexGuard<'_, Option<Arc<ParsedFiles>>> {
+        self.parsed.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records `fingerprint` as the last content tried; false if it already was.
+    fn remember(&self, fingerprint: u64) -> bool {
+        let mut last = self
+            .last_fingerprint
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if *last == fingerprint {
+            return false;
+        }
+        *last = fingerprint;
+        true
+    }
+
     /// Polls the files every `interval` (or at once on [`reload_now`](Self::reload_now)) until
     /// `shutdown`.
     pub async fn watch(self: Arc<Self>, interval: Duration, shutdown: CancellationToken) {
         let mut cluster = self.cluster.clone();
+        let mut next_poll = Instant::now() + interval;
         loop {
-            // A cluster change is compiled at once; files are polled.
+            // A cluster change is compiled at once, with the files as last read; files are polled,
+            // on their own schedule, which cluster changes do not push back.
             let cluster_changed = async {
                 match cluster.as_mut() {
                     Some(cluster) => {
@@ -243,16 +336,19 @@ impl PolicyStore {
                     None => std::future::pending::<()>().await,
                 }
             };
-            tokio::select! {
+            let read_files = tokio::select! {
                 () = shutdown.cancelled() => return,
-                () = tokio::time::sleep(interval) => {}
-                () = self.trigger.notified() => {}
-                () = cluster_changed => {}
-            }
+                () = tokio::time::sleep_until(next_poll) => true,
+                () = self.trigger.notified() => true,
+                () = cluster_changed => false,
+            };
             let store = self.clone();
             // Reading and compiling stay off the runtime's worker threads, away from requests.
-            if let Err(error) = tokio::task::spawn_blocking(move || store.poll_once()).await {
+            if let Err(error) = tokio::task::spawn_blocking(move || store.poll_once(read_files)).await {
                 tracing::error!(%error, "the policy reload task failed");
+            }
+            if read_files {
+                next_poll = Instant::now() + interval;
             }
         }
     }
@@ -264,4 +360,88 @@ fn log_loaded(set: &PolicySet) {
         .map(|kind| format!("{kind}={}", set.count(*kind)))
         .collect();
     tracing::info!(policies = set.len(), by_kind = %by_kind.join(","), "policies loaded");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POLICY: &str = "
+apiVersion: kubeflow.org/v1alpha1
+kind: PodDefault
+metadata:
+  name: plain-env
+  namespace: team-a
+spec:
+  desc: Tag plain pods
+  selector:
+    matchLabels:
+      app: plain
+  env:
+  - name: PLAIN
+    value: \"yes\"
+";
+
+    fn cluster(revision: u64) -> Arc<ClusterSnapshot> {
+        Arc::new(ClusterSnapshot {
+            documents: Vec::new(),
+            synced: true,
+            revision,
+        })
+    }
+
+    #[test]
+    fn a_cluster_change_compiles_the_files_as_last_read_without_reading_them() {
+        let dir = std::env::temp_dir().join(format!("outfit-policies-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create dir");
+        std::fs::write(dir.join("policy.yaml"), POLICY).expect("write");
+        let (cluster_tx, cluster_rx) = watch::channel(cluster(1));
+        let store =
+            PolicyStore::load(vec![dir.clone()], "default", Metrics::new(), Some(cluster_rx)).expect("load");
+        std::fs::remove_dir_all(&dir).expect("remove dir");
+
+        cluster_tx.send_replace(cluster(2));
+        store.poll_once(false);
+        assert_eq!(
+            *store.reloads.borrow(),
+            ReloadCounts {
+                succeeded: 1,
+                failed: 0
+            }
+        );
+        assert_eq!(store.current.load().len(), 1);
+
+        // A file poll reads the disk, and fails; the next cluster change reads it again too.
+        store.poll_once(true);
+        cluster_tx.send_replace(cluster(3));
+        store.poll_once(false);
+        assert_eq!(
+            *store.reloads.borrow(),
+            ReloadCounts {
+                succeeded: 1,
+                failed: 2
+            }
+        );
+
+        std::fs::create_dir_all(&dir).expect("create dir");
+        std::fs::write(dir.join("policy.yaml"), POLICY).expect("write");
+        store.poll_once(false);
+        assert_eq!(
+            *store.reloads.borrow(),
+            ReloadCounts {
+                succeeded: 2,
+                failed: 2
+            }
+        );
+        store.poll_once(true);
+        store.poll_once(false);
+        assert_eq!(
+            *store.reloads.borrow(),
+            ReloadCounts {
+                succeeded: 2,
+                failed: 2
+            }
+        );
+        std::fs::remove_dir_all(&dir).expect("remove dir");
+    }
 }
