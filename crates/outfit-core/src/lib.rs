@@ -17,6 +17,7 @@ pub mod fieldpath;
 pub mod gatekeeper;
 mod patch;
 pub mod poddefault;
+mod policy_context;
 pub mod policy_set;
 pub mod selector;
 pub mod semantic;

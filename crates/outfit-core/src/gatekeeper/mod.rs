@@ -27,10 +27,7 @@ use self::{
     setters::Meta,
     traverse::{Tester, WalkError},
 };
-use crate::{
-    document::Origin,
-    policy_set::{PolicyKind, PolicyRef},
-};
+use crate::{document::Origin, policy_set::PolicyRef};
 
 /// The API group of every Gatekeeper mutator.
 pub const GROUP: &str = "mutations.gatekeeper.sh";
@@ -40,14 +37,6 @@ pub const VERSIONS: &[&str] = &["v1", "v1beta1", "v1alpha1"];
 
 /// Versions served for AssignImage.
 pub const IMAGE_VERSIONS: &[&str] = &["v1alpha1"];
-
-/// The Gatekeeper kinds in Gatekeeper's application order (byte-wise order of the kind).
-pub const KINDS: &[PolicyKind] = &[
-    PolicyKind::Assign,
-    PolicyKind::AssignImage,
-    PolicyKind::AssignMetadata,
-    PolicyKind::ModifySet,
-];
 
 /// Where `parameters.assign.fromMetadata` reads from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

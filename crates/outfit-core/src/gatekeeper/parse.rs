@@ -4,11 +4,9 @@
 
 mod fields;
 
-use std::cell::RefCell;
-
 use serde_json::{Map, Value};
 
-use self::fields::{Context, apply_to, match_block, path_tests};
+use self::fields::{apply_to, match_block, path_tests};
 use super::{
     Action, AssignValue, MetadataField, Mutator,
     image::ImageParams,
@@ -19,6 +17,7 @@ use crate::{
     document::Document,
     error::{LoadWarning, PolicyError, Problem},
     fieldpath::FieldPath,
+    policy_context::PolicyContext,
     policy_set::{PolicyKind, PolicyRef},
 };
 
@@ -48,17 +47,17 @@ pub(crate) fn parse(document: &Document, warnings: &mut Vec<LoadWarning>) -> Res
             document.kind()
         )),
     })?;
-    let cx = Context {
+    let cx = PolicyContext::new(
         document,
-        reference: PolicyRef::new(kind, None, name),
-        warnings: RefCell::new(Vec::new()),
-    };
+        PolicyRef::new(kind, None, name),
+        format!("not a field of {kind}; Gatekeeper's API server would drop it, outfit ignores it"),
+    );
     let result = validate(&cx, kind, name);
     warnings.extend(cx.warnings.take());
     result
 }
 
-fn validate(cx: &Context<'_>, kind: PolicyKind, name: &str) -> Result<Mutator, PolicyError> {
+fn validate(cx: &PolicyContext<'_>, kind: PolicyKind, name: &str) -> Result<Mutator, PolicyError> {
     let document = cx.document;
     cx.check_version(kind)?;
     if name.is_empty() {
@@ -77,7 +76,7 @@ fn validate(cx: &Context<'_>, kind: PolicyKind, name: &str) -> Result<Mutator, P
     let spec = match document.value.get("spec") {
         Some(Value::Object(spec)) => spec,
         None | Some(Value::Null) => return Err(cx.error(FieldPath::new("spec"), Problem::Missing)),
-        Some(_) => return Err(cx.wrong_type("spec", "an object")),
+        Some(_) => return Err(cx.wrong_type(FieldPath::new("spec"), "an object")),
     };
     let mut spec_fields = vec!["match", "location", "parameters"];
     if kind != PolicyKind::AssignMetadata {
@@ -87,7 +86,11 @@ fn validate(cx: &Context<'_>, kind: PolicyKind, name: &str) -> Result<Mutator, P
     compile(cx, kind, spec)
 }
 
-fn compile(cx: &Context<'_>, kind: PolicyKind, spec: &Map<String, Value>) -> Result<Mutator, PolicyError> {
+fn compile(
+    cx: &PolicyContext<'_>,
+    kind: PolicyKind,
+    spec: &Map<String, Value>,
+) -> Result<Mutator, PolicyError> {
     let apply_to = if kind == PolicyKind::AssignMetadata {
         Vec::new()
     } else {
@@ -98,20 +101,26 @@ fn compile(cx: &Context<'_>, kind: PolicyKind, spec: &Map<String, Value>) -> Res
         Some(Value::String(text)) => Location::parse(text)
             .map_err(|e| cx.error(FieldPath::new("spec.location"), Problem::Location(e)))?,
         None | Some(Value::Null) => return Err(cx.error(FieldPath::new("spec.location"), Problem::Missing)),
-        Some(_) => return Err(cx.wrong_type("spec.location", "a string")),
+        Some(_) => return Err(cx.wrong_type(FieldPath::new("spec.location"), "a string")),
     };
     let empty = Map::new();
     let parameters = match spec.get("parameters") {
         Some(Value::Object(parameters)) => parameters,
         None | Some(Value::Null) => &empty,
-        Some(_) => return Err(cx.wrong_type("spec.parameters", "an object")),
+        Some(_) => return Err(cx.wrong_type(FieldPath::new("spec.parameters"), "an object")),
     };
-    let (action, tests) = match kind {
+    let action = match kind {
         PolicyKind::Assign => assign(cx, &location, parameters)?,
         PolicyKind::AssignMetadata => metadata(cx, &location, parameters)?,
         PolicyKind::ModifySet => modify_set(cx, &location, parameters)?,
         PolicyKind::AssignImage => assign_image(cx, &location, parameters)?,
         PolicyKind::PodDefault => unreachable!("not a Gatekeeper kind"),
+    };
+    let tests = if kind == PolicyKind::AssignMetadata {
+        // AssignMetadata only adds: an implicit MustNotExist on the label or annotation itself.
+        vec![(2, Condition::MustNotExist)]
+    } else {
+        path_tests(cx, &location, parameters.get("pathTests"))?
     };
     Ok(Mutator {
         reference: cx.reference.clone(),
@@ -125,7 +134,7 @@ fn compile(cx: &Context<'_>, kind: PolicyKind, spec: &Map<String, Value>) -> Res
 }
 
 /// Checks shared by Assign, ModifySet and AssignImage: not empty, not under the root `metadata`.
-fn check_schema_location(cx: &Context<'_>, location: &Location, kind: &str) -> Result<(), PolicyError> {
+fn check_schema_location(cx: &PolicyContext<'_>, location: &Location, kind: &str) -> Result<(), PolicyError> {
     match location.nodes().first() {
         None => Err(cx.invalid("spec.location", "empty path")),
         Some(Node::Object(root)) if root == "metadata" => Err(cx.invalid(
@@ -137,7 +146,7 @@ fn check_schema_location(cx: &Context<'_>, location: &Location, kind: &str) -> R
 }
 
 /// `…[key: v].key`: the last field is the key of the list just before it.
-fn check_key_not_changed(cx: &Context<'_>, location: &Location) -> Result<(), PolicyError> {
+fn check_key_not_changed(cx: &PolicyContext<'_>, location: &Location) -> Result<(), PolicyError> {
     if let [.., Node::List { key, .. }, Node::Object(last)] = location.nodes()
         && key == last
     {
@@ -150,10 +159,10 @@ fn check_key_not_changed(cx: &Context<'_>, location: &Location) -> Result<(), Po
 }
 
 fn assign(
-    cx: &Context<'_>,
+    cx: &PolicyContext<'_>,
     location: &Location,
     parameters: &Map<String, Value>,
-) -> Result<(Action, Vec<(usize, Condition)>), PolicyError> {
+) -> Result<Action, PolicyError> {
     cx.warn_unknown(parameters, "spec.parameters", &["assign", "pathTests"]);
     check_schema_location(cx, location, "assign")?;
     check_key_not_changed(cx, location)?;
@@ -188,12 +197,11 @@ fn assign(
             ));
         }
     }
-    let tests = path_tests(cx, location, parameters.get("pathTests"))?;
-    Ok((Action::Assign(value), tests))
+    Ok(Action::Assign(value))
 }
 
 /// `parameters.assign`: exactly one of `value`, `fromMetadata`, `externalData`.
-fn assign_value(cx: &Context<'_>, parameters: &Map<String, Value>) -> Result<AssignValue, PolicyError> {
+fn assign_value(cx: &PolicyContext<'_>, parameters: &Map<String, Value>) -> Result<AssignValue, PolicyError> {
     let Some(Value::Object(assign)) = parameters.get("assign") else {
         return Err(cx.invalid(
             "spec.parameters.assign",
@@ -232,7 +240,7 @@ fn assign_value(cx: &Context<'_>, parameters: &Map<String, Value>) -> Result<Ass
     }
 }
 
-fn from_metadata(cx: &Context<'_>, from: &Value) -> Result<AssignValue, PolicyError> {
+fn from_metadata(cx: &PolicyContext<'_>, from: &Value) -> Result<AssignValue, PolicyError> {
     match from.get("field").and_then(Value::as_str) {
         Some("name") => Ok(AssignValue::FromMetadata(MetadataField::Name)),
         Some("namespace") => Ok(AssignValue::FromMetadata(MetadataField::Namespace)),
@@ -248,10 +256,10 @@ fn from_metadata(cx: &Context<'_>, from: &Value) -> Result<AssignValue, PolicyEr
 }
 
 fn metadata(
-    cx: &Context<'_>,
+    cx: &PolicyContext<'_>,
     location: &Location,
     parameters: &Map<String, Value>,
-) -> Result<(Action, Vec<(usize, Condition)>), PolicyError> {
+) -> Result<Action, PolicyError> {
     if parameters.contains_key("pathTests") {
         // Issue #1354: users expect a condition; Gatekeeper's CRD drops the field silently.
         return Err(cx.error(
@@ -280,15 +288,14 @@ fn metadata(
             "spec.parameters.assign.value field must be a string for AssignMetadata",
         ));
     }
-    // AssignMetadata only adds: an implicit MustNotExist on the label or annotation itself.
-    Ok((Action::Metadata(value), vec![(2, Condition::MustNotExist)]))
+    Ok(Action::Metadata(value))
 }
 
 fn modify_set(
-    cx: &Context<'_>,
+    cx: &PolicyContext<'_>,
     location: &Location,
     parameters: &Map<String, Value>,
-) -> Result<(Action, Vec<(usize, Condition)>), PolicyError> {
+) -> Result<Action, PolicyError> {
     cx.warn_unknown(
         parameters,
         "spec.parameters",
@@ -319,20 +326,21 @@ fn modify_set(
             match values.get("fromList") {
                 None | Some(Value::Null) => Vec::new(),
                 Some(Value::Array(list)) => list.clone(),
-                Some(_) => return Err(cx.wrong_type("spec.parameters.values.fromList", "a list")),
+                Some(_) => {
+                    return Err(cx.wrong_type(FieldPath::new("spec.parameters.values.fromList"), "a list"));
+                }
             }
         }
-        Some(_) => return Err(cx.wrong_type("spec.parameters.values", "an object")),
+        Some(_) => return Err(cx.wrong_type(FieldPath::new("spec.parameters.values"), "an object")),
     };
-    let tests = path_tests(cx, location, parameters.get("pathTests"))?;
-    Ok((Action::ModifySet { prune, values }, tests))
+    Ok(Action::ModifySet { prune, values })
 }
 
 fn assign_image(
-    cx: &Context<'_>,
+    cx: &PolicyContext<'_>,
     location: &Location,
     parameters: &Map<String, Value>,
-) -> Result<(Action, Vec<(usize, Condition)>), PolicyError> {
+) -> Result<Action, PolicyError> {
     cx.warn_unknown(
         parameters,
         "spec.parameters",
@@ -347,7 +355,7 @@ fn assign_image(
         match parameters.get(field) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone()).filter(|s| !s.is_empty())),
-            Some(_) => Err(cx.wrong_type(&format!("spec.parameters.{field}"), "a string")),
+            Some(_) => Err(cx.wrong_type(FieldPath::new(format!("spec.parameters.{field}")), "a string")),
         }
     };
     let params = ImageParams {
@@ -358,8 +366,7 @@ fn assign_image(
     params
         .validate()
         .map_err(|(field, why)| cx.invalid(&format!("spec.{field}"), &why))?;
-    let tests = path_tests(cx, location, parameters.get("pathTests"))?;
-    Ok((Action::Image(params), tests))
+    Ok(Action::Image(params))
 }
 
 #[cfg(test)]

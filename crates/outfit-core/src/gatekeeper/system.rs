@@ -6,7 +6,7 @@ use std::{borrow::Cow, fmt};
 
 use serde_json::{Map, Value};
 
-use super::{KINDS, Mutator, matching::Subject, setters::Meta};
+use super::{Mutator, matching::Subject, setters::Meta};
 use crate::{
     engine::Operation,
     policy_set::{FastMap, PolicyRef},
@@ -65,19 +65,14 @@ impl fmt::Display for MutationError {
     }
 }
 
-fn kind_rank(mutator: &Mutator) -> usize {
-    KINDS
-        .iter()
-        .position(|k| *k == mutator.reference.kind)
-        .unwrap_or(KINDS.len())
-}
-
 impl Mutators {
     /// Sorts and indexes `items`. `loaded` is how many valid mutators were loaded, including those
     /// disabled by a conflict: Gatekeeper's iteration bound counts them too.
     pub(crate) fn new(mut items: Vec<Mutator>, loaded: usize) -> Self {
+        // `PolicyKind` orders the Gatekeeper kinds as Gatekeeper does (byte-wise by kind), and
+        // `String` orders names byte-wise.
         items.sort_by(|a, b| {
-            (kind_rank(a), a.reference.name.as_bytes()).cmp(&(kind_rank(b), b.reference.name.as_bytes()))
+            (a.reference.kind, &a.reference.name).cmp(&(b.reference.kind, &b.reference.name))
         });
         let mut set = Self {
             max_iterations: loaded + 1,

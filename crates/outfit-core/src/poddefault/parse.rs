@@ -7,6 +7,7 @@ use crate::{
     document::Document,
     error::{LoadWarning, PolicyError, Problem},
     fieldpath::FieldPath,
+    policy_context::{ObjectEntries, PolicyContext},
     policy_set::{PolicyKind, PolicyRef},
     selector::{self, LabelSelector},
 };
@@ -34,59 +35,16 @@ const SPEC_FIELDS: &[&str] = &[
 const TOLERATION_OPERATORS: &[&str] = &["", "Exists", "Equal"];
 const TAINT_EFFECTS: &[&str] = &["", "NoSchedule", "PreferNoSchedule", "NoExecute"];
 
-/// The objects of a list field, each with its path.
-type ObjectEntries<'v> = Vec<(FieldPath, &'v Map<String, Value>)>;
-
-/// Builds errors that name the policy and the document.
-struct Context<'a> {
-    document: &'a Document,
-    reference: PolicyRef,
-}
-
-impl Context<'_> {
-    fn error(&self, field: FieldPath, problem: Problem) -> PolicyError {
-        PolicyError {
-            origin: self.document.origin.clone(),
-            policy: self.reference.clone(),
-            field,
-            problem,
-        }
-    }
-
-    fn wrong_type(&self, field: FieldPath, expected: &'static str) -> PolicyError {
-        self.error(field, Problem::WrongType { expected })
-    }
-
-    /// A list field; absent or `null` is empty.
-    fn list<'v>(
-        &self,
-        parent: &'v Map<String, Value>,
-        name: &str,
-        at: &FieldPath,
-    ) -> Result<&'v [Value], PolicyError> {
-        match parent.get(name) {
-            None | Some(Value::Null) => Ok(&[]),
-            Some(Value::Array(items)) => Ok(items),
-            Some(_) => Err(self.wrong_type(at.field(name), "a list")),
-        }
-    }
-
+/// The PodDefault-only helpers of the parse context.
+impl PolicyContext<'_> {
     /// A list of objects; absent or `null` is empty.
-    fn objects<'v>(
+    fn object_list<'v>(
         &self,
         parent: &'v Map<String, Value>,
         name: &str,
         at: &FieldPath,
     ) -> Result<ObjectEntries<'v>, PolicyError> {
-        let path = at.field(name);
-        self.list(parent, name, at)?
-            .iter()
-            .enumerate()
-            .map(|(index, item)| match item {
-                Value::Object(object) => Ok((path.index(index), object)),
-                _ => Err(self.wrong_type(path.index(index), "an object")),
-            })
-            .collect()
+        self.objects(parent.get(name), &at.field(name))
     }
 
     /// A required, non-empty string field of an object.
@@ -179,7 +137,22 @@ pub(crate) fn parse(
         .filter(|ns| !ns.is_empty())
         .unwrap_or(default_namespace);
     let reference = PolicyRef::new(PolicyKind::PodDefault, Some(namespace), name);
-    let cx = Context { document, reference };
+    let cx = PolicyContext::new(
+        document,
+        reference,
+        "PodDefault has no such field; it is ignored (the API server would prune it)".to_owned(),
+    );
+    let result = validate(&cx, metadata, name);
+    warnings.extend(cx.warnings.take());
+    result
+}
+
+fn validate(
+    cx: &PolicyContext<'_>,
+    metadata: Option<&Map<String, Value>>,
+    name: &str,
+) -> Result<PodDefault, PolicyError> {
+    let document = cx.document;
     if name.is_empty() {
         return Err(cx.error(FieldPath::new("metadata.name"), Problem::Missing));
     }
@@ -195,16 +168,7 @@ pub(crate) fn parse(
         None | Some(Value::Null) => return Err(cx.error(at, Problem::Missing)),
         Some(_) => return Err(cx.wrong_type(at, "an object")),
     };
-    for field in spec.keys().filter(|f| !SPEC_FIELDS.contains(&f.as_str())) {
-        warnings.push(LoadWarning {
-            origin: document.origin.clone(),
-            message: format!(
-                "{}: {}: PodDefault has no such field; it is ignored (the API server would prune it)",
-                cx.reference,
-                at.field(field)
-            ),
-        });
-    }
+    cx.warn_unknown(spec, &at, SPEC_FIELDS);
 
     let selector = match spec.get("selector") {
         None => return Err(cx.error(at.field("selector"), Problem::Missing)),
@@ -217,13 +181,13 @@ pub(crate) fn parse(
         resource_version,
         selector,
         desc: cx.optional_str(spec, "desc", &at)?.map(str::to_owned),
-        env: parse_env(&cx, spec, &at)?,
-        env_from: parse_env_from(&cx, spec, &at)?,
-        volumes: parse_volumes(&cx, spec, &at)?,
-        volume_mounts: parse_volume_mounts(&cx, spec, &at)?,
+        env: parse_env(cx, spec, &at)?,
+        env_from: parse_env_from(cx, spec, &at)?,
+        volumes: parse_volumes(cx, spec, &at)?,
+        volume_mounts: parse_volume_mounts(cx, spec, &at)?,
         annotations: cx.string_map(spec, "annotations", &at)?,
-        labels: parse_labels(&cx, spec, &at)?,
-        tolerations: parse_tolerations(&cx, spec, &at)?,
+        labels: parse_labels(cx, spec, &at)?,
+        tolerations: parse_tolerations(cx, spec, &at)?,
         service_account_name: cx
             .optional_str(spec, "serviceAccountName", &at)?
             .filter(|s| !s.is_empty())
@@ -233,20 +197,24 @@ pub(crate) fn parse(
             Some(Value::Bool(b)) => Some(*b),
             Some(_) => return Err(cx.wrong_type(at.field("automountServiceAccountToken"), "a boolean")),
         },
-        image_pull_secrets: parse_named(&cx, spec, "imagePullSecrets", &[], &at)?,
-        init_containers: parse_named(&cx, spec, "initContainers", &["image"], &at)?,
-        sidecars: parse_named(&cx, spec, "sidecars", &["image"], &at)?,
-        command: parse_strings(&cx, spec, "command", &at)?,
-        args: parse_strings(&cx, spec, "args", &at)?,
-        reference: cx.reference,
+        image_pull_secrets: parse_named(cx, spec, "imagePullSecrets", &[], &at)?,
+        init_containers: parse_named(cx, spec, "initContainers", &["image"], &at)?,
+        sidecars: parse_named(cx, spec, "sidecars", &["image"], &at)?,
+        command: parse_strings(cx, spec, "command", &at)?,
+        args: parse_strings(cx, spec, "args", &at)?,
+        reference: cx.reference.clone(),
     };
     Ok(pod_default)
 }
 
-fn parse_env(cx: &Context<'_>, spec: &Map<String, Value>, at: &FieldPath) -> Result<Vec<Keyed>, PolicyError> {
+fn parse_env(
+    cx: &PolicyContext<'_>,
+    spec: &Map<String, Value>,
+    at: &FieldPath,
+) -> Result<Vec<Keyed>, PolicyError> {
     let mut seen = Vec::new();
     let mut out = Vec::new();
-    for (path, var) in cx.objects(spec, "env", at)? {
+    for (path, var) in cx.object_list(spec, "env", at)? {
         let name = cx.required_str(var, "name", &path)?;
         cx.optional_str(var, "value", &path)?;
         if var.get("value").is_some_and(|v| !v.is_null())
@@ -273,11 +241,11 @@ fn parse_env(cx: &Context<'_>, spec: &Map<String, Value>, at: &FieldPath) -> Res
 }
 
 fn parse_env_from(
-    cx: &Context<'_>,
+    cx: &PolicyContext<'_>,
     spec: &Map<String, Value>,
     at: &FieldPath,
 ) -> Result<Vec<Rendered>, PolicyError> {
-    cx.objects(spec, "envFrom", at)?
+    cx.object_list(spec, "envFrom", at)?
         .into_iter()
         .map(|(path, source)| {
             let has_source = ["configMapRef", "secretRef"]
@@ -295,13 +263,13 @@ fn parse_env_from(
 }
 
 fn parse_volumes(
-    cx: &Context<'_>,
+    cx: &PolicyContext<'_>,
     spec: &Map<String, Value>,
     at: &FieldPath,
 ) -> Result<Vec<Keyed>, PolicyError> {
     let mut seen = Vec::new();
     let mut out = Vec::new();
-    for (path, volume) in cx.objects(spec, "volumes", at)? {
+    for (path, volume) in cx.object_list(spec, "volumes", at)? {
         let name = cx.required_str(volume, "name", &path)?;
         let sources: Vec<&str> = volume
             .iter()
@@ -335,14 +303,14 @@ fn parse_volumes(
 }
 
 fn parse_volume_mounts(
-    cx: &Context<'_>,
+    cx: &PolicyContext<'_>,
     spec: &Map<String, Value>,
     at: &FieldPath,
 ) -> Result<Vec<Mount>, PolicyError> {
     let mut names = Vec::new();
     let mut paths = Vec::new();
     let mut out = Vec::new();
-    for (path, mount) in cx.objects(spec, "volumeMounts", at)? {
+    for (path, mount) in cx.object_list(spec, "volumeMounts", at)? {
         let name = cx.required_str(mount, "name", &path)?;
         let mount_path = cx.required_str(mount, "mountPath", &path)?;
         // Kubeflow keys mounts by volume name, so one PodDefault mounting one volume twice (two
@@ -359,7 +327,7 @@ fn parse_volume_mounts(
 }
 
 fn parse_labels(
-    cx: &Context<'_>,
+    cx: &PolicyContext<'_>,
     spec: &Map<String, Value>,
     at: &FieldPath,
 ) -> Result<Vec<(String, String)>, PolicyError> {
@@ -376,13 +344,13 @@ fn parse_labels(
 }
 
 fn parse_tolerations(
-    cx: &Context<'_>,
+    cx: &PolicyContext<'_>,
     spec: &Map<String, Value>,
     at: &FieldPath,
 ) -> Result<Vec<Keyed>, PolicyError> {
     let mut seen: Vec<String> = Vec::new();
     let mut out = Vec::new();
-    for (path, toleration) in cx.objects(spec, "tolerations", at)? {
+    for (path, toleration) in cx.object_list(spec, "tolerations", at)? {
         let key = cx.optional_str(toleration, "key", &path)?.unwrap_or_default();
         let operator = cx
             .optional_str(toleration, "operator", &path)?
@@ -438,7 +406,7 @@ pub(crate) fn toleration_identity(key: &str, effect: &str) -> String {
 /// A list of objects identified by `name`, unique within the policy, each also carrying every
 /// field in `required` (pull secrets need only a name; containers also an image).
 fn parse_named(
-    cx: &Context<'_>,
+    cx: &PolicyContext<'_>,
     spec: &Map<String, Value>,
     field: &str,
     required: &[&str],
@@ -446,7 +414,7 @@ fn parse_named(
 ) -> Result<Vec<Keyed>, PolicyError> {
     let mut seen = Vec::new();
     let mut out = Vec::new();
-    for (path, item) in cx.objects(spec, field, at)? {
+    for (path, item) in cx.object_list(spec, field, at)? {
         let name = cx.required_str(item, "name", &path)?;
         for other in required {
             cx.required_str(item, other, &path)?;
@@ -458,7 +426,7 @@ fn parse_named(
 }
 
 fn parse_strings(
-    cx: &Context<'_>,
+    cx: &PolicyContext<'_>,
     spec: &Map<String, Value>,
     field: &str,
     at: &FieldPath,

@@ -1,12 +1,9 @@
 //! The fields every Gatekeeper mutator shares: `applyTo`, `match` and `pathTests`.
 
-use std::cell::RefCell;
-
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::{
-    document::Document,
-    error::{LoadWarning, PolicyError, Problem},
+    error::{PolicyError, Problem},
     fieldpath::FieldPath,
     gatekeeper::{
         GROUP, IMAGE_VERSIONS, VERSIONS,
@@ -14,52 +11,15 @@ use crate::{
         matching::{ApplyTo, Kinds, Match, Operations, Scope, Source, Wildcard},
         traverse::Condition,
     },
-    policy_set::{PolicyKind, PolicyRef},
+    policy_context::PolicyContext,
+    policy_set::PolicyKind,
     selector::LabelSelector,
 };
 
-/// Builds errors and warnings that name the document and the mutator.
-pub(crate) struct Context<'a> {
-    pub(crate) document: &'a Document,
-    pub(crate) reference: PolicyRef,
-    /// Collected behind a `RefCell` so that every validation helper can take `&Context`.
-    pub(crate) warnings: RefCell<Vec<LoadWarning>>,
-}
-
-impl Context<'_> {
-    pub(crate) fn error(&self, field: FieldPath, problem: Problem) -> PolicyError {
-        PolicyError {
-            origin: self.document.origin.clone(),
-            policy: self.reference.clone(),
-            field,
-            problem,
-        }
-    }
-
+/// The Gatekeeper-only helpers of the parse context.
+impl PolicyContext<'_> {
     pub(crate) fn invalid(&self, field: &str, why: &str) -> PolicyError {
         self.error(FieldPath::new(field), Problem::Invalid(why.to_owned()))
-    }
-
-    pub(crate) fn wrong_type(&self, field: &str, expected: &'static str) -> PolicyError {
-        self.error(FieldPath::new(field), Problem::WrongType { expected })
-    }
-
-    pub(crate) fn warn(&self, message: &str) {
-        let warning = LoadWarning {
-            origin: self.document.origin.clone(),
-            message: format!("{}: {message}", self.reference),
-        };
-        self.warnings.borrow_mut().push(warning);
-    }
-
-    /// Warns about fields Gatekeeper's CRD does not have: its API server would drop them.
-    pub(crate) fn warn_unknown(&self, object: &Map<String, Value>, at: &str, known: &[&str]) {
-        for field in object.keys().filter(|f| !known.contains(&f.as_str())) {
-            self.warn(&format!(
-                "{at}.{field}: not a field of {}; Gatekeeper's API server would drop it, outfit ignores it",
-                self.reference.kind
-            ));
-        }
     }
 
     pub(crate) fn check_version(&self, kind: PolicyKind) -> Result<(), PolicyError> {
@@ -94,36 +54,17 @@ impl Context<'_> {
                 .enumerate()
                 .map(|(i, item)| match item {
                     Value::String(s) => Ok(s.clone()),
-                    _ => Err(self.wrong_type(&format!("{at}[{i}]"), "a string")),
+                    _ => Err(self.wrong_type(FieldPath::new(format!("{at}[{i}]")), "a string")),
                 })
                 .collect(),
-            Some(_) => Err(self.wrong_type(at, "a list of strings")),
-        }
-    }
-
-    fn objects<'v>(
-        &self,
-        value: Option<&'v Value>,
-        at: &str,
-    ) -> Result<Vec<&'v Map<String, Value>>, PolicyError> {
-        match value {
-            None | Some(Value::Null) => Ok(Vec::new()),
-            Some(Value::Array(items)) => items
-                .iter()
-                .enumerate()
-                .map(|(i, item)| {
-                    item.as_object()
-                        .ok_or_else(|| self.wrong_type(&format!("{at}[{i}]"), "an object"))
-                })
-                .collect(),
-            Some(_) => Err(self.wrong_type(at, "a list")),
+            Some(_) => Err(self.wrong_type(FieldPath::new(at), "a list of strings")),
         }
     }
 }
 
 /// `spec.applyTo`: required, each entry with at least one group, version and kind.
-pub(crate) fn apply_to(cx: &Context<'_>, value: Option<&Value>) -> Result<Vec<ApplyTo>, PolicyError> {
-    let entries = cx.objects(value, "spec.applyTo")?;
+pub(crate) fn apply_to(cx: &PolicyContext<'_>, value: Option<&Value>) -> Result<Vec<ApplyTo>, PolicyError> {
+    let entries = cx.objects(value, &FieldPath::new("spec.applyTo"))?;
     if entries.is_empty() {
         return Err(cx.invalid(
             "spec.applyTo",
@@ -134,22 +75,22 @@ pub(crate) fn apply_to(cx: &Context<'_>, value: Option<&Value>) -> Result<Vec<Ap
         ));
     }
     let mut out = Vec::with_capacity(entries.len());
-    for (index, entry) in entries.into_iter().enumerate() {
-        let at = format!("spec.applyTo[{index}]");
-        cx.warn_unknown(entry, &at, &["groups", "versions", "kinds", "operations"]);
+    for (path, entry) in entries {
+        let at = path.as_str();
+        cx.warn_unknown(entry, at, &["groups", "versions", "kinds", "operations"]);
         let groups = cx.strings(entry.get("groups"), &format!("{at}.groups"))?;
         let versions = cx.strings(entry.get("versions"), &format!("{at}.versions"))?;
         let kinds = cx.strings(entry.get("kinds"), &format!("{at}.kinds"))?;
         if groups.is_empty() || versions.is_empty() || kinds.is_empty() {
             return Err(cx.invalid(
-                &at,
+                at,
                 &format!(
                     "invalid applyTo for {} mutator {}, all of group, version and kind must be specified",
                     cx.reference.kind, cx.reference.name
                 ),
             ));
         }
-        warn_never_matching_apply_to(cx, &at, &groups, &versions, &kinds);
+        warn_never_matching_apply_to(cx, at, &groups, &versions, &kinds);
         let operations = operations(cx, entry.get("operations"), &format!("{at}.operations"))?;
         out.push(ApplyTo {
             groups,
@@ -163,7 +104,7 @@ pub(crate) fn apply_to(cx: &Context<'_>, value: Option<&Value>) -> Result<Vec<Ap
 
 /// gatekeeper-library#401: `applyTo` is matched exactly, so these entries never match anything.
 fn warn_never_matching_apply_to(
-    cx: &Context<'_>,
+    cx: &PolicyContext<'_>,
     at: &str,
     groups: &[String],
     versions: &[String],
@@ -191,7 +132,7 @@ fn warn_never_matching_apply_to(
 
 /// `applyTo[].operations`: CREATE, UPDATE or a lone `*`; absent or empty means both.
 pub(crate) fn operations(
-    cx: &Context<'_>,
+    cx: &PolicyContext<'_>,
     value: Option<&Value>,
     at: &str,
 ) -> Result<Operations, PolicyError> {
@@ -233,7 +174,7 @@ pub(crate) fn operations(
 
 /// `spec.match`.
 pub(crate) fn match_block(
-    cx: &Context<'_>,
+    cx: &PolicyContext<'_>,
     value: Option<&Value>,
     apply_to: &[ApplyTo],
 ) -> Result<Match, PolicyError> {
@@ -241,7 +182,7 @@ pub(crate) fn match_block(
     let object = match value {
         None | Some(Value::Null) => return Ok(matcher),
         Some(Value::Object(object)) => object,
-        Some(_) => return Err(cx.wrong_type("spec.match", "an object")),
+        Some(_) => return Err(cx.wrong_type(FieldPath::new("spec.match"), "an object")),
     };
     let known = [
         "kinds",
@@ -254,12 +195,8 @@ pub(crate) fn match_block(
         "source",
     ];
     cx.warn_unknown(object, "spec.match", &known);
-    for (index, entry) in cx
-        .objects(object.get("kinds"), "spec.match.kinds")?
-        .into_iter()
-        .enumerate()
-    {
-        let at = format!("spec.match.kinds[{index}]");
+    for (path, entry) in cx.objects(object.get("kinds"), &FieldPath::new("spec.match.kinds"))? {
+        let at = path.as_str();
         matcher.kinds.push(Kinds {
             groups: cx.strings(entry.get("apiGroups"), &format!("{at}.apiGroups"))?,
             kinds: cx.strings(entry.get("kinds"), &format!("{at}.kinds"))?,
@@ -303,7 +240,7 @@ pub(crate) fn match_block(
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if s.is_empty() => None,
         Some(Value::String(s)) => Some(Wildcard::new(s).map_err(|e| cx.invalid("spec.match.name", &e))?),
-        Some(_) => return Err(cx.wrong_type("spec.match.name", "a string")),
+        Some(_) => return Err(cx.wrong_type(FieldPath::new("spec.match.name"), "a string")),
     };
     matcher.source = match object.get("source").and_then(Value::as_str).unwrap_or("") {
         "" | "All" => Source::All,
@@ -323,7 +260,7 @@ pub(crate) fn match_block(
     Ok(matcher)
 }
 
-fn wildcards(cx: &Context<'_>, value: Option<&Value>, at: &str) -> Result<Vec<Wildcard>, PolicyError> {
+fn wildcards(cx: &PolicyContext<'_>, value: Option<&Value>, at: &str) -> Result<Vec<Wildcard>, PolicyError> {
     cx.strings(value, at)?
         .iter()
         .enumerate()
@@ -332,7 +269,7 @@ fn wildcards(cx: &Context<'_>, value: Option<&Value>, at: &str) -> Result<Vec<Wi
 }
 
 /// `match.kinds` that no `applyTo` entry can satisfy: the mutator never applies.
-fn warn_kinds_disjoint(cx: &Context<'_>, matcher: &Match, apply_to: &[ApplyTo]) {
+fn warn_kinds_disjoint(cx: &PolicyContext<'_>, matcher: &Match, apply_to: &[ApplyTo]) {
     if matcher.kinds.is_empty() || apply_to.is_empty() {
         return;
     }
@@ -352,18 +289,14 @@ fn warn_kinds_disjoint(cx: &Context<'_>, matcher: &Match, apply_to: &[ApplyTo]) 
 /// `parameters.pathTests`: each sub-path a node-wise prefix of the location, no depth with two
 /// conditions, and (outfit only) no MustExist below a MustNotExist, which could never hold.
 pub(crate) fn path_tests(
-    cx: &Context<'_>,
+    cx: &PolicyContext<'_>,
     location: &Location,
     value: Option<&Value>,
 ) -> Result<Vec<(usize, Condition)>, PolicyError> {
     let mut tests: Vec<(usize, Condition)> = Vec::new();
-    for (index, test) in cx
-        .objects(value, "spec.parameters.pathTests")?
-        .into_iter()
-        .enumerate()
-    {
-        let at = format!("spec.parameters.pathTests[{index}]");
-        cx.warn_unknown(test, &at, &["subPath", "condition"]);
+    for (path, test) in cx.objects(value, &FieldPath::new("spec.parameters.pathTests"))? {
+        let at = path.as_str();
+        cx.warn_unknown(test, at, &["subPath", "condition"]);
         let sub_path = match test.get("subPath") {
             Some(Value::String(s)) => Location::parse(s)
                 .map_err(|e| cx.error(FieldPath::new(format!("{at}.subPath")), Problem::Location(e)))?,
