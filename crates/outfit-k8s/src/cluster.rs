@@ -11,9 +11,10 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
 use kube::{
     Client,
-    api::{Api, ApiResource, DynamicObject, GroupVersionKind},
+    api::{Api, ApiResource, DynamicObject},
     runtime::{WatchStreamExt, watcher},
 };
 use outfit_core::{Document, Origin};
@@ -23,24 +24,19 @@ use tokio::{
     task::JoinHandle,
 };
 
+use crate::crds;
+
 /// The resources outfit watches: the policy kinds (at their storage versions; the API server
-/// converts the others) and Namespaces.
+/// converts the others) and Namespaces. Group, version, kind and plural come from the types'
+/// `Resource` impls (the `#[kube(...)]` attributes in [`crate::crds`]).
 pub fn watched_resources() -> Vec<ApiResource> {
-    let gvk = |group: &str, version: &str, kind: &str| GroupVersionKind::gvk(group, version, kind);
-    let with_plural = |gvk: GroupVersionKind, plural: &str| ApiResource::from_gvk_with_plural(&gvk, plural);
     vec![
-        with_plural(gvk("kubeflow.org", "v1alpha1", "PodDefault"), "poddefaults"),
-        with_plural(gvk("mutations.gatekeeper.sh", "v1", "Assign"), "assign"),
-        with_plural(
-            gvk("mutations.gatekeeper.sh", "v1", "AssignMetadata"),
-            "assignmetadata",
-        ),
-        with_plural(gvk("mutations.gatekeeper.sh", "v1", "ModifySet"), "modifyset"),
-        with_plural(
-            gvk("mutations.gatekeeper.sh", "v1alpha1", "AssignImage"),
-            "assignimage",
-        ),
-        with_plural(gvk("", "v1", "Namespace"), "namespaces"),
+        ApiResource::erase::<crds::PodDefault>(&()),
+        ApiResource::erase::<crds::Assign>(&()),
+        ApiResource::erase::<crds::AssignMetadata>(&()),
+        ApiResource::erase::<crds::ModifySet>(&()),
+        ApiResource::erase::<crds::AssignImage>(&()),
+        ApiResource::erase::<Namespace>(&()),
     ]
 }
 
@@ -59,7 +55,7 @@ pub struct Snapshot {
 enum Update {
     /// The full set of a kind's objects after a (re)list.
     Listed(usize, BTreeMap<(String, String), Value>),
-    Applied(usize, Value),
+    Applied(usize, (String, String), Value),
     Deleted(usize, (String, String)),
     /// The kind's CRD is not installed.
     Absent(usize),
@@ -145,7 +141,9 @@ async fn watch_kind(
                 continue;
             }
             Ok(watcher::Event::InitDone) => Update::Listed(index, listing.take().unwrap_or_default()),
-            Ok(watcher::Event::Apply(object)) => Update::Applied(index, raw(&resource, &object)),
+            Ok(watcher::Event::Apply(object)) => {
+                Update::Applied(index, key_of(&object), raw(&resource, &object))
+            }
             Ok(watcher::Event::Delete(object)) => Update::Deleted(index, key_of(&object)),
             Err(error) if is_not_found(&error) => {
                 tracing::debug!(kind = %resource.kind, "CRD not installed; watching for it");
@@ -188,19 +186,7 @@ async fn aggregate(
                     objects[kind] = all;
                     listed[kind] = true;
                 }
-                Update::Applied(kind, value) => {
-                    let key = (
-                        value
-                            .pointer("/metadata/namespace")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_owned(),
-                        value
-                            .pointer("/metadata/name")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_owned(),
-                    );
+                Update::Applied(kind, key, value) => {
                     objects[kind].insert(key, value);
                 }
                 Update::Deleted(kind, key) => {

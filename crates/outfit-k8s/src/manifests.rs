@@ -4,6 +4,8 @@
 use std::fmt;
 
 use base64::{Engine, prelude::BASE64_STANDARD};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Resource;
 use serde_json::{Value, json};
 
 use crate::crds;
@@ -130,6 +132,7 @@ fn labels() -> Value {
 }
 
 /// Read-only access to the policy kinds and namespaces: outfit never writes to the API server.
+/// Groups and plurals come from the types' `Resource` impls, as the watches' do.
 fn rbac(namespace: &str) -> Vec<Value> {
     let read = json!(["get", "list", "watch"]);
     vec![
@@ -138,9 +141,12 @@ fn rbac(namespace: &str) -> Vec<Value> {
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": {"name": NAME, "labels": labels()},
             "rules": [
-                {"apiGroups": ["kubeflow.org"], "resources": ["poddefaults"], "verbs": read},
-                {"apiGroups": ["mutations.gatekeeper.sh"], "resources": ["assign", "assignmetadata", "modifyset", "assignimage"], "verbs": read},
-                {"apiGroups": [""], "resources": ["namespaces"], "verbs": read},
+                {"apiGroups": [crds::PodDefault::group(&())], "resources": [crds::PodDefault::plural(&())], "verbs": read},
+                {"apiGroups": [crds::Assign::group(&())], "resources": [
+                    crds::Assign::plural(&()), crds::AssignMetadata::plural(&()),
+                    crds::ModifySet::plural(&()), crds::AssignImage::plural(&()),
+                ], "verbs": read},
+                {"apiGroups": [Namespace::group(&())], "resources": [Namespace::plural(&())], "verbs": read},
             ]
         }),
         json!({

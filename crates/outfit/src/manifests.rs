@@ -11,7 +11,7 @@ use crate::cli::EXIT_BAD_INPUT;
 #[derive(Debug, Args)]
 pub(crate) struct ManifestsArgs {
     /// Namespace outfit runs in (excluded from the webhook, with kube-system).
-    #[arg(long, default_value = "outfit-system")]
+    #[arg(long, default_value_t = InstallOptions::default().namespace)]
     namespace: String,
 
     /// outfit's container image.
@@ -19,7 +19,7 @@ pub(crate) struct ManifestsArgs {
     image: String,
 
     /// Webhook replicas.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = InstallOptions::default().replicas)]
     replicas: u32,
 
     /// What the API server does with a pod when outfit does not answer: `fail` rejects it (no pod
@@ -28,7 +28,7 @@ pub(crate) struct ManifestsArgs {
     failure_policy: Failure,
 
     /// Seconds the API server waits for outfit (1 to 30).
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=30))]
+    #[arg(long, default_value_t = InstallOptions::default().timeout_seconds, value_parser = clap::value_parser!(u32).range(1..=30))]
     timeout_seconds: u32,
 
     /// PEM file of the CA that signed outfit's serving certificate; fills `caBundle`.

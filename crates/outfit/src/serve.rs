@@ -38,7 +38,7 @@ pub(crate) struct ServeArgs {
     #[arg(
         long,
         value_name = "NAMESPACE",
-        default_value = "default",
+        default_value_t = config_defaults().default_namespace,
         env = "OUTFIT_DEFAULT_NAMESPACE"
     )]
     default_namespace: String,
@@ -47,7 +47,7 @@ pub(crate) struct ServeArgs {
     #[arg(
         long,
         value_name = "ADDR",
-        default_value = "0.0.0.0:8443",
+        default_value_t = config_defaults().listen,
         env = "OUTFIT_LISTEN"
     )]
     listen: SocketAddr,
@@ -56,7 +56,7 @@ pub(crate) struct ServeArgs {
     #[arg(
         long,
         value_name = "ADDR",
-        default_value = "0.0.0.0:8080",
+        default_value_t = config_defaults().admin_listen.expect("Config::new sets an admin port"),
         env = "OUTFIT_ADMIN_LISTEN"
     )]
     admin_listen: SocketAddr,
@@ -98,7 +98,7 @@ pub(crate) struct ServeArgs {
     #[arg(
         long,
         value_name = "SECONDS",
-        default_value_t = 2.0,
+        default_value_t = config_defaults().poll_interval.as_secs_f64(),
         env = "OUTFIT_POLL_INTERVAL"
     )]
     poll_interval: f64,
@@ -112,7 +112,7 @@ pub(crate) struct ServeArgs {
     #[arg(
         long,
         value_name = "SECONDS",
-        default_value_t = 5.0,
+        default_value_t = Timeouts::default().handshake.as_secs_f64(),
         env = "OUTFIT_HANDSHAKE_TIMEOUT"
     )]
     handshake_timeout: f64,
@@ -121,7 +121,7 @@ pub(crate) struct ServeArgs {
     #[arg(
         long,
         value_name = "SECONDS",
-        default_value_t = 30.0,
+        default_value_t = Timeouts::default().header_read.as_secs_f64(),
         env = "OUTFIT_HEADER_TIMEOUT"
     )]
     header_timeout: f64,
@@ -130,7 +130,7 @@ pub(crate) struct ServeArgs {
     #[arg(
         long,
         value_name = "SECONDS",
-        default_value_t = 10.0,
+        default_value_t = Limits::default().body_timeout.as_secs_f64(),
         env = "OUTFIT_BODY_TIMEOUT"
     )]
     body_timeout: f64,
@@ -139,7 +139,7 @@ pub(crate) struct ServeArgs {
     #[arg(
         long,
         value_name = "SECONDS",
-        default_value_t = 15.0,
+        default_value_t = config_defaults().shutdown_grace.as_secs_f64(),
         env = "OUTFIT_SHUTDOWN_GRACE"
     )]
     shutdown_grace: f64,
@@ -151,6 +151,18 @@ pub(crate) struct ServeArgs {
     /// Log filter (tracing EnvFilter syntax), e.g. `info` or `outfit_server=debug`.
     #[arg(long, value_name = "FILTER", default_value = "info", env = "OUTFIT_LOG")]
     log: String,
+}
+
+/// [`Config::new`]'s defaults, which the flags' defaults show (the policies and the certificate
+/// given here are placeholders, unused).
+fn config_defaults() -> Config {
+    Config::new(
+        Vec::new(),
+        TlsSource::SelfSigned {
+            dir: PathBuf::new(),
+            dns_names: Vec::new(),
+        },
+    )
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
