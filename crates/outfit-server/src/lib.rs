@@ -12,8 +12,8 @@
 //! before serving); [`Server::run`] serves until its `shutdown` token fires, then stops accepting,
 //! lets in-flight requests finish within the grace period, and returns.
 
-pub mod accept;
-mod admin;
+pub use outfit_http::accept;
+use outfit_http::admin;
 pub mod admission;
 pub mod metrics;
 pub mod policies;
@@ -261,10 +261,8 @@ impl Server {
         let admin_shutdown = CancellationToken::new();
         let admin_tasks = TaskTracker::new();
         if let Some(admin_listener) = admin_listener {
-            let admin = admin::Admin {
-                metrics: handle.metrics.clone(),
-                ready: handle.ready.clone(),
-            };
+            let metrics = handle.metrics.clone();
+            let admin = admin::Admin::new(handle.ready.clone(), Arc::new(move || metrics.encode()));
             admin_tasks.spawn(admin::serve(
                 admin_listener,
                 admin,

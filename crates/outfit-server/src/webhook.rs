@@ -231,3 +231,12 @@ fn json(status: StatusCode, body: Vec<u8>) -> Response<Full<Bytes>> {
     );
     response
 }
+
+impl outfit_http::accept::Handler for Webhook {
+    fn call(
+        &self,
+        request: hyper::Request<hyper::body::Incoming>,
+    ) -> impl std::future::Future<Output = hyper::Response<http_body_util::Full<bytes::Bytes>>> + Send {
+        self.handle(request)
+    }
+}

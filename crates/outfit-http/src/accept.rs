@@ -53,12 +53,6 @@ pub trait Handler: Clone + Send + Sync + 'static {
     fn call(&self, request: Request<Incoming>) -> impl Future<Output = Response<Full<Bytes>>> + Send;
 }
 
-impl Handler for crate::webhook::Webhook {
-    fn call(&self, request: Request<Incoming>) -> impl Future<Output = Response<Full<Bytes>>> + Send {
-        self.handle(request)
-    }
-}
-
 /// Accepts TLS connections on `listener` until `shutdown`, serving each on a task in `tracker`.
 /// Connections are asked to finish their in-flight request and close once `shutdown` fires.
 pub async fn serve_tls<H: Handler>(
@@ -86,7 +80,7 @@ pub async fn serve_tls<H: Handler>(
 
 /// Accepts connections on `listener` until `shutdown`, serving each with `serve` on a task in
 /// `tracker`. An accept error (EMFILE and the like) backs off briefly instead of spinning.
-pub(crate) async fn accept_each<F, Fut>(
+pub async fn accept_each<F, Fut>(
     listener: TcpListener,
     shutdown: &CancellationToken,
     tracker: &TaskTracker,
@@ -134,7 +128,7 @@ async fn serve_tls_connection<H: Handler>(
 }
 
 /// Serves HTTP on an established connection (TLS or plain) until it closes or `shutdown` fires.
-pub(crate) async fn serve_http<I, H>(
+pub async fn serve_http<I, H>(
     io: I,
     h2: bool,
     handler: H,

@@ -11,16 +11,31 @@ use hyper::{Method, Request, Response, StatusCode, body::Incoming, header};
 use tokio::net::TcpListener;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use crate::{
-    accept::{Handler, Timeouts, accept_each, serve_http},
-    metrics::Metrics,
-};
+use crate::accept::{Handler, Timeouts, accept_each, serve_http};
 
-/// The admin endpoints' view of the server.
-#[derive(Debug, Clone)]
-pub(crate) struct Admin {
-    pub(crate) metrics: Arc<Metrics>,
-    pub(crate) ready: Arc<tokio::sync::watch::Sender<bool>>,
+/// Renders the metrics in the OpenMetrics text format.
+pub type Exposition = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// The admin endpoints' view of a server: whether it is ready, and its metrics.
+#[derive(Clone)]
+pub struct Admin {
+    metrics: Exposition,
+    ready: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+impl std::fmt::Debug for Admin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admin")
+            .field("ready", &*self.ready.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Admin {
+    /// `/readyz` follows `ready`; `/metrics` serves what `metrics` renders.
+    pub fn new(ready: Arc<tokio::sync::watch::Sender<bool>>, metrics: Exposition) -> Self {
+        Self { metrics, ready }
+    }
 }
 
 impl Handler for Admin {
@@ -40,7 +55,7 @@ impl Admin {
             "/readyz" if *self.ready.borrow() => text(StatusCode::OK, "ready\n".to_owned()),
             "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n".to_owned()),
             "/metrics" => {
-                let mut response = text(StatusCode::OK, self.metrics.encode());
+                let mut response = text(StatusCode::OK, (self.metrics)());
                 response.headers_mut().insert(
                     header::CONTENT_TYPE,
                     header::HeaderValue::from_static(
@@ -68,7 +83,7 @@ fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
 }
 
 /// Serves the admin endpoints on `listener` until `shutdown`.
-pub(crate) async fn serve(
+pub async fn serve(
     listener: TcpListener,
     admin: Admin,
     timeouts: Timeouts,
