@@ -31,9 +31,21 @@ impl ControlPlane {
         PLANE.get_or_init(|| ControlPlane::start("shared"))
     }
 
+    /// The shared realistic control plane: with a controller manager, a scheduler and one kwok
+    /// node, so pods are scheduled, get addresses, turn Ready and finish deleting, and the garbage
+    /// collector and the volume binder run. Started on first use.
+    pub(crate) fn with_nodes() -> &'static ControlPlane {
+        static PLANE: OnceLock<ControlPlane> = OnceLock::new();
+        PLANE.get_or_init(|| ControlPlane::start_with("nodes", 1))
+    }
+
     /// A control plane of its own, for a test that stops and restarts parts of it. Like the shared
     /// one, it is stopped when the test binary exits.
     pub(crate) fn start(name: &str) -> ControlPlane {
+        ControlPlane::start_with(name, 0)
+    }
+
+    fn start_with(name: &str, nodes: u32) -> ControlPlane {
         let state_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("control-plane-{}-{name}", std::process::id()));
         let scripts = repo_root().join("hack/control-plane");
@@ -54,6 +66,8 @@ impl ControlPlane {
             .spawn()
             .expect("start the control-plane watchdog");
         let status = Command::new(scripts.join("up.sh"))
+            .arg("--nodes")
+            .arg(nodes.to_string())
             .arg(&state_dir)
             .status()
             .expect("run hack/control-plane/up.sh");
@@ -99,6 +113,21 @@ impl ControlPlane {
                 .expect("restart kube-apiserver");
             assert!(status.success());
         }
+    }
+
+    /// A value of the `env` file up.sh wrote (`POD_CIDR`, `NODE_NAMES`, ...).
+    pub(crate) fn env(&self, key: &str) -> String {
+        let env = std::fs::read_to_string(self.state_dir.join("env")).expect("the control plane's env file");
+        let prefix = format!("export {key}=");
+        env.lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .map(|value| value.trim_matches('\'').to_owned())
+            .unwrap_or_else(|| panic!("{key} is not in the control plane's env file"))
+    }
+
+    /// The admin's kubeconfig.
+    pub(crate) fn kubeconfig(&self) -> PathBuf {
+        self.state_dir.join("kubeconfig")
     }
 
     /// A client authenticated as the admin (group `system:masters`).

@@ -4,7 +4,9 @@
 //!   through the real `outfit mutate` binary, with its patches checked by the API server's own
 //!   RFC 6902 library;
 //! - `mutate_cli`: the CLI contract that scripts rely on (stdin, formats, exit statuses);
-//! - `e2e`: a real kube-apiserver and etcd (`hack/control-plane`) calling `outfit serve`.
+//! - `e2e`: a real kube-apiserver and etcd (`hack/control-plane`) calling `outfit serve`;
+//! - `workspaces`: `outfit workspaces` on a cluster whose pods really run (scheduler, controller
+//!   manager, kwok nodes), driven through deic-dk's HTTP API.
 
 mod control_plane;
 mod e2e;
@@ -13,3 +15,4 @@ mod e2e_outage;
 mod mutate_cli;
 mod mutate_fixtures;
 mod support;
+mod workspaces;

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::{manifests::ManifestsArgs, mutate::MutateArgs, serve::ServeArgs};
+use crate::{manifests::ManifestsArgs, mutate::MutateArgs, serve::ServeArgs, workspaces::WorkspacesArgs};
 
 /// outfit applies mutation policies (Kubeflow PodDefault, Gatekeeper mutators) to Kubernetes
 /// objects: offline with `mutate`, or as an admission webhook.
@@ -24,6 +24,9 @@ enum Command {
     Manifests(ManifestsArgs),
     /// Serve the mutating admission webhook over HTTPS (`POST /mutate`), with an admin port.
     Serve(Box<ServeArgs>),
+    /// Serve the workspace backend: deic-dk's user-pods API (create, watch, list and delete
+    /// per-user workspace pods with their storage, Services and Ingress) on the current cluster.
+    Workspaces(WorkspacesArgs),
 }
 
 /// Exit status for bad input: unreadable files, invalid YAML or JSON, invalid policies.
@@ -36,5 +39,6 @@ pub(crate) fn run() -> ExitCode {
         Command::Mutate(args) => crate::mutate::run(&args),
         Command::Manifests(args) => crate::manifests::run(&args),
         Command::Serve(args) => crate::serve::run(&args),
+        Command::Workspaces(args) => crate::workspaces::run(&args),
     }
 }

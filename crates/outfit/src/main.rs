@@ -4,6 +4,8 @@ mod cli;
 mod manifests;
 mod mutate;
 mod serve;
+mod signals;
+mod workspaces;
 
 // The webhook allocates per request (the parsed object, the patch); glibc's malloc spent a fifth
 // of the server's CPU under load in the benchmark (BENCHMARKS.md), mimalloc a fraction of that.

@@ -166,7 +166,7 @@ fn config_defaults() -> Config {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum LogFormat {
+pub(crate) enum LogFormat {
     Text,
     Json,
 }
@@ -212,14 +212,14 @@ impl ServeArgs {
 /// only formats its line and queues it, so a slow reader of stderr (a container runtime's pipe)
 /// never holds up a request; when the queue is full, lines are dropped rather than waited for.
 /// The guard flushes what is queued when dropped, at exit.
-fn init_logs(args: &ServeArgs) -> Result<WorkerGuard, String> {
-    let filter = EnvFilter::try_new(&args.log).map_err(|e| format!("--log {:?}: {e}", args.log))?;
+pub(crate) fn init_logs(log: &str, format: LogFormat) -> Result<WorkerGuard, String> {
+    let filter = EnvFilter::try_new(log).map_err(|e| format!("--log {log:?}: {e}"))?;
     let (writer, guard) = tracing_appender::non_blocking(std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(writer);
-    match args.log_format {
+    match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder
             .json()
@@ -233,7 +233,7 @@ fn init_logs(args: &ServeArgs) -> Result<WorkerGuard, String> {
 
 /// Runs `outfit serve` until SIGTERM/SIGINT.
 pub(crate) fn run(args: &ServeArgs) -> ExitCode {
-    let _log_writer = match init_logs(args) {
+    let _log_writer = match init_logs(&args.log, args.log_format) {
         Ok(guard) => guard,
         Err(message) => {
             eprintln!("error: {message}");
@@ -268,48 +268,12 @@ async fn serve(args: &ServeArgs) -> Result<(), String> {
     let admin = server.admin_addr().map(|a| a.to_string()).unwrap_or_default();
     tracing::info!(webhook = %server.local_addr(), admin, "outfit serve started");
     let shutdown = CancellationToken::new();
-    spawn_signal_handlers(server.handle(), shutdown.clone())
-        .map_err(|e| format!("installing signal handlers: {e}"))?;
+    let handle = server.handle();
+    crate::signals::spawn_handlers(shutdown.clone(), move || {
+        tracing::info!("SIGHUP: reloading policies and certificate");
+        handle.reload_now();
+    })
+    .map_err(|e| format!("installing signal handlers: {e}"))?;
     server.run(shutdown).await;
-    Ok(())
-}
-
-#[cfg(unix)]
-fn spawn_signal_handlers(handle: outfit_server::Handle, shutdown: CancellationToken) -> std::io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut terminate = signal(SignalKind::terminate())?;
-    let mut interrupt = signal(SignalKind::interrupt())?;
-    let mut hangup = signal(SignalKind::hangup())?;
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                _ = terminate.recv() => {}
-                _ = interrupt.recv() => {}
-                _ = hangup.recv() => {
-                    tracing::info!("SIGHUP: reloading policies and certificate");
-                    handle.reload_now();
-                    continue;
-                }
-            }
-            if shutdown.is_cancelled() {
-                // Straight to stderr: the background log writer would not get to write it
-                // before the process exits.
-                eprintln!("second signal: exiting without waiting for the drain");
-                std::process::exit(1);
-            }
-            tracing::info!("shutdown signal: draining");
-            shutdown.cancel();
-        }
-    });
-    Ok(())
-}
-
-#[cfg(not(unix))]
-fn spawn_signal_handlers(_handle: outfit_server::Handle, shutdown: CancellationToken) -> std::io::Result<()> {
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            shutdown.cancel();
-        }
-    });
     Ok(())
 }

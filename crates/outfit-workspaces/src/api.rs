@@ -1,0 +1,457 @@
+//! deic-dk's HTTP API (§1.2 of the reference) over the [`Backend`]: who may call is checked
+//! first (source network, then the optional bearer token), then the route and method, then the
+//! body (capped, JSON), then the operation. Every answer is JSON with the endpoint's compatible
+//! fields; a failure adds `error`, saying what was wrong.
+
+use std::{
+    future::Future,
+    net::{IpAddr, SocketAddr},
+    sync::Arc,
+};
+
+use bytes::{Bytes, BytesMut};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::{
+    Method, Request, Response, StatusCode,
+    body::Incoming,
+    header::{self, HeaderValue},
+};
+use serde::{Deserialize, de::DeserializeOwned};
+use serde_json::{Value, json};
+
+use crate::{
+    backend::{Backend, CreateRequest, RequestError},
+    metrics::Metrics,
+};
+
+/// How long a request waits for the backend's first read of the cluster.
+const SYNC_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The API as served on one connection: the backend and the caller's address.
+#[derive(Clone)]
+pub struct Api {
+    backend: Backend,
+    metrics: Arc<Metrics>,
+    peer: SocketAddr,
+}
+
+impl std::fmt::Debug for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Api")
+            .field("peer", &self.peer)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The endpoints, each with the method it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// `POST /get_pods`
+    GetPods,
+    /// `POST /create_pod`
+    CreatePod,
+    /// `POST /watch_create_pod`
+    WatchCreatePod,
+    /// `POST /delete_pod`
+    DeletePod,
+    /// `POST /watch_delete_pod`
+    WatchDeletePod,
+    /// `POST /delete_all_user`
+    DeleteAllUser,
+    /// `GET /get_podip_owner?ip=`
+    GetPodipOwner,
+}
+
+impl Route {
+    /// The route of `path`.
+    pub fn of(path: &str) -> Option<Self> {
+        Some(match path {
+            "/get_pods" => Self::GetPods,
+            "/create_pod" => Self::CreatePod,
+            "/watch_create_pod" => Self::WatchCreatePod,
+            "/delete_pod" => Self::DeletePod,
+            "/watch_delete_pod" => Self::WatchDeletePod,
+            "/delete_all_user" => Self::DeleteAllUser,
+            "/get_podip_owner" => Self::GetPodipOwner,
+            _ => return None,
+        })
+    }
+
+    /// The endpoint's name, for metrics and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::GetPods => "get_pods",
+            Self::CreatePod => "create_pod",
+            Self::WatchCreatePod => "watch_create_pod",
+            Self::DeletePod => "delete_pod",
+            Self::WatchDeletePod => "watch_delete_pod",
+            Self::DeleteAllUser => "delete_all_user",
+            Self::GetPodipOwner => "get_podip_owner",
+        }
+    }
+
+    fn method(self) -> Method {
+        if self == Self::GetPodipOwner {
+            Method::GET
+        } else {
+            Method::POST
+        }
+    }
+
+    /// The compatible answer of a failure, before `error` is added.
+    fn failure_body(self) -> Value {
+        match self {
+            Self::GetPods | Self::GetPodipOwner => json!({}),
+            Self::CreatePod => json!({"pod_name": ""}),
+            Self::WatchCreatePod => json!({"ready": false}),
+            Self::DeletePod => json!({"requested": false}),
+            Self::WatchDeletePod => json!({"deleted": true}),
+            Self::DeleteAllUser => json!({"deleted": false}),
+        }
+    }
+}
+
+/// An answer before it is encoded.
+struct Answer {
+    status: StatusCode,
+    body: Body,
+}
+
+enum Body {
+    Json(Value),
+    Text(String),
+}
+
+impl Answer {
+    fn json(status: StatusCode, body: Value) -> Self {
+        Self {
+            status,
+            body: Body::Json(body),
+        }
+    }
+
+    fn failure(route: Option<Route>, status: StatusCode, error: impl std::fmt::Display) -> Self {
+        let mut body = route.map_or_else(|| json!({}), Route::failure_body);
+        body["error"] = Value::String(error.to_string());
+        Self::json(status, body)
+    }
+}
+
+#[derive(Deserialize)]
+struct UserRequest {
+    user_id: String,
+}
+
+#[derive(Deserialize)]
+struct PodRequest {
+    user_id: String,
+    pod_name: String,
+}
+
+impl Api {
+    /// The API for a connection from `peer`.
+    pub fn new(backend: Backend, metrics: Arc<Metrics>, peer: SocketAddr) -> Self {
+        Self {
+            backend,
+            metrics,
+            peer,
+        }
+    }
+
+    async fn answer(&self, request: Request<Incoming>) -> (Option<Route>, Answer) {
+        let config = self.backend.config();
+        let peer = canonical(self.peer.ip());
+        if !config.allowed_source_cidrs.iter().any(|c| c.contains(peer)) {
+            let error = format!("{peer} is not in allowedSourceCidrs");
+            return (None, Answer::failure(None, StatusCode::FORBIDDEN, error));
+        }
+        if let Some(token) = &config.bearer_token {
+            let given = request
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "));
+            if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
+                let error = "missing or wrong bearer token";
+                return (None, Answer::failure(None, StatusCode::UNAUTHORIZED, error));
+            }
+        }
+        let Some(route) = Route::of(request.uri().path()) else {
+            let error = format!("no endpoint {}", request.uri().path());
+            return (None, Answer::failure(None, StatusCode::NOT_FOUND, error));
+        };
+        if request.method() != route.method() {
+            let error = format!(
+                "{} takes {}, not {}",
+                route.name(),
+                route.method(),
+                request.method()
+            );
+            return (
+                Some(route),
+                Answer::failure(Some(route), StatusCode::METHOD_NOT_ALLOWED, error),
+            );
+        }
+        // Before the first complete read an empty cache would answer "no such pod".
+        if tokio::time::timeout(SYNC_WAIT, self.backend.synced())
+            .await
+            .is_err()
+        {
+            let error = "the backend has not read the cluster yet; try again";
+            return (
+                Some(route),
+                Answer::failure(Some(route), StatusCode::SERVICE_UNAVAILABLE, error),
+            );
+        }
+        let silo_ip = self.silo_ip(&request);
+        if route == Route::GetPodipOwner {
+            return (Some(route), self.podip_owner(request.uri().query()).await);
+        }
+        let body = match read_body(request.into_body(), config.max_body_bytes).await {
+            Ok(body) => body,
+            Err((status, error)) => return (Some(route), Answer::failure(Some(route), status, error)),
+        };
+        let answer = match self.operate(route, &body, silo_ip).await {
+            Ok(answer) => answer,
+            Err(error) => Answer::failure(Some(route), StatusCode::BAD_REQUEST, error),
+        };
+        (Some(route), answer)
+    }
+
+    /// Runs the operation of `route` on a JSON `body`.
+    async fn operate(&self, route: Route, body: &[u8], silo_ip: IpAddr) -> Result<Answer, String> {
+        let backend = &self.backend;
+        let ok = |body| Ok(Answer::json(StatusCode::OK, body));
+        match route {
+            Route::GetPods => {
+                let request: UserRequest = parse(body)?;
+                // An empty list is `[]` (deic-dk sends `null`).
+                ok(json!(backend.get_pods(&request.user_id).map_err(text)?))
+            }
+            Route::CreatePod => {
+                let request: CreateRequest = parse(body)?;
+                match backend.create_pod(&request, silo_ip).await {
+                    Ok(created) => {
+                        self.metrics.created();
+                        let mut answer = json!({"pod_name": created.pod_name});
+                        if !created.warnings.is_empty() {
+                            answer["warnings"] = json!(created.warnings);
+                        }
+                        ok(answer)
+                    }
+                    Err(error) => {
+                        tracing::warn!(user = request.user_id, url = request.yaml_url, phase = %error.phase(), %error, "create refused");
+                        Err(format!("{}: {error}", error.phase()))
+                    }
+                }
+            }
+            Route::WatchCreatePod => {
+                let request: PodRequest = parse(body)?;
+                let outcome = backend
+                    .watch_create(&request.user_id, &request.pod_name)
+                    .await
+                    .map_err(text)?;
+                let mut answer = json!({"ready": outcome.ready});
+                if let Some(reason) = outcome.reason {
+                    answer["reason"] = Value::String(reason);
+                }
+                ok(answer)
+            }
+            Route::DeletePod => {
+                let request: PodRequest = parse(body)?;
+                backend
+                    .delete_pod(&request.user_id, &request.pod_name)
+                    .await
+                    .map_err(text)?;
+                ok(json!({"requested": true}))
+            }
+            Route::WatchDeletePod => {
+                let request: PodRequest = parse(body)?;
+                let deleted = backend
+                    .watch_delete(&request.user_id, &request.pod_name)
+                    .await
+                    .map_err(text)?;
+                ok(json!({"deleted": deleted}))
+            }
+            Route::DeleteAllUser => {
+                let request: UserRequest = parse(body)?;
+                let deleted = backend.delete_all_user(&request.user_id).await.map_err(text)?;
+                ok(json!({"deleted": deleted}))
+            }
+            Route::GetPodipOwner => unreachable!("answered before the body is read"),
+        }
+    }
+
+    /// `get_podip_owner` answers text: the owner, or nothing when no pod has the address.
+    async fn podip_owner(&self, query: Option<&str>) -> Answer {
+        let ip = query
+            .into_iter()
+            .flat_map(|q| q.split('&'))
+            .find_map(|pair| pair.strip_prefix("ip="));
+        let Some(ip) = ip.filter(|ip| !ip.is_empty()) else {
+            return Answer {
+                status: StatusCode::BAD_REQUEST,
+                body: Body::Text("missing query parameter ip".to_owned()),
+            };
+        };
+        match self.backend.podip_owner(ip).await {
+            Ok(owner) => Answer {
+                status: StatusCode::OK,
+                body: Body::Text(owner.unwrap_or_default()),
+            },
+            Err(error) => Answer {
+                status: StatusCode::BAD_REQUEST,
+                body: Body::Text(error.to_string()),
+            },
+        }
+    }
+
+    /// The silo a request is from: the first `X-Forwarded-For` address, else the peer; loopback
+    /// stands for `testingHost` (deic-dk's rule).
+    fn silo_ip(&self, request: &Request<Incoming>) -> IpAddr {
+        let forwarded = request
+            .headers()
+            .get("x-forwarded-for")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(',').next())
+            .and_then(|v| v.trim().parse::<IpAddr>().ok());
+        let ip = canonical(forwarded.unwrap_or(self.peer.ip()));
+        if ip.is_loopback() {
+            self.backend.config().testing_host
+        } else {
+            ip
+        }
+    }
+}
+
+fn text(error: RequestError) -> String {
+    error.to_string()
+}
+
+fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, String> {
+    serde_json::from_slice(body).map_err(|e| format!("the request body is not the expected JSON: {e}"))
+}
+
+async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, (StatusCode, String)> {
+    let mut limited = Limited::new(body, limit);
+    let mut bytes = BytesMut::new();
+    while let Some(frame) = limited.frame().await {
+        match frame {
+            Ok(frame) => {
+                if let Some(data) = frame.data_ref() {
+                    bytes.extend_from_slice(data);
+                }
+            }
+            Err(error) if error.is::<http_body_util::LengthLimitError>() => {
+                return Err((
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("the request body is larger than maxBodyBytes ({limit})"),
+                ));
+            }
+            Err(error) => {
+                return Err((
+                    StatusCode::BAD_REQUEST,
+                    format!("reading the request body: {error}"),
+                ));
+            }
+        }
+    }
+    Ok(bytes.freeze())
+}
+
+/// IPv4-mapped IPv6 addresses as IPv4, so `127.0.0.0/8` matches a dual-stack listener's peers.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// Compares without stopping at the first difference, so the time taken says nothing of the token.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl outfit_http::accept::Handler for Api {
+    fn call(&self, request: Request<Incoming>) -> impl Future<Output = Response<Full<Bytes>>> + Send {
+        let this = self.clone();
+        async move {
+            let started = std::time::Instant::now();
+            let method = request.method().clone();
+            let path = request.uri().path().to_owned();
+            let (route, answer) = this.answer(request).await;
+            let status = answer.status;
+            this.metrics.request(route, status, started.elapsed());
+            tracing::debug!(%method, path, status = status.as_u16(), peer = %this.peer, "request");
+            encode(answer)
+        }
+    }
+}
+
+fn encode(answer: Answer) -> Response<Full<Bytes>> {
+    let (body, content_type) = match answer.body {
+        Body::Json(value) => {
+            let mut text = serde_json::to_vec(&value).expect("JSON values serialize");
+            text.push(b'\n');
+            (text, "application/json")
+        }
+        Body::Text(text) => (text.into_bytes(), "text/plain; charset=utf-8"),
+    };
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = answer.status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_are_deic_dks() {
+        for (path, name) in [
+            ("/get_pods", "get_pods"),
+            ("/create_pod", "create_pod"),
+            ("/watch_create_pod", "watch_create_pod"),
+            ("/delete_pod", "delete_pod"),
+            ("/watch_delete_pod", "watch_delete_pod"),
+            ("/delete_all_user", "delete_all_user"),
+            ("/get_podip_owner", "get_podip_owner"),
+        ] {
+            assert_eq!(Route::of(path).map(Route::name), Some(name));
+        }
+        assert_eq!(Route::of("/clean_all_unused"), None);
+        assert_eq!(Route::GetPodipOwner.method(), Method::GET);
+        assert_eq!(Route::CreatePod.method(), Method::POST);
+    }
+
+    #[test]
+    fn failures_keep_the_compatible_field_and_add_an_error() {
+        let cases = [
+            (Route::CreatePod, json!({"pod_name": "", "error": "x"})),
+            (Route::WatchCreatePod, json!({"ready": false, "error": "x"})),
+            (Route::DeletePod, json!({"requested": false, "error": "x"})),
+            // No leak: a failed watch_delete_pod still says deleted.
+            (Route::WatchDeletePod, json!({"deleted": true, "error": "x"})),
+            (Route::DeleteAllUser, json!({"deleted": false, "error": "x"})),
+            (Route::GetPods, json!({"error": "x"})),
+        ];
+        for (route, expected) in cases {
+            let Body::Json(body) = Answer::failure(Some(route), StatusCode::BAD_REQUEST, "x").body else {
+                panic!("JSON expected");
+            };
+            assert_eq!(body, expected, "{route:?}");
+        }
+    }
+
+    #[test]
+    fn mapped_addresses_are_read_as_ipv4() {
+        let mapped: IpAddr = "::ffff:127.0.0.1".parse().unwrap();
+        assert_eq!(canonical(mapped), "127.0.0.1".parse::<IpAddr>().unwrap());
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"ab"));
+    }
+}

@@ -1,0 +1,488 @@
+//! The operations behind deic-dk's API (§1.2 of the reference), one method each, free of HTTP:
+//! reads come from the watch cache, writes go to the API server, and long polls wait on the
+//! cache's changes.
+
+use std::{net::IpAddr, sync::Arc, time::Duration};
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use serde::Deserialize;
+use tokio::time::Instant;
+
+use crate::{
+    cache::{Cache, OWN_WRITE_VISIBLE},
+    cluster::{self, Cluster, ClusterError},
+    config::Config,
+    fetch::{FetchError, Fetcher},
+    info::{self, PodInfo},
+    lifecycle, manifest,
+    manifest::{ManifestError, Requester, Settings},
+    names, objects,
+    progress::Phase,
+    user::{InvalidUserId, UserId},
+};
+
+/// Why a request could not be done. Each says what was wrong; the API answers it with the
+/// endpoint's compatible field and an `error` message.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// The user id breaks deic-dk's rule.
+    #[error(transparent)]
+    User(#[from] InvalidUserId),
+    /// The manifest could not be fetched.
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+    /// The manifest can't be launched.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// Every name the create may use is taken.
+    #[error("the user already has pods named {first} and {last} and every number between")]
+    NamesTaken {
+        /// The first name tried.
+        first: String,
+        /// The last name tried.
+        last: String,
+    },
+    /// The user has no pod of that name.
+    #[error("user {user} has no pod named {pod:?}")]
+    NoSuchPod {
+        /// The user.
+        user: String,
+        /// The name asked for.
+        pod: String,
+    },
+    /// The pod is already being deleted.
+    #[error("pod {0:?} is already being deleted")]
+    AlreadyDeleting(String),
+    /// The user's storage can't be made ready.
+    #[error("storage: {0}")]
+    Storage(String),
+    /// The API server refused or failed.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    /// `get_podip_owner` was asked about something that is not a pod address.
+    #[error("{0}")]
+    BadAddress(String),
+}
+
+impl RequestError {
+    /// The phase a failed create stopped in.
+    pub fn phase(&self) -> Phase {
+        match self {
+            Self::Fetch(_) | Self::Manifest(_) | Self::User(_) | Self::BadAddress(_) => Phase::Fetch,
+            Self::Storage(_) => Phase::Storage,
+            _ => Phase::Scheduling,
+        }
+    }
+}
+
+/// `create_pod`'s request.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CreateRequest {
+    /// The manifest's URL.
+    pub yaml_url: String,
+    /// The user.
+    pub user_id: String,
+    /// Container name → env var → value.
+    #[serde(default)]
+    pub settings: Option<Settings>,
+}
+
+/// What a create answers.
+#[derive(Debug, Clone)]
+pub struct Created {
+    /// The pod's name.
+    pub pod_name: String,
+    /// Settings that were not applied, and the like.
+    pub warnings: Vec<String>,
+}
+
+/// `watch_create_pod`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateOutcome {
+    /// Whether the pod is ready with its Services and tokens.
+    pub ready: bool,
+    /// Why not, when the create failed or timed out (never about another user's pod).
+    pub reason: Option<String>,
+}
+
+/// The backend.
+#[derive(Clone)]
+pub struct Backend {
+    config: Arc<Config>,
+    cluster: Cluster,
+    cache: Cache,
+    fetcher: Fetcher,
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backend").finish_non_exhaustive()
+    }
+}
+
+/// How long a create may wait for storage of the user's that is still being deleted.
+const STORAGE_DELETE_WAIT: Duration = Duration::from_secs(30);
+
+impl Backend {
+    /// A backend over `cluster`, answering from `cache`.
+    pub fn new(config: Arc<Config>, cluster: Cluster, cache: Cache) -> Self {
+        let fetcher = Fetcher::new(
+            config.whitelist_manifest_regex.clone(),
+            config.manifest_fetch_timeout,
+            config.manifest_max_bytes,
+        );
+        Self {
+            config,
+            cluster,
+            cache,
+            fetcher,
+        }
+    }
+
+    /// Waits until the cache has read the cluster once.
+    pub async fn synced(&self) {
+        self.cache.synced().await;
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// `get_pods`: the user's pods, from the cache.
+    pub fn get_pods(&self, user_id: &str) -> Result<Vec<PodInfo>, RequestError> {
+        let user = UserId::parse(user_id)?;
+        let now = Timestamp::now();
+        Ok(self
+            .cache
+            .pods_of(&user)
+            .iter()
+            .map(|pod| info::pod_info(pod, &self.config, now))
+            .collect())
+    }
+
+    /// `create_pod`: fetches the manifest, makes the user's storage and the pod, and answers once
+    /// the pod is created; the lifecycle does the rest.
+    pub async fn create_pod(
+        &self,
+        request: &CreateRequest,
+        silo_ip: IpAddr,
+    ) -> Result<Created, RequestError> {
+        let user = UserId::parse(&request.user_id)?;
+        let manifest_text = self.fetcher.fetch(&request.yaml_url).await?;
+        let silo_ip = silo_ip.to_string();
+        let requester = Requester {
+            user: &user,
+            silo_ip: &silo_ip,
+        };
+        let empty = Settings::new();
+        let settings = request.settings.as_ref().unwrap_or(&empty);
+        let prepared = manifest::prepare(&manifest_text, requester, settings, &self.config)?;
+        let deadline = Timestamp::now() + self.config.timeout_create;
+        let deadline_text = deadline.to_string();
+        let storage_claim = if prepared.needs_user_storage {
+            self.ensure_storage(&user, &silo_ip, &deadline_text).await?
+        } else {
+            String::new()
+        };
+        let candidates = names::pod_name_candidates(&prepared.manifest_name, &user);
+        let warnings = prepared.warnings.clone();
+        for name in &candidates {
+            if self.cache.pod(name).is_some() {
+                continue;
+            }
+            let placement = manifest::Placement {
+                name,
+                storage_claim: &storage_claim,
+                deadline: &deadline_text,
+                manifest_url: &request.yaml_url,
+            };
+            let pod = manifest::assemble(prepared.clone(), requester, &placement);
+            match self.cluster.create_pod(&pod).await {
+                Ok(created) => {
+                    tracing::info!(pod = name, user = %user, manifest = request.yaml_url, "pod created");
+                    self.await_visible(&created).await;
+                    return Ok(Created {
+                        pod_name: name.clone(),
+                        warnings,
+                    });
+                }
+                // Taken since the cache last looked (another replica, or a pod being deleted).
+                Err(error) if error.is_conflict() => continue,
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Err(RequestError::NamesTaken {
+            first: candidates[0].clone(),
+            last: candidates[candidates.len() - 1].clone(),
+        })
+    }
+
+    /// Waits (briefly) until the cache shows `pod`, so that a `get_pods` or watch right after the
+    /// create sees it.
+    async fn await_visible(&self, pod: &Pod) {
+        let deadline = Instant::now() + OWN_WRITE_VISIBLE;
+        let (name, uid) = (pod.name_any(), pod.uid());
+        self.cache
+            .wait_for(deadline, |cache| {
+                cache.pod(&name).filter(|p| p.uid() == uid).map(|_| ())
+            })
+            .await;
+    }
+
+    /// Makes sure the user's PV and PVC exist and are not being deleted, marked as wanted until
+    /// `until`; returns the claim's name. Storage of the user's still being deleted is waited
+    /// for and made anew, never taken as ready.
+    async fn ensure_storage(
+        &self,
+        user: &UserId,
+        silo_ip: &str,
+        until: &str,
+    ) -> Result<String, RequestError> {
+        let storage_error = |e: ClusterError| RequestError::Storage(e.to_string());
+        for name in [names::storage_name(user), names::storage_name_for(user)] {
+            for _ in 0..3 {
+                match self.cluster.claim(&name).await.map_err(storage_error)? {
+                    // Another user's (their ids share deic-dk's user string): use the other name.
+                    Some(claim) if cluster::owner_of(&claim).is_some_and(|o| o != user.as_str()) => break,
+                    Some(claim) if claim.metadata.deletion_timestamp.is_some() => {
+                        let gone = self
+                            .cluster
+                            .wait_claim_gone(&name, STORAGE_DELETE_WAIT)
+                            .await
+                            .map_err(storage_error)?;
+                        if !gone {
+                            return Err(RequestError::Storage(format!(
+                                "claim {name} is still being deleted after {STORAGE_DELETE_WAIT:?}"
+                            )));
+                        }
+                    }
+                    Some(_) => {
+                        self.cluster
+                            .claim_storage(&name, until)
+                            .await
+                            .map_err(storage_error)?;
+                        // The claim may have started to go away in between: look again.
+                        let claim = self.cluster.claim(&name).await.map_err(storage_error)?;
+                        if claim.is_some_and(|c| c.metadata.deletion_timestamp.is_none()) {
+                            self.ensure_volume(user, silo_ip, &name).await?;
+                            return Ok(name);
+                        }
+                    }
+                    None => {
+                        self.ensure_volume(user, silo_ip, &name).await?;
+                        let storage = objects::Storage::new(user, silo_ip, name.clone(), &self.config);
+                        let mut claim = storage.claim(user, &self.config);
+                        claim.annotations_mut().insert(
+                            crate::keys::ANNOTATION_STORAGE_WANTED_UNTIL.to_owned(),
+                            until.to_owned(),
+                        );
+                        match self.cluster.create_claim(&claim).await {
+                            Ok(()) => return Ok(name),
+                            Err(e) if e.is_conflict() => {}
+                            Err(e) => return Err(storage_error(e)),
+                        }
+                    }
+                }
+            }
+        }
+        Err(RequestError::Storage(format!(
+            "no storage name is free for {user} ({} and {} belong to others or keep changing)",
+            names::storage_name(user),
+            names::storage_name_for(user)
+        )))
+    }
+
+    async fn ensure_volume(&self, user: &UserId, silo_ip: &str, name: &str) -> Result<(), RequestError> {
+        let storage_error = |e: ClusterError| RequestError::Storage(e.to_string());
+        if let Some(volume) = self.cluster.volume(name).await.map_err(storage_error)? {
+            if volume.metadata.deletion_timestamp.is_none() {
+                return Ok(());
+            }
+            // A Released volume being deleted: wait for it to go, then make it anew.
+            let deadline = Instant::now() + STORAGE_DELETE_WAIT;
+            while self.cluster.volume(name).await.map_err(storage_error)?.is_some() {
+                if Instant::now() >= deadline {
+                    return Err(RequestError::Storage(format!(
+                        "volume {name} is still being deleted"
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        let storage = objects::Storage::new(user, silo_ip, name.to_owned(), &self.config);
+        match self
+            .cluster
+            .create_volume(&storage.volume(user, &self.config))
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_conflict() => Ok(()),
+            Err(e) => Err(storage_error(e)),
+        }
+    }
+
+    /// `watch_create_pod`: waits until the user's pod is ready, its create failed, or its
+    /// deadline passed. Asked about a pod the user does not own, it answers not ready at once and
+    /// says nothing more (deic-dk's no-leak default).
+    pub async fn watch_create(&self, user_id: &str, pod_name: &str) -> Result<CreateOutcome, RequestError> {
+        let user = UserId::parse(user_id)?;
+        let not_yours = CreateOutcome {
+            ready: false,
+            reason: None,
+        };
+        let Some(pod) = self.cache.owned_pod(&user, pod_name) else {
+            return Ok(not_yours);
+        };
+        // The lifecycle fails a pod at its deadline; allow it a moment to say why.
+        let deadline = lifecycle::deadline(&pod)
+            .map(|d| {
+                let left = d.duration_since(Timestamp::now()).as_secs().max(0) as u64;
+                Instant::now() + Duration::from_secs(left) + OWN_WRITE_VISIBLE
+            })
+            .unwrap_or_else(Instant::now);
+        let uid = pod.uid();
+        let outcome = self
+            .cache
+            .wait_for(deadline, |cache| {
+                let Some(pod) = cache.owned_pod(&user, pod_name).filter(|p| p.uid() == uid) else {
+                    return Some(CreateOutcome {
+                        ready: false,
+                        reason: Some("the pod was deleted before it was ready".to_owned()),
+                    });
+                };
+                if let Some(reason) = lifecycle::failure(&pod) {
+                    return Some(CreateOutcome {
+                        ready: false,
+                        reason: Some(reason.to_owned()),
+                    });
+                }
+                match info::progress(&pod) {
+                    info::Progress::Settled => Some(CreateOutcome {
+                        ready: true,
+                        reason: None,
+                    }),
+                    info::Progress::Deleting => Some(CreateOutcome {
+                        ready: false,
+                        reason: Some("the pod is being deleted".to_owned()),
+                    }),
+                    info::Progress::Creating => None,
+                }
+            })
+            .await;
+        Ok(outcome.unwrap_or(CreateOutcome {
+            ready: false,
+            reason: Some("not ready by the create deadline".to_owned()),
+        }))
+    }
+
+    /// `delete_pod`: asks the API server to delete the user's pod.
+    pub async fn delete_pod(&self, user_id: &str, pod_name: &str) -> Result<(), RequestError> {
+        let user = UserId::parse(user_id)?;
+        let Some(pod) = self.cache.owned_pod(&user, pod_name) else {
+            return Err(RequestError::NoSuchPod {
+                user: user.to_string(),
+                pod: pod_name.to_owned(),
+            });
+        };
+        if pod.metadata.deletion_timestamp.is_some() {
+            return Err(RequestError::AlreadyDeleting(pod_name.to_owned()));
+        }
+        if !self.cluster.delete_pod(pod_name, pod.uid().as_deref()).await? {
+            return Err(RequestError::NoSuchPod {
+                user: user.to_string(),
+                pod: pod_name.to_owned(),
+            });
+        }
+        tracing::info!(pod = pod_name, user = %user, "pod deletion requested");
+        Ok(())
+    }
+
+    /// `watch_delete_pod`: waits until the user's pod is gone, up to `timeoutDelete`. About a
+    /// pod the user does not own it answers deleted at once (deic-dk's no-leak default).
+    pub async fn watch_delete(&self, user_id: &str, pod_name: &str) -> Result<bool, RequestError> {
+        let user = UserId::parse(user_id)?;
+        let Some(pod) = self.cache.owned_pod(&user, pod_name) else {
+            return Ok(true);
+        };
+        let uid = pod.uid();
+        let deadline = Instant::now() + self.config.timeout_delete;
+        let gone = self
+            .cache
+            .wait_for(deadline, |cache| {
+                cache
+                    .owned_pod(&user, pod_name)
+                    .filter(|p| p.uid() == uid)
+                    .is_none()
+                    .then_some(())
+            })
+            .await;
+        Ok(gone.is_some())
+    }
+
+    /// `delete_all_user`: deletes every pod of the user and their storage, and waits (up to
+    /// `timeoutDelete` + 30 s, as deic-dk) until all of it is gone.
+    pub async fn delete_all_user(&self, user_id: &str) -> Result<bool, RequestError> {
+        let user = UserId::parse(user_id)?;
+        let deadline = Instant::now() + self.config.timeout_delete + Duration::from_secs(30);
+        for pod in self.cache.pods_of(&user) {
+            if pod.metadata.deletion_timestamp.is_none() {
+                self.cluster
+                    .delete_pod(&pod.name_any(), pod.uid().as_deref())
+                    .await?;
+            }
+        }
+        let pods_gone = self
+            .cache
+            .wait_for(deadline, |cache| cache.pods_of(&user).is_empty().then_some(()))
+            .await;
+        if pods_gone.is_none() {
+            return Ok(false);
+        }
+        let claims: Vec<String> = self
+            .cache
+            .claims()
+            .iter()
+            .filter(|c| cluster::belongs_to(c.as_ref(), &user))
+            .map(|c| c.name_any())
+            .collect();
+        for name in &claims {
+            self.cluster.delete_storage(name).await?;
+        }
+        let storage_gone = self
+            .cache
+            .wait_for(deadline, |cache| {
+                claims.iter().all(|n| cache.claim(n).is_none()).then_some(())
+            })
+            .await;
+        Ok(storage_gone.is_some())
+    }
+
+    /// `get_podip_owner`: the owner of the pod with address `ip`, waiting up to 4.5 s for one to
+    /// appear (deic-dk tries 9 times, 0.5 s apart). Only addresses in `podSubnetCidr` are asked.
+    pub async fn podip_owner(&self, ip: &str) -> Result<Option<String>, RequestError> {
+        let address: IpAddr = ip
+            .parse()
+            .map_err(|_| RequestError::BadAddress(format!("ip {ip:?} is not an IP address")))?;
+        if !self.config.pod_subnet_cidr.contains(address) {
+            return Err(RequestError::BadAddress(format!(
+                "ip {ip} is outside podSubnetCidr {}",
+                self.config.pod_subnet_cidr
+            )));
+        }
+        let deadline = Instant::now() + Duration::from_millis(4500);
+        Ok(self
+            .cache
+            .wait_for(deadline, |cache| {
+                cache
+                    .pods()
+                    .iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                    .find(|p| p.status.as_ref().and_then(|s| s.pod_ip.as_deref()) == Some(ip))
+                    .and_then(|p| info::owner(p).map(str::to_owned))
+            })
+            .await)
+    }
+}

@@ -1,0 +1,168 @@
+//! The watch caches the backend answers from: its pods and its users' storage claims, each kept
+//! current by a reflector, and a counter that moves on every change so that long polls wake on
+//! changes instead of polling the API server.
+
+use std::{future::Future, sync::Arc, time::Duration};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::{
+    Api, Client,
+    runtime::{
+        WatchStreamExt,
+        reflector::{self, ObjectRef, Store},
+        watcher,
+    },
+};
+use tokio::{sync::watch, time::Instant};
+
+use crate::{info, keys, user::UserId};
+
+/// The backend's view of the cluster, as its watches last saw it.
+#[derive(Clone)]
+pub struct Cache {
+    pods: Store<Pod>,
+    claims: Store<PersistentVolumeClaim>,
+    namespace: Arc<str>,
+    changes: Arc<watch::Sender<u64>>,
+    synced: Arc<watch::Sender<bool>>,
+}
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache")
+            .field("namespace", &self.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cache {
+    /// The cache of `namespace`, and the task that keeps it current (run it until shutdown).
+    pub fn new(client: &Client, namespace: &str) -> (Self, impl Future<Output = ()> + Send + 'static) {
+        let selector = format!("{}={}", keys::LABEL_MANAGED_BY, keys::MANAGED_BY);
+        let (pods, pod_writer) = reflector::store();
+        let (claims, claim_writer) = reflector::store();
+        let changes = Arc::new(watch::channel(0u64).0);
+        let pod_stream = reflector::reflector(
+            pod_writer,
+            watcher(
+                Api::<Pod>::namespaced(client.clone(), namespace),
+                watcher::Config::default().labels(&selector),
+            )
+            .default_backoff(),
+        );
+        let claim_stream = reflector::reflector(
+            claim_writer,
+            watcher(
+                Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace),
+                watcher::Config::default().labels(&selector),
+            )
+            .default_backoff(),
+        );
+        let notify = changes.clone();
+        let synced = Arc::new(watch::channel(false).0);
+        // kube's `Store::wait_until_ready` wakes only its last waiter; one waiter here tells all.
+        let (first_pods, first_claims, tell) = (pods.clone(), claims.clone(), synced.clone());
+        let sync = async move {
+            let _ = first_pods.wait_until_ready().await;
+            let _ = first_claims.wait_until_ready().await;
+            tell.send_replace(true);
+        };
+        let events = async move {
+            let events = futures::stream::select(
+                pod_stream.map(|e| e.map(|_| ())),
+                claim_stream.map(|e| e.map(|_| ())),
+            );
+            let mut events = std::pin::pin!(events);
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(()) => notify.send_modify(|n| *n = n.wrapping_add(1)),
+                    // The watcher retries with backoff; the cache keeps its last view meanwhile.
+                    Err(error) => tracing::warn!(%error, "watch failed; retrying"),
+                }
+            }
+        };
+        let task = async move {
+            futures::join!(sync, events);
+        };
+        let cache = Self {
+            pods,
+            claims,
+            namespace: namespace.into(),
+            changes,
+            synced,
+        };
+        (cache, task)
+    }
+
+    /// Waits until both watches have listed everything once.
+    pub async fn synced(&self) {
+        let _ = self.synced.subscribe().wait_for(|synced| *synced).await;
+    }
+
+    /// The pod called `name`.
+    pub fn pod(&self, name: &str) -> Option<Arc<Pod>> {
+        self.pods.get(&ObjectRef::new(name).within(&self.namespace))
+    }
+
+    /// `user`'s pod called `name`; `None` when there is none or it is someone else's. Ownership is
+    /// the exact user id, never the labels two ids can share.
+    pub fn owned_pod(&self, user: &UserId, name: &str) -> Option<Arc<Pod>> {
+        self.pod(name)
+            .filter(|pod| info::owner(pod) == Some(user.as_str()))
+    }
+
+    /// Every pod of `user`, in name order.
+    pub fn pods_of(&self, user: &UserId) -> Vec<Arc<Pod>> {
+        let mut pods = self
+            .pods
+            .state_filter(|pod| info::owner(pod) == Some(user.as_str()));
+        pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        pods
+    }
+
+    /// Every pod the backend made.
+    pub fn pods(&self) -> Vec<Arc<Pod>> {
+        self.pods.state()
+    }
+
+    /// The storage claim called `name`.
+    pub fn claim(&self, name: &str) -> Option<Arc<PersistentVolumeClaim>> {
+        self.claims.get(&ObjectRef::new(name).within(&self.namespace))
+    }
+
+    /// Every storage claim the backend made.
+    pub fn claims(&self) -> Vec<Arc<PersistentVolumeClaim>> {
+        self.claims.state()
+    }
+
+    /// A receiver that sees every change of the cache.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Evaluates `check` now and after every change until it gives an answer or `deadline`
+    /// passes (then `None`).
+    pub async fn wait_for<T>(
+        &self,
+        deadline: Instant,
+        mut check: impl FnMut(&Self) -> Option<T>,
+    ) -> Option<T> {
+        let mut changes = self.changes();
+        loop {
+            changes.borrow_and_update();
+            if let Some(answer) = check(self) {
+                return Some(answer);
+            }
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                // The watch task is gone (shutdown): nothing will change any more.
+                Ok(Err(_)) => return check(self),
+                Err(_) => return None,
+            }
+        }
+    }
+}
+
+/// How long a handler waits for a change the backend made itself to show in the cache.
+pub const OWN_WRITE_VISIBLE: Duration = Duration::from_secs(10);

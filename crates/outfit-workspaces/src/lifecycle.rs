@@ -1,0 +1,417 @@
+//! The work that follows a create, driven by what the cache shows rather than by the request that
+//! started it, so a restarted backend (or a second replica) carries on where the last one stopped:
+//!
+//! - a pod that turned Ready gets its Services, Ingress and tokens, then is marked started;
+//! - a pod past its deadline (stored on the pod), or that ended, is marked failed with the phase
+//!   it was stuck in and its last Warning event, reported in an Event, and removed; the Services
+//!   and Ingress it owns go with it (garbage collector);
+//! - user storage that no pod uses and no create wants any more is removed (deic-dk removes it
+//!   with the user's last pod; the NFS data stays, the volume's reclaim policy is Retain).
+
+use std::{
+    collections::{BTreeMap, HashSet},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    cache::Cache,
+    cluster::{self, Cluster},
+    config::Config,
+    duration, info, keys, manifest, objects,
+    progress::{self, Phase},
+};
+
+/// Token reads are retried this often, this far apart, as deic-dk does.
+const TOKEN_TRIES: usize = 10;
+const TOKEN_RETRY: Duration = Duration::from_secs(1);
+/// How often the lifecycle looks again when nothing changed (deadlines pass without events).
+const TICK: Duration = Duration::from_secs(1);
+
+/// Finishes and fails creates, and sweeps unused storage.
+#[derive(Clone)]
+pub struct Lifecycle {
+    config: Arc<Config>,
+    cluster: Cluster,
+    cache: Cache,
+    /// Pods a task is working on, so one pass never starts a second task for the same pod.
+    busy: Arc<Mutex<HashSet<String>>>,
+}
+
+impl std::fmt::Debug for Lifecycle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lifecycle").finish_non_exhaustive()
+    }
+}
+
+/// What to do with a creating pod now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    /// Nothing yet.
+    Wait,
+    /// It is ready: make its Services, Ingress and tokens.
+    Finish,
+    /// It will never be ready: remove it, saying why.
+    Fail(Phase, String),
+}
+
+/// Decides what a creating pod needs, from the pod, its storage claim's state and the time.
+pub fn next_step(
+    pod: &Pod,
+    claim: Option<&k8s_openapi::api::core::v1::PersistentVolumeClaim>,
+    now: Timestamp,
+) -> Next {
+    if info::progress(pod) != info::Progress::Creating || failure(pod).is_some() {
+        return Next::Wait;
+    }
+    if progress::is_ready(pod) {
+        return Next::Finish;
+    }
+    let deadline = deadline(pod);
+    let past = deadline.is_none_or(|d| now >= d);
+    if past || progress::has_ended(pod) {
+        let (phase, why) = progress::stuck(pod, claim);
+        let why = if past {
+            format!("{why} (not ready by the create deadline)")
+        } else {
+            why
+        };
+        return Next::Fail(phase, why);
+    }
+    Next::Wait
+}
+
+/// The pod's create deadline.
+pub fn deadline(pod: &Pod) -> Option<Timestamp> {
+    pod.annotations()
+        .get(keys::ANNOTATION_CREATE_DEADLINE)?
+        .parse()
+        .ok()
+}
+
+/// Why the pod's create failed, if it did.
+pub fn failure(pod: &Pod) -> Option<&str> {
+    pod.annotations().get(keys::ANNOTATION_FAILED).map(String::as_str)
+}
+
+/// The storage claim a pod mounts as `sciencedata`, if any.
+pub fn storage_claim_of(pod: &Pod) -> Option<&str> {
+    pod.spec
+        .as_ref()?
+        .volumes
+        .as_ref()?
+        .iter()
+        .find(|v| v.name == "sciencedata")?
+        .persistent_volume_claim
+        .as_ref()
+        .map(|c| c.claim_name.as_str())
+}
+
+impl Lifecycle {
+    /// The lifecycle of the pods in `cache`.
+    pub fn new(config: Arc<Config>, cluster: Cluster, cache: Cache) -> Self {
+        Self {
+            config,
+            cluster,
+            cache,
+            busy: Arc::default(),
+        }
+    }
+
+    /// Runs until `shutdown`: a pass on every change of the cache, and every second.
+    pub async fn run(self, shutdown: CancellationToken) {
+        self.cache.synced().await;
+        tracing::debug!("lifecycle started");
+        let mut changes = self.cache.changes();
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut passes = 0u64;
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                _ = changes.changed() => {}
+                _ = tick.tick() => {}
+            }
+            self.pass();
+            passes += 1;
+            // Storage changes rarely; every fifth pass is soon enough.
+            if passes.is_multiple_of(5) {
+                self.sweep_storage().await;
+            }
+        }
+    }
+
+    fn pass(&self) {
+        let now = Timestamp::now();
+        for pod in self.cache.pods() {
+            let claim = storage_claim_of(&pod).and_then(|name| self.cache.claim(name));
+            let next = next_step(&pod, claim.as_deref(), now);
+            if next == Next::Wait {
+                continue;
+            }
+            let name = pod.name_any();
+            tracing::debug!(pod = name, ?next, "next step");
+            if !self.busy.lock().expect("busy set").insert(name.clone()) {
+                continue;
+            }
+            let this = self.clone();
+            tokio::spawn(async move {
+                match next {
+                    Next::Finish => {
+                        if let Err((phase, why)) = this.finish(&pod).await {
+                            this.fail(&pod, phase, why).await;
+                        }
+                    }
+                    Next::Fail(phase, why) => this.fail(&pod, phase, why).await,
+                    Next::Wait => {}
+                }
+                // Wait for the cache to show what the task wrote before the pod may be picked
+                // again, so a pass never repeats the work on a stale copy.
+                let version = pod.resource_version();
+                let deadline = tokio::time::Instant::now() + crate::cache::OWN_WRITE_VISIBLE;
+                this.cache
+                    .wait_for(deadline, |cache| {
+                        let current = cache.pod(&pod.name_any());
+                        (current.is_none_or(|p| p.resource_version() != version)).then_some(())
+                    })
+                    .await;
+                this.busy.lock().expect("busy set").remove(&name);
+            });
+        }
+    }
+
+    /// The start jobs: Services, Ingress and tokens, then the `started` mark.
+    async fn finish(&self, pod: &Pod) -> Result<(), (Phase, String)> {
+        let services = |e: cluster::ClusterError| (Phase::Services, e.to_string());
+        let owner = objects::owned_by(pod).ok_or((Phase::Services, "the pod has no uid".to_owned()))?;
+        let mut annotations: BTreeMap<&str, Option<String>> = BTreeMap::new();
+        tracing::debug!(pod = pod.name_any(), "pod ready; making its services");
+        if manifest::exposes_ssh(pod) {
+            let service = self
+                .cluster
+                .ensure_service(&objects::ssh_service(pod, &owner), &owner)
+                .await
+                .map_err(services)?;
+            let node_port = service
+                .spec
+                .and_then(|s| s.ports)
+                .and_then(|p| p.first().and_then(|p| p.node_port));
+            annotations.insert(keys::ANNOTATION_SSH_PORT, node_port.map(|p| p.to_string()));
+        }
+        if let Ok(Some(port)) = manifest::ingress_port(pod) {
+            let service = objects::http_service(pod, &owner, port);
+            self.cluster
+                .ensure_service(&service, &owner)
+                .await
+                .map_err(services)?;
+            let ingress = objects::ingress(pod, &owner, port, &self.config);
+            self.cluster
+                .ensure_ingress(&ingress, &owner)
+                .await
+                .map_err(services)?;
+        }
+        tracing::debug!(pod = pod.name_any(), "services made; reading tokens");
+        let tokens = self.read_tokens(pod).await;
+        if !tokens.is_empty() {
+            let json = serde_json::to_string(&tokens).expect("a map of strings serializes");
+            annotations.insert(keys::ANNOTATION_TOKENS, Some(json));
+        }
+        annotations.insert(keys::ANNOTATION_STARTED, Some(Timestamp::now().to_string()));
+        self.cluster
+            .annotate_pod(&pod.name_any(), annotations)
+            .await
+            .map_err(services)?;
+        let took = pod
+            .creation_timestamp()
+            .map(|t| {
+                duration::format(Duration::from_secs(
+                    Timestamp::now().duration_since(t.0).as_secs().max(0) as u64,
+                ))
+            })
+            .unwrap_or_default();
+        tracing::info!(
+            pod = pod.name_any(),
+            user = info::owner(pod),
+            took,
+            "workspace ready"
+        );
+        self.cluster
+            .event(pod, false, "WorkspaceReady", format!("ready after {took}"))
+            .await;
+        Ok(())
+    }
+
+    /// The tokens of the copy-token annotation, each read from `/tmp/<key>` of the first
+    /// container. A token that can't be read is left out (deic-dk does the same) and logged.
+    async fn read_tokens(&self, pod: &Pod) -> BTreeMap<String, String> {
+        let mut tokens = BTreeMap::new();
+        let keys = manifest::token_keys(pod).unwrap_or_default();
+        let Some(container) = pod.spec.as_ref().and_then(|s| s.containers.first()) else {
+            return tokens;
+        };
+        for key in keys {
+            let mut last_error = String::new();
+            for attempt in 0..TOKEN_TRIES {
+                if attempt > 0 {
+                    tokio::time::sleep(TOKEN_RETRY).await;
+                }
+                match self
+                    .cluster
+                    .read_token(
+                        &pod.name_any(),
+                        &container.name,
+                        &key,
+                        self.config.token_byte_limit,
+                    )
+                    .await
+                {
+                    Ok(value) => {
+                        tokens.insert(key.clone(), value);
+                        break;
+                    }
+                    Err(error) => {
+                        tracing::debug!(pod = pod.name_any(), key, attempt, error, "token not read yet");
+                        last_error = error;
+                    }
+                }
+            }
+            if !tokens.contains_key(&key) {
+                tracing::warn!(pod = pod.name_any(), key, error = last_error, "token not read");
+            }
+        }
+        tokens
+    }
+
+    /// Marks the create failed, reports it, and removes the pod (and so what it owns).
+    async fn fail(&self, pod: &Pod, phase: Phase, why: String) {
+        let name = pod.name_any();
+        let warning = match pod.uid() {
+            Some(uid) => self.cluster.last_warning(&uid).await,
+            None => None,
+        };
+        let reason = match warning {
+            Some(warning) => format!("{phase}: {why}; last warning: {warning}"),
+            None => format!("{phase}: {why}"),
+        };
+        tracing::warn!(
+            pod = name,
+            user = info::owner(pod),
+            reason,
+            "create failed; removing the pod"
+        );
+        self.cluster
+            .event(pod, true, "CreateFailed", reason.clone())
+            .await;
+        let mark = BTreeMap::from([(keys::ANNOTATION_FAILED, Some(reason))]);
+        if let Err(error) = self.cluster.annotate_pod(&name, mark).await
+            && !error.is_not_found()
+        {
+            tracing::warn!(%error, "could not mark the failed pod");
+        }
+        if let Err(error) = self.cluster.delete_pod(&name, pod.uid().as_deref()).await {
+            tracing::warn!(%error, "could not remove the failed pod; retrying on the next pass");
+        }
+    }
+
+    /// Removes user storage no pod uses and no create wants.
+    async fn sweep_storage(&self) {
+        let now = Timestamp::now();
+        let pods = self.cache.pods();
+        for claim in self.cache.claims() {
+            if claim.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let Some(owner) = cluster::owner_of(claim.as_ref()) else {
+                continue;
+            };
+            if pods.iter().any(|pod| info::owner(pod) == Some(owner)) {
+                continue;
+            }
+            let wanted = claim
+                .annotations()
+                .get(keys::ANNOTATION_STORAGE_WANTED_UNTIL)
+                .and_then(|t| t.parse::<Timestamp>().ok())
+                .is_some_and(|until| until > now);
+            if wanted {
+                continue;
+            }
+            let name = claim.name_any();
+            tracing::info!(storage = name, user = owner, "removing storage no pod uses");
+            if let Err(error) = self.cluster.delete_storage(&name).await {
+                tracing::warn!(%error, "could not remove unused storage");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn pod(annotations: serde_json::Value, status: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "annotations": annotations},
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    fn at(text: &str) -> Timestamp {
+        text.parse().unwrap()
+    }
+
+    const DEADLINE: &str = "2026-01-01T00:01:30Z";
+
+    #[test]
+    fn a_ready_creating_pod_is_finished() {
+        let ready = json!({"conditions": [{"type": "Ready", "status": "True"}]});
+        let pod = pod(json!({keys::ANNOTATION_CREATE_DEADLINE: DEADLINE}), ready);
+        assert_eq!(next_step(&pod, None, at("2026-01-01T00:00:10Z")), Next::Finish);
+    }
+
+    #[test]
+    fn a_pod_past_its_deadline_fails_with_its_phase() {
+        let pod = pod(json!({keys::ANNOTATION_CREATE_DEADLINE: DEADLINE}), json!({}));
+        assert_eq!(next_step(&pod, None, at("2026-01-01T00:01:00Z")), Next::Wait);
+        let Next::Fail(phase, why) = next_step(&pod, None, at("2026-01-01T00:01:30Z")) else {
+            panic!("expected a failure");
+        };
+        assert_eq!(phase, Phase::Scheduling);
+        assert!(why.contains("deadline"), "{why}");
+    }
+
+    #[test]
+    fn a_pod_that_ended_fails_before_its_deadline() {
+        let ended = json!({"phase": "Failed", "conditions": [{"type": "PodScheduled", "status": "True"}]});
+        let pod = pod(json!({keys::ANNOTATION_CREATE_DEADLINE: DEADLINE}), ended);
+        assert!(matches!(
+            next_step(&pod, None, at("2026-01-01T00:00:01Z")),
+            Next::Fail(Phase::Readiness, _)
+        ));
+    }
+
+    #[test]
+    fn started_failed_and_foreign_pods_are_left_alone() {
+        let ready = json!({"conditions": [{"type": "Ready", "status": "True"}]});
+        let started = pod(
+            json!({keys::ANNOTATION_CREATE_DEADLINE: DEADLINE, keys::ANNOTATION_STARTED: "x"}),
+            ready.clone(),
+        );
+        let failed = pod(
+            json!({keys::ANNOTATION_CREATE_DEADLINE: DEADLINE, keys::ANNOTATION_FAILED: "x"}),
+            json!({}),
+        );
+        let foreign = pod(json!({}), ready);
+        let late = at("2030-01-01T00:00:00Z");
+        for pod in [started, failed, foreign] {
+            assert_eq!(next_step(&pod, None, late), Next::Wait);
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! `outfit workspaces` as a process: binds the API and admin ports, starts the watch caches and
+//! the lifecycle, serves until shutdown, then drains.
+//!
+//! ```text
+//!  frontend ──HTTP──▶ accept (outfit-http) ──▶ api (who, route, body) ──▶ backend ──▶ API server
+//!                                                                           │ reads     ▲ writes
+//!  API server ──watch──▶ cache (pods, claims) ◀─────────────────────────────┘           │
+//!                          └──changes──▶ lifecycle (finish, fail, sweep storage) ────────┘
+//!  kubelet, Prometheus ──HTTP──▶ admin (/livez /readyz /metrics)
+//! ```
+
+use std::{net::SocketAddr, sync::Arc};
+
+use tokio::{net::TcpListener, sync::watch};
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use crate::{
+    api::Api, backend::Backend, cache::Cache, cluster::Cluster, config::Config, lifecycle::Lifecycle,
+    metrics::Metrics,
+};
+
+/// Why the backend could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A port could not be bound.
+    #[error("binding {what} {address}: {source}")]
+    Bind {
+        /// Which port.
+        what: &'static str,
+        /// The address.
+        address: SocketAddr,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// A bound, not yet serving, backend.
+pub struct Server {
+    config: Arc<Config>,
+    client: kube::Client,
+    api: TcpListener,
+    admin: Option<TcpListener>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("api", &self.api)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// Binds the ports of `config`.
+    pub async fn bind(config: Config, client: kube::Client) -> Result<Self, RunError> {
+        let bind = |what, address| async move {
+            TcpListener::bind(address).await.map_err(|source| RunError::Bind {
+                what,
+                address,
+                source,
+            })
+        };
+        let api = bind("the API port", config.listen).await?;
+        let admin = match config.admin_listen {
+            Some(address) => Some(bind("the admin port", address).await?),
+            None => None,
+        };
+        Ok(Self {
+            config: Arc::new(config),
+            client,
+            api,
+            admin,
+        })
+    }
+
+    /// The API's address.
+    pub fn api_address(&self) -> std::io::Result<SocketAddr> {
+        self.api.local_addr()
+    }
+
+    /// Serves until `shutdown`, then lets requests in flight finish within `shutdownGrace`.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let config = self.config;
+        let tracker = TaskTracker::new();
+        let (cache, watch_task) = Cache::new(&self.client, &config.namespace);
+        let cluster = Cluster::new(self.client.clone(), &config.namespace);
+        let metrics = Arc::new(Metrics::default());
+        let ready = Arc::new(watch::channel(false).0);
+
+        let watches = tokio::spawn(watch_task);
+        let lifecycle = Lifecycle::new(config.clone(), cluster.clone(), cache.clone());
+        let lifecycle_task = tokio::spawn(lifecycle.run(shutdown.clone()));
+        {
+            let (cache, ready, shutdown) = (cache.clone(), ready.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = cache.synced() => {
+                        tracing::info!("watch caches synced; ready");
+                        ready.send_replace(true);
+                    }
+                    () = shutdown.cancelled() => {}
+                }
+            });
+        }
+        if let Some(listener) = self.admin {
+            let render = metrics.clone();
+            let admin = outfit_http::admin::Admin::new(ready.clone(), Arc::new(move || render.render()));
+            tracker.spawn(outfit_http::admin::serve(
+                listener,
+                admin,
+                outfit_http::accept::Timeouts::default(),
+                shutdown.clone(),
+                tracker.clone(),
+            ));
+        }
+        let backend = Backend::new(config.clone(), cluster, cache);
+        tracing::info!(
+            listen = %self.api.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+            namespace = config.namespace,
+            "serving the workspace API"
+        );
+        let stop = shutdown.clone();
+        outfit_http::accept::accept_each(self.api, &stop, &tracker, |tcp, peer| {
+            let api = Api::new(backend.clone(), metrics.clone(), peer);
+            let shutdown = shutdown.clone();
+            async move {
+                let _ = outfit_http::accept::serve_http(
+                    tcp,
+                    false,
+                    api,
+                    outfit_http::accept::Timeouts::default(),
+                    shutdown,
+                )
+                .await;
+            }
+        })
+        .await;
+        // Not ready any more: load balancers stop sending while requests in flight finish.
+        ready.send_replace(false);
+        tracker.close();
+        if tokio::time::timeout(config.shutdown_grace, tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(grace = ?config.shutdown_grace, "requests still in flight at the end of the grace period");
+        }
+        lifecycle_task.abort();
+        watches.abort();
+    }
+}

@@ -1,0 +1,129 @@
+//! User ids: deic-dk's validation rule and the names derived from an id.
+
+use std::fmt;
+
+/// Why a user id was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid user_id {id:?}: {reason}")]
+pub struct InvalidUserId {
+    /// The id as given.
+    pub id: String,
+    /// What is wrong with it.
+    pub reason: &'static str,
+}
+
+/// A validated user id such as `alice@dtu.dk`: lower-case letters and digits plus `-`, `.` and
+/// `_`, at most one `@`, starting and ending with a letter or digit, at least two characters
+/// (deic-dk's rule, §1.1 of the reference).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct UserId(String);
+
+impl UserId {
+    /// Validates `id`.
+    pub fn parse(id: &str) -> Result<Self, InvalidUserId> {
+        let fail = |reason| InvalidUserId {
+            id: id.to_owned(),
+            reason,
+        };
+        if id.len() < 2 {
+            return Err(fail("shorter than 2 characters"));
+        }
+        // Longer ids can't be anyone's and would only make names and logs unwieldy.
+        if id.len() > 253 {
+            return Err(fail("longer than 253 characters"));
+        }
+        let alnum = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+        let bytes = id.as_bytes();
+        if !alnum(bytes[0]) || !alnum(bytes[bytes.len() - 1]) {
+            return Err(fail("must start and end with a lower-case letter or a digit"));
+        }
+        if bytes.iter().filter(|&&b| b == b'@').count() > 1 {
+            return Err(fail("has more than one '@'"));
+        }
+        if !bytes
+            .iter()
+            .all(|&b| alnum(b) || matches!(b, b'-' | b'.' | b'_' | b'@'))
+        {
+            return Err(fail(
+                "may hold only lower-case letters, digits, '-', '.', '_' and one '@'",
+            ));
+        }
+        Ok(Self(id.to_owned()))
+    }
+
+    /// The id as given.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The part before the `@` (deic-dk's `user` label).
+    pub fn name(&self) -> &str {
+        self.0.split_once('@').map_or(&self.0, |(name, _)| name)
+    }
+
+    /// The part after the `@`, empty when there is none (deic-dk's `domain` label).
+    pub fn domain(&self) -> &str {
+        self.0.split_once('@').map_or("", |(_, domain)| domain)
+    }
+
+    /// deic-dk's user string: every `@` and `.` replaced by `-` (`alice@dtu.dk` →
+    /// `alice-dtu-dk`). Not unique: `a.b@x` and `a-b@x` give the same string.
+    pub fn user_string(&self) -> String {
+        self.0.replace(['@', '.'], "-")
+    }
+}
+
+impl fmt::Display for UserId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// deic-dk's own test vectors (util_test.go, §1.1 of the reference).
+    #[test]
+    fn accepts_and_refuses_as_deic_dk_does() {
+        for good in ["foo", "foo@bar.baz", "foo-bar.baz@foo.bar-baz", "a1", "x_y@z"] {
+            assert!(UserId::parse(good).is_ok(), "{good} should be valid");
+        }
+        for bad in [
+            "foO@bar",
+            "foo@bar@baz",
+            "foo@",
+            ".foo",
+            "-foo",
+            "foo.",
+            "f",
+            "",
+            "a b",
+        ] {
+            assert!(UserId::parse(bad).is_err(), "{bad} should be invalid");
+        }
+    }
+
+    #[test]
+    fn splits_into_name_and_domain() {
+        let id = UserId::parse("alice@dtu.dk").unwrap();
+        assert_eq!((id.name(), id.domain()), ("alice", "dtu.dk"));
+        assert_eq!(id.user_string(), "alice-dtu-dk");
+        let bare = UserId::parse("bob").unwrap();
+        assert_eq!((bare.name(), bare.domain()), ("bob", ""));
+    }
+
+    #[test]
+    fn user_strings_collide_where_ids_differ() {
+        let a = UserId::parse("a.b@x").unwrap();
+        let b = UserId::parse("a-b@x").unwrap();
+        assert_eq!(a.user_string(), b.user_string());
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn error_names_the_id_and_the_rule() {
+        let err = UserId::parse("Alice").unwrap_err().to_string();
+        assert!(err.contains("\"Alice\"") && err.contains("lower-case"), "{err}");
+    }
+}
