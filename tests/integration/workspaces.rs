@@ -98,6 +98,17 @@ impl Backend {
     /// Starts the backend for `namespace`, its manifests from `manifests`, with `extra` config
     /// lines.
     async fn start(plane: &ControlPlane, namespace: &str, manifests: &Manifests, extra: &str) -> Backend {
+        Backend::start_as(plane, namespace, manifests, extra, plane.kubeconfig()).await
+    }
+
+    /// As [`Backend::start`], with the credentials of `kubeconfig`.
+    async fn start_as(
+        plane: &ControlPlane,
+        namespace: &str,
+        manifests: &Manifests,
+        extra: &str,
+        kubeconfig: PathBuf,
+    ) -> Backend {
         let config = std::env::temp_dir().join(format!("outfit-ws-{}-{namespace}.yaml", std::process::id()));
         let port = free_port();
         let pod_cidr = plane.env("POD_CIDR");
@@ -119,10 +130,10 @@ impl Backend {
         )
         .unwrap();
         let backend = Backend {
-            child: spawn(&config, &plane.kubeconfig()),
+            child: spawn(&config, &kubeconfig),
             port,
             config,
-            kubeconfig: plane.kubeconfig(),
+            kubeconfig,
         };
         backend.wait_listening().await;
         backend
@@ -196,6 +207,77 @@ async fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, String) 
     (status, body.to_owned())
 }
 
+/// Installs the RBAC objects `outfit manifests --workspaces` prints for a backend in `system`
+/// managing `workspaces`, and returns a kubeconfig with a token of its ServiceAccount: the
+/// backend then runs with exactly the permissions the install gives it.
+async fn least_privilege(plane: &ControlPlane, client: &Client, system: &str, workspaces: &str) -> PathBuf {
+    let output = Command::new(env!("CARGO_BIN_EXE_outfit"))
+        .args([
+            "manifests",
+            "--workspaces",
+            "--namespace",
+            system,
+            "--workspaces-namespace",
+            workspaces,
+        ])
+        .output()
+        .expect("outfit manifests --workspaces");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let documents =
+        outfit_core::document::parse_stream(&String::from_utf8(output.stdout).unwrap(), "manifests").unwrap();
+    let plurals = [
+        ("Namespace", "namespaces"),
+        ("ServiceAccount", "serviceaccounts"),
+        ("Role", "roles"),
+        ("RoleBinding", "rolebindings"),
+        ("ClusterRole", "clusterroles"),
+        ("ClusterRoleBinding", "clusterrolebindings"),
+    ];
+    for document in &documents {
+        let Some((kind, plural)) = plurals.iter().find(|(kind, _)| document.kind() == *kind) else {
+            continue;
+        };
+        let api_version = document.value["apiVersion"].as_str().unwrap();
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let namespace = document.value["metadata"]["namespace"].as_str();
+        let resource = crate::control_plane::resource(group, version, kind, plural);
+        match crate::control_plane::create(client, namespace, &resource, document.value.clone()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => panic!("installing {kind}: {error}"),
+        }
+    }
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(client.clone(), system);
+    let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}});
+    let answer: Value = accounts
+        .create_subresource("token", "outfit-workspaces", &PostParams::default(), &request)
+        .await
+        .expect("a token for the backend's ServiceAccount");
+    let token = answer["status"]["token"].as_str().expect("a token").to_owned();
+    let path = std::env::temp_dir().join(format!(
+        "outfit-ws-kubeconfig-{}-{workspaces}",
+        std::process::id()
+    ));
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\n\
+             clusters: [{{name: c, cluster: {{server: '{}', certificate-authority: '{}'}}}}]\n\
+             users: [{{name: backend, user: {{token: '{token}'}}}}]\n\
+             contexts: [{{name: backend, context: {{cluster: c, user: backend}}}}]\n\
+             current-context: backend\n",
+            plane.env("APISERVER_URL"),
+            plane.env("APISERVER_CA"),
+        ),
+    )
+    .unwrap();
+    path
+}
+
 async fn namespace(client: &Client, name: &str) {
     let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
     Api::<Namespace>::all(client.clone())
@@ -260,7 +342,9 @@ async fn a_full_session_creates_serves_and_removes_everything() {
     let token_key = format!("outfit-e2e-token-{}", std::process::id());
     std::fs::write(format!("/tmp/{token_key}"), "/?token=s3cret\n").unwrap();
     let url = manifests.put("jupyter.yaml", &JUPYTER.replace("TOKEN_KEY", &token_key));
-    let backend = Backend::start(plane, ns, &manifests, "").await;
+    // With the permissions `outfit manifests --workspaces` gives it, and no more.
+    let kubeconfig = least_privilege(plane, &client, "ws-session-system", ns).await;
+    let backend = Backend::start_as(plane, ns, &manifests, "", kubeconfig).await;
 
     let (status, created) = backend
         .post(

@@ -9,7 +9,7 @@
 //!
 //! The part that talks: [`fetch`] (manifests), [`cluster`] (the API server's calls), [`cache`]
 //! (the watches), [`lifecycle`] (what follows a create), [`backend`] (the operations),
-//! [`metrics`], [`api`] (HTTP), [`run`] (the process).
+//! [`metrics`], [`api`] (HTTP), [`run`] (the process); [`install`] prints what a cluster needs.
 
 pub mod cidr;
 pub mod config;
@@ -27,6 +27,7 @@ pub mod backend;
 pub mod cache;
 pub mod cluster;
 pub mod fetch;
+pub mod install;
 pub mod lifecycle;
 pub mod metrics;
 pub mod run;

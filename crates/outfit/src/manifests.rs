@@ -45,8 +45,22 @@ pub(crate) struct ManifestsArgs {
 
     /// Local mode: print only the CRDs and a webhook configuration that calls outfit at this URL
     /// (for outfit running outside the cluster, e.g. `https://127.0.0.1:8443/mutate`).
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", conflicts_with = "workspaces")]
     webhook_url: Option<String>,
+
+    /// Print the workspace backend's objects instead of the webhook's: its ServiceAccount,
+    /// least-privilege Role and ClusterRole, config, Deployment and Service.
+    #[arg(long)]
+    workspaces: bool,
+
+    /// With --workspaces: the namespace of the workspace pods (the config's `namespace`).
+    #[arg(
+        long,
+        value_name = "NAMESPACE",
+        default_value = "sciencedata-dev",
+        requires = "workspaces"
+    )]
+    workspaces_namespace: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -86,9 +100,18 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
             gatekeeper: !args.without_gatekeeper_crds,
         },
     };
-    let objects = match &args.webhook_url {
-        Some(url) => manifests::local_webhook(&options, url),
-        None => manifests::install(&options),
+    let objects = if args.workspaces {
+        outfit_workspaces::install::objects(&outfit_workspaces::install::InstallOptions {
+            namespace: args.namespace.clone(),
+            workspace_namespace: args.workspaces_namespace.clone(),
+            image: args.image.clone(),
+            replicas: args.replicas,
+        })
+    } else {
+        match &args.webhook_url {
+            Some(url) => manifests::local_webhook(&options, url),
+            None => manifests::install(&options),
+        }
     };
     match serde_saphyr::to_string_multiple(&objects) {
         Ok(yaml) => {
