@@ -740,3 +740,118 @@ async fn callers_outside_the_allowed_networks_or_without_the_token_are_refused()
     assert!(answer["error"].as_str().unwrap().contains("allowedSourceCidrs"));
     let _ = std::fs::remove_file(token_file);
 }
+
+const WEB: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  annotations: {sciencedata.dk/ingress-port: "80"}
+spec:
+  containers: [{name: web, image: nginx, ports: [{containerPort: 80}]}]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn users_whose_ids_share_a_name_string_or_are_long_stay_apart() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-names";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let url = manifests.put("web.yaml", WEB);
+    let backend = Backend::start(plane, ns, &manifests, "").await;
+
+    // deic-dk maps both ids to "a-b-x" and checks ownership on labels, so each sees the other's.
+    let mut names = Vec::new();
+    for user in ["a.b@x", "a-b@x"] {
+        let (status, created) = backend
+            .post("/create_pod", json!({"yaml_url": url, "user_id": user}))
+            .await;
+        assert_eq!(status, 200, "{created}");
+        names.push(created["pod_name"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(names, ["web-a-b-x", "web-a-b-x-1"]);
+    for (user, own) in [("a.b@x", &names[0]), ("a-b@x", &names[1])] {
+        let (_, listed) = backend.post("/get_pods", json!({"user_id": user})).await;
+        let listed: Vec<_> = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["pod_name"].clone())
+            .collect();
+        assert_eq!(listed, [json!(own)], "{user}");
+    }
+    let (status, _) = backend
+        .post("/delete_pod", json!({"user_id": "a-b@x", "pod_name": names[0]}))
+        .await;
+    assert_eq!(status, 400, "a-b@x must not delete a.b@x's pod");
+
+    // A long id: every name it gives stays within 63 characters, and the API server takes them.
+    let long = format!("{}@{}.example.org", "l".repeat(50), "d".repeat(40));
+    let (status, created) = backend
+        .post("/create_pod", json!({"yaml_url": url, "user_id": long}))
+        .await;
+    assert_eq!(status, 200, "{created}");
+    let pod = created["pod_name"].as_str().unwrap().to_owned();
+    assert!(pod.len() <= 63 - "-ingress".len(), "{pod}");
+    let watch = json!({"user_id": long, "pod_name": pod});
+    assert_eq!(
+        backend.post("/watch_create_pod", watch).await,
+        (200, json!({"ready": true}))
+    );
+    let (_, listed) = backend.post("/get_pods", json!({"user_id": long})).await;
+    assert_eq!(listed[0]["owner"], json!(long));
+    assert_eq!(listed[0]["url"], format!("https://{pod}.pods.test"));
+    let ingress = Api::<Ingress>::namespaced(client.clone(), ns)
+        .get(&format!("{pod}-ingress"))
+        .await
+        .expect("the long id's Ingress");
+    let host = ingress.spec.unwrap().rules.unwrap()[0].host.clone().unwrap();
+    assert!(host.split('.').next().unwrap().len() <= 63, "{host}");
+}
+
+/// A client written from deic-dk's documentation alone (`tests/compat/`, Python, no code shared
+/// with outfit) drives a whole session and checks every shape, status and rule of the API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_written_from_the_documentation_drives_a_full_session() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-compat";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let token_key = format!("outfit-compat-token-{}", std::process::id());
+    std::fs::write(format!("/tmp/{token_key}"), "?token=compat\n").unwrap();
+    let url = manifests.put("jupyter.yaml", &JUPYTER.replace("TOKEN_KEY", &token_key));
+    let backend = Backend::start(plane, ns, &manifests, "").await;
+    let script = crate::support::repo_root().join("tests/compat/deic_session.py");
+    let output = tokio::process::Command::new("python3")
+        .arg(script)
+        .args(["--url", &format!("http://127.0.0.1:{}", backend.port)])
+        .args(["--manifest-url", &url])
+        .args(["--token-key", &token_key, "--token-value", "?token=compat"])
+        .args(["--ingress-domain", "pods.test"])
+        .args([
+            "--user",
+            "alice@compat.example",
+            "--other-user",
+            "bob@compat.example",
+        ])
+        .args(["--pod-cidr", &plane.env("POD_CIDR")])
+        .output()
+        .await
+        .expect("python3 runs the compatibility session");
+    let _ = std::fs::remove_file(format!("/tmp/{token_key}"));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let failures: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAIL")).collect();
+    assert!(
+        output.status.success() && failures.is_empty(),
+        "{}\n{}\nstderr: {}",
+        failures.join("\n"),
+        stdout.lines().last().unwrap_or_default(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.lines().last().unwrap_or_default().ends_with(" 0 failed"),
+        "{stdout}"
+    );
+}

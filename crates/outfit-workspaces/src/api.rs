@@ -240,8 +240,9 @@ impl Api {
                         ok(answer)
                     }
                     Err(error) => {
-                        tracing::warn!(user = request.user_id, url = request.yaml_url, phase = %error.phase(), %error, "create refused");
-                        Err(format!("{}: {error}", error.phase()))
+                        let phase = error.phase().map(|p| p.as_str()).unwrap_or("request");
+                        tracing::warn!(user = request.user_id, url = request.yaml_url, phase, %error, "create refused");
+                        Err(format!("{phase}: {error}"))
                     }
                 }
             }
@@ -287,8 +288,9 @@ impl Api {
         let ip = query
             .into_iter()
             .flat_map(|q| q.split('&'))
-            .find_map(|pair| pair.strip_prefix("ip="));
-        let Some(ip) = ip.filter(|ip| !ip.is_empty()) else {
+            .find_map(|pair| pair.strip_prefix("ip="))
+            .map(percent_decode);
+        let Some(ip) = ip.as_deref().filter(|ip| !ip.is_empty()) else {
             return Answer {
                 status: StatusCode::BAD_REQUEST,
                 body: Body::Text("missing query parameter ip".to_owned()),
@@ -322,6 +324,31 @@ impl Api {
             ip
         }
     }
+}
+
+/// `%XX` escapes decoded (an IPv6 address arrives as `fe80%3A%3A1`); anything malformed is kept.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(high), Some(low)) => {
+                out.push((high * 16 + low) as u8);
+                i += 3;
+            }
+            (byte, _, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn text(error: RequestError) -> String {
@@ -444,6 +471,13 @@ mod tests {
             };
             assert_eq!(body, expected, "{route:?}");
         }
+    }
+
+    #[test]
+    fn query_values_are_percent_decoded() {
+        assert_eq!(percent_decode("fe80%3A%3A1"), "fe80::1");
+        assert_eq!(percent_decode("10.244.1.5"), "10.244.1.5");
+        assert_eq!(percent_decode("bad%zz%"), "bad%zz%");
     }
 
     #[test]

@@ -210,7 +210,7 @@ impl Cluster {
             .map_err(|e| format!("exec cat {path} in {pod}/{container}: {e}"))?;
         let stdout = process.stdout().ok_or("exec gave no stdout")?;
         let mut value = Vec::new();
-        // Read one byte past the cap to learn whether it was hit, never the whole of a huge file.
+        // Never more than the cap, however large the file (a user can write to it).
         stdout
             .take(limit as u64)
             .read_to_end(&mut value)

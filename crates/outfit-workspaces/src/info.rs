@@ -57,7 +57,8 @@ pub fn progress(pod: &Pod) -> Progress {
     }
     let annotations = pod.metadata.annotations.as_ref();
     let has = |key| annotations.is_some_and(|a| a.contains_key(key));
-    // A pod with no deadline was not created by outfit (deic-dk's, adopted): it is settled.
+    // A pod with no deadline was not made by a create (one made by hand with outfit's labels): it
+    // is settled.
     if has(keys::ANNOTATION_CREATE_DEADLINE) && !has(keys::ANNOTATION_STARTED) {
         Progress::Creating
     } else {

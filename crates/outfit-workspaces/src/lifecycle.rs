@@ -58,6 +58,8 @@ pub enum Next {
     Finish,
     /// It will never be ready: remove it, saying why.
     Fail(Phase, String),
+    /// It was marked failed but is still there (the delete did not go through): delete again.
+    Remove,
 }
 
 /// Decides what a creating pod needs, from the pod, its storage claim's state and the time.
@@ -66,7 +68,14 @@ pub fn next_step(
     claim: Option<&k8s_openapi::api::core::v1::PersistentVolumeClaim>,
     now: Timestamp,
 ) -> Next {
-    if info::progress(pod) != info::Progress::Creating || failure(pod).is_some() {
+    if failure(pod).is_some() {
+        return if pod.metadata.deletion_timestamp.is_none() {
+            Next::Remove
+        } else {
+            Next::Wait
+        };
+    }
+    if info::progress(pod) != info::Progress::Creating {
         return Next::Wait;
     }
     if progress::is_ready(pod) {
@@ -168,6 +177,7 @@ impl Lifecycle {
                         }
                     }
                     Next::Fail(phase, why) => this.fail(&pod, phase, why).await,
+                    Next::Remove => this.remove(&pod).await,
                     Next::Wait => {}
                 }
                 // Wait for the cache to show what the task wrote before the pod may be picked
@@ -247,8 +257,10 @@ impl Lifecycle {
     }
 
     /// The tokens of the copy-token annotation, each read from `/tmp/<key>` of the first
-    /// container. A token that can't be read is left out (deic-dk does the same) and logged.
+    /// container. A token that can't be read is left out (deic-dk does the same) and logged;
+    /// no retry starts past the create's deadline, so a missing token never holds up the answer.
     async fn read_tokens(&self, pod: &Pod) -> BTreeMap<String, String> {
+        let deadline = deadline(pod);
         let mut tokens = BTreeMap::new();
         let keys = manifest::token_keys(pod).unwrap_or_default();
         let Some(container) = pod.spec.as_ref().and_then(|s| s.containers.first()) else {
@@ -258,6 +270,9 @@ impl Lifecycle {
             let mut last_error = String::new();
             for attempt in 0..TOKEN_TRIES {
                 if attempt > 0 {
+                    if deadline.is_some_and(|d| Timestamp::now() + TOKEN_RETRY >= d) {
+                        break;
+                    }
                     tokio::time::sleep(TOKEN_RETRY).await;
                 }
                 match self
@@ -313,8 +328,16 @@ impl Lifecycle {
         {
             tracing::warn!(%error, "could not mark the failed pod");
         }
-        if let Err(error) = self.cluster.delete_pod(&name, pod.uid().as_deref()).await {
-            tracing::warn!(%error, "could not remove the failed pod; retrying on the next pass");
+        self.remove(pod).await;
+    }
+
+    async fn remove(&self, pod: &Pod) {
+        if let Err(error) = self
+            .cluster
+            .delete_pod(&pod.name_any(), pod.uid().as_deref())
+            .await
+        {
+            tracing::warn!(%error, pod = pod.name_any(), "could not remove the failed pod; retrying on the next pass");
         }
     }
 
@@ -410,8 +433,13 @@ mod tests {
         );
         let foreign = pod(json!({}), ready);
         let late = at("2030-01-01T00:00:00Z");
-        for pod in [started, failed, foreign] {
+        for pod in [started, foreign] {
             assert_eq!(next_step(&pod, None, late), Next::Wait);
         }
+        // A failed pod whose delete did not go through is deleted again, until it is going.
+        assert_eq!(next_step(&failed, None, late), Next::Remove);
+        let mut going = failed;
+        going.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(late));
+        assert_eq!(next_step(&going, None, late), Next::Wait);
     }
 }

@@ -230,7 +230,9 @@ fn apply_local_registry(spec: &mut k8s_openapi::api::core::v1::PodSpec, config: 
 /// user's storage is mounted.
 fn check_volumes(spec: &k8s_openapi::api::core::v1::PodSpec) -> Result<bool, ManifestError> {
     let declared = |name: &str| spec.volumes.iter().flatten().any(|v| v.name == name);
-    let mut needs_storage = declared("sciencedata");
+    // Only a volume the backend generates is the user's storage; a manifest that declares its own
+    // `sciencedata` volume keeps it, and no PV or PVC is made for nothing (deic-dk makes them).
+    let mut needs_storage = false;
     for container in &spec.containers {
         for mount in container.volume_mounts.iter().flatten() {
             match mount.name.as_str() {

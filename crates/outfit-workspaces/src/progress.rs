@@ -12,6 +12,8 @@ pub enum Phase {
     Fetch,
     /// The user's storage claim binds.
     Storage,
+    /// The API server takes the pod (quota, admission webhooks, validation).
+    Admission,
     /// The pod is placed on a node.
     Scheduling,
     /// The node pulls the images.
@@ -28,6 +30,7 @@ impl Phase {
         match self {
             Self::Fetch => "fetch",
             Self::Storage => "storage",
+            Self::Admission => "admission",
             Self::Scheduling => "scheduling",
             Self::ImagePull => "image pull",
             Self::Readiness => "readiness",
