@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Build a real kube-apiserver and etcd from Go modules (no Docker, no downloads
-# other than the Go module proxy) into a version-keyed cache directory:
+# Build a real kube-apiserver, kube-controller-manager, kube-scheduler, etcd
+# and kwok from Go modules (no Docker, no downloads other than the Go module
+# proxy) into a version-keyed cache directory:
 #
-#   ${OUTFIT_CACHE_DIR:-$HOME/.cache/outfit}/control-plane/k8s-<ver>-etcd-<ver>/bin/{kube-apiserver,etcd}
+#   ${OUTFIT_CACHE_DIR:-$HOME/.cache/outfit}/control-plane/k8s-<ver>-etcd-<ver>-kwok-<ver>/bin/
+#     {kube-apiserver,kube-controller-manager,kube-scheduler,etcd,kwok,kwok-crds/,kwok-stages/}
 #
-# Versions are pinned in versions.env. Nothing is rebuilt when both binaries
+# Versions are pinned in versions.env. Nothing is rebuilt when all binaries
 # already exist for the pinned versions (pass --force to rebuild).
 #
 # usage: build.sh [--force] [--print-bin-dir]
@@ -18,13 +20,13 @@ for arg in "$@"; do
   case "$arg" in
     --force) force=1 ;;
     --print-bin-dir) printf '%s\n' "$CP_BIN_DIR"; exit 0 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) cp_die "unknown argument: $arg" ;;
   esac
 done
 
 if [ "$force" = 0 ] && cp_binaries_present; then
-  cp_log "binaries present in $CP_BIN_DIR (k8s v$KUBERNETES_VERSION, etcd v$ETCD_VERSION); nothing to build"
+  cp_log "binaries present in $CP_BIN_DIR (k8s v$KUBERNETES_VERSION, etcd v$ETCD_VERSION, kwok v$KWOK_VERSION); nothing to build"
   exit 0
 fi
 
@@ -63,14 +65,17 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$src_root" "$stage"
 
 t_all=$(cp_now_ms)
-cp_log "building kube-apiserver v$KUBERNETES_VERSION and etcd v$ETCD_VERSION ($(go version | cut -d' ' -f3), $(nproc) cores)"
+cp_log "building kube-apiserver, kube-controller-manager, kube-scheduler v$KUBERNETES_VERSION, etcd v$ETCD_VERSION and kwok v$KWOK_VERSION ($(go version | cut -d' ' -f3), $(nproc) cores)"
 cp_log "  GOMODCACHE=$(go env GOMODCACHE) GOCACHE=$(go env GOCACHE)"
 
-# ---------------------------------------------------------------- kube-apiserver
+# ---------------------------------------------------------------- kubernetes
 # Wrapper module: require k8s.io/kubernetes and map every staging module that
 # upstream's go.mod replaces with ./staging/src/... to the published v0.X.Y.
+# kube-apiserver, kube-controller-manager and kube-scheduler are tools of the
+# same module, so they share one dependency graph and one compile cache.
+k8s_cmds=(kube-apiserver kube-controller-manager kube-scheduler)
 t=$(cp_now_ms)
-mod="$src_root/kube-apiserver"
+mod="$src_root/kubernetes"
 rm -rf "$mod"; mkdir -p "$mod"
 # Upstream go.mod through the module proxy (run outside any module).
 upstream_json="$(cd "$src_root" && go mod download -json "k8s.io/kubernetes@v$KUBERNETES_VERSION")" \
@@ -87,7 +92,7 @@ cp_log "  upstream go.mod: go $go_line, godebug '${godebug_line:-none}', ${#stag
 
 (
   cd "$mod"
-  go mod init outfit.local/tools/kube-apiserver >/dev/null 2>&1
+  go mod init outfit.local/tools/kubernetes >/dev/null 2>&1
   go mod edit -go="$go_line"
   if [ -n "$godebug_line" ]; then go mod edit -godebug="$godebug_line"; fi
   # Resolve each staging module's version: the published v0.X.Y tag or, if
@@ -109,17 +114,19 @@ cp_log "  upstream go.mod: go $go_line, godebug '${godebug_line:-none}', ${#stag
           # Harmless unless kube-apiserver imports it: with module-graph
           # pruning Go never loads a staging module the build does not need.
           v="$staging_version"
-          cp_log "  note: $m@$v is not on the module proxy (not needed by kube-apiserver unless 'go get' fails below)"
+          cp_log "  note: $m@$v is not on the module proxy (not needed by ${k8s_cmds[*]} unless 'go get' fails below)"
         fi
       fi
       printf '\t%s => %s %s\n' "$m" "$m" "$v"
     done
     printf ')\n'
   } >>go.mod
-  go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@v$KUBERNETES_VERSION" >go-get.log 2>&1 \
-    || { tail -n 30 go-get.log >&2; cp_die "go get k8s.io/kubernetes/cmd/kube-apiserver@v$KUBERNETES_VERSION failed (log: $mod/go-get.log)"; }
+  tools=()
+  for c in "${k8s_cmds[@]}"; do tools+=("k8s.io/kubernetes/cmd/$c@v$KUBERNETES_VERSION"); done
+  go get -tool "${tools[@]}" >go-get.log 2>&1 \
+    || { tail -n 30 go-get.log >&2; cp_die "go get k8s.io/kubernetes/cmd/{${k8s_cmds[*]}}@v$KUBERNETES_VERSION failed (log: $mod/go-get.log)"; }
 )
-cp_log "  kube-apiserver wrapper module resolved and downloaded in $(cp_elapsed "$t")"
+cp_log "  kubernetes wrapper module resolved and downloaded in $(cp_elapsed "$t")"
 
 t=$(cp_now_ms)
 pkg_ver="k8s.io/component-base/version"
@@ -128,12 +135,17 @@ ldflags="-s -w"
 for p in "$pkg_ver" "$cg_ver"; do
   ldflags+=" -X $p.gitVersion=v$KUBERNETES_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$k8s_minor -X $p.gitTreeState=clean"
 done
-(
-  cd "$mod"
-  "${TIMEV[@]}" "${NICE[@]}" go build -trimpath -ldflags "$ldflags" -o "$stage/kube-apiserver" \
-    k8s.io/kubernetes/cmd/kube-apiserver
-)
-cp_log "  kube-apiserver compiled in $(cp_elapsed "$t")"
+# One go build per binary (the second and third reuse most of the first's
+# compiled packages from GOCACHE), so the log shows what each one costs.
+for c in "${k8s_cmds[@]}"; do
+  t=$(cp_now_ms)
+  (
+    cd "$mod"
+    "${TIMEV[@]}" "${NICE[@]}" go build -trimpath -ldflags "$ldflags" -o "$stage/$c" \
+      "k8s.io/kubernetes/cmd/$c"
+  )
+  cp_log "  $c compiled in $(cp_elapsed "$t")"
+done
 
 # ---------------------------------------------------------------- etcd
 # Separate wrapper so MVS reproduces exactly etcd's own dependency versions.
@@ -154,9 +166,52 @@ t=$(cp_now_ms)
 )
 cp_log "  etcd compiled in $(cp_elapsed "$t")"
 
+# ---------------------------------------------------------------- kwok
+# kwok's go.mod has no replace directives, but a wrapper keeps the build in
+# the cache dir and reproduces exactly kwok's own dependency versions (MVS
+# with kwok as the only requirement). The CRDs (kwok.x-k8s.io Stage,
+# ClusterExec, ...) and the stages ship in the module; up.sh uses them from
+# bin/kwok-crds and bin/kwok-stages.
+t=$(cp_now_ms)
+mod="$src_root/kwok"
+rm -rf "$mod"; mkdir -p "$mod"
+(
+  cd "$mod"
+  go mod init outfit.local/tools/kwok >/dev/null 2>&1
+  go get -tool "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION" >go-get.log 2>&1 \
+    || { tail -n 30 go-get.log >&2; cp_die "go get sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION failed (log: $mod/go-get.log)"; }
+  kwok_dir="$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"
+  mkdir -p "$stage/kwok-crds"
+  for f in "$kwok_dir"/kustomize/crd/bases/*.yaml; do
+    install -m 644 "$f" "$stage/kwok-crds/"
+  done
+  [ -s "$stage/kwok-crds/kwok.x-k8s.io_clusterexecs.yaml" ] \
+    || cp_die "kwok CRDs not found in $kwok_dir/kustomize/crd/bases"
+  # The standalone kwok binary has no built-in stages (it exits with "no
+  # stages found"); kwokctl feeds it kustomize/stage/fast, so up.sh does too.
+  mkdir -p "$stage/kwok-stages"
+  for f in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease \
+           pod/fast/pod-ready pod/fast/pod-complete pod/fast/pod-delete; do
+    install -m 644 "$kwok_dir/kustomize/stage/$f.yaml" "$stage/kwok-stages/"
+  done
+)
+cp_log "  kwok wrapper module resolved and downloaded in $(cp_elapsed "$t")"
+t=$(cp_now_ms)
+(
+  cd "$mod"
+  "${TIMEV[@]}" "${NICE[@]}" go build -trimpath \
+    -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=v$KWOK_VERSION" \
+    -o "$stage/kwok" sigs.k8s.io/kwok/cmd/kwok
+)
+cp_log "  kwok compiled in $(cp_elapsed "$t")"
+
 # ---------------------------------------------------------------- check + install
-"$stage/kube-apiserver" --version | grep -qx "Kubernetes v$KUBERNETES_VERSION" \
-  || cp_die "kube-apiserver reports '$("$stage/kube-apiserver" --version)', expected v$KUBERNETES_VERSION"
+for c in "${k8s_cmds[@]}"; do
+  "$stage/$c" --version | grep -qx "Kubernetes v$KUBERNETES_VERSION" \
+    || cp_die "$c reports '$("$stage/$c" --version)', expected v$KUBERNETES_VERSION"
+done
+"$stage/kwok" --version 2>&1 | grep -q "$KWOK_VERSION" \
+  || cp_die "kwok reports '$("$stage/kwok" --version 2>&1 | head -1)', expected $KWOK_VERSION"
 "$stage/etcd" --version | grep -qx "etcd Version: $ETCD_VERSION" \
   || cp_die "etcd reports '$("$stage/etcd" --version | head -1)', expected $ETCD_VERSION"
 

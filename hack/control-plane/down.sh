@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Stop the etcd + kube-apiserver started by up.sh STATE_DIR: SIGTERM, then
+# Stop what up.sh STATE_DIR started (kwok, kube-scheduler,
+# kube-controller-manager, kube-apiserver, etcd): SIGTERM, then
 # SIGKILL after a bounded wait. Idempotent: a missing state dir, missing pid
 # files or already-dead processes are fine. Only a pid whose command line
 # still names STATE_DIR is signalled (guards against pid reuse).
@@ -8,7 +9,7 @@
 # Environment: OUTFIT_CP_STOP_TIMEOUT  seconds to wait after SIGTERM (default 10)
 set -euo pipefail
 
-[ $# -eq 1 ] || { sed -n '2,8p' "$0" >&2; exit 2; }
+[ $# -eq 1 ] || { sed -n '2,9p' "$0" >&2; exit 2; }
 if [ ! -d "$1" ]; then
   printf '[control-plane] %s does not exist; nothing to stop\n' "$1" >&2
   exit 0
@@ -22,7 +23,7 @@ log() { printf '[control-plane] %s\n' "$*" >&2; }
 ours() {
   local cmdline
   kill -0 "$1" 2>/dev/null || return 1
-  cmdline="$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null)" || return 1
+  cmdline="$(tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline")" || return 1
   case "$cmdline" in *"$STATE_DIR/"*) return 0 ;; *) return 1 ;; esac
 }
 
@@ -60,7 +61,11 @@ stop() {   # NAME
 }
 
 rc=0
-# The apiserver first, so it does not spin on a vanished etcd.
+# Node-mode components first (their pid files exist only in node mode), then
+# the apiserver, so nothing spins on a vanished apiserver or etcd.
+stop kwok || rc=1
+stop kube-scheduler || rc=1
+stop kube-controller-manager || rc=1
 stop kube-apiserver || rc=1
 stop etcd || rc=1
 [ "$rc" = 0 ] && log "stopped ($STATE_DIR)"

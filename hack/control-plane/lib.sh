@@ -7,12 +7,21 @@ CP_HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$CP_HERE/versions.env"
 : "${KUBERNETES_VERSION:?not set in versions.env}"
 : "${ETCD_VERSION:?not set in versions.env}"
+: "${KWOK_VERSION:?not set in versions.env}"
 
 CP_CACHE_ROOT="${OUTFIT_CACHE_DIR:-$HOME/.cache/outfit}/control-plane"
-CP_VERSION_DIR="$CP_CACHE_ROOT/k8s-${KUBERNETES_VERSION}-etcd-${ETCD_VERSION}"
+CP_VERSION_DIR="$CP_CACHE_ROOT/k8s-${KUBERNETES_VERSION}-etcd-${ETCD_VERSION}-kwok-${KWOK_VERSION}"
 CP_BIN_DIR="$CP_VERSION_DIR/bin"
 CP_KUBE_APISERVER="$CP_BIN_DIR/kube-apiserver"
+CP_KUBE_CONTROLLER_MANAGER="$CP_BIN_DIR/kube-controller-manager"
+CP_KUBE_SCHEDULER="$CP_BIN_DIR/kube-scheduler"
 CP_ETCD="$CP_BIN_DIR/etcd"
+CP_KWOK="$CP_BIN_DIR/kwok"
+# kwok's CRDs (kwok.x-k8s.io) and its "fast" stages (node-initialize,
+# node-heartbeat-with-lease, pod-ready, pod-complete, pod-delete), copied from
+# the module by build.sh.
+CP_KWOK_CRD_DIR="$CP_BIN_DIR/kwok-crds"
+CP_KWOK_STAGE_DIR="$CP_BIN_DIR/kwok-stages"
 
 cp_log() { printf '[control-plane] %s\n' "$*" >&2; }
 cp_die() { printf '[control-plane] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -27,5 +36,6 @@ cp_elapsed() {
 }
 
 cp_binaries_present() {
-  [ -x "$CP_KUBE_APISERVER" ] && [ -x "$CP_ETCD" ]
+  [ -x "$CP_KUBE_APISERVER" ] && [ -x "$CP_KUBE_CONTROLLER_MANAGER" ] && [ -x "$CP_KUBE_SCHEDULER" ] \
+    && [ -x "$CP_ETCD" ] && [ -x "$CP_KWOK" ] && [ -d "$CP_KWOK_CRD_DIR" ] && [ -d "$CP_KWOK_STAGE_DIR" ]
 }

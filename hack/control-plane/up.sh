@@ -1,44 +1,91 @@
 #!/usr/bin/env bash
 # Start a real etcd + kube-apiserver on 127.0.0.1 (free ports) for integration
-# tests, and wait until the apiserver's /readyz is ok.
+# tests, and wait until the apiserver's /readyz is ok. With --nodes N (node
+# mode) also start kube-controller-manager, kube-scheduler and kwok with N fake
+# nodes, and wait until the nodes are Ready and ServiceAccount default/default
+# exists: pods then get scheduled, get IPs, turn Ready and get deleted.
 #
-# usage: up.sh STATE_DIR
+# usage: up.sh [--nodes N] STATE_DIR
 #
 # Writes into STATE_DIR:
 #   kubeconfig, kubeconfig-alice, kubeconfig-bob   (token auth, CA embedded)
 #   env                  shell-sourceable: KUBECONFIG, APISERVER_URL, pids, tokens, ...
-#   etcd.pid, kube-apiserver.pid
-#   etcd.log, kube-apiserver.log
+#   etcd.pid, kube-apiserver.pid (+ kube-controller-manager, kube-scheduler, kwok)
+#   etcd.log, kube-apiserver.log (+ kube-controller-manager, kube-scheduler, kwok)
 #   pki/ (CA, serving cert, service-account keys), tokens.csv, etcd-data/
+#   node mode: kubeconfig-{controller-manager,scheduler,kwok}, kwok.yaml
 # An existing STATE_DIR may be reused after down.sh: certificates are kept,
 # etcd-data is wiped (every start is an empty cluster).
 #
 # Environment:
-#   OUTFIT_CP_START_TIMEOUT  seconds to wait for /readyz (default 90)
-#   OUTFIT_CP_APISERVER_ARGS extra kube-apiserver flags (word-split)
-#   OUTFIT_CACHE_DIR         see build.sh
+#   OUTFIT_CP_NODES            default for --nodes (default 0: no node mode)
+#   OUTFIT_CP_START_TIMEOUT    seconds to wait for /readyz, and again for the
+#                              node-mode components (default 90)
+#   OUTFIT_CP_APISERVER_ARGS   extra kube-apiserver flags (word-split)
+#   OUTFIT_CP_KCM_CONTROLLERS  node mode: kube-controller-manager --controllers
+#                              (default *, the upstream default set)
+#   OUTFIT_CP_KCM_ARGS, OUTFIT_CP_SCHEDULER_ARGS, OUTFIT_CP_KWOK_ARGS
+#                              node mode: extra flags (word-split)
+#   OUTFIT_CACHE_DIR           see build.sh
 # Stop with: down.sh STATE_DIR
 set -euo pipefail
 
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 
-[ $# -eq 1 ] || { sed -n '2,20p' "$0" >&2; exit 2; }
-mkdir -p "$1"
-STATE_DIR="$(cd "$1" && pwd)"
+usage() { sed -n '2,30p' "$0" >&2; exit 2; }
+NODES="${OUTFIT_CP_NODES:-0}"
+positional=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --nodes) [ $# -ge 2 ] || usage; NODES="$2"; shift 2 ;;
+    --nodes=*) NODES="${1#--nodes=}"; shift ;;
+    -h|--help) usage ;;
+    -*) cp_log "unknown flag: $1"; usage ;;
+    *) positional+=("$1"); shift ;;
+  esac
+done
+[ "${#positional[@]}" -eq 1 ] || usage
+case "$NODES" in
+  ''|*[!0-9]*) cp_die "--nodes / OUTFIT_CP_NODES must be a number 0..200, got '$NODES'" ;;
+esac
+NODES=$((10#$NODES))
+[ "$NODES" -le 200 ] || cp_die "--nodes must be at most 200 (one /24 pod CIDR per node), got $NODES"
+mkdir -p "${positional[0]}"
+STATE_DIR="$(cd "${positional[0]}" && pwd)"
 START_TIMEOUT="${OUTFIT_CP_START_TIMEOUT:-90}"
+
+# Fixed network layout (see README.md). Node i (0-based) gets pod CIDR
+# 10.244.(i+1).0/24; a pod on a kwok-managed node without a podCIDR gets an
+# IP from 10.244.0.0/24. Every node's InternalIP (and so every hostIP) is
+# 127.0.0.1, where kwok serves the kubelet API.
+SERVICE_CIDR="10.96.0.0/16"
+POD_CIDR="10.244.0.0/16"
+KWOK_FALLBACK_CIDR="10.244.0.0/24"
+NODE_IP="127.0.0.1"
+NODE_PREFIX="kwok-node-"
+KWOK_NODE_ANNOTATION="kwok.x-k8s.io/node"
+KWOK_NODE_ANNOTATION_VALUE="fake"
+KWOK_CLUSTER_EXEC="outfit-local-exec"
 
 # Fixed, documented test tokens (see README.md). Never use them outside tests.
 ADMIN_TOKEN="outfit-admin-token"
 ALICE_TOKEN="outfit-alice-token"
 BOB_TOKEN="outfit-bob-token"
+# Node mode only: the identities of the node-mode components.
+KCM_TOKEN="outfit-kube-controller-manager-token"
+SCHEDULER_TOKEN="outfit-kube-scheduler-token"
+KWOK_TOKEN="outfit-kwok-token"
 
 for tool in curl openssl base64 setsid; do
   command -v "$tool" >/dev/null || cp_die "$tool is required"
 done
+if [ "$NODES" -gt 0 ]; then
+  command -v jq >/dev/null || cp_die "jq is required for --nodes"
+fi
 
 # Refuse to start twice on the same state dir.
-for name in etcd kube-apiserver; do
+for name in etcd kube-apiserver kube-controller-manager kube-scheduler kwok; do
   if [ -f "$STATE_DIR/$name.pid" ] && kill -0 "$(cat "$STATE_DIR/$name.pid")" 2>/dev/null; then
     cp_die "$name is already running (pid $(cat "$STATE_DIR/$name.pid")) for $STATE_DIR; run down.sh first"
   fi
@@ -49,8 +96,6 @@ done
 t_up=$(cp_now_ms)
 
 # ---------------------------------------------------------------- helpers
-# A free TCP port on 127.0.0.1, below the ephemeral range so that outgoing
-# connections cannot grab it between the check and the bind.
 # free_port VAR: store a free TCP port on 127.0.0.1 in VAR. Ports come from
 # below the ephemeral range, so outgoing connections cannot grab one between
 # the check and the bind (a bind race is still retried by the callers).
@@ -132,12 +177,53 @@ if [ ! -s "$pki/ca.crt" ] || [ ! -s "$pki/apiserver.crt" ] || [ ! -s "$pki/sa.ke
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
     chmod 644 ca.crt apiserver.crt sa.pub
   )
+  # A new CA invalidates certificates issued by an older one.
+  rm -f "$pki/kwok.crt" "$pki/apiserver-kubelet-client.crt"
+fi
+# issue_cert NAME SUBJECT EXTENSION... : a P-256 key and a cert signed by the CA.
+issue_cert() {
+  local name="$1" subj="$2"; shift 2
+  (
+    cd "$pki"
+    umask 077
+    openssl ecparam -genkey -name prime256v1 -noout -out "$name.key" 2>/dev/null
+    openssl req -new -key "$name.key" -subj "$subj" -out "$name.csr"
+    printf '%s\n' "$@" >"$name.ext"
+    openssl x509 -req -in "$name.csr" -CA ca.crt -CAkey ca.key -CAcreateserial \
+      -days 3650 -sha256 -extfile "$name.ext" -out "$name.crt" 2>/dev/null
+    chmod 644 "$name.crt"
+  )
+}
+if [ "$NODES" -gt 0 ]; then
+  # kwok serves the kubelet API (exec, logs, ...) on 127.0.0.1 with this cert.
+  # The apiserver verifies it (--kubelet-certificate-authority) and presents
+  # the client cert (kwok accepts any client).
+  [ -s "$pki/kwok.crt" ] || issue_cert kwok "/CN=kwok-kubelet" \
+    "basicConstraints=critical,CA:FALSE" \
+    "keyUsage=critical,digitalSignature,keyEncipherment" \
+    "extendedKeyUsage=serverAuth" \
+    "subjectAltName=IP:127.0.0.1,DNS:localhost"
+  [ -s "$pki/apiserver-kubelet-client.crt" ] || issue_cert apiserver-kubelet-client \
+    "/O=system:masters/CN=kube-apiserver-kubelet-client" \
+    "basicConstraints=critical,CA:FALSE" \
+    "keyUsage=critical,digitalSignature,keyEncipherment" \
+    "extendedKeyUsage=clientAuth"
 fi
 cat >"$STATE_DIR/tokens.csv" <<EOF
 $ADMIN_TOKEN,outfit-admin,uid-outfit-admin,"system:masters"
 $ALICE_TOKEN,alice,uid-alice,"team-a"
 $BOB_TOKEN,bob,uid-bob,"team-b"
 EOF
+if [ "$NODES" -gt 0 ]; then
+  # kube-controller-manager runs every controller under its own identity
+  # (--use-service-account-credentials=false), so it needs system:masters.
+  # kube-scheduler gets its bootstrap RBAC roles through its user name.
+  cat >>"$STATE_DIR/tokens.csv" <<EOF
+$KCM_TOKEN,system:kube-controller-manager,uid-kube-controller-manager,"system:masters"
+$SCHEDULER_TOKEN,system:kube-scheduler,uid-kube-scheduler
+$KWOK_TOKEN,system:kwok-controller,uid-kwok-controller,"system:masters"
+EOF
+fi
 chmod 600 "$STATE_DIR/tokens.csv"
 cp_log "certificates and token file ready in $(cp_elapsed "$t")"
 
@@ -182,6 +268,18 @@ cp_log "etcd (pid $etcd_pid) healthy at $ETCD_URL in $(cp_elapsed "$t")"
 : >"$STATE_DIR/kube-apiserver.log"
 # shellcheck disable=SC2206 # intentional word splitting of extra args
 extra_args=(${OUTFIT_CP_APISERVER_ARGS:-})
+node_mode_api_args=()
+if [ "$NODES" -gt 0 ]; then
+  # pods/exec, pods/log, port-forward: the apiserver dials the node's
+  # InternalIP (127.0.0.1) at status.daemonEndpoints.kubeletEndpoint.Port,
+  # where kwok serves the kubelet API.
+  node_mode_api_args=(
+    --kubelet-preferred-address-types=InternalIP
+    --kubelet-certificate-authority="$pki/ca.crt"
+    --kubelet-client-certificate="$pki/apiserver-kubelet-client.crt"
+    --kubelet-client-key="$pki/apiserver-kubelet-client.key"
+  )
+fi
 for _attempt in 1 2 3; do
   free_port API_PORT
   APISERVER_URL="https://127.0.0.1:$API_PORT"
@@ -200,12 +298,13 @@ for _attempt in 1 2 3; do
     --service-account-issuer="$APISERVER_URL" \
     --service-account-key-file="$pki/sa.pub" \
     --service-account-signing-key-file="$pki/sa.key" \
-    --service-cluster-ip-range=10.96.0.0/16 \
+    --service-cluster-ip-range="$SERVICE_CIDR" \
     --allow-privileged=true \
     --enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
     --disable-admission-plugins=StorageObjectInUseProtection \
     --profiling=false \
     --v=1 \
+    "${node_mode_api_args[@]}" \
     "${extra_args[@]}"
   api_pid=$(pid_of kube-apiserver)
   ok=0
@@ -233,7 +332,7 @@ done
 [ "$ok" = 1 ] || { log_tail "$STATE_DIR/kube-apiserver.log"; cp_die "kube-apiserver could not get a free port"; }
 cp_log "kube-apiserver (pid $api_pid) ready at $APISERVER_URL in $(cp_elapsed "$t")"
 
-# ---------------------------------------------------------------- kubeconfigs + env
+# ---------------------------------------------------------------- kubeconfigs
 ca_data="$(base64 -w0 <"$pki/ca.crt")"
 write_kubeconfig() {   # FILE USER TOKEN
   cat >"$1" <<EOF
@@ -261,7 +360,236 @@ write_kubeconfig "$STATE_DIR/kubeconfig" outfit-admin "$ADMIN_TOKEN"
 write_kubeconfig "$STATE_DIR/kubeconfig-alice" alice "$ALICE_TOKEN"
 write_kubeconfig "$STATE_DIR/kubeconfig-bob" bob "$BOB_TOKEN"
 
-cat >"$STATE_DIR/env" <<EOF
+# ---------------------------------------------------------------- node mode
+node_env=""
+if [ "$NODES" -gt 0 ]; then
+  t_nodes=$(cp_now_ms)
+  write_kubeconfig "$STATE_DIR/kubeconfig-controller-manager" system:kube-controller-manager "$KCM_TOKEN"
+  write_kubeconfig "$STATE_DIR/kubeconfig-scheduler" system:kube-scheduler "$SCHEDULER_TOKEN"
+  write_kubeconfig "$STATE_DIR/kubeconfig-kwok" system:kwok-controller "$KWOK_TOKEN"
+
+  # kapi METHOD PATH [CONTENT_TYPE BODY_FILE_OR_@-] -> body on stdout, HTTP
+  # status in $kapi_code (as admin).
+  kapi_code=""
+  kapi() {
+    local method="$1" path="$2" args out
+    args=(-sS --max-time 10 --cacert "$pki/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN"
+          -H 'Accept: application/json' -X "$method" -w '\n%{http_code}')
+    [ $# -lt 4 ] || args+=(-H "Content-Type: $3" --data-binary "$4")
+    out="$(curl "${args[@]}" "$APISERVER_URL$path" 2>&1)" || true
+    kapi_code="${out##*$'\n'}"
+    printf '%s\n' "${out%$'\n'*}"
+  }
+
+  # ---- kube-controller-manager and kube-scheduler (start first: slowest)
+  # All default controllers. node-lifecycle-controller is needed: the
+  # apiserver's TaintNodesByCondition admission gives every new Node the
+  # node.kubernetes.io/not-ready:NoSchedule taint, and only that controller
+  # removes it once kwok reports Ready.
+  KCM_CONTROLLERS="${OUTFIT_CP_KCM_CONTROLLERS:-*}"
+  # shellcheck disable=SC2206 # intentional word splitting of extra args
+  kcm_extra=(${OUTFIT_CP_KCM_ARGS:-})
+  # shellcheck disable=SC2206
+  sched_extra=(${OUTFIT_CP_SCHEDULER_ARGS:-})
+  # shellcheck disable=SC2206
+  kwok_extra=(${OUTFIT_CP_KWOK_ARGS:-})
+  start_kcm() {
+    free_port KCM_PORT
+    start_daemon kube-controller-manager "$STATE_DIR/kube-controller-manager.log" \
+      "$CP_KUBE_CONTROLLER_MANAGER" \
+      --kubeconfig="$STATE_DIR/kubeconfig-controller-manager" \
+      --bind-address=127.0.0.1 \
+      --secure-port="$KCM_PORT" \
+      --leader-elect=false \
+      --controllers="$KCM_CONTROLLERS" \
+      --use-service-account-credentials=false \
+      --service-account-private-key-file="$pki/sa.key" \
+      --root-ca-file="$pki/ca.crt" \
+      --cluster-signing-cert-file="$pki/ca.crt" \
+      --cluster-signing-key-file="$pki/ca.key" \
+      --service-cluster-ip-range="$SERVICE_CIDR" \
+      --cluster-name=outfit-test \
+      --flex-volume-plugin-dir="$STATE_DIR/kcm-flexvolume" \
+      --profiling=false \
+      --v=1 \
+      "${kcm_extra[@]}"
+  }
+  start_scheduler() {
+    free_port SCHEDULER_PORT
+    start_daemon kube-scheduler "$STATE_DIR/kube-scheduler.log" "$CP_KUBE_SCHEDULER" \
+      --kubeconfig="$STATE_DIR/kubeconfig-scheduler" \
+      --bind-address=127.0.0.1 \
+      --secure-port="$SCHEDULER_PORT" \
+      --leader-elect=false \
+      --profiling=false \
+      --v=1 \
+      "${sched_extra[@]}"
+  }
+  start_kwok() {
+    free_port KWOK_PORT
+    # KWOK_WORKDIR keeps kwok away from ~/.kwok/kwok.yaml (loaded by default).
+    # --node-port/--node-ip end up in each node's status (InternalIP and
+    # daemonEndpoints.kubeletEndpoint.Port), which is where the apiserver
+    # sends pods/exec.
+    start_daemon kwok "$STATE_DIR/kwok.log" env KWOK_WORKDIR="$STATE_DIR/kwok-workdir" "$CP_KWOK" \
+      --kubeconfig="$STATE_DIR/kubeconfig-kwok" \
+      --config="$STATE_DIR/kwok.yaml" \
+      --manage-all-nodes=false \
+      --manage-nodes-with-annotation-selector="$KWOK_NODE_ANNOTATION=$KWOK_NODE_ANNOTATION_VALUE" \
+      --node-ip="$NODE_IP" \
+      --node-port="$KWOK_PORT" \
+      --server-address="127.0.0.1:$KWOK_PORT" \
+      --tls-cert-file="$pki/kwok.crt" \
+      --tls-private-key-file="$pki/kwok.key" \
+      --cidr="$KWOK_FALLBACK_CIDR" \
+      --node-lease-duration-seconds=40 \
+      --enable-crds=Exec,Logs,ClusterLogs \
+      "${kwok_extra[@]}"
+  }
+  : >"$STATE_DIR/kube-controller-manager.log"
+  : >"$STATE_DIR/kube-scheduler.log"
+  : >"$STATE_DIR/kwok.log"
+  start_kcm
+  start_scheduler
+
+  # ---- kwok's CRDs, its config (stages + ClusterExec), the nodes, then kwok
+  t=$(cp_now_ms)
+  # Only the CRDs kwok watches (its --enable-crds): per-pod Exec overrides and
+  # Logs/ClusterLogs for pods/log. All twelve are in $CP_KWOK_CRD_DIR. kwok
+  # watches them with informers, so they need not be served yet when kwok
+  # starts (the first request to a new CRD's resource takes ~2 s here).
+  crd_pids=()
+  for r in execs logs clusterlogs; do
+    f="$CP_KWOK_CRD_DIR/kwok.x-k8s.io_$r.yaml"
+    ( kapi POST /apis/apiextensions.k8s.io/v1/customresourcedefinitions application/yaml "@$f" >"$STATE_DIR/.kapi-$r.out"
+      case "$kapi_code" in 201|409) ;; *) cat "$STATE_DIR/.kapi-$r.out" >&2; cp_die "creating CRD from $f: HTTP $kapi_code" ;; esac
+    ) &
+    crd_pids+=($!)
+  done
+  for p in "${crd_pids[@]}"; do wait "$p" || exit 1; done
+  rm -f "$STATE_DIR"/.kapi-*.out
+  # kwok.yaml: kwok's "fast" stages (nodes Ready at once, pods Running+Ready
+  # at once, pods with a deletionTimestamp deleted at once, Job pods
+  # Succeeded) and a static ClusterExec: every exec into any container of any
+  # pod on a kwok node runs the command locally, on this machine, as this
+  # user, in /. It is in the config file rather than a ClusterExec object so
+  # it works from kwok's first second. A test can override it for one pod with
+  # a namespaced kwok.x-k8s.io/v1alpha1 Exec named like the pod.
+  {
+    printf '# Written by hack/control-plane/up.sh: stages from sigs.k8s.io/kwok@v%s kustomize/stage.
+' "$KWOK_VERSION"
+    for f in "$CP_KWOK_STAGE_DIR"/*.yaml; do printf -- '---\n'; cat "$f"; done
+    cat <<EOF
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterExec
+metadata:
+  name: $KWOK_CLUSTER_EXEC
+spec:
+  execs:
+  - local:
+      workDir: /
+EOF
+  } >"$STATE_DIR/kwok.yaml"
+  mkdir -p "$STATE_DIR/kwok-workdir"
+  NODE_NAMES=""
+  for i in $(seq 0 $((NODES - 1))); do
+    n="$NODE_PREFIX$i"
+    node="$(jq -cn --arg n "$n" --arg cidr "10.244.$((i + 1)).0/24" \
+      --arg ak "$KWOK_NODE_ANNOTATION" --arg av "$KWOK_NODE_ANNOTATION_VALUE" '{
+      apiVersion:"v1",kind:"Node",
+      metadata:{name:$n,
+        annotations:{($ak):$av,"node.alpha.kubernetes.io/ttl":"0"},
+        labels:{"kubernetes.io/hostname":$n,"kubernetes.io/os":"linux","kubernetes.io/arch":"amd64",
+                "kubernetes.io/role":"agent","node-role.kubernetes.io/agent":"","type":"kwok"}},
+      spec:{podCIDR:$cidr,podCIDRs:[$cidr]},
+      status:{capacity:{cpu:"1k",memory:"1Ti",pods:"1k"},allocatable:{cpu:"1k",memory:"1Ti",pods:"1k"}}}')"
+    kapi POST /api/v1/nodes application/json "$node" >"$STATE_DIR/.kapi.out"
+    [ "$kapi_code" = 201 ] || { cat "$STATE_DIR/.kapi.out" >&2; cp_die "creating node $n: HTTP $kapi_code"; }
+    NODE_NAMES="${NODE_NAMES:+$NODE_NAMES }$n"
+  done
+  rm -f "$STATE_DIR/.kapi.out"
+  cp_log "kwok CRDs, kwok.yaml and $NODES node(s) created in $(cp_elapsed "$t")"
+  start_kwok
+
+  # ---- wait: health endpoints, nodes Ready, ServiceAccount default/default
+  # A component that exits because its port was taken (bind race) is
+  # restarted on another port, up to 3 times each.
+  declare -A restarts=([kube-controller-manager]=0 [kube-scheduler]=0 [kwok]=0)
+  declare -A ready_at=()
+  t=$(cp_now_ms)
+  deadline=$(( t + START_TIMEOUT * 1000 ))
+  all_ok=0 failed_component="" n_ready=0
+  while [ "$(cp_now_ms)" -lt "$deadline" ]; do
+    for c in kube-controller-manager kube-scheduler kwok; do
+      pid="$(pid_of "$c")"
+      kill -0 "$pid" 2>/dev/null && continue
+      if grep -q 'address already in use' "$STATE_DIR/$c.log" && [ "${restarts[$c]}" -lt 3 ]; then
+        restarts[$c]=$(( restarts[$c] + 1 ))
+        cp_log "$c port taken (race), restarting on another port"
+        case "$c" in
+          kube-controller-manager) start_kcm ;;
+          kube-scheduler) start_scheduler ;;
+          kwok) start_kwok ;;
+        esac
+        continue
+      fi
+      failed_component="$c"; break 2
+    done
+    [ -n "${ready_at[kcm]:-}" ] || { [ "$(curl -sk --max-time 2 "https://127.0.0.1:$KCM_PORT/healthz" 2>/dev/null)" = ok ] && ready_at[kcm]=$(cp_elapsed "$t_nodes"); } || true
+    [ -n "${ready_at[sched]:-}" ] || { [ "$(curl -sk --max-time 2 "https://127.0.0.1:$SCHEDULER_PORT/healthz" 2>/dev/null)" = ok ] && ready_at[sched]=$(cp_elapsed "$t_nodes"); } || true
+    [ -n "${ready_at[kwok]:-}" ] || { curl -sf --max-time 2 --cacert "$pki/ca.crt" "https://127.0.0.1:$KWOK_PORT/healthz" >/dev/null 2>&1 && ready_at[kwok]=$(cp_elapsed "$t_nodes"); } || true
+    if [ -z "${ready_at[nodes]:-}" ]; then
+      n_ready="$(kapi GET "/api/v1/nodes" | jq --arg ak "$KWOK_NODE_ANNOTATION" \
+        '[.items[]? | select(.metadata.annotations[$ak] != null)
+          | select(any(.status.conditions[]?; .type == "Ready" and .status == "True"))
+          | select(all(.spec.taints[]?; .key != "node.kubernetes.io/not-ready"))] | length' 2>/dev/null || echo 0)"
+      [ "$n_ready" != "$NODES" ] || ready_at[nodes]=$(cp_elapsed "$t_nodes")
+    fi
+    if [ -z "${ready_at[sa]:-}" ]; then
+      kapi GET /api/v1/namespaces/default/serviceaccounts/default >/dev/null
+      [ "$kapi_code" != 200 ] || ready_at[sa]=$(cp_elapsed "$t_nodes")
+    fi
+    if [ "${#ready_at[@]}" = 5 ]; then all_ok=1; break; fi
+    sleep 0.2
+  done
+  if [ "$all_ok" != 1 ]; then
+    if [ -n "$failed_component" ]; then
+      log_tail "$STATE_DIR/$failed_component.log"
+      cp_die "$failed_component exited during start-up (log: $STATE_DIR/$failed_component.log)"
+    fi
+    missing=""
+    [ -n "${ready_at[kcm]:-}" ] || { missing+=" kube-controller-manager-/healthz"; log_tail "$STATE_DIR/kube-controller-manager.log"; }
+    [ -n "${ready_at[sched]:-}" ] || { missing+=" kube-scheduler-/healthz"; log_tail "$STATE_DIR/kube-scheduler.log"; }
+    [ -n "${ready_at[kwok]:-}" ] || { missing+=" kwok-/healthz"; log_tail "$STATE_DIR/kwok.log"; }
+    [ -n "${ready_at[nodes]:-}" ] || { missing+=" nodes-Ready-and-untainted($n_ready/$NODES)"; [ -n "${ready_at[kwok]:-}" ] && log_tail "$STATE_DIR/kwok.log"; }
+    [ -n "${ready_at[sa]:-}" ] || { missing+=" serviceaccount-default/default"; [ -n "${ready_at[kcm]:-}" ] && log_tail "$STATE_DIR/kube-controller-manager.log"; }
+    cp_die "node mode not ready after ${START_TIMEOUT}s; missing:$missing"
+  fi
+  cp_log "node mode ready in $(cp_elapsed "$t_nodes") (kube-controller-manager pid $(pid_of kube-controller-manager) /healthz at ${ready_at[kcm]}, kube-scheduler pid $(pid_of kube-scheduler) at ${ready_at[sched]}, kwok pid $(pid_of kwok) at ${ready_at[kwok]}, $NODES node(s) Ready at ${ready_at[nodes]}, default ServiceAccount at ${ready_at[sa]})"
+  node_env="$(cat <<EOF
+export NODE_NAMES='$NODE_NAMES'
+export NODE_IP='$NODE_IP'
+export POD_CIDR='$POD_CIDR'
+export KWOK_NODE_ANNOTATION='$KWOK_NODE_ANNOTATION=$KWOK_NODE_ANNOTATION_VALUE'
+export KWOK_CLUSTER_EXEC='$KWOK_CLUSTER_EXEC'
+export KWOK_PORT='$KWOK_PORT'
+export KWOK_URL='https://127.0.0.1:$KWOK_PORT'
+export KWOK_PID='$(pid_of kwok)'
+export KUBE_CONTROLLER_MANAGER_PORT='$KCM_PORT'
+export KUBE_CONTROLLER_MANAGER_PID='$(pid_of kube-controller-manager)'
+export KUBE_SCHEDULER_PORT='$SCHEDULER_PORT'
+export KUBE_SCHEDULER_PID='$(pid_of kube-scheduler)'
+export KUBE_CONTROLLER_MANAGER_BIN='$CP_KUBE_CONTROLLER_MANAGER'
+export KUBE_SCHEDULER_BIN='$CP_KUBE_SCHEDULER'
+export KWOK_BIN='$CP_KWOK'
+EOF
+)"
+fi
+
+# ---------------------------------------------------------------- env
+{
+  cat <<EOF
 # Written by hack/control-plane/up.sh; source it.
 export CONTROL_PLANE_STATE_DIR='$STATE_DIR'
 export KUBECONFIG='$STATE_DIR/kubeconfig'
@@ -278,7 +606,11 @@ export ALICE_TOKEN='$ALICE_TOKEN'
 export BOB_TOKEN='$BOB_TOKEN'
 export KUBE_APISERVER_BIN='$CP_KUBE_APISERVER'
 export ETCD_BIN='$CP_ETCD'
+export SERVICE_CIDR='$SERVICE_CIDR'
+export CONTROL_PLANE_NODES='$NODES'
 EOF
+  [ -z "$node_env" ] || printf '%s\n' "$node_env"
+} >"$STATE_DIR/env"
 
 started_ok=1
 cp_log "control plane up in $(cp_elapsed "$t_up") (after build check); source $STATE_DIR/env"

@@ -84,6 +84,7 @@ impl Drop for Backend {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.config);
     }
 }
 
@@ -109,8 +110,8 @@ impl Backend {
         extra: &str,
         kubeconfig: PathBuf,
     ) -> Backend {
-        let config = std::env::temp_dir().join(format!("outfit-ws-{}-{namespace}.yaml", std::process::id()));
         let port = free_port();
+        let config = std::env::temp_dir().join(format!("outfit-ws-{}-{port}.yaml", std::process::id()));
         let pod_cidr = plane.env("POD_CIDR");
         std::fs::write(
             &config,
@@ -589,6 +590,24 @@ async fn a_create_survives_a_restart_of_the_backend() {
     );
     let services: Api<Service> = Api::namespaced(client.clone(), ns);
     assert!(services.get_opt("jupyter-dave-http").await.unwrap().is_some());
+    // A second replica, started now, knows all of it from the cluster and answers alike.
+    let replica = Backend::start(plane, ns, &manifests, "").await;
+    let ask = json!({"user_id": "dave"});
+    let (first, second) = (
+        backend.post("/get_pods", ask.clone()).await,
+        replica.post("/get_pods", ask).await,
+    );
+    let without_age = |mut answer: (u16, Value)| {
+        answer.1[0]["age"] = json!(null);
+        answer
+    };
+    assert_eq!(without_age(first.clone()), without_age(second));
+    assert_eq!(
+        first.1[0]["status"].as_str().map(|s| s.starts_with("Running:")),
+        Some(true),
+        "{first:?}"
+    );
+    drop(replica);
     assert!(
         Api::<Ingress>::namespaced(client.clone(), ns)
             .get_opt("jupyter-dave-ingress")
@@ -853,5 +872,36 @@ async fn a_client_written_from_the_documentation_drives_a_full_session() {
     assert!(
         stdout.lines().last().unwrap_or_default().ends_with(" 0 failed"),
         "{stdout}"
+    );
+}
+
+#[test]
+fn a_bad_configuration_stops_the_backend_at_start_naming_the_key() {
+    let config = std::env::temp_dir().join(format!("outfit-ws-bad-{}.yaml", std::process::id()));
+    std::fs::write(&config, "namespace: ws\ntimeoutCreate: 90\n").unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_outfit"))
+        .args(["workspaces", "--config"])
+        .arg(&config)
+        .env("KUBECONFIG", "/nonexistent")
+        .output()
+        .expect("outfit workspaces runs");
+    let _ = std::fs::remove_file(&config);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("timeoutCreate") && stderr.contains("unit"),
+        "{stderr}"
+    );
+    // The environment names its variable when it is the culprit.
+    let output = Command::new(env!("CARGO_BIN_EXE_outfit"))
+        .args(["workspaces"])
+        .env("BACKEND_PODSUBNETCIDR", "10.0.0.0/99")
+        .output()
+        .expect("outfit workspaces runs");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("BACKEND_PODSUBNETCIDR") && stderr.contains("podSubnetCidr"),
+        "{stderr}"
     );
 }

@@ -50,7 +50,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::{Request, Response, body::Incoming, client::conn::http1};
 use hyper_util::rt::TokioIo;
 use outfit_server::{
-    CertStore, Config, Metrics, SelfSigned, Server, TlsSource,
+    CertStore, Config, SelfSigned, Server, TlsSource,
     accept::{self, Handler, Timeouts},
 };
 use rustls::{ClientConfig, RootCertStore};
@@ -281,7 +281,7 @@ async fn start_ceiling(certs: &SelfSigned, shutdown: CancellationToken) -> Resul
     let store = Arc::new(CertStore::load(
         certs.cert.clone(),
         certs.key.clone(),
-        Metrics::new(),
+        Arc::new(|_| {}),
     )?);
     let tls = store.server_config()?;
     let listener = TcpListener::bind("127.0.0.1:0").await?;
