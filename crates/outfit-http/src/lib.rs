@@ -4,7 +4,11 @@
 //!
 //! - [`accept`]: the accept loop, one task per connection, TLS or plain HTTP, header-read and
 //!   handshake timeouts, graceful drain;
-//! - [`admin`]: the plain-HTTP admin port, `/livez`, `/readyz` and `/metrics`.
+//! - [`admin`]: the plain-HTTP admin port, `/livez`, `/readyz` and `/metrics`;
+//! - [`tls`]: the serving certificate, reloaded from its PEM files (polled, and at once on
+//!   request) without a restart, the owner told of each reload; and a self-signed CA and leaf for
+//!   local use.
 
 pub mod accept;
 pub mod admin;
+pub mod tls;

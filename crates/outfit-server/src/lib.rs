@@ -17,7 +17,7 @@ use outfit_http::admin;
 pub mod admission;
 pub mod metrics;
 pub mod policies;
-pub mod tls;
+pub use outfit_http::tls;
 pub mod webhook;
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
@@ -205,7 +205,14 @@ impl Server {
                 (files.cert, files.key)
             }
         };
-        let certs = Arc::new(CertStore::load(cert, key, metrics.clone())?);
+        let certs = {
+            let metrics = metrics.clone();
+            Arc::new(CertStore::load(
+                cert,
+                key,
+                Arc::new(move |outcome| metrics.tls_reload(outcome.into())),
+            )?)
+        };
         let tls_config = certs.server_config()?;
         let listener = bind(config.listen).await?;
         let admin_listener = match config.admin_listen {

@@ -29,14 +29,8 @@ use outfit_k8s::cluster::Snapshot as ClusterSnapshot;
 
 use crate::metrics::{Metrics, ReloadResult};
 
-/// How many reloads succeeded and failed so far; tests and callers wait on changes of it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ReloadCounts {
-    /// Reloads that swapped in new content.
-    pub succeeded: u64,
-    /// Reloads whose new content was rejected (the previous content keeps serving).
-    pub failed: u64,
-}
+/// How many reloads succeeded and failed so far, the same counts the serving certificate keeps.
+pub use outfit_http::tls::ReloadCounts;
 
 /// Why policies could not be loaded.
 #[derive(Debug, thiserror::Error)]

@@ -84,6 +84,15 @@ pub enum ReloadResult {
     Error,
 }
 
+impl From<outfit_http::tls::ReloadOutcome> for ReloadResult {
+    fn from(outcome: outfit_http::tls::ReloadOutcome) -> Self {
+        match outcome {
+            outfit_http::tls::ReloadOutcome::Success => Self::Success,
+            outfit_http::tls::ReloadOutcome::Error => Self::Error,
+        }
+    }
+}
+
 impl ReloadResult {
     fn as_str(self) -> &'static str {
         match self {

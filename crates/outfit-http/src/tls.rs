@@ -6,9 +6,12 @@
 //! (Kubernetes Secret volumes rotate by swapping a `..data` symlink, which inotify on the file
 //! paths misses after the first rotation), and SIGHUP reloads at once. A new pair that does not
 //! parse or whose key does not match the certificate is logged and the old one kept.
+//!
+//! Each reload attempt on changed files is reported to the owner's [`OnReload`] callback (the
+//! webhook counts them in its metrics) and in [`CertStore::reloads`].
 
 use std::{
-    fs,
+    fmt, fs,
     path::{Path, PathBuf},
     sync::{Arc, Mutex, PoisonError},
     time::Duration,
@@ -29,10 +32,27 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::{
-    metrics::{Metrics, ReloadResult},
-    policies::ReloadCounts,
-};
+/// How many reloads succeeded and failed so far; tests and callers wait on changes of it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReloadCounts {
+    /// Reloads that swapped in new content.
+    pub succeeded: u64,
+    /// Reloads whose new content was rejected (the previous content keeps serving).
+    pub failed: u64,
+}
+
+/// How a certificate reload attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReloadOutcome {
+    /// The new pair is serving.
+    Success,
+    /// The files could not be read, or the new pair was rejected; the previous one keeps serving.
+    Error,
+}
+
+/// Called after each reload attempt on changed (or unreadable) files, on the polling thread,
+/// before [`CertStore::reloads`] changes; it should be quick, like incrementing a counter.
+pub type OnReload = Arc<dyn Fn(ReloadOutcome) + Send + Sync>;
 
 /// A certificate problem.
 #[derive(Debug, thiserror::Error)]
@@ -111,21 +131,20 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
 }
 
 /// The serving certificate and key, reloaded from their PEM files.
-#[derive(Debug)]
 pub struct CertStore {
     current: ArcSwap<CertifiedKey>,
     cert_path: PathBuf,
     key_path: PathBuf,
     /// The file contents last tried, good or bad, so a bad pair is reported once.
     last: Mutex<(Vec<u8>, Vec<u8>)>,
-    metrics: Arc<Metrics>,
+    on_reload: OnReload,
     reloads: watch::Sender<ReloadCounts>,
     trigger: Notify,
 }
 
 impl CertStore {
-    /// Loads the pair; fails when it is unusable.
-    pub fn load(cert_path: PathBuf, key_path: PathBuf, metrics: Arc<Metrics>) -> Result<Self, TlsError> {
+    /// Loads the pair; fails when it is unusable. `on_reload` hears of every later reload.
+    pub fn load(cert_path: PathBuf, key_path: PathBuf, on_reload: OnReload) -> Result<Self, TlsError> {
         let cert_pem = read(&cert_path)?;
         let key_pem = read(&key_path)?;
         let key = certified_key(&cert_pem, &key_pem, &cert_path, &key_path)?;
@@ -134,7 +153,7 @@ impl CertStore {
             cert_path,
             key_path,
             last: Mutex::new((cert_pem, key_pem)),
-            metrics,
+            on_reload,
             reloads: watch::Sender::new(ReloadCounts::default()),
             trigger: Notify::new(),
         })
@@ -167,7 +186,7 @@ impl CertStore {
             Ok(files) => files,
             Err(error) => {
                 tracing::error!(%error, "cannot read the serving certificate; the previous one keeps serving");
-                self.metrics.tls_reload(ReloadResult::Error);
+                (self.on_reload)(ReloadOutcome::Error);
                 self.reloads.send_modify(|counts| counts.failed += 1);
                 return;
             }
@@ -183,12 +202,12 @@ impl CertStore {
             Ok(key) => {
                 self.current.store(Arc::new(key));
                 tracing::info!(cert = %self.cert_path.display(), "serving a new certificate");
-                self.metrics.tls_reload(ReloadResult::Success);
+                (self.on_reload)(ReloadOutcome::Success);
                 self.reloads.send_modify(|counts| counts.succeeded += 1);
             }
             Err(error) => {
                 tracing::error!(%error, "rejected the new certificate; the previous one keeps serving");
-                self.metrics.tls_reload(ReloadResult::Error);
+                (self.on_reload)(ReloadOutcome::Error);
                 self.reloads.send_modify(|counts| counts.failed += 1);
             }
         }
@@ -208,6 +227,17 @@ impl CertStore {
                 tracing::error!(%error, "the certificate reload task failed");
             }
         }
+    }
+}
+
+impl fmt::Debug for CertStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CertStore")
+            .field("current", &self.current)
+            .field("cert_path", &self.cert_path)
+            .field("key_path", &self.key_path)
+            .field("reloads", &*self.reloads.borrow())
+            .finish_non_exhaustive()
     }
 }
 
@@ -336,4 +366,75 @@ fn write(path: &Path, contents: &str, secret: bool) -> Result<(), TlsError> {
         .open(path)
         .and_then(|mut file| file.write_all(contents.as_bytes()))
         .map_err(io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaf(store: &CertStore) -> CertificateDer<'static> {
+        store.current.load().cert[0].clone()
+    }
+
+    #[test]
+    fn a_changed_pair_is_reported_and_a_bad_one_keeps_the_previous() {
+        let dir = std::env::temp_dir().join(format!("outfit-http-tls-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let files = SelfSigned::ensure(&dir, &[]).expect("generate");
+        let outcomes = Arc::new(Mutex::new(Vec::new()));
+        let on_reload: OnReload = {
+            let outcomes = outcomes.clone();
+            Arc::new(move |outcome| outcomes.lock().expect("lock").push(outcome))
+        };
+        let store = CertStore::load(files.cert.clone(), files.key.clone(), on_reload).expect("load");
+        let first = leaf(&store);
+
+        // Unchanged files are not a reload.
+        store.poll_once();
+        assert!(outcomes.lock().expect("lock").is_empty());
+        assert_eq!(*store.reloads().borrow(), ReloadCounts::default());
+
+        let ca_key = String::from_utf8(fs::read(&files.ca_key).expect("CA key")).expect("PEM");
+        let (cert, key) = issue_leaf_with_ca_pem(&ca_key, &[]).expect("new leaf");
+        fs::write(&files.cert, &cert).expect("write cert");
+        fs::write(&files.key, &key).expect("write key");
+        store.poll_once();
+        let second = leaf(&store);
+        assert_ne!(second, first);
+        assert_eq!(
+            CertificateDer::from_pem_slice(cert.as_bytes()).expect("parse"),
+            second
+        );
+
+        // A key not matching the certificate: rejected once, the previous pair keeps serving.
+        let (_, other_key) = issue_leaf_with_ca_pem(&ca_key, &[]).expect("another key");
+        fs::write(&files.key, &other_key).expect("write key");
+        store.poll_once();
+        store.poll_once();
+        assert_eq!(leaf(&store), second);
+
+        // Unreadable files fail on every poll.
+        fs::remove_file(&files.key).expect("remove key");
+        store.poll_once();
+        store.poll_once();
+        assert_eq!(leaf(&store), second);
+
+        assert_eq!(
+            *outcomes.lock().expect("lock"),
+            [
+                ReloadOutcome::Success,
+                ReloadOutcome::Error,
+                ReloadOutcome::Error,
+                ReloadOutcome::Error
+            ]
+        );
+        assert_eq!(
+            *store.reloads().borrow(),
+            ReloadCounts {
+                succeeded: 1,
+                failed: 3
+            }
+        );
+        fs::remove_dir_all(&dir).expect("remove dir");
+    }
 }
