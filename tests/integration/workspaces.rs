@@ -757,7 +757,46 @@ async fn callers_outside_the_allowed_networks_or_without_the_token_are_refused()
     let (status, answer) = backend.post("/get_pods", json!({"user_id": "alice"})).await;
     assert_eq!(status, 403, "{answer}");
     assert!(answer["error"].as_str().unwrap().contains("allowedSourceCidrs"));
+    drop(backend);
     let _ = std::fs::remove_file(token_file);
+
+    // Over HTTPS when a certificate is configured (reloaded when its files change, as the
+    // webhook's).
+    let certs = std::env::temp_dir().join(format!("outfit-ws-certs-{}", std::process::id()));
+    let files = outfit_server::SelfSigned::ensure(&certs, &[]).expect("a self-signed certificate");
+    let tls = format!(
+        "tlsCertFile: {}\ntlsKeyFile: {}\n",
+        files.cert.display(),
+        files.key.display()
+    );
+    let backend = Backend::start(plane, ns, &manifests, &tls).await;
+    let output = tokio::process::Command::new("curl")
+        .args(["-sS", "--max-time", "30", "--cacert"])
+        .arg(&files.ca_cert)
+        .args(["-d", r#"{"user_id": "alice"}"#])
+        .arg(format!("https://localhost:{}/get_pods", backend.port))
+        .output()
+        .await
+        .expect("curl runs");
+    let _ = std::fs::remove_dir_all(&certs);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "[]\n",
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", backend.port))
+        .await
+        .unwrap();
+    tcp.write_all(b"POST /get_pods HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), tcp.read_to_end(&mut answer)).await;
+    assert!(
+        !answer.starts_with(b"HTTP/1.1 200"),
+        "plain HTTP is not answered on the HTTPS port"
+    );
 }
 
 const WEB: &str = r#"

@@ -105,7 +105,10 @@ pub async fn accept_each<F, Fut>(
     }
 }
 
-async fn serve_tls_connection<H: Handler>(
+/// Serves one TLS connection from `peer`: a bounded handshake, then HTTP as ALPN chose, until it
+/// closes or `shutdown` fires. For servers whose handler depends on the peer; others use
+/// [`serve_tls`].
+pub async fn serve_tls_connection<H: Handler>(
     tcp: TcpStream,
     peer: SocketAddr,
     acceptor: TlsAcceptor,

@@ -115,6 +115,18 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// outfit: how long in-flight requests get to finish once shutdown starts.
     pub shutdown_grace: Duration,
+    /// outfit: serve the API over HTTPS with this certificate and key (PEM files, reloaded when
+    /// they change); plain HTTP, as deic-dk, when unset.
+    pub tls: Option<TlsFiles>,
+}
+
+/// The API's serving certificate and key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The certificate chain, leaf first.
+    pub cert: PathBuf,
+    /// The private key.
+    pub key: PathBuf,
 }
 
 /// Every key the backend reads, with its default as YAML would give it.
@@ -147,6 +159,8 @@ const KEYS: &[(&str, &str)] = &[
     ("manifestMaxBytes", "1048576"),
     ("maxBodyBytes", "65536"),
     ("shutdownGrace", "15s"),
+    ("tlsCertFile", ""),
+    ("tlsKeyFile", ""),
 ];
 
 /// deic-dk keys that outfit accepts and ignores: its pod cache lives in the cluster here, and the
@@ -349,6 +363,25 @@ impl Config {
             manifest_max_bytes: size("manifestMaxBytes")?,
             max_body_bytes: size("maxBodyBytes")?,
             shutdown_grace: duration("shutdownGrace")?,
+            tls: match (v.text("tlsCertFile")?, v.text("tlsKeyFile")?) {
+                (cert, key) if cert.is_empty() && key.is_empty() => None,
+                (cert, key) if !cert.is_empty() && !key.is_empty() => Some(TlsFiles {
+                    cert: cert.into(),
+                    key: key.into(),
+                }),
+                (cert, _) => {
+                    let (key, origin) = if cert.is_empty() {
+                        ("tlsCertFile", &v.values["tlsKeyFile"].1)
+                    } else {
+                        ("tlsKeyFile", &v.values["tlsCertFile"].1)
+                    };
+                    return Err(error(
+                        origin,
+                        key,
+                        "tlsCertFile and tlsKeyFile go together: set both or neither",
+                    ));
+                }
+            },
         };
         if config.timeout_create.is_zero() {
             return Err(error(
@@ -502,6 +535,7 @@ mod tests {
             ("tokenByteLimit: -1", "tokenByteLimit", "positive"),
             ("allowedSourceCidrs: [nope]", "allowedSourceCidrs", "IP network"),
             ("hostnameList: [{hostname: x}]", "hostnameList", "address"),
+            ("tlsCertFile: /tls.crt", "tlsKeyFile", "both"),
         ];
         for (text, key, hint) in cases {
             let f = file(text);

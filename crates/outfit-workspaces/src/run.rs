@@ -11,7 +11,12 @@
 
 use std::{net::SocketAddr, sync::Arc};
 
+use outfit_http::{
+    accept::{self, Timeouts},
+    tls::CertStore,
+};
 use tokio::{net::TcpListener, sync::watch};
+use tokio_rustls::TlsAcceptor;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
@@ -19,9 +24,15 @@ use crate::{
     metrics::Metrics,
 };
 
+/// How often the certificate files are checked for changes.
+const CERTIFICATE_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Why the backend could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// The serving certificate could not be loaded.
+    #[error("TLS: {0}")]
+    Tls(#[from] outfit_http::tls::TlsError),
     /// A port could not be bound.
     #[error("binding {what} {address}: {source}")]
     Bind {
@@ -40,6 +51,7 @@ pub struct Server {
     client: kube::Client,
     api: TcpListener,
     admin: Option<TcpListener>,
+    certificate: Option<Arc<CertStore>>,
 }
 
 impl std::fmt::Debug for Server {
@@ -65,12 +77,30 @@ impl Server {
             Some(address) => Some(bind("the admin port", address).await?),
             None => None,
         };
+        let certificate = match &config.tls {
+            Some(files) => {
+                let on_reload: outfit_http::tls::OnReload =
+                    Arc::new(|outcome| tracing::info!(?outcome, "serving certificate reload"));
+                Some(Arc::new(CertStore::load(
+                    files.cert.clone(),
+                    files.key.clone(),
+                    on_reload,
+                )?))
+            }
+            None => None,
+        };
         Ok(Self {
             config: Arc::new(config),
             client,
             api,
             admin,
+            certificate,
         })
+    }
+
+    /// The serving certificate, when the API is served over HTTPS (SIGHUP reloads it now).
+    pub fn certificate(&self) -> Option<Arc<CertStore>> {
+        self.certificate.clone()
     }
 
     /// The API's address.
@@ -114,24 +144,39 @@ impl Server {
             ));
         }
         let backend = Backend::new(config.clone(), cluster, cache);
+        let acceptor = match &self.certificate {
+            Some(store) => {
+                tokio::spawn(store.clone().watch(CERTIFICATE_POLL, shutdown.clone()));
+                match store.server_config() {
+                    Ok(tls) => Some(TlsAcceptor::from(tls)),
+                    Err(error) => {
+                        tracing::error!(%error, "TLS configuration refused");
+                        return;
+                    }
+                }
+            }
+            None => None,
+        };
         tracing::info!(
             listen = %self.api.local_addr().map(|a| a.to_string()).unwrap_or_default(),
             namespace = config.namespace,
             "serving the workspace API"
         );
         let stop = shutdown.clone();
-        outfit_http::accept::accept_each(self.api, &stop, &tracker, |tcp, peer| {
+        let timeouts = Timeouts::default();
+        accept::accept_each(self.api, &stop, &tracker, |tcp, peer| {
             let api = Api::new(backend.clone(), metrics.clone(), peer);
-            let shutdown = shutdown.clone();
+            let (shutdown, acceptor) = (shutdown.clone(), acceptor.clone());
             async move {
-                let _ = outfit_http::accept::serve_http(
-                    tcp,
-                    false,
-                    api,
-                    outfit_http::accept::Timeouts::default(),
-                    shutdown,
-                )
-                .await;
+                let served = match acceptor {
+                    Some(acceptor) => {
+                        accept::serve_tls_connection(tcp, peer, acceptor, api, timeouts, shutdown).await
+                    }
+                    None => accept::serve_http(tcp, false, api, timeouts, shutdown).await,
+                };
+                if let Err(reason) = served {
+                    tracing::debug!(%peer, reason, "connection closed");
+                }
             }
         })
         .await;

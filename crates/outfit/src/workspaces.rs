@@ -2,7 +2,8 @@
 //! KUBECONFIG (else the in-cluster configuration) names. Configuration comes from a deic-dk style
 //! `config.yaml` and `BACKEND_*` variables; the flags here only override where it listens.
 //!
-//! Signals: SIGTERM or SIGINT start a graceful shutdown (a second one exits at once); the
+//! Signals: SIGTERM or SIGINT start a graceful shutdown (a second one exits at once); SIGHUP
+//! reloads the serving certificate now (it is also reloaded when its files change). The
 //! configuration is read once, at start.
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
@@ -95,8 +96,15 @@ async fn serve(config: Config) -> Result<(), String> {
     })?;
     let server = Server::bind(config, client).await.map_err(|e| e.to_string())?;
     let shutdown = CancellationToken::new();
-    crate::signals::spawn_handlers(shutdown.clone(), || tracing::info!("SIGHUP: nothing to reload"))
-        .map_err(|e| format!("installing signal handlers: {e}"))?;
+    let certificate = server.certificate();
+    crate::signals::spawn_handlers(shutdown.clone(), move || match &certificate {
+        Some(store) => {
+            tracing::info!("SIGHUP: reloading the serving certificate");
+            store.reload_now();
+        }
+        None => tracing::info!("SIGHUP: nothing to reload (the configuration is read at start)"),
+    })
+    .map_err(|e| format!("installing signal handlers: {e}"))?;
     server.run(shutdown).await;
     Ok(())
 }
