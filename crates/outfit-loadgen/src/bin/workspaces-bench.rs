@@ -1,7 +1,7 @@
 //! What `outfit workspaces` costs, on a realistic local cluster. Run with:
 //!
 //! ```text
-//! hack/control-plane/up.sh --nodes 1 /tmp/wsbench
+//! hack/control-plane/up.sh --nodes 2 /tmp/wsbench
 //! cargo build --release -p outfit -p outfit-loadgen
 //! ./target/release/workspaces-bench --state-dir /tmp/wsbench
 //! hack/control-plane/down.sh /tmp/wsbench
@@ -118,6 +118,10 @@ async fn main() -> Result<()> {
     })
     .await?;
     drop(backend);
+    // Its pods would count against the nodes' pod capacity in the next measurement.
+    Api::<Namespace>::all(client.clone())
+        .delete(&ns, &DeleteParams::default())
+        .await?;
     println!(
         "create to ready, {} pods, {} at a time:",
         args.creates, args.parallel
@@ -404,6 +408,7 @@ async fn get_pods(
             .header("host", "x")
             .header("content-type", "application/json")
             .body(Full::new(body))?;
+        sender.ready().await?;
         let started = Instant::now();
         let response = sender.send_request(request).await?;
         let status = response.status();
