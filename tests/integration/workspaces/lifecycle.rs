@@ -1,0 +1,123 @@
+//! What follows a create when nobody is watching: deadlines, restarts, replicas.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::{
+    core::v1::{Event, Pod, Service},
+    networking::v1::Ingress,
+};
+use kube::{Api, api::ListParams};
+use serde_json::{Value, json};
+
+use super::support::*;
+use crate::control_plane::ControlPlane;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_that_never_turns_ready_is_removed_at_its_deadline_with_the_reason() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-deadline";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let url = manifests.put("stuck.yaml", UNSCHEDULABLE);
+    let backend = Backend::start(plane, ns, &manifests, "").await;
+
+    let (status, created) = backend
+        .post("/create_pod", json!({"yaml_url": url, "user_id": "carol"}))
+        .await;
+    assert_eq!(status, 200, "{created}");
+    let pod_name = created["pod_name"].as_str().unwrap().to_owned();
+    assert_eq!(pod_name, "stuck-carol");
+    let (_, listed) = backend.post("/get_pods", json!({"user_id": "carol"})).await;
+    assert_eq!(listed[0]["status"], "Creating");
+
+    let started = Instant::now();
+    let (status, answer) = backend
+        .post(
+            "/watch_create_pod",
+            json!({"user_id": "carol", "pod_name": pod_name}),
+        )
+        .await;
+    let waited = started.elapsed();
+    assert_eq!((status, &answer["ready"]), (200, &json!(false)), "{answer}");
+    let reason = answer["reason"].as_str().expect("a reason");
+    assert!(reason.starts_with("scheduling:"), "{reason}");
+    // The answer came at the deadline (timeoutCreate 20s), not at once nor long after.
+    assert!(
+        waited > Duration::from_secs(10) && waited < Duration::from_secs(60),
+        "{waited:?}"
+    );
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    eventually("removal of the stuck pod", Duration::from_secs(30), || async {
+        pods.get_opt(&pod_name).await.unwrap().is_none()
+    })
+    .await;
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    let events = events.list(&ListParams::default()).await.unwrap().items;
+    let failed = events
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("CreateFailed"))
+        .expect("a CreateFailed event");
+    assert!(
+        failed.message.as_deref().unwrap_or("").contains("scheduling"),
+        "{failed:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_survives_a_restart_of_the_backend() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-restart";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let url = manifests.put("web.yaml", &JUPYTER.replace("TOKEN_KEY", "none-such"));
+    let mut backend = Backend::start(plane, ns, &manifests, "").await;
+
+    let (status, created) = backend
+        .post("/create_pod", json!({"yaml_url": url, "user_id": "dave"}))
+        .await;
+    assert_eq!(status, 200, "{created}");
+    // Killed before the pod is ready: nothing in memory survives.
+    backend.restart().await;
+    let watch = json!({"user_id": "dave", "pod_name": "jupyter-dave"});
+    assert_eq!(
+        backend.post("/watch_create_pod", watch).await,
+        (200, json!({"ready": true}))
+    );
+    let services: Api<Service> = Api::namespaced(client.clone(), ns);
+    assert!(services.get_opt("jupyter-dave-http").await.unwrap().is_some());
+    // A second replica, started now, knows all of it from the cluster and answers alike.
+    let replica = Backend::start(plane, ns, &manifests, "").await;
+    let ask = json!({"user_id": "dave"});
+    let (first, second) = (
+        backend.post("/get_pods", ask.clone()).await,
+        replica.post("/get_pods", ask).await,
+    );
+    let without_age = |mut answer: (u16, Value)| {
+        answer.1[0]["age"] = json!(null);
+        answer
+    };
+    assert_eq!(without_age(first.clone()), without_age(second));
+    assert_eq!(
+        first.1[0]["status"].as_str().map(|s| s.starts_with("Running:")),
+        Some(true),
+        "{first:?}"
+    );
+    drop(replica);
+    assert!(
+        Api::<Ingress>::namespaced(client.clone(), ns)
+            .get_opt("jupyter-dave-ingress")
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    // delete_all_user removes the pod and the storage, and says so.
+    assert_eq!(
+        backend.post("/delete_all_user", json!({"user_id": "dave"})).await,
+        (200, json!({"deleted": true}))
+    );
+    nothing_left(&client, ns, "user-storage-dave").await;
+}

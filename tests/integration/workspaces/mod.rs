@@ -1,0 +1,15 @@
+//! End to end: `outfit workspaces` on a realistic cluster (kube-apiserver, etcd, controller
+//! manager, scheduler and kwok's simulated nodes, from `hack/control-plane`), driven through its
+//! HTTP API as deic-dk's frontend drives it. Every assertion is on an HTTP answer or on what the
+//! API server stores, so pods really get scheduled, turn Ready, and are deleted.
+//!
+//! - `support`: the manifest server, `outfit workspaces` as a child process, the HTTP client and
+//!   the cluster helpers;
+//! - `session`: whole sessions (ours, and the documentation-only Python client's), user ids;
+//! - `lifecycle`: creates that never turn ready, restarts, a second replica;
+//! - `requests`: bad input, callers, configuration.
+
+mod lifecycle;
+mod requests;
+mod session;
+mod support;

@@ -1,0 +1,370 @@
+//! What the workspace tests share: a manifest server, the backend as a child process, an HTTP
+//! client that shares no code with the backend, and cluster helpers.
+
+use std::{
+    collections::BTreeMap,
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::{
+    core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod, Service},
+    networking::v1::Ingress,
+};
+use kube::{
+    Api, Client,
+    api::{ListParams, PostParams},
+};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::control_plane::ControlPlane;
+
+/// A manifest server on loopback: serves whatever a test put under a path.
+#[derive(Clone)]
+pub(super) struct Manifests {
+    pub(super) port: u16,
+    files: Arc<Mutex<BTreeMap<String, String>>>,
+}
+
+impl Manifests {
+    pub(super) async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let files: Arc<Mutex<BTreeMap<String, String>>> = Arc::default();
+        let served = files.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut tcp, _)) = listener.accept().await else {
+                    return;
+                };
+                let files = served.clone();
+                tokio::spawn(async move {
+                    let mut request = vec![0u8; 4096];
+                    let n = tcp.read(&mut request).await.unwrap_or(0);
+                    let head = String::from_utf8_lossy(&request[..n]).into_owned();
+                    let path = head.split_whitespace().nth(1).unwrap_or("/").to_owned();
+                    let body = files.lock().unwrap().get(&path).cloned();
+                    let response = match body {
+                        Some(body) => format!(
+                            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                            body.len()
+                        ),
+                        None => "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                            .to_owned(),
+                    };
+                    let _ = tcp.write_all(response.as_bytes()).await;
+                });
+            }
+        });
+        Self { port, files }
+    }
+
+    /// Serves `text` at `/manifests/<name>`; returns its URL.
+    pub(super) fn put(&self, name: &str, text: &str) -> String {
+        let path = format!("/manifests/{name}");
+        self.files.lock().unwrap().insert(path.clone(), text.to_owned());
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+}
+
+/// `outfit workspaces` as a child process, killed on drop.
+pub(super) struct Backend {
+    child: Child,
+    pub(super) port: u16,
+    config: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.config);
+    }
+}
+
+pub(super) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+impl Backend {
+    /// Starts the backend for `namespace`, its manifests from `manifests`, with `extra` config
+    /// lines.
+    pub(super) async fn start(
+        plane: &ControlPlane,
+        namespace: &str,
+        manifests: &Manifests,
+        extra: &str,
+    ) -> Backend {
+        Backend::start_as(plane, namespace, manifests, extra, plane.kubeconfig()).await
+    }
+
+    /// As [`Backend::start`], with the credentials of `kubeconfig`.
+    pub(super) async fn start_as(
+        plane: &ControlPlane,
+        namespace: &str,
+        manifests: &Manifests,
+        extra: &str,
+        kubeconfig: PathBuf,
+    ) -> Backend {
+        let port = free_port();
+        let config = std::env::temp_dir().join(format!("outfit-ws-{}-{port}.yaml", std::process::id()));
+        let pod_cidr = plane.env("POD_CIDR");
+        std::fs::write(
+            &config,
+            format!(
+                "namespace: {namespace}\n\
+                 whitelistManifestRegex: 'http://127\\.0\\.0\\.1:{}/manifests/'\n\
+                 ingressDomain: pods.test\n\
+                 localRegistryURL: registry.test:5000\n\
+                 podSubnetCidr: {pod_cidr}\n\
+                 timeoutCreate: 20s\n\
+                 timeoutDelete: 30s\n\
+                 hostnameList: [{{hostname: silo1.test, address: 10.0.0.20}}]\n\
+                 listen: 127.0.0.1:{port}\n\
+                 adminListen: ''\n{extra}",
+                manifests.port
+            ),
+        )
+        .unwrap();
+        let backend = Backend {
+            child: spawn(&config, &kubeconfig),
+            port,
+            config,
+            kubeconfig,
+        };
+        backend.wait_listening().await;
+        backend
+    }
+
+    async fn wait_listening(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .is_err()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "outfit workspaces did not start listening"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Kills the backend as a crash would and starts it again with the same configuration.
+    pub(super) async fn restart(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        self.child = spawn(&self.config, &self.kubeconfig);
+        self.wait_listening().await;
+    }
+
+    /// POSTs `body` to `path`; returns the status and the JSON answer.
+    pub(super) async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let (status, text) = http(self.port, "POST", path, &body.to_string()).await;
+        let value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: not JSON ({e}): {text}"));
+        (status, value)
+    }
+}
+
+pub(super) fn spawn(config: &std::path::Path, kubeconfig: &std::path::Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_outfit"))
+        .args(["workspaces", "--config"])
+        .arg(config)
+        .env("KUBECONFIG", kubeconfig)
+        .env("OUTFIT_LOG", "info,outfit_workspaces=debug")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start outfit workspaces")
+}
+
+/// One HTTP/1.1 request over a fresh connection; returns the status and the body.
+pub(super) async fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    tokio::time::timeout(Duration::from_secs(120), tcp.read_to_end(&mut response))
+        .await
+        .expect("an answer within 2 minutes")
+        .expect("read the answer");
+    let response = String::from_utf8(response).expect("UTF-8");
+    let (head, body) = response.split_once("\r\n\r\n").expect("a complete HTTP answer");
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status");
+    (status, body.to_owned())
+}
+
+/// Installs the RBAC objects `outfit manifests --workspaces` prints for a backend in `system`
+/// managing `workspaces`, and returns a kubeconfig with a token of its ServiceAccount: the
+/// backend then runs with exactly the permissions the install gives it.
+pub(super) async fn least_privilege(
+    plane: &ControlPlane,
+    client: &Client,
+    system: &str,
+    workspaces: &str,
+) -> PathBuf {
+    let output = Command::new(env!("CARGO_BIN_EXE_outfit"))
+        .args([
+            "manifests",
+            "--workspaces",
+            "--namespace",
+            system,
+            "--workspaces-namespace",
+            workspaces,
+        ])
+        .output()
+        .expect("outfit manifests --workspaces");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let documents =
+        outfit_core::document::parse_stream(&String::from_utf8(output.stdout).unwrap(), "manifests").unwrap();
+    let plurals = [
+        ("Namespace", "namespaces"),
+        ("ServiceAccount", "serviceaccounts"),
+        ("Role", "roles"),
+        ("RoleBinding", "rolebindings"),
+        ("ClusterRole", "clusterroles"),
+        ("ClusterRoleBinding", "clusterrolebindings"),
+    ];
+    for document in &documents {
+        let Some((kind, plural)) = plurals.iter().find(|(kind, _)| document.kind() == *kind) else {
+            continue;
+        };
+        let api_version = document.value["apiVersion"].as_str().unwrap();
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let namespace = document.value["metadata"]["namespace"].as_str();
+        let resource = crate::control_plane::resource(group, version, kind, plural);
+        match crate::control_plane::create(client, namespace, &resource, document.value.clone()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => panic!("installing {kind}: {error}"),
+        }
+    }
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(client.clone(), system);
+    let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}});
+    let answer: Value = accounts
+        .create_subresource("token", "outfit-workspaces", &PostParams::default(), &request)
+        .await
+        .expect("a token for the backend's ServiceAccount");
+    let token = answer["status"]["token"].as_str().expect("a token").to_owned();
+    let path = std::env::temp_dir().join(format!(
+        "outfit-ws-kubeconfig-{}-{workspaces}",
+        std::process::id()
+    ));
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\n\
+             clusters: [{{name: c, cluster: {{server: '{}', certificate-authority: '{}'}}}}]\n\
+             users: [{{name: backend, user: {{token: '{token}'}}}}]\n\
+             contexts: [{{name: backend, context: {{cluster: c, user: backend}}}}]\n\
+             current-context: backend\n",
+            plane.env("APISERVER_URL"),
+            plane.env("APISERVER_CA"),
+        ),
+    )
+    .unwrap();
+    path
+}
+
+pub(super) async fn namespace(client: &Client, name: &str) {
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .expect("create namespace");
+}
+
+/// Waits until `check` holds, up to `limit`.
+pub(super) async fn eventually<F, Fut>(what: &str, limit: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + limit;
+    while !check().await {
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not happen within {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+pub(super) const JUPYTER: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: jupyter
+  labels: {app: replaced-by-the-backend}
+  annotations:
+    sciencedata.dk/ingress-port: "8888"
+    sciencedata.dk/copy-token: TOKEN_KEY
+spec:
+  containers:
+  - name: jupyter
+    image: LOCALREGISTRY/jupyter:1
+    ports: [{containerPort: 8888}, {containerPort: 22}]
+    env:
+    - {name: FILE, value: ""}
+    volumeMounts:
+    - {name: sciencedata, mountPath: /home/jovyan/work}
+"#;
+
+/// A pod no node will take: it can never be scheduled.
+pub(super) const UNSCHEDULABLE: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: stuck}
+spec:
+  nodeSelector: {no-such-node: "true"}
+  containers: [{name: main, image: busybox}]
+"#;
+
+/// Waits until the namespace holds no pod, Service, Ingress or claim, and the volume is gone.
+pub(super) async fn nothing_left(client: &Client, ns: &str, volume: &str) {
+    let lp = ListParams::default();
+    let services: Api<Service> = Api::namespaced(client.clone(), ns);
+    let ingresses: Api<Ingress> = Api::namespaced(client.clone(), ns);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let volumes: Api<PersistentVolume> = Api::all(client.clone());
+    eventually("removal of every object", Duration::from_secs(60), || async {
+        pods.list(&lp).await.unwrap().items.is_empty()
+            && services.list(&lp).await.unwrap().items.is_empty()
+            && ingresses.list(&lp).await.unwrap().items.is_empty()
+            && claims.list(&lp).await.unwrap().items.is_empty()
+            && volumes.get_opt(volume).await.unwrap().is_none()
+    })
+    .await;
+}
+
+pub(super) const WEB: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  annotations: {sciencedata.dk/ingress-port: "80"}
+spec:
+  containers: [{name: web, image: nginx, ports: [{containerPort: 80}]}]
+"#;
