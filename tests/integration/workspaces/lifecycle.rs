@@ -42,9 +42,9 @@ async fn a_pod_that_never_turns_ready_is_removed_at_its_deadline_with_the_reason
     assert_eq!((status, &answer["ready"]), (200, &json!(false)), "{answer}");
     let reason = answer["reason"].as_str().expect("a reason");
     assert!(reason.starts_with("scheduling:"), "{reason}");
-    // The answer came at the deadline (timeoutCreate 20s), not at once nor long after.
+    // The answer came at the deadline (timeoutCreate 60s), not at once nor long after.
     assert!(
-        waited > Duration::from_secs(10) && waited < Duration::from_secs(60),
+        waited > Duration::from_secs(40) && waited < Duration::from_secs(120),
         "{waited:?}"
     );
 

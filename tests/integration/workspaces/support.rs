@@ -124,7 +124,7 @@ impl Backend {
                  ingressDomain: pods.test\n\
                  localRegistryURL: registry.test:5000\n\
                  podSubnetCidr: {pod_cidr}\n\
-                 timeoutCreate: 20s\n\
+                 timeoutCreate: 60s\n\
                  timeoutDelete: 30s\n\
                  hostnameList: [{{hostname: silo1.test, address: 10.0.0.20}}]\n\
                  listen: 127.0.0.1:{port}\n\
