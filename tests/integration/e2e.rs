@@ -116,25 +116,16 @@ fn admin_ready(addr: &str) -> bool {
 
 /// Registers `webhook` with the API server through `outfit manifests --webhook-url`.
 async fn register(client: &Client, webhook: &Webhook, name: &str, namespace: &str) {
-    let output = Command::new(env!("CARGO_BIN_EXE_outfit"))
-        .args([
-            "manifests",
-            "--without-poddefault-crd",
-            "--without-gatekeeper-crds",
-            "--webhook-url",
-        ])
-        .arg(format!("https://127.0.0.1:{}/mutate", webhook.port))
-        .arg("--ca-file")
-        .arg(webhook.certs.0.join("ca.crt"))
-        .output()
-        .expect("outfit manifests");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let documents =
-        outfit_core::document::parse_stream(&String::from_utf8(output.stdout).unwrap(), "manifests").unwrap();
+    let url = format!("https://127.0.0.1:{}/mutate", webhook.port);
+    let ca = webhook.certs.0.join("ca.crt");
+    let documents = crate::support::manifests(&[
+        "--without-poddefault-crd",
+        "--without-gatekeeper-crds",
+        "--webhook-url",
+        &url,
+        "--ca-file",
+        ca.to_str().expect("a UTF-8 path"),
+    ]);
     assert_eq!(
         documents.len(),
         1,

@@ -11,13 +11,7 @@ use crate::control_plane::{ControlPlane, api, create, pod_namespace, resource};
 
 /// Installs every CRD `outfit manifests` prints and waits until the API server serves them.
 pub(crate) async fn install_crds(client: &Client) {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_outfit"))
-        .args(["manifests", "--webhook-url", "https://127.0.0.1:1/unused"])
-        .output()
-        .expect("outfit manifests");
-    assert!(output.status.success());
-    let documents =
-        outfit_core::document::parse_stream(&String::from_utf8(output.stdout).unwrap(), "manifests").unwrap();
+    let documents = crate::support::manifests(&["--webhook-url", "https://127.0.0.1:1/unused"]);
     let crds = resource(
         "apiextensions.k8s.io",
         "v1",

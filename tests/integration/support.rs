@@ -36,6 +36,17 @@ pub(crate) fn outfit(args: &[&str], stdin: &str) -> Output {
     child.wait_with_output().expect("outfit runs")
 }
 
+/// Runs `outfit manifests` with `args` and returns the objects it printed.
+pub(crate) fn manifests(args: &[&str]) -> Vec<outfit_core::document::Document> {
+    let output = outfit(&[&["manifests"], args].concat(), "");
+    assert!(
+        output.status.success(),
+        "outfit manifests: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    outfit_core::document::parse_stream(&String::from_utf8(output.stdout).unwrap(), "manifests").unwrap()
+}
+
 /// Parses newline-delimited JSON.
 pub(crate) fn json_lines(text: &str) -> Vec<Value> {
     text.lines()

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::{
     cache::{Cache, OWN_WRITE_VISIBLE},
-    cluster::{self, Cluster, ClusterError},
+    cluster::{Cluster, ClusterError},
     config::Config,
     fetch::{FetchError, Fetcher},
     info::{self, PodInfo},
@@ -294,7 +294,7 @@ impl Backend {
                 Err(e) => Err(storage_error(e)),
             };
         };
-        match cluster::owner_of(&claim) {
+        match crate::user::owner_of(&claim) {
             // Another user's (their ids share deic-dk's user string): use the other name.
             Some(owner) if owner != user.as_str() => return Ok(Attempt::Taken),
             // Made by deic-dk (no owner mark): the user's only if its volume is theirs.
@@ -495,7 +495,7 @@ impl Backend {
             .cache
             .claims()
             .iter()
-            .filter(|c| cluster::belongs_to(c.as_ref(), &user))
+            .filter(|c| crate::user::belongs_to(c.as_ref(), &user))
             .map(|c| c.name_any())
             .collect();
         for name in &claims {
@@ -534,7 +534,7 @@ impl Backend {
                         let pod_ip = p.status.as_ref().and_then(|s| s.pod_ip.as_deref());
                         pod_ip.and_then(|i| i.parse::<IpAddr>().ok()) == Some(address)
                     })
-                    .and_then(|p| info::owner(p).map(str::to_owned))
+                    .and_then(|p| crate::user::owner_of(p.as_ref()).map(str::to_owned))
             })
             .await)
     }

@@ -16,7 +16,7 @@ use kube::{
 };
 use tokio::{sync::watch, time::Instant};
 
-use crate::{info, keys, user::UserId};
+use crate::{keys, user::UserId};
 
 /// The backend's view of the cluster, as its watches last saw it.
 #[derive(Clone)]
@@ -109,14 +109,12 @@ impl Cache {
     /// the exact user id, never the labels two ids can share.
     pub fn owned_pod(&self, user: &UserId, name: &str) -> Option<Arc<Pod>> {
         self.pod(name)
-            .filter(|pod| info::owner(pod) == Some(user.as_str()))
+            .filter(|pod| crate::user::belongs_to(pod.as_ref(), user))
     }
 
     /// Every pod of `user`, in name order.
     pub fn pods_of(&self, user: &UserId) -> Vec<Arc<Pod>> {
-        let mut pods = self
-            .pods
-            .state_filter(|pod| info::owner(pod) == Some(user.as_str()));
+        let mut pods = self.pods.state_filter(|pod| crate::user::belongs_to(pod, user));
         pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         pods
     }

@@ -19,7 +19,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 
-use crate::{keys, user::UserId};
+use crate::keys;
 
 /// A call to the API server that failed.
 #[derive(Debug, thiserror::Error)]
@@ -366,21 +366,6 @@ impl Cluster {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
-}
-
-/// The user a stored object belongs to, by its exact-id annotation.
-pub fn owner_of<K: Resource>(object: &K) -> Option<&str> {
-    object
-        .meta()
-        .annotations
-        .as_ref()?
-        .get(keys::ANNOTATION_USER_ID)
-        .map(String::as_str)
-}
-
-/// Whether a stored object belongs to `user`.
-pub fn belongs_to<K: Resource>(object: &K, user: &UserId) -> bool {
-    owner_of(object) == Some(user.as_str())
 }
 
 async fn ensure_owned<K>(

@@ -66,15 +66,6 @@ pub fn progress(pod: &Pod) -> Progress {
     }
 }
 
-/// The exact user id a pod belongs to, if it is a workspace pod.
-pub fn owner(pod: &Pod) -> Option<&str> {
-    pod.metadata
-        .annotations
-        .as_ref()?
-        .get(keys::ANNOTATION_USER_ID)
-        .map(String::as_str)
-}
-
 /// `pod` as `get_pods` shows it at `now`.
 pub fn pod_info(pod: &Pod, config: &Config, now: Timestamp) -> PodInfo {
     let name = pod.metadata.name.clone().unwrap_or_default();
@@ -94,7 +85,7 @@ pub fn pod_info(pod: &Pod, config: &Config, now: Timestamp) -> PodInfo {
         image_name: first.and_then(|c| c.image.clone()).unwrap_or_default(),
         pod_ip: status.and_then(|s| s.pod_ip.clone()).unwrap_or_default(),
         node_ip: status.and_then(|s| s.host_ip.clone()).unwrap_or_default(),
-        owner: owner(pod).unwrap_or_default().to_owned(),
+        owner: crate::user::owner_of(pod).unwrap_or_default().to_owned(),
         age: started.map_or_else(|| "0:0:0".to_owned(), |t| age(t, now)),
         status: match progress(pod) {
             Progress::Creating => "Creating".to_owned(),

@@ -246,7 +246,7 @@ impl Lifecycle {
             .unwrap_or_default();
         tracing::info!(
             pod = pod.name_any(),
-            user = info::owner(pod),
+            user = crate::user::owner_of(pod),
             took,
             "workspace ready"
         );
@@ -315,7 +315,7 @@ impl Lifecycle {
         };
         tracing::warn!(
             pod = name,
-            user = info::owner(pod),
+            user = crate::user::owner_of(pod),
             reason,
             "create failed; removing the pod"
         );
@@ -349,10 +349,13 @@ impl Lifecycle {
             if claim.metadata.deletion_timestamp.is_some() {
                 continue;
             }
-            let Some(owner) = cluster::owner_of(claim.as_ref()) else {
+            let Some(owner) = crate::user::owner_of(claim.as_ref()) else {
                 continue;
             };
-            if pods.iter().any(|pod| info::owner(pod) == Some(owner)) {
+            if pods
+                .iter()
+                .any(|pod| crate::user::owner_of(pod.as_ref()) == Some(owner))
+            {
                 continue;
             }
             let wanted = claim

@@ -94,6 +94,15 @@ fn service(
     }
 }
 
+/// The NFS path of `user`'s storage: `<nfsStorageRoot>/<user id>`, as deic-dk names it.
+fn user_path(user: &UserId, config: &Config) -> String {
+    format!(
+        "{}/{}",
+        config.nfs_storage_root.trim_end_matches('/'),
+        user.as_str()
+    )
+}
+
 /// The host of a pod's Ingress: `<pod>.<ingressDomain>`.
 pub fn ingress_host(pod_name: &str, config: &Config) -> String {
     format!("{pod_name}.{}", config.ingress_domain)
@@ -152,11 +161,7 @@ impl Storage {
         Self {
             name,
             server: silo_ip.to_owned(),
-            path: format!(
-                "{}/{}",
-                config.nfs_storage_root.trim_end_matches('/'),
-                user.as_str()
-            ),
+            path: user_path(user, config),
         }
     }
 
@@ -239,19 +244,10 @@ impl Storage {
     /// Whether an existing PV is this user's: made for the same id (by outfit) or, for a PV
     /// deic-dk made, exporting this user's path.
     pub fn belongs_to(volume: &PersistentVolume, user: &UserId, config: &Config) -> bool {
-        let by_annotation = volume
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(keys::ANNOTATION_USER_ID));
-        if let Some(owner) = by_annotation {
+        if let Some(owner) = crate::user::owner_of(volume) {
             return owner == user.as_str();
         }
-        let want = format!(
-            "{}/{}",
-            config.nfs_storage_root.trim_end_matches('/'),
-            user.as_str()
-        );
+        let want = user_path(user, config);
         volume
             .spec
             .as_ref()

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodCondition};
 
 /// The phases of a start, in order. A create that does not finish names the one it was stuck in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -56,7 +56,7 @@ const IMAGE_REASONS: &[&str] = &[
 
 /// Whether the pod's `Ready` condition is true.
 pub fn is_ready(pod: &Pod) -> bool {
-    condition(pod, "Ready") == Some("True")
+    condition(pod, "Ready").is_some_and(|c| c.status == "True")
 }
 
 /// Whether the pod ended (phase Succeeded or Failed): it will never turn ready.
@@ -67,14 +67,13 @@ pub fn has_ended(pod: &Pod) -> bool {
     )
 }
 
-fn condition<'a>(pod: &'a Pod, kind: &str) -> Option<&'a str> {
+fn condition<'a>(pod: &'a Pod, kind: &str) -> Option<&'a PodCondition> {
     pod.status
         .as_ref()?
         .conditions
         .as_ref()?
         .iter()
         .find(|c| c.type_ == kind)
-        .map(|c| c.status.as_str())
 }
 
 /// The phase a pod that is not ready is in, with what the cluster says about it.
@@ -93,12 +92,9 @@ pub fn stuck(pod: &Pod, claim: Option<&PersistentVolumeClaim>) -> (Phase, String
             return (Phase::Storage, format!("storage claim is {phase}"));
         }
     }
-    if condition(pod, "PodScheduled") != Some("True") {
-        let message = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled"))
+    let scheduled = condition(pod, "PodScheduled");
+    if scheduled.is_none_or(|c| c.status != "True") {
+        let message = scheduled
             .and_then(|c| c.message.clone())
             .unwrap_or_else(|| "not scheduled yet".to_owned());
         return (Phase::Scheduling, message);

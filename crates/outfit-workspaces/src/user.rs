@@ -2,6 +2,10 @@
 
 use std::fmt;
 
+use kube::Resource;
+
+use crate::keys;
+
 /// Why a user id was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid user_id {id:?}: {reason}")]
@@ -71,6 +75,22 @@ impl UserId {
     pub fn user_string(&self) -> String {
         self.0.replace(['@', '.'], "-")
     }
+}
+
+/// The exact user id an object the backend made belongs to (its `outfit.dev/user-id`
+/// annotation; labels can't hold it, see [`keys::ANNOTATION_USER_ID`]).
+pub fn owner_of<K: Resource>(object: &K) -> Option<&str> {
+    object
+        .meta()
+        .annotations
+        .as_ref()?
+        .get(keys::ANNOTATION_USER_ID)
+        .map(String::as_str)
+}
+
+/// Whether an object the backend made belongs to `user`.
+pub fn belongs_to<K: Resource>(object: &K, user: &UserId) -> bool {
+    owner_of(object) == Some(user.as_str())
 }
 
 impl fmt::Display for UserId {

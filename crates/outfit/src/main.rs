@@ -1,10 +1,10 @@
 //! The `outfit` command: parses arguments and hands over to [`cli::run`].
 
 mod cli;
+mod daemon;
 mod manifests;
 mod mutate;
 mod serve;
-mod signals;
 mod workspaces;
 
 // The webhook allocates per request (the parsed object, the patch); glibc's malloc spent a fifth

@@ -4,15 +4,13 @@
 //! Signals: SIGTERM or SIGINT start a graceful shutdown (a second one exits at once); SIGHUP
 //! re-reads the policies and the certificate now.
 
-use std::{io::IsTerminal as _, net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
+use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use outfit_server::{Config, Limits, Server, Timeouts, TlsSource};
 use tokio_util::sync::CancellationToken;
-use tracing_appender::non_blocking::WorkerGuard;
-use tracing_subscriber::EnvFilter;
 
-use crate::cli::EXIT_BAD_INPUT;
+use crate::daemon::{self, Failure, LogFormat};
 
 /// Arguments of `outfit serve`.
 #[derive(Debug, Args)]
@@ -165,12 +163,6 @@ fn config_defaults() -> Config {
     )
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum LogFormat {
-    Text,
-    Json,
-}
-
 impl ServeArgs {
     fn config(&self) -> Result<Config, String> {
         let tls = match (&self.tls_cert, &self.tls_key, &self.self_signed) {
@@ -208,72 +200,33 @@ impl ServeArgs {
     }
 }
 
-/// Installs the log subscriber. Lines are written to stderr by a background thread: an admission
-/// only formats its line and queues it, so a slow reader of stderr (a container runtime's pipe)
-/// never holds up a request; when the queue is full, lines are dropped rather than waited for.
-/// The guard flushes what is queued when dropped, at exit.
-pub(crate) fn init_logs(log: &str, format: LogFormat) -> Result<WorkerGuard, String> {
-    let filter = EnvFilter::try_new(log).map_err(|e| format!("--log {log:?}: {e}"))?;
-    let (writer, guard) = tracing_appender::non_blocking(std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(writer);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder
-            .json()
-            .flatten_event(true)
-            .with_current_span(false)
-            .with_span_list(false)
-            .init(),
-    }
-    Ok(guard)
-}
-
 /// Runs `outfit serve` until SIGTERM/SIGINT.
 pub(crate) fn run(args: &ServeArgs) -> ExitCode {
-    let _log_writer = match init_logs(&args.log, args.log_format) {
-        Ok(guard) => guard,
-        Err(message) => {
-            eprintln!("error: {message}");
-            return ExitCode::from(EXIT_BAD_INPUT);
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            tracing::error!(%error, "cannot start the async runtime");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(serve(args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            tracing::error!("{message}");
-            ExitCode::from(EXIT_BAD_INPUT)
-        }
-    }
+    daemon::run(&args.log, args.log_format, || Ok(serve(args)))
 }
 
-async fn serve(args: &ServeArgs) -> Result<(), String> {
-    let mut config = args.config()?;
+async fn serve(args: &ServeArgs) -> Result<(), Failure> {
+    let mut config = args.config().map_err(Failure::bad_input)?;
     if args.from_cluster {
-        let client = kube::Client::try_default()
-            .await
-            .map_err(|e| format!("--from-cluster: no usable kubeconfig or in-cluster config: {e}"))?;
+        let client = kube::Client::try_default().await.map_err(|e| {
+            Failure::bad_input(format!(
+                "--from-cluster: no usable kubeconfig or in-cluster config: {e}"
+            ))
+        })?;
         config.cluster = Some(outfit_server::ClusterClient(client));
     }
-    let server = Server::bind(config).await.map_err(|e| e.to_string())?;
+    let server = Server::bind(config)
+        .await
+        .map_err(|e| Failure::bad_input(e.to_string()))?;
     let admin = server.admin_addr().map(|a| a.to_string()).unwrap_or_default();
     tracing::info!(webhook = %server.local_addr(), admin, "outfit serve started");
     let shutdown = CancellationToken::new();
     let handle = server.handle();
-    crate::signals::spawn_handlers(shutdown.clone(), move || {
+    daemon::spawn_signal_handlers(shutdown.clone(), move || {
         tracing::info!("SIGHUP: reloading policies and certificate");
         handle.reload_now();
     })
-    .map_err(|e| format!("installing signal handlers: {e}"))?;
+    .map_err(|e| Failure::bad_input(format!("installing signal handlers: {e}")))?;
     server.run(shutdown).await;
     Ok(())
 }

@@ -12,10 +12,7 @@ use clap::Args;
 use outfit_workspaces::{Config, Server};
 use tokio_util::sync::CancellationToken;
 
-use crate::{
-    cli::EXIT_BAD_INPUT,
-    serve::{LogFormat, init_logs},
-};
+use crate::daemon::{self, Failure, LogFormat};
 
 /// Arguments of `outfit workspaces`.
 #[derive(Debug, Args)]
@@ -44,40 +41,12 @@ pub(crate) struct WorkspacesArgs {
 
 /// Runs `outfit workspaces` until SIGTERM/SIGINT.
 pub(crate) fn run(args: &WorkspacesArgs) -> ExitCode {
-    let _log_writer = match init_logs(&args.log, args.log_format) {
-        Ok(guard) => guard,
-        Err(message) => {
-            eprintln!("error: {message}");
-            return ExitCode::from(EXIT_BAD_INPUT);
-        }
-    };
-    let config = match load_config(args) {
-        Ok(config) => config,
-        Err(message) => {
-            // Straight to stderr: the process exits before the background writer would run.
-            eprintln!("error: {message}");
-            return ExitCode::from(EXIT_BAD_INPUT);
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(serve(config)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    daemon::run(&args.log, args.log_format, || load_config(args).map(serve))
 }
 
-fn load_config(args: &WorkspacesArgs) -> Result<Config, String> {
-    let (mut config, warnings) =
-        Config::load(args.config.as_deref(), |var| std::env::var(var).ok()).map_err(|e| e.to_string())?;
+fn load_config(args: &WorkspacesArgs) -> Result<Config, Failure> {
+    let (mut config, warnings) = Config::load(args.config.as_deref(), |var| std::env::var(var).ok())
+        .map_err(|e| Failure::bad_input(e.to_string()))?;
     for warning in warnings {
         tracing::warn!("{warning}");
     }
@@ -90,21 +59,25 @@ fn load_config(args: &WorkspacesArgs) -> Result<Config, String> {
     Ok(config)
 }
 
-async fn serve(config: Config) -> Result<(), String> {
+async fn serve(config: Config) -> Result<(), Failure> {
     let client = kube::Client::try_default().await.map_err(|e| {
-        format!("no usable kubeconfig (KUBECONFIG, ~/.kube/config) or in-cluster config: {e}")
+        Failure::other(format!(
+            "no usable kubeconfig (KUBECONFIG, ~/.kube/config) or in-cluster config: {e}"
+        ))
     })?;
-    let server = Server::bind(config, client).await.map_err(|e| e.to_string())?;
+    let server = Server::bind(config, client)
+        .await
+        .map_err(|e| Failure::other(e.to_string()))?;
     let shutdown = CancellationToken::new();
     let certificate = server.certificate();
-    crate::signals::spawn_handlers(shutdown.clone(), move || match &certificate {
+    daemon::spawn_signal_handlers(shutdown.clone(), move || match &certificate {
         Some(store) => {
             tracing::info!("SIGHUP: reloading the serving certificate");
             store.reload_now();
         }
         None => tracing::info!("SIGHUP: nothing to reload (the configuration is read at start)"),
     })
-    .map_err(|e| format!("installing signal handlers: {e}"))?;
+    .map_err(|e| Failure::other(format!("installing signal handlers: {e}")))?;
     server.run(shutdown).await;
     Ok(())
 }

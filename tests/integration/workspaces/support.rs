@@ -220,24 +220,13 @@ pub(super) async fn least_privilege(
     system: &str,
     workspaces: &str,
 ) -> PathBuf {
-    let output = Command::new(env!("CARGO_BIN_EXE_outfit"))
-        .args([
-            "manifests",
-            "--workspaces",
-            "--namespace",
-            system,
-            "--workspaces-namespace",
-            workspaces,
-        ])
-        .output()
-        .expect("outfit manifests --workspaces");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let documents =
-        outfit_core::document::parse_stream(&String::from_utf8(output.stdout).unwrap(), "manifests").unwrap();
+    let documents = crate::support::manifests(&[
+        "--workspaces",
+        "--namespace",
+        system,
+        "--workspaces-namespace",
+        workspaces,
+    ]);
     let plurals = [
         ("Namespace", "namespaces"),
         ("ServiceAccount", "serviceaccounts"),

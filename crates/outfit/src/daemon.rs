@@ -1,0 +1,143 @@
+//! What the long-running commands (`serve`, `workspaces`) share as processes: logging, the async
+//! runtime, exit statuses, and signals. SIGTERM or SIGINT start a graceful shutdown (a second one
+//! exits at once); SIGHUP runs the command's own action (`outfit serve` reloads).
+
+use std::{future::Future, io::IsTerminal as _, process::ExitCode};
+
+use clap::ValueEnum;
+use tracing_appender::non_blocking::WorkerGuard;
+use tracing_subscriber::EnvFilter;
+
+use crate::cli::EXIT_BAD_INPUT;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Why a command stopped: its message and exit status.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    code: u8,
+    message: String,
+}
+
+impl Failure {
+    /// Bad input: flags, configuration, files (exit status 2).
+    pub(crate) fn bad_input(message: impl Into<String>) -> Self {
+        Self {
+            code: EXIT_BAD_INPUT,
+            message: message.into(),
+        }
+    }
+
+    /// Anything else (exit status 1).
+    pub(crate) fn other(message: impl Into<String>) -> Self {
+        Self {
+            code: 1,
+            message: message.into(),
+        }
+    }
+}
+
+/// Installs the logs, then runs what `start` returns on a multi-threaded runtime until it ends;
+/// a failure is logged and becomes the exit status.
+pub(crate) fn run<F>(log: &str, format: LogFormat, start: impl FnOnce() -> Result<F, Failure>) -> ExitCode
+where
+    F: Future<Output = Result<(), Failure>>,
+{
+    let _log_writer = match init_logs(log, format) {
+        Ok(guard) => guard,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let outcome = start().and_then(|main| {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Failure::other(format!("cannot start the async runtime: {e}")))?;
+        runtime.block_on(main)
+    });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            tracing::error!("{}", failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+/// Installs the log subscriber. Lines are written to stderr by a background thread: an admission
+/// only formats its line and queues it, so a slow reader of stderr (a container runtime's pipe)
+/// never holds up a request; when the queue is full, lines are dropped rather than waited for.
+/// The guard flushes what is queued when dropped, at exit.
+fn init_logs(log: &str, format: LogFormat) -> Result<WorkerGuard, String> {
+    let filter = EnvFilter::try_new(log).map_err(|e| format!("--log {log:?}: {e}"))?;
+    let (writer, guard) = tracing_appender::non_blocking(std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(writer);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .init(),
+    }
+    Ok(guard)
+}
+
+use tokio_util::sync::CancellationToken;
+
+/// Cancels `shutdown` on SIGTERM/SIGINT and calls `on_hangup` on SIGHUP.
+#[cfg(unix)]
+pub(crate) fn spawn_signal_handlers(
+    shutdown: CancellationToken,
+    on_hangup: impl Fn() + Send + 'static,
+) -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut hangup = signal(SignalKind::hangup())?;
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = terminate.recv() => {}
+                _ = interrupt.recv() => {}
+                _ = hangup.recv() => {
+                    on_hangup();
+                    continue;
+                }
+            }
+            if shutdown.is_cancelled() {
+                // Straight to stderr: the background log writer would not get to write it
+                // before the process exits.
+                eprintln!("second signal: exiting without waiting for the drain");
+                std::process::exit(1);
+            }
+            tracing::info!("shutdown signal: draining");
+            shutdown.cancel();
+        }
+    });
+    Ok(())
+}
+
+/// Cancels `shutdown` on Ctrl-C.
+#[cfg(not(unix))]
+pub(crate) fn spawn_signal_handlers(
+    shutdown: CancellationToken,
+    _on_hangup: impl Fn() + Send + 'static,
+) -> std::io::Result<()> {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            shutdown.cancel();
+        }
+    });
+    Ok(())
+}
