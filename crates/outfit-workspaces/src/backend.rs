@@ -136,6 +136,10 @@ enum Attempt {
 /// How long a create may wait for storage of the user's that is still being deleted.
 const STORAGE_DELETE_WAIT: Duration = Duration::from_secs(30);
 
+/// How long a create's mark keeps the storage sweep off the user's storage: enough for the
+/// moments between making the storage and creating the pod, whatever the API server's pace.
+const STORAGE_WANTED: Duration = Duration::from_secs(30);
+
 impl Backend {
     /// A backend over `cluster`, answering from `cache`.
     pub fn new(config: Arc<Config>, cluster: Cluster, cache: Cache) -> Self {
@@ -194,7 +198,11 @@ impl Backend {
         let deadline = Timestamp::now() + self.config.timeout_create;
         let deadline_text = deadline.to_string();
         let storage_claim = if prepared.needs_user_storage {
-            self.ensure_storage(&user, &silo_ip, &deadline_text).await?
+            // Until the pod exists, only this mark keeps the storage sweep away; once it exists,
+            // the pod does, so the mark need not last to the deadline (which would hold unused
+            // storage that long after a quick delete).
+            let wanted_until = (Timestamp::now() + STORAGE_WANTED).to_string();
+            self.ensure_storage(&user, &silo_ip, &wanted_until).await?
         } else {
             String::new()
         };
