@@ -121,3 +121,45 @@ async fn a_create_survives_a_restart_of_the_backend() {
     );
     nothing_left(&client, ns, "user-storage-dave").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ingress_the_api_server_refuses_fails_the_create_and_removes_what_it_made() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-services-fail";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let url = manifests.put("web.yaml", WEB);
+    // An underscore is no DNS name: the API server refuses the Ingress host (deic-dk ignores
+    // such errors and calls the workspace ready without its URL).
+    let backend = Backend::start(plane, ns, &manifests, "ingressDomain: bad_domain.test\n").await;
+
+    let (status, created) = backend
+        .post("/create_pod", json!({"yaml_url": url, "user_id": "erin"}))
+        .await;
+    assert_eq!(status, 200, "{created}");
+    let (status, answer) = backend
+        .post(
+            "/watch_create_pod",
+            json!({"user_id": "erin", "pod_name": "web-erin"}),
+        )
+        .await;
+    assert_eq!((status, &answer["ready"]), (200, &json!(false)), "{answer}");
+    let reason = answer["reason"].as_str().expect("a reason");
+    assert!(
+        reason.starts_with("services:") && reason.contains("Ingress"),
+        "{reason}"
+    );
+    // The pod goes, and the http Service it owned goes with it (garbage collector).
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let services: Api<Service> = Api::namespaced(client.clone(), ns);
+    eventually(
+        "removal of the pod and its Service",
+        Duration::from_secs(60),
+        || async {
+            pods.get_opt("web-erin").await.unwrap().is_none()
+                && services.get_opt("web-erin-http").await.unwrap().is_none()
+        },
+    )
+    .await;
+}

@@ -116,10 +116,8 @@ impl Backend {
         let port = free_port();
         let config = std::env::temp_dir().join(format!("outfit-ws-{}-{port}.yaml", std::process::id()));
         let pod_cidr = plane.env("POD_CIDR");
-        std::fs::write(
-            &config,
-            format!(
-                "namespace: {namespace}\n\
+        let base = format!(
+            "namespace: {namespace}\n\
                  whitelistManifestRegex: 'http://127\\.0\\.0\\.1:{}/manifests/'\n\
                  ingressDomain: pods.test\n\
                  localRegistryURL: registry.test:5000\n\
@@ -128,11 +126,20 @@ impl Backend {
                  timeoutDelete: 30s\n\
                  hostnameList: [{{hostname: silo1.test, address: 10.0.0.20}}]\n\
                  listen: 127.0.0.1:{port}\n\
-                 adminListen: ''\n{extra}",
-                manifests.port
-            ),
-        )
-        .unwrap();
+                 adminListen: ''\n",
+            manifests.port
+        );
+        // A key in `extra` takes the place of the same key here.
+        let overridden = |line: &str| {
+            let key = line.split(':').next().unwrap_or_default();
+            extra.lines().any(|l| l.starts_with(&format!("{key}:")))
+        };
+        let base: String = base
+            .lines()
+            .filter(|l| !overridden(l))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        std::fs::write(&config, format!("{base}{extra}")).unwrap();
         let backend = Backend {
             child: spawn(&config, &kubeconfig),
             port,
