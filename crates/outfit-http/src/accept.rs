@@ -10,6 +10,7 @@
 use std::{convert::Infallible, future::Future, net::SocketAddr, time::Duration};
 
 use bytes::Bytes;
+#[cfg(doc)]
 use http_body_util::Full;
 use hyper::{
     Request, Response,
@@ -49,8 +50,14 @@ impl Default for Timeouts {
 
 /// A request handler the accept loop can run: cloned once per connection.
 pub trait Handler: Clone + Send + Sync + 'static {
+    /// The answers' body: [`Full`] for a server that answers whole bodies (the webhook's hot
+    /// path pays no boxing), a stream for one that also sends events.
+    type Body: hyper::body::Body<Data = Bytes, Error: Into<Box<dyn std::error::Error + Send + Sync>>>
+        + Send
+        + 'static;
+
     /// Answers one request.
-    fn call(&self, request: Request<Incoming>) -> impl Future<Output = Response<Full<Bytes>>> + Send;
+    fn call(&self, request: Request<Incoming>) -> impl Future<Output = Response<Self::Body>> + Send;
 }
 
 /// Accepts TLS connections on `listener` until `shutdown`, serving each on a task in `tracker`.

@@ -39,6 +39,8 @@ impl Admin {
 }
 
 impl Handler for Admin {
+    type Body = Full<Bytes>;
+
     fn call(&self, request: Request<Incoming>) -> impl Future<Output = Response<Full<Bytes>>> + Send {
         let response = self.answer(request.method(), request.uri().path());
         async move { response }

@@ -135,6 +135,8 @@ struct Ceiling {
 }
 
 impl Handler for Ceiling {
+    type Body = Full<Bytes>;
+
     async fn call(&self, request: Request<Incoming>) -> Response<Full<Bytes>> {
         // Read as outfit reads it, so that the comparison leaves out nothing but outfit's work.
         let _ = outfit_server::webhook::read_body(request.into_body()).await;

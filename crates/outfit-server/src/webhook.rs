@@ -233,6 +233,8 @@ fn json(status: StatusCode, body: Vec<u8>) -> Response<Full<Bytes>> {
 }
 
 impl outfit_http::accept::Handler for Webhook {
+    type Body = Full<Bytes>;
+
     fn call(
         &self,
         request: hyper::Request<hyper::body::Incoming>,

@@ -1,11 +1,11 @@
-//! The watch caches the backend answers from: its pods and its users' storage claims, each kept
-//! current by a reflector, and a counter that moves on every change so that long polls wake on
-//! changes instead of polling the API server.
+//! The watch caches the backend answers from: its pods, its users' storage claims and the
+//! namespace's Events, each kept current by a reflector, and a counter that moves on every change
+//! so that long polls and progress streams wake on changes instead of polling the API server.
 
 use std::{future::Future, sync::Arc, time::Duration};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
 use kube::{
     Api, Client,
     runtime::{
@@ -23,6 +23,7 @@ use crate::{keys, user::UserId};
 pub struct Cache {
     pods: Store<Pod>,
     claims: Store<PersistentVolumeClaim>,
+    events: Store<Event>,
     namespace: Arc<str>,
     changes: Arc<watch::Sender<u64>>,
     synced: Arc<watch::Sender<bool>>,
@@ -42,6 +43,7 @@ impl Cache {
         let selector = format!("{}={}", keys::LABEL_MANAGED_BY, keys::MANAGED_BY);
         let (pods, pod_writer) = reflector::store();
         let (claims, claim_writer) = reflector::store();
+        let (events, event_writer) = reflector::store();
         let changes = Arc::new(watch::channel(0u64).0);
         let pod_stream = reflector::reflector(
             pod_writer,
@@ -59,19 +61,34 @@ impl Cache {
             )
             .default_backoff(),
         );
+        // Every Event of the namespace: the scheduler's and kubelet's say where a start stands.
+        // The namespace holds workspaces only, and Events expire (an hour by default).
+        let event_stream = reflector::reflector(
+            event_writer,
+            watcher(
+                Api::<Event>::namespaced(client.clone(), namespace),
+                watcher::Config::default(),
+            )
+            .default_backoff(),
+        );
         let notify = changes.clone();
         let synced = Arc::new(watch::channel(false).0);
         // kube's `Store::wait_until_ready` wakes only its last waiter; one waiter here tells all.
-        let (first_pods, first_claims, tell) = (pods.clone(), claims.clone(), synced.clone());
+        let (first_pods, first_claims, first_events, tell) =
+            (pods.clone(), claims.clone(), events.clone(), synced.clone());
         let sync = async move {
             let _ = first_pods.wait_until_ready().await;
             let _ = first_claims.wait_until_ready().await;
+            let _ = first_events.wait_until_ready().await;
             tell.send_replace(true);
         };
-        let events = async move {
+        let watching = async move {
             let events = futures::stream::select(
-                pod_stream.map(|e| e.map(|_| ())),
-                claim_stream.map(|e| e.map(|_| ())),
+                futures::stream::select(
+                    pod_stream.map(|e| e.map(|_| ())),
+                    claim_stream.map(|e| e.map(|_| ())),
+                ),
+                event_stream.map(|e| e.map(|_| ())),
             );
             let mut events = std::pin::pin!(events);
             while let Some(event) = events.next().await {
@@ -83,11 +100,12 @@ impl Cache {
             }
         };
         let task = async move {
-            futures::join!(sync, events);
+            futures::join!(sync, watching);
         };
         let cache = Self {
             pods,
             claims,
+            events,
             namespace: namespace.into(),
             changes,
             synced,
@@ -95,7 +113,7 @@ impl Cache {
         (cache, task)
     }
 
-    /// Waits until both watches have listed everything once.
+    /// Waits until every watch has listed everything once.
     pub async fn synced(&self) {
         let _ = self.synced.subscribe().wait_for(|synced| *synced).await;
     }
@@ -132,6 +150,15 @@ impl Cache {
     /// Every storage claim the backend made.
     pub fn claims(&self) -> Vec<Arc<PersistentVolumeClaim>> {
         self.claims.state()
+    }
+
+    /// The Events about the object with `uid`, oldest first.
+    pub fn events_of(&self, uid: &str) -> Vec<Arc<Event>> {
+        let mut events = self
+            .events
+            .state_filter(|e| e.involved_object.uid.as_deref() == Some(uid));
+        events.sort_by_key(|e| crate::report::event_time(e));
+        events
     }
 
     /// A receiver that sees every change of the cache.

@@ -1,4 +1,5 @@
-//! IP networks in CIDR form, for the caller allow-list and deic-dk's `podSubnetCidr`.
+//! IP networks in CIDR form, for the caller allow-list, deic-dk's `podSubnetCidr` and the
+//! workspaces' egress rules.
 
 use std::{fmt, net::IpAddr, str::FromStr};
 
@@ -10,6 +11,41 @@ pub struct Cidr {
 }
 
 impl Cidr {
+    /// The network of the single address `ip`: `/32` for IPv4, `/128` for IPv6.
+    pub fn host(ip: IpAddr) -> Self {
+        let prefix = if ip.is_ipv4() { 32 } else { 128 };
+        Self { address: ip, prefix }
+    }
+
+    /// Whether the network is IPv4.
+    pub fn is_ipv4(&self) -> bool {
+        self.address.is_ipv4()
+    }
+
+    /// The prefix length.
+    pub fn prefix(&self) -> u8 {
+        self.prefix
+    }
+
+    /// The same network with the host bits cleared (`10.0.0.20/8` is `10.0.0.0/8`): the form
+    /// the API server keeps without a warning.
+    pub fn network(&self) -> Self {
+        let address = match self.address {
+            IpAddr::V4(v4) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0);
+                IpAddr::V4((u32::from(v4) & mask).into())
+            }
+            IpAddr::V6(v6) => {
+                let mask = u128::MAX.checked_shl(128 - u32::from(self.prefix)).unwrap_or(0);
+                IpAddr::V6((u128::from(v6) & mask).into())
+            }
+        };
+        Self {
+            address,
+            prefix: self.prefix,
+        }
+    }
+
     /// Whether `ip` is inside the network. An IPv4-mapped IPv6 address counts as its IPv4 form.
     pub fn contains(&self, ip: IpAddr) -> bool {
         let ip = match ip {
@@ -79,6 +115,22 @@ mod tests {
         assert!(cidr("127.0.0.0/8").contains("::ffff:127.0.0.1".parse().unwrap()));
         assert!(!cidr("127.0.0.0/8").contains("::1".parse().unwrap()));
         assert!(cidr("10.0.0.20").contains("10.0.0.20".parse().unwrap()));
+    }
+
+    #[test]
+    fn networks_know_their_family_and_clear_host_bits() {
+        assert_eq!(cidr("10.0.0.20/8").network().to_string(), "10.0.0.0/8");
+        assert_eq!(cidr("fd12::1/7").network().to_string(), "fc00::/7");
+        assert_eq!(cidr("0.0.0.0/0").network(), cidr("0.0.0.0/0"));
+        assert_eq!(cidr("10.1.2.3").network().to_string(), "10.1.2.3/32");
+        assert!(cidr("10.0.0.0/8").is_ipv4());
+        assert!(!cidr("::/0").is_ipv4());
+        assert_eq!(cidr("10.0.0.0/8").prefix(), 8);
+        assert_eq!(
+            Cidr::host("10.0.0.11".parse().unwrap()).to_string(),
+            "10.0.0.11/32"
+        );
+        assert_eq!(Cidr::host("fd00::1".parse().unwrap()).to_string(), "fd00::1/128");
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::{collections::BTreeMap, time::Duration};
 use k8s_openapi::{
     api::{
         core::v1::{Event as CoreEvent, PersistentVolume, PersistentVolumeClaim, Pod, Service},
-        networking::v1::Ingress,
+        networking::v1::{Ingress, NetworkPolicy},
     },
     apimachinery::pkg::apis::meta::v1::OwnerReference,
 };
@@ -58,6 +58,7 @@ pub struct Cluster {
     pods: Api<Pod>,
     services: Api<Service>,
     ingresses: Api<Ingress>,
+    network_policies: Api<NetworkPolicy>,
     claims: Api<PersistentVolumeClaim>,
     volumes: Api<PersistentVolume>,
     events: Api<CoreEvent>,
@@ -87,6 +88,7 @@ impl Cluster {
             pods: Api::namespaced(client.clone(), namespace),
             services: Api::namespaced(client.clone(), namespace),
             ingresses: Api::namespaced(client.clone(), namespace),
+            network_policies: Api::namespaced(client.clone(), namespace),
             claims: Api::namespaced(client.clone(), namespace),
             volumes: Api::all(client.clone()),
             events: Api::namespaced(client.clone(), namespace),
@@ -176,6 +178,23 @@ impl Cluster {
         owner: &OwnerReference,
     ) -> Result<Ingress, ClusterError> {
         ensure_owned(&self.ingresses, object, owner, "Ingress", &self.namespace).await
+    }
+
+    /// As [`Self::ensure_service`], for a workspace's NetworkPolicy.
+    pub async fn ensure_network_policy(
+        &self,
+        policy: &NetworkPolicy,
+        owner: &OwnerReference,
+    ) -> Result<(), ClusterError> {
+        ensure_owned(
+            &self.network_policies,
+            policy,
+            owner,
+            "NetworkPolicy",
+            &self.namespace,
+        )
+        .await
+        .map(|_| ())
     }
 
     /// Reads `/tmp/<key>` in `container` of pod `pod` (`cat` through `pods/exec`), keeping at most

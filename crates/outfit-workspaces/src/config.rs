@@ -9,7 +9,7 @@ use std::{collections::BTreeMap, net::IpAddr, net::SocketAddr, path::PathBuf, ti
 use regex::Regex;
 use serde_json::Value;
 
-use crate::{cidr::Cidr, duration};
+use crate::{cidr::Cidr, duration, isolation::NetworkIsolation, limits::Limits, quantity};
 
 /// A configuration that could not be read, naming the key at fault.
 #[derive(Debug, thiserror::Error)]
@@ -118,6 +118,50 @@ pub struct Config {
     /// outfit: serve the API over HTTPS with this certificate and key (PEM files, reloaded when
     /// they change); plain HTTP, as deic-dk, when unset.
     pub tls: Option<TlsFiles>,
+    /// outfit: the native API believes `X-Forwarded-User` only from these networks (an
+    /// authenticating proxy's); none by default.
+    pub trusted_proxy_cidrs: Vec<Cidr>,
+    /// outfit: members of these groups may list and delete every user's workspaces.
+    pub admin_groups: Vec<String>,
+    /// outfit: the manifests the native API and the page offer.
+    pub catalogue: Vec<CatalogueEntry>,
+    /// outfit: workspaces are culled this long after they started, unless their manifest says
+    /// otherwise; never when unset.
+    pub max_lifetime: Option<Duration>,
+    /// outfit: workspaces are culled after this long without activity, unless their manifest
+    /// says otherwise; never when unset.
+    pub idle_timeout: Option<Duration>,
+    /// outfit: how often a workspace's activity endpoint is asked.
+    pub activity_check_interval: Duration,
+    /// outfit: what each user may have at once: `maxWorkspacesPerUser` (`0`: no limit),
+    /// `maxCpuPerUser` and `maxMemoryPerUser` (Kubernetes quantities of the pods' requests;
+    /// empty or `0`: no limit).
+    pub limits: Limits,
+    /// outfit: each workspace's NetworkPolicy: `networkPolicy` (make one), `ingressNamespaces`
+    /// (whose pods may reach a workspace), `backendNamespace` (where the backend runs, also let
+    /// in), `deniedEgressCidrs` (where a workspace may not connect; the private, shared and
+    /// link-local ranges, cloud metadata among them, by default) and `allowedEgressCidrs`
+    /// (exceptions to those; the user's silo always is one).
+    pub network: NetworkIsolation,
+}
+
+/// One manifest of the catalogue.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogueEntry {
+    /// What the API and the page call it.
+    pub name: String,
+    /// Where the manifest is (it must match `whitelistManifestRegex`).
+    pub url: String,
+    /// A title for people; the name when unset.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// What it is.
+    #[serde(default)]
+    pub description: String,
+    /// Only members of these groups may launch it; everyone when empty.
+    #[serde(default)]
+    pub groups: Vec<String>,
 }
 
 /// The API's serving certificate and key.
@@ -161,6 +205,25 @@ const KEYS: &[(&str, &str)] = &[
     ("shutdownGrace", "15s"),
     ("tlsCertFile", ""),
     ("tlsKeyFile", ""),
+    ("trustedProxyCidrs", "[]"),
+    ("adminGroups", "[]"),
+    ("catalogue", "[]"),
+    ("maxLifetime", ""),
+    ("idleTimeout", ""),
+    ("activityCheckInterval", "1m"),
+    ("maxWorkspacesPerUser", "0"),
+    ("maxCpuPerUser", ""),
+    ("maxMemoryPerUser", ""),
+    ("networkPolicy", "true"),
+    ("ingressNamespaces", r#"["ingress-nginx"]"#),
+    ("backendNamespace", "outfit-workspaces"),
+    (
+        "deniedEgressCidrs",
+        // RFC 1918, the RFC 6598 shared range, IPv4 link-local (holding the clouds' metadata
+        // service, 169.254.169.254), IPv6 unique-local and link-local.
+        r#"["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "fc00::/7", "fe80::/10"]"#,
+    ),
+    ("allowedEgressCidrs", "[]"),
 ];
 
 /// deic-dk keys that outfit accepts and ignores: its pod cache lives in the cluster here, and the
@@ -211,6 +274,70 @@ fn error(origin: &str, key: &'static str, reason: impl Into<String>) -> ConfigEr
         key,
         reason: reason.into(),
     }
+}
+
+/// `maxWorkspacesPerUser`, `maxCpuPerUser` and `maxMemoryPerUser`. Zero is no limit for each, as
+/// a limit of no workspaces, or of no CPU at all, would be no service.
+fn limits(v: &Values) -> Result<Limits, ConfigError> {
+    let quantity = |key, parse: fn(&str) -> Result<u64, quantity::QuantityError>| {
+        v.parse(key, |t| match t {
+            "" => Ok(None),
+            t => parse(t)
+                .map(|n| Some(n).filter(|n| *n > 0))
+                .map_err(|e| e.to_string()),
+        })
+    };
+    Ok(Limits {
+        max_workspaces: v.parse("maxWorkspacesPerUser", |t| match t {
+            "" => Ok(None),
+            t => t
+                .parse::<usize>()
+                .map(|n| Some(n).filter(|n| *n > 0))
+                .map_err(|_| format!("expected a whole number (0 for no limit), got {t:?}")),
+        })?,
+        max_cpu_millis: quantity("maxCpuPerUser", quantity::cpu_millis)?,
+        max_memory_bytes: quantity("maxMemoryPerUser", quantity::bytes)?,
+    })
+}
+
+/// `networkPolicy` and the keys that shape the policy.
+fn network(v: &Values) -> Result<NetworkIsolation, ConfigError> {
+    let ingress_namespaces: Vec<String> = v.list("ingressNamespaces")?;
+    if ingress_namespaces.iter().any(|n| n.trim().is_empty()) {
+        let origin = &v.values["ingressNamespaces"].1;
+        return Err(error(
+            origin,
+            "ingressNamespaces",
+            "a namespace must not be empty",
+        ));
+    }
+    Ok(NetworkIsolation {
+        enabled: v.parse("networkPolicy", |t| match t {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err(format!("expected true or false, got {t:?}")),
+        })?,
+        ingress_namespaces,
+        backend_namespace: v.parse("backendNamespace", |t| {
+            if t.is_empty() {
+                Err("must not be empty".to_owned())
+            } else {
+                Ok(t.to_owned())
+            }
+        })?,
+        denied_egress_cidrs: cidr_list(v, "deniedEgressCidrs")?,
+        allowed_egress_cidrs: cidr_list(v, "allowedEgressCidrs")?,
+    })
+}
+
+/// A list of networks such as `["10.0.0.0/8"]`.
+fn cidr_list(v: &Values, key: &'static str) -> Result<Vec<Cidr>, ConfigError> {
+    let texts: Vec<String> = v.list(key)?;
+    let origin = &v.values[key].1;
+    texts
+        .iter()
+        .map(|t| t.trim().parse().map_err(|e| error(origin, key, e)))
+        .collect()
 }
 
 impl Config {
@@ -289,6 +416,12 @@ impl Config {
                     .map_err(|_| format!("expected HOST:PORT such as 0.0.0.0:8080, got {t:?}"))
             })
         };
+        let optional_duration = |key| {
+            v.parse(key, |t| match t {
+                "" | "0" => Ok(None),
+                t => duration::parse(t).map(Some).map_err(|e| e.to_string()),
+            })
+        };
         let config = Self {
             default_restart_policy: v.parse("defaultRestartPolicy", |t| match t {
                 "" => Ok("Never".to_owned()),
@@ -329,14 +462,7 @@ impl Config {
                     .map(Some)
                     .map_err(|_| format!("expected HOST:PORT or empty, got {t:?}")),
             })?,
-            allowed_source_cidrs: {
-                let texts: Vec<String> = v.list("allowedSourceCidrs")?;
-                let origin = &v.values["allowedSourceCidrs"].1;
-                texts
-                    .iter()
-                    .map(|t| t.parse().map_err(|e| error(origin, "allowedSourceCidrs", e)))
-                    .collect::<Result<_, _>>()?
-            },
+            allowed_source_cidrs: cidr_list(v, "allowedSourceCidrs")?,
             bearer_token: v.parse("bearerTokenFile", |t| {
                 if t.is_empty() {
                     return Ok(None);
@@ -382,7 +508,45 @@ impl Config {
                     ));
                 }
             },
+            trusted_proxy_cidrs: cidr_list(v, "trustedProxyCidrs")?,
+            admin_groups: v.list("adminGroups")?,
+            catalogue: v.list("catalogue")?,
+            max_lifetime: optional_duration("maxLifetime")?,
+            idle_timeout: optional_duration("idleTimeout")?,
+            activity_check_interval: duration("activityCheckInterval")?,
+            limits: limits(v)?,
+            network: network(v)?,
         };
+        // Other users' workspaces are never reachable, whatever deniedEgressCidrs says.
+        let mut config = config;
+        if !config
+            .network
+            .denied_egress_cidrs
+            .contains(&config.pod_subnet_cidr)
+        {
+            config.network.denied_egress_cidrs.push(config.pod_subnet_cidr);
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for entry in &config.catalogue {
+            let origin = &v.values["catalogue"].1;
+            if !names.insert(entry.name.as_str()) {
+                return Err(error(
+                    origin,
+                    "catalogue",
+                    format!("two entries are named {:?}", entry.name),
+                ));
+            }
+            if !config.whitelist_manifest_regex.is_match(&entry.url) {
+                return Err(error(
+                    origin,
+                    "catalogue",
+                    format!(
+                        "entry {:?}: url {} does not match whitelistManifestRegex",
+                        entry.name, entry.url
+                    ),
+                ));
+            }
+        }
         if config.timeout_create.is_zero() {
             return Err(error(
                 &v.values["timeoutCreate"].1,
@@ -416,145 +580,4 @@ pub fn data_network_address(silo_ip: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::io::Write;
-
-    use super::*;
-
-    fn file(text: &str) -> tempfile_lite::File {
-        tempfile_lite::File::new(text)
-    }
-
-    /// A file removed when dropped (the crate has no tempfile dependency).
-    mod tempfile_lite {
-        use super::Write;
-
-        pub(super) struct File(pub(super) std::path::PathBuf);
-
-        impl File {
-            pub(super) fn new(text: &str) -> Self {
-                static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-                let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let path =
-                    std::env::temp_dir().join(format!("outfit-ws-config-{}-{n}.yaml", std::process::id()));
-                std::fs::File::create(&path)
-                    .and_then(|mut f| f.write_all(text.as_bytes()))
-                    .unwrap();
-                Self(path)
-            }
-        }
-
-        impl Drop for File {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_file(&self.0);
-            }
-        }
-    }
-
-    fn no_env(_: &str) -> Option<String> {
-        None
-    }
-
-    #[test]
-    fn defaults_are_deic_dks() {
-        let (config, warnings) = Config::load(None, no_env).unwrap();
-        assert!(warnings.is_empty());
-        assert_eq!(config.default_restart_policy, "Never");
-        assert_eq!(config.timeout_create, Duration::from_secs(90));
-        assert_eq!(config.timeout_delete, Duration::from_secs(90));
-        assert_eq!(config.namespace, "sciencedata-dev");
-        assert_eq!(config.token_byte_limit, 4096);
-        assert_eq!(config.nfs_storage_root, "/tank/storage");
-        assert_eq!(config.testing_host.to_string(), "10.0.0.20");
-        assert_eq!(config.local_registry_secret, "docker-registry-auth");
-        assert_eq!(config.ingress_wildcard_secret, "user-pods-wildcard");
-        assert_eq!(config.pod_subnet_cidr.to_string(), "10.128.0.0/15");
-        assert!(config.hostname_list.is_empty());
-        assert_eq!(config.allowed_source_cidrs.len(), 2);
-        assert!(config.bearer_token.is_none());
-    }
-
-    #[test]
-    fn whitelist_is_anchored() {
-        let (config, _) = Config::load(None, no_env).unwrap();
-        let allowed = "https://raw.githubusercontent.com/deic-dk/pod_manifests/main/jupyter.yaml";
-        assert!(config.whitelist_manifest_regex.is_match(allowed));
-        // deic-dk's unanchored match lets this through.
-        let smuggled = format!("https://evil.example/x?{allowed}");
-        assert!(!config.whitelist_manifest_regex.is_match(&smuggled));
-    }
-
-    #[test]
-    fn file_then_environment() {
-        let f = file(
-            "namespace: sciencedata\ntimeoutCreate: 2m\ntokenByteLimit: 100\npodCacheDir: /tmp/x\n\
-             hostnameList:\n  - hostname: silo1.example\n    address: 10.0.0.11\n",
-        );
-        let env = |var: &str| match var {
-            "BACKEND_NAMESPACE" => Some("from-env".to_owned()),
-            "BACKEND_TIMEOUTDELETE" => Some("1h2m3s".to_owned()),
-            _ => None,
-        };
-        let (config, warnings) = Config::load(Some(&f.0), env).unwrap();
-        assert_eq!(config.namespace, "from-env");
-        assert_eq!(config.timeout_create, Duration::from_secs(120));
-        assert_eq!(config.timeout_delete, Duration::from_secs(3723));
-        assert_eq!(config.token_byte_limit, 100);
-        assert_eq!(warnings.len(), 1, "{warnings:?}");
-        assert!(warnings[0].contains("podCacheDir"));
-        assert_eq!(config.hostname_of("10.0.0.11"), Some("silo1.example"));
-        // Looked up by the data-network address too, as deic-dk does.
-        let f = file("hostnameList:\n  - {hostname: silo2, address: 10.2.0.12}\n");
-        let (config, _) = Config::load(Some(&f.0), no_env).unwrap();
-        assert_eq!(config.hostname_of("10.0.0.12"), Some("silo2"));
-        assert_eq!(config.hostname_of("10.0.0.13"), None);
-    }
-
-    #[test]
-    fn lists_from_the_environment_are_json() {
-        let env = |var: &str| {
-            (var == "BACKEND_HOSTNAMELIST")
-                .then(|| r#"[{"hostname": "s", "address": "10.0.0.1"}]"#.to_owned())
-        };
-        let (config, _) = Config::load(None, env).unwrap();
-        assert_eq!(config.hostname_list.len(), 1);
-    }
-
-    #[test]
-    fn bad_values_name_the_key_and_where_they_came_from() {
-        let cases: &[(&str, &str, &str)] = &[
-            ("timeoutCreate: 90", "timeoutCreate", "unit"),
-            (
-                "defaultRestartPolicy: Sometimes",
-                "defaultRestartPolicy",
-                "Always",
-            ),
-            ("whitelistManifestRegex: '(['", "whitelistManifestRegex", "regex"),
-            ("testingHost: silo", "testingHost", "IP"),
-            ("podSubnetCidr: 10.0.0.0/40", "podSubnetCidr", "prefix"),
-            ("tokenByteLimit: -1", "tokenByteLimit", "positive"),
-            ("allowedSourceCidrs: [nope]", "allowedSourceCidrs", "IP network"),
-            ("hostnameList: [{hostname: x}]", "hostnameList", "address"),
-            ("tlsCertFile: /tls.crt", "tlsKeyFile", "both"),
-        ];
-        for (text, key, hint) in cases {
-            let f = file(text);
-            let err = Config::load(Some(&f.0), no_env).unwrap_err().to_string();
-            assert!(err.contains(key) && err.contains(hint), "{text}: {err}");
-            assert!(err.contains(&f.0.display().to_string()), "{err}");
-        }
-        let env = |var: &str| (var == "BACKEND_TIMEOUTCREATE").then(|| "soon".to_owned());
-        let err = Config::load(None, env).unwrap_err().to_string();
-        assert!(
-            err.contains("BACKEND_TIMEOUTCREATE") && err.contains("timeoutCreate"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn unknown_keys_are_refused() {
-        let f = file("namespce: x\n");
-        let err = Config::load(Some(&f.0), no_env).unwrap_err().to_string();
-        assert!(err.contains("unknown key \"namespce\""), "{err}");
-    }
-}
+mod tests;

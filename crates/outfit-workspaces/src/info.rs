@@ -7,7 +7,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 
-use crate::{config::Config, keys, manifest, objects};
+use crate::{config::Config, culling, keys, manifest, objects, report};
 
 /// One pod as the frontend reads it. Every field is always present; `tokens` and `k8s_pod_info`
 /// may be `null`, as in deic-dk.
@@ -108,6 +108,72 @@ pub fn pod_info(pod: &Pod, config: &Config, now: Timestamp) -> PodInfo {
         tokens,
         k8s_pod_info: ssh_port.map(|p| BTreeMap::from([("sshPort".to_owned(), p.to_owned())])),
         pod_name: name,
+    }
+}
+
+/// One workspace as the native API answers it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Workspace {
+    /// The pod's name.
+    pub name: String,
+    /// The owner's id.
+    pub user: String,
+    /// The manifest's name.
+    pub manifest: String,
+    /// Where it stands.
+    pub status: report::Status,
+    /// Where a start stands; `None` once it is done.
+    pub phase: Option<&'static str>,
+    /// What is happening, or why it failed.
+    pub message: String,
+    /// When it was created.
+    pub created: Option<Timestamp>,
+    /// How long ago, as `1h2m3s`.
+    pub age: String,
+    /// `https://<pod>.<ingressDomain>` when it has an Ingress, else "".
+    pub url: String,
+    /// Token key → value.
+    pub tokens: BTreeMap<String, String>,
+    /// `ssh://root@<ingressDomain>:<nodePort>`, or "".
+    pub ssh_url: String,
+    /// When it will be culled for its lifetime.
+    pub expires: Option<Timestamp>,
+    /// Its idle timeout, as `30m`.
+    pub idle_timeout: Option<String>,
+    /// Its last activity recorded.
+    pub last_activity: Option<Timestamp>,
+}
+
+/// `pod` as the native API shows it at `now`, with its progress `report`.
+pub fn workspace(pod: &Pod, report: &report::Report, config: &Config, now: Timestamp) -> Workspace {
+    let info = pod_info(pod, config, now);
+    let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    let age = created.map_or_else(String::new, |t| {
+        crate::duration::format(std::time::Duration::from_secs(
+            now.as_second().saturating_sub(t.as_second()).max(0) as u64,
+        ))
+    });
+    let annotations = pod.metadata.annotations.as_ref();
+    let lifetimes = culling::lifetimes(pod, config).unwrap_or_default();
+    Workspace {
+        user: info.owner,
+        manifest: annotations
+            .and_then(|a| a.get(keys::ANNOTATION_MANIFEST_NAME))
+            .cloned()
+            .unwrap_or_default(),
+        status: report.status,
+        phase: report.phase,
+        message: report.message.clone(),
+        created,
+        age,
+        url: info.url,
+        tokens: info.tokens.unwrap_or_default(),
+        ssh_url: info.ssh_url,
+        expires: culling::expires(pod, config),
+        idle_timeout: lifetimes.idle_timeout.map(crate::duration::format),
+        last_activity: culling::last_activity(pod),
+        name: info.pod_name,
     }
 }
 

@@ -1,7 +1,7 @@
 //! What a cluster needs to run `outfit workspaces`, ready for `kubectl apply -f -`: its
 //! ServiceAccount, the least privilege it needs (a Role in the workspace namespace for exactly the
-//! calls [`crate::cluster`] and [`crate::cache`] make, a ClusterRole for the users' volumes), its
-//! configuration, Deployment and Service.
+//! calls [`crate::cluster`] and [`crate::cache`] make, a ClusterRole for the users' volumes and
+//! for checking callers' tokens), its configuration, Deployment and Service.
 
 use serde_json::{Value, json};
 
@@ -66,8 +66,12 @@ pub fn rbac(options: &InstallOptions) -> Vec<Value> {
                 {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "create", "delete"]},
                 {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "list", "watch", "create", "delete", "patch"]},
                 {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ["get", "create", "delete"]},
-                // Reading a failed pod's last Warning; publishing the backend's own Events.
-                {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
+                // Each workspace's NetworkPolicy, read by name like the Services; `delete` removes
+                // one an earlier pod of the same name left before the garbage collector did.
+                {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["get", "create", "delete"]},
+                // Reading a failed pod's last Warning and watching the workspaces' Events;
+                // publishing the backend's own Events.
+                {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch"]},
                 {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
             ]
         }),
@@ -80,7 +84,11 @@ pub fn rbac(options: &InstallOptions) -> Vec<Value> {
         json!({
             "apiVersion": rbac_api, "kind": "ClusterRole",
             "metadata": {"name": NAME, "labels": labels()},
-            "rules": [{"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["get", "create", "delete"]}]
+            "rules": [
+                {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["get", "create", "delete"]},
+                // Checking the bearer tokens callers of the native API present.
+                {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+            ]
         }),
         json!({
             "apiVersion": rbac_api, "kind": "ClusterRoleBinding",
@@ -98,12 +106,15 @@ fn config_map(options: &InstallOptions) -> Value {
         "# outfit workspaces configuration: every key, its default and its BACKEND_* override are in\n\
          # docs/workspaces.md.\n\
          namespace: {ns}\n\
+         # Workspaces let in the backend's pods from here (their NetworkPolicy).\n\
+         backendNamespace: {backend}\n\
          listen: 0.0.0.0:{API_PORT}\n\
          adminListen: 0.0.0.0:{ADMIN_PORT}\n\
          # Callers the API answers (the frontend's network); loopback alone answers nobody in a pod.\n\
          allowedSourceCidrs: [\"10.0.0.0/8\", \"127.0.0.0/8\"]\n\
          ingressDomain: \"\"\n",
-        ns = options.workspace_namespace
+        ns = options.workspace_namespace,
+        backend = options.namespace,
     );
     json!({
         "apiVersion": "v1", "kind": "ConfigMap",
@@ -180,6 +191,48 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(warnings.is_empty());
         assert_eq!(config.namespace, "sciencedata");
+        assert_eq!(config.network.backend_namespace, "outfit-system");
         assert_eq!(config.listen.port(), API_PORT);
+    }
+
+    /// The verbs of `resource` in `group` that `role` grants.
+    fn verbs(role: &Value, group: &str, resource: &str) -> Vec<String> {
+        role["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|rule| {
+                rule["apiGroups"].as_array().unwrap().iter().any(|g| g == group)
+                    && rule["resources"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|r| r == resource)
+            })
+            .flat_map(|rule| rule["verbs"].as_array().unwrap().clone())
+            .map(|verb| verb.as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn the_roles_grant_network_policies_event_watches_and_token_reviews() {
+        let objects = objects(&options());
+        let find = |kind: &str| objects.iter().find(|o| o["kind"] == kind).unwrap();
+        let (role, cluster_role) = (find("Role"), find("ClusterRole"));
+        assert_eq!(
+            verbs(role, "networking.k8s.io", "networkpolicies"),
+            ["get", "create", "delete"]
+        );
+        assert_eq!(verbs(role, "", "events"), ["get", "list", "watch"]);
+        assert_eq!(
+            verbs(cluster_role, "authentication.k8s.io", "tokenreviews"),
+            ["create"]
+        );
+        // Token reviews are cluster-scoped: a Role could not grant them.
+        assert!(verbs(role, "authentication.k8s.io", "tokenreviews").is_empty());
+        assert_eq!(
+            verbs(cluster_role, "", "persistentvolumes"),
+            ["get", "create", "delete"]
+        );
     }
 }

@@ -46,3 +46,18 @@ pub const ANNOTATION_FAILED: &str = "outfit.dev/failed";
 /// On user storage: a create wants it until this time (RFC 3339), so the storage sweep leaves it
 /// alone while the create's pod does not exist yet.
 pub const ANNOTATION_STORAGE_WANTED_UNTIL: &str = "outfit.dev/wanted-until";
+/// Annotation of the manifest's `metadata.name` (the label of the spawn metrics).
+pub const ANNOTATION_MANIFEST_NAME: &str = "outfit.dev/manifest";
+/// Manifest annotation: cull the workspace this long after it started (`never` or `0`: never).
+pub const ANNOTATION_MAX_LIFETIME: &str = "outfit.dev/max-lifetime";
+/// Manifest annotation: cull the workspace after this long without activity.
+pub const ANNOTATION_IDLE_TIMEOUT: &str = "outfit.dev/idle-timeout";
+/// Manifest annotation: a Jupyter-style status URL (`last_activity`) of the workspace; `{ip}` is
+/// the pod's address.
+pub const ANNOTATION_ACTIVITY_URL: &str = "outfit.dev/activity-url";
+/// Annotation of the workspace's last activity (RFC 3339).
+pub const ANNOTATION_LAST_ACTIVITY: &str = "outfit.dev/last-activity";
+/// Annotation of why the workspace was culled.
+pub const ANNOTATION_CULLED: &str = "outfit.dev/culled";
+/// The name the backend's Events are reported under.
+pub const REPORTER: &str = "outfit-workspaces";

@@ -5,6 +5,8 @@
 //! - a pod past its deadline (stored on the pod), or that ended, is marked failed with the phase
 //!   it was stuck in and its last Warning event, reported in an Event, and removed; the Services
 //!   and Ingress it owns go with it (garbage collector);
+//! - a started workspace past its lifetime or idle too long is culled: an Event says why, and it
+//!   is deleted;
 //! - user storage that no pod uses and no create wants any more is removed (deic-dk removes it
 //!   with the user's last pod; the NFS data stays, the volume's reclaim policy is Retain).
 
@@ -23,8 +25,11 @@ use crate::{
     cache::Cache,
     cluster::{self, Cluster},
     config::Config,
-    duration, info, keys, manifest, objects,
-    progress::{self, Phase},
+    culling::{self, Cull},
+    duration, info, isolation, keys, manifest,
+    metrics::Metrics,
+    objects,
+    progress::{self, Phase, deadline, failure, storage_claim_of},
 };
 
 /// Token reads are retried this often, this far apart, as deic-dk does.
@@ -39,6 +44,7 @@ pub struct Lifecycle {
     config: Arc<Config>,
     cluster: Cluster,
     cache: Cache,
+    metrics: Arc<Metrics>,
     /// Pods a task is working on, so one pass never starts a second task for the same pod.
     busy: Arc<Mutex<HashSet<String>>>,
 }
@@ -60,6 +66,8 @@ pub enum Next {
     Fail(Phase, String),
     /// It was marked failed but is still there (the delete did not go through): delete again.
     Remove,
+    /// Its time is up: delete it, saying why.
+    Cull(Cull),
 }
 
 /// Decides what a creating pod needs, from the pod, its storage claim's state and the time.
@@ -95,39 +103,14 @@ pub fn next_step(
     Next::Wait
 }
 
-/// The pod's create deadline.
-pub fn deadline(pod: &Pod) -> Option<Timestamp> {
-    pod.annotations()
-        .get(keys::ANNOTATION_CREATE_DEADLINE)?
-        .parse()
-        .ok()
-}
-
-/// Why the pod's create failed, if it did.
-pub fn failure(pod: &Pod) -> Option<&str> {
-    pod.annotations().get(keys::ANNOTATION_FAILED).map(String::as_str)
-}
-
-/// The storage claim a pod mounts as `sciencedata`, if any.
-pub fn storage_claim_of(pod: &Pod) -> Option<&str> {
-    pod.spec
-        .as_ref()?
-        .volumes
-        .as_ref()?
-        .iter()
-        .find(|v| v.name == "sciencedata")?
-        .persistent_volume_claim
-        .as_ref()
-        .map(|c| c.claim_name.as_str())
-}
-
 impl Lifecycle {
     /// The lifecycle of the pods in `cache`.
-    pub fn new(config: Arc<Config>, cluster: Cluster, cache: Cache) -> Self {
+    pub fn new(config: Arc<Config>, cluster: Cluster, cache: Cache, metrics: Arc<Metrics>) -> Self {
         Self {
             config,
             cluster,
             cache,
+            metrics,
             busy: Arc::default(),
         }
     }
@@ -157,12 +140,24 @@ impl Lifecycle {
 
     fn pass(&self) {
         let now = Timestamp::now();
-        for pod in self.cache.pods() {
+        let pods = self.cache.pods();
+        let running = pods
+            .iter()
+            .filter(|p| {
+                info::progress(p) == info::Progress::Settled
+                    && p.annotations().contains_key(keys::ANNOTATION_STARTED)
+            })
+            .count();
+        self.metrics.set_running(running);
+        for pod in pods {
             let claim = storage_claim_of(&pod).and_then(|name| self.cache.claim(name));
-            let next = next_step(&pod, claim.as_deref(), now);
-            if next == Next::Wait {
-                continue;
-            }
+            let next = match next_step(&pod, claim.as_deref(), now) {
+                Next::Wait => match culling::due(&pod, &self.config, now) {
+                    Some(cull) => Next::Cull(cull),
+                    None => continue,
+                },
+                next => next,
+            };
             let name = pod.name_any();
             tracing::debug!(pod = name, ?next, "next step");
             if !self.busy.lock().expect("busy set").insert(name.clone()) {
@@ -178,6 +173,7 @@ impl Lifecycle {
                     }
                     Next::Fail(phase, why) => this.fail(&pod, phase, why).await,
                     Next::Remove => this.remove(&pod).await,
+                    Next::Cull(cull) => this.cull(&pod, &cull).await,
                     Next::Wait => {}
                 }
                 // Wait for the cache to show what the task wrote before the pod may be picked
@@ -200,6 +196,10 @@ impl Lifecycle {
         let services = |e: cluster::ClusterError| (Phase::Services, e.to_string());
         let owner = objects::owned_by(pod).ok_or((Phase::Services, "the pod has no uid".to_owned()))?;
         let mut annotations: BTreeMap<&str, Option<String>> = BTreeMap::new();
+        // Made at create; made here too in case the backend stopped in between.
+        isolate(&self.cluster, &self.config, pod)
+            .await
+            .map_err(services)?;
         tracing::debug!(pod = pod.name_any(), "pod ready; making its services");
         if manifest::exposes_ssh(pod) {
             let service = self
@@ -236,14 +236,9 @@ impl Lifecycle {
             .annotate_pod(&pod.name_any(), annotations)
             .await
             .map_err(services)?;
-        let took = pod
-            .creation_timestamp()
-            .map(|t| {
-                duration::format(Duration::from_secs(
-                    Timestamp::now().duration_since(t.0).as_secs().max(0) as u64,
-                ))
-            })
-            .unwrap_or_default();
+        let elapsed = since_created(pod);
+        self.metrics.spawned(&manifest_name(pod), None, elapsed);
+        let took = duration::format(elapsed);
         tracing::info!(
             pod = pod.name_any(),
             user = crate::user::owner_of(pod),
@@ -319,6 +314,8 @@ impl Lifecycle {
             reason,
             "create failed; removing the pod"
         );
+        self.metrics
+            .spawned(&manifest_name(pod), Some(phase.as_str()), since_created(pod));
         self.cluster
             .event(pod, true, "CreateFailed", reason.clone())
             .await;
@@ -328,6 +325,28 @@ impl Lifecycle {
         {
             tracing::warn!(%error, "could not mark the failed pod");
         }
+        self.remove(pod).await;
+    }
+
+    /// Culls a workspace whose time is up: an Event and a mark say why, then it is deleted.
+    async fn cull(&self, pod: &Pod, cull: &Cull) {
+        let name = pod.name_any();
+        let why = cull.to_string();
+        tracing::info!(
+            pod = name,
+            user = crate::user::owner_of(pod),
+            reason = cull.reason(),
+            why,
+            "culling"
+        );
+        self.cluster.event(pod, false, "Culled", why.clone()).await;
+        let mark = BTreeMap::from([(keys::ANNOTATION_CULLED, Some(why))]);
+        if let Err(error) = self.cluster.annotate_pod(&name, mark).await
+            && !error.is_not_found()
+        {
+            tracing::warn!(%error, "could not mark the culled pod");
+        }
+        self.metrics.culled(cull.reason());
         self.remove(pod).await;
     }
 
@@ -373,6 +392,33 @@ impl Lifecycle {
             }
         }
     }
+}
+
+/// Makes `pod`'s NetworkPolicy (owned by the pod), unless `networkPolicy` is off.
+pub async fn isolate(cluster: &Cluster, config: &Config, pod: &Pod) -> Result<(), cluster::ClusterError> {
+    if !config.network.enabled {
+        return Ok(());
+    }
+    let Some(owner) = objects::owned_by(pod) else {
+        return Ok(());
+    };
+    let policy = isolation::network_policy(pod, &owner, &config.network);
+    cluster.ensure_network_policy(&policy, &owner).await
+}
+
+/// The manifest a pod was made from, for the spawn metrics.
+fn manifest_name(pod: &Pod) -> String {
+    pod.annotations()
+        .get(keys::ANNOTATION_MANIFEST_NAME)
+        .cloned()
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// How long ago the pod was created.
+fn since_created(pod: &Pod) -> Duration {
+    pod.creation_timestamp()
+        .map(|t| Duration::from_secs(Timestamp::now().duration_since(t.0).as_secs().max(0) as u64))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

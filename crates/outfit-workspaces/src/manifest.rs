@@ -1,6 +1,7 @@
 //! A workspace pod from an operator's manifest, as deic-dk makes it (§1.3–1.4 of the reference):
 //! the request's env settings, the mandatory env, the local-registry rewrite, the default restart
-//! policy, the pod's name and labels, and the volumes the backend provides. Pure: no I/O.
+//! policy, isolation defaults, the pod's name and labels, and the volumes the backend provides.
+//! Pure: no I/O.
 
 use std::collections::BTreeMap;
 
@@ -115,6 +116,7 @@ pub fn prepare(
         spec.restart_policy = Some(config.default_restart_policy.clone());
     }
     apply_local_registry(spec, config);
+    crate::isolation::apply_pod_defaults(spec);
     let needs_user_storage = check_volumes(spec)?;
     ingress_port(&pod)?;
     token_keys(&pod)?;
@@ -126,7 +128,7 @@ pub fn prepare(
     })
 }
 
-fn read_pod(manifest: &str) -> Result<Pod, ManifestError> {
+pub(crate) fn read_pod(manifest: &str) -> Result<Pod, ManifestError> {
     let documents: Vec<Value> =
         serde_saphyr::from_multiple(manifest).map_err(|e| ManifestError::Syntax(e.to_string()))?;
     let documents: Vec<Value> = documents.into_iter().filter(|d| !d.is_null()).collect();
@@ -171,6 +173,9 @@ fn apply_settings(containers: &mut [Container], settings: &Settings, warnings: &
         }
     }
 }
+
+/// The env the backend sets in every container, whatever the request says.
+pub const MANDATORY_ENV: [&str; 3] = ["HOME_SERVER_IP", "SD_UID", "HOME_SERVER_HOSTNAME"];
 
 /// `HOME_SERVER_IP`, `SD_UID` and `HOME_SERVER_HOSTNAME`, set in every container.
 fn apply_mandatory_env(

@@ -1,6 +1,7 @@
 //! Prometheus metrics of the backend, served on the admin port: requests by endpoint and status
-//! with their latency, and creates accepted. The workspace API is not a hot path (a few requests
-//! a second), so prometheus-client's own metric types are used as they are.
+//! with their latency, creates accepted, spawn durations by manifest and outcome, failures by
+//! phase, culls by reason, and the workspaces running. The workspace API is not a hot path (a few
+//! requests a second), so prometheus-client's own metric types are used as they are.
 
 use std::time::Duration;
 
@@ -10,12 +11,11 @@ use prometheus_client::{
     metrics::{
         counter::Counter,
         family::Family,
+        gauge::Gauge,
         histogram::{Histogram, exponential_buckets},
     },
     registry::Registry,
 };
-
-use crate::api::Route;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -28,6 +28,22 @@ struct EndpointLabels {
     endpoint: &'static str,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SpawnLabels {
+    manifest: String,
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabels {
+    phase: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
 /// The backend's metrics.
 #[derive(Debug)]
 pub struct Metrics {
@@ -35,6 +51,10 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     latency: Family<EndpointLabels, Histogram>,
     creates: Counter,
+    spawns: Family<SpawnLabels, Histogram>,
+    failures: Family<PhaseLabels, Counter>,
+    culls: Family<ReasonLabels, Counter>,
+    running: Gauge,
 }
 
 impl Default for Metrics {
@@ -51,24 +71,53 @@ impl Default for Metrics {
         });
         registry.register(
             "request_duration_seconds",
-            "Time to answer an API request (long polls included)",
+            "Time to answer an API request (long polls and progress streams included)",
             latency.clone(),
         );
         let creates = Counter::default();
-        registry.register("creates", "Pods created through create_pod", creates.clone());
+        registry.register("creates", "Pods created through either API", creates.clone());
+        let spawns = Family::<SpawnLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.5, 2.0, 10))
+        });
+        registry.register(
+            "spawn_duration_seconds",
+            "Time from a workspace pod's creation to ready with its Services (outcome ready) or to its failure (outcome failed), by manifest",
+            spawns.clone(),
+        );
+        let failures = Family::<PhaseLabels, Counter>::default();
+        registry.register(
+            "spawn_failures",
+            "Failed starts by the phase they were stuck in",
+            failures.clone(),
+        );
+        let culls = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "culled",
+            "Workspaces culled, by reason (lifetime, idle)",
+            culls.clone(),
+        );
+        let running = Gauge::default();
+        registry.register(
+            "running",
+            "Workspaces ready and not being deleted",
+            running.clone(),
+        );
         Self {
             registry,
             requests,
             latency,
             creates,
+            spawns,
+            failures,
+            culls,
+            running,
         }
     }
 }
 
 impl Metrics {
-    /// Counts a request.
-    pub fn request(&self, route: Option<Route>, status: StatusCode, took: Duration) {
-        let endpoint = route.map_or("other", Route::name);
+    /// Counts a request to `endpoint`.
+    pub fn request(&self, endpoint: &'static str, status: StatusCode, took: Duration) {
         self.requests
             .get_or_create(&RequestLabels {
                 endpoint,
@@ -83,6 +132,31 @@ impl Metrics {
     /// Counts a pod created.
     pub fn created(&self) {
         self.creates.inc();
+    }
+
+    /// Records a start of `manifest` that ended ready (`failed_in` is `None`) or failed, `took`
+    /// after the pod was created.
+    pub fn spawned(&self, manifest: &str, failed_in: Option<&'static str>, took: Duration) {
+        let outcome = if failed_in.is_some() { "failed" } else { "ready" };
+        self.spawns
+            .get_or_create(&SpawnLabels {
+                manifest: manifest.to_owned(),
+                outcome,
+            })
+            .observe(took.as_secs_f64());
+        if let Some(phase) = failed_in {
+            self.failures.get_or_create(&PhaseLabels { phase }).inc();
+        }
+    }
+
+    /// Counts a workspace culled for `reason`.
+    pub fn culled(&self, reason: &'static str) {
+        self.culls.get_or_create(&ReasonLabels { reason }).inc();
+    }
+
+    /// Sets how many workspaces are running.
+    pub fn set_running(&self, count: usize) {
+        self.running.set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
     /// The metrics in the OpenMetrics text format.

@@ -7,6 +7,8 @@ use crate::user::UserId;
 
 /// The longest DNS label: pod hostnames, Service names, Ingress host labels, label values.
 pub const MAX_LABEL: usize = 63;
+/// The longest DNS subdomain: the names of most objects, NetworkPolicies among them.
+pub const MAX_SUBDOMAIN: usize = 253;
 /// The longest suffix the backend adds to a pod's name for its objects (`-ingress`).
 const LONGEST_OBJECT_SUFFIX: usize = "-ingress".len();
 /// The longest suffix a numbered retry adds (`-9`).
@@ -72,6 +74,12 @@ pub fn ingress(pod: &str) -> String {
     format!("{pod}-ingress")
 }
 
+/// The NetworkPolicy of a pod: `<pod>-isolation`. Its name is a DNS subdomain (up to 253
+/// characters), not a label, so it needs none of the room the Service suffixes leave.
+pub fn network_policy(pod: &str) -> String {
+    fit(&format!("{pod}-isolation"), MAX_SUBDOMAIN)
+}
+
 /// deic-dk's name for a user's PV and PVC: `user-storage-<user string>`. Two users can share a
 /// user string; [`storage_name_for`] gives the second one a name of its own.
 pub fn storage_name(user: &UserId) -> String {
@@ -131,6 +139,22 @@ mod tests {
         let names = pod_name_candidates("jupyter-sciencedata", &long);
         let unique: std::collections::BTreeSet<_> = names.iter().collect();
         assert_eq!(unique.len(), names.len());
+    }
+
+    #[test]
+    fn network_policies_are_named_after_their_pod_within_253() {
+        assert_eq!(
+            network_policy("jupyter-alice-dtu-dk"),
+            "jupyter-alice-dtu-dk-isolation"
+        );
+        let long = user(&format!("{}@{}.example.org", "a".repeat(40), "b".repeat(30)));
+        for name in pod_name_candidates("jupyter-sciencedata", &long) {
+            assert_eq!(network_policy(&name), format!("{name}-isolation"));
+        }
+        let huge = "p".repeat(300);
+        let fitted = network_policy(&huge);
+        assert!(fitted.len() <= MAX_SUBDOMAIN, "{}", fitted.len());
+        assert_ne!(fitted, network_policy(&"q".repeat(300)));
     }
 
     #[test]

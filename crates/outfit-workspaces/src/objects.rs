@@ -38,7 +38,9 @@ pub fn owned_by(pod: &Pod) -> Option<OwnerReference> {
     })
 }
 
-fn per_pod_meta(name: String, pod: &Pod, owner: &OwnerReference) -> ObjectMeta {
+/// The metadata of an object made for `pod`: `name`, the pod's namespace, deic-dk's
+/// `createdForPod` label with outfit's marker, and `owner` as its only owner.
+pub fn per_pod_meta(name: String, pod: &Pod, owner: &OwnerReference) -> ObjectMeta {
     ObjectMeta {
         name: Some(name),
         labels: Some(BTreeMap::from([

@@ -3,7 +3,11 @@
 
 use std::fmt;
 
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodCondition};
+use kube::ResourceExt;
+
+use crate::keys;
 
 /// The phases of a start, in order. A create that does not finish names the one it was stuck in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -46,7 +50,7 @@ impl fmt::Display for Phase {
 }
 
 /// Container waiting reasons that mean the image can't be had.
-const IMAGE_REASONS: &[&str] = &[
+pub const IMAGE_REASONS: &[&str] = &[
     "ErrImagePull",
     "ImagePullBackOff",
     "InvalidImageName",
@@ -129,6 +133,32 @@ pub fn stuck(pod: &Pod, claim: Option<&PersistentVolumeClaim>) -> (Phase, String
     }
     let message = first_waiting.unwrap_or_else(|| "containers not ready".to_owned());
     (Phase::Readiness, message)
+}
+
+/// The pod's create deadline.
+pub fn deadline(pod: &Pod) -> Option<Timestamp> {
+    pod.annotations()
+        .get(keys::ANNOTATION_CREATE_DEADLINE)?
+        .parse()
+        .ok()
+}
+
+/// Why the pod's create failed, if it did.
+pub fn failure(pod: &Pod) -> Option<&str> {
+    pod.annotations().get(keys::ANNOTATION_FAILED).map(String::as_str)
+}
+
+/// The storage claim a pod mounts as `sciencedata`, if any.
+pub fn storage_claim_of(pod: &Pod) -> Option<&str> {
+    pod.spec
+        .as_ref()?
+        .volumes
+        .as_ref()?
+        .iter()
+        .find(|v| v.name == "sciencedata")?
+        .persistent_volume_claim
+        .as_ref()
+        .map(|c| c.claim_name.as_str())
 }
 
 #[cfg(test)]

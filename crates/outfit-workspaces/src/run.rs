@@ -2,10 +2,11 @@
 //! the lifecycle, serves until shutdown, then drains.
 //!
 //! ```text
-//!  frontend ──HTTP──▶ accept (outfit-http) ──▶ api (who, route, body) ──▶ backend ──▶ API server
-//!                                                                           │ reads     ▲ writes
-//!  API server ──watch──▶ cache (pods, claims) ◀─────────────────────────────┘           │
-//!                          └──changes──▶ lifecycle (finish, fail, sweep storage) ────────┘
+//!  browser, frontend ──HTTP──▶ accept (outfit-http) ──▶ api (page | v1: auth | deic-dk) ──▶ backend ──▶ API server
+//!                                        progress streams ◀──┐                  │ reads    ▲ writes
+//!  API server ──watch──▶ cache (pods, claims, Events) ──changes─┴────────────────┘          │
+//!                          └──changes──▶ lifecycle (finish, fail, cull, sweep storage) ─────┤
+//!  workspaces' status endpoints ◀──HTTP── activity poller (last activity) ──────────────────┘
 //!  kubelet, Prometheus ──HTTP──▶ admin (/livez /readyz /metrics)
 //! ```
 
@@ -20,8 +21,8 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
-    api::Api, backend::Backend, cache::Cache, cluster::Cluster, config::Config, lifecycle::Lifecycle,
-    metrics::Metrics,
+    activity::ActivityPoller, api::Api, auth::Authenticator, backend::Backend, cache::Cache,
+    cluster::Cluster, config::Config, lifecycle::Lifecycle, metrics::Metrics,
 };
 
 /// How often the certificate files are checked for changes.
@@ -118,8 +119,11 @@ impl Server {
         let ready = Arc::new(watch::channel(false).0);
 
         let watches = tokio::spawn(watch_task);
-        let lifecycle = Lifecycle::new(config.clone(), cluster.clone(), cache.clone());
+        let lifecycle = Lifecycle::new(config.clone(), cluster.clone(), cache.clone(), metrics.clone());
         let lifecycle_task = tokio::spawn(lifecycle.run(shutdown.clone()));
+        let poller = ActivityPoller::new(config.clone(), cluster.clone(), cache.clone());
+        let activity_task = tokio::spawn(poller.run(shutdown.clone()));
+        let auth = Authenticator::new(self.client.clone(), config.clone());
         {
             let (cache, ready, shutdown) = (cache.clone(), ready.clone(), shutdown.clone());
             tokio::spawn(async move {
@@ -165,7 +169,13 @@ impl Server {
         let stop = shutdown.clone();
         let timeouts = Timeouts::default();
         accept::accept_each(self.api, &stop, &tracker, |tcp, peer| {
-            let api = Api::new(backend.clone(), metrics.clone(), peer);
+            let api = Api::new(
+                backend.clone(),
+                metrics.clone(),
+                auth.clone(),
+                peer,
+                shutdown.clone(),
+            );
             let (shutdown, acceptor) = (shutdown.clone(), acceptor.clone());
             async move {
                 let served = match acceptor {
@@ -190,6 +200,7 @@ impl Server {
             tracing::warn!(grace = ?config.shutdown_grace, "requests still in flight at the end of the grace period");
         }
         lifecycle_task.abort();
+        activity_task.abort();
         watches.abort();
     }
 }

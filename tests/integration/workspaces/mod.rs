@@ -7,9 +7,13 @@
 //!   the cluster helpers;
 //! - `session`: whole sessions (ours, and the documentation-only Python client's), user ids;
 //! - `lifecycle`: creates that never turn ready, restarts, a second replica;
-//! - `requests`: bad input, callers, configuration.
+//! - `requests`: bad input, callers, configuration;
+//! - `native`: the native API, its callers and its progress streams;
+//! - `page`: the web page in headless Chromium.
 
 mod lifecycle;
+mod native;
+mod page;
 mod requests;
 mod session;
 mod support;

@@ -194,11 +194,24 @@ pub(super) fn spawn(config: &std::path::Path, kubeconfig: &std::path::Path) -> C
 
 /// One HTTP/1.1 request over a fresh connection; returns the status and the body.
 pub(super) async fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
+    http_with(port, method, path, &[], body).await
+}
+
+/// As [`http`], with extra request `headers`; a chunked answer (a progress stream) is read to
+/// its end and de-chunked.
+pub(super) async fn http_with(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
     let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .expect("connect");
+    let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
     let request = format!(
-        "{method} {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+        "{method} {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n{extra}\
          content-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     );
@@ -215,7 +228,95 @@ pub(super) async fn http(port: u16, method: &str, path: &str, body: &str) -> (u1
         .nth(1)
         .and_then(|s| s.parse().ok())
         .expect("a status");
-    (status, body.to_owned())
+    let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
+    (status, if chunked { dechunk(body) } else { body.to_owned() })
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16).expect("a chunk size");
+        if size == 0 {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = &rest[size + 2..];
+    }
+    out
+}
+
+/// A caller of the native API.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Caller<'a> {
+    /// `Authorization: Bearer <token>`.
+    Token(&'a str),
+    /// An authenticating proxy's headers: user and groups.
+    Proxy(&'a str, &'a str),
+    /// No credentials.
+    Anonymous,
+}
+
+impl Caller<'_> {
+    fn headers(&self) -> Vec<(&'static str, String)> {
+        match self {
+            Self::Token(token) => vec![("authorization", format!("Bearer {token}"))],
+            Self::Proxy(user, groups) => vec![
+                ("x-forwarded-user", (*user).to_owned()),
+                ("x-forwarded-groups", (*groups).to_owned()),
+            ],
+            Self::Anonymous => vec![],
+        }
+    }
+}
+
+impl Backend {
+    /// A native API request as `caller`; returns the status and the JSON answer (`null` when empty).
+    pub(super) async fn call(
+        &self,
+        caller: Caller<'_>,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let headers = caller.headers();
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let body = body.map(|b| b.to_string()).unwrap_or_default();
+        let (status, text) = http_with(self.port, method, path, &headers, &body).await;
+        if text.trim().is_empty() {
+            return (status, Value::Null);
+        }
+        let value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{method} {path}: not JSON ({e}): {text}"));
+        (status, value)
+    }
+
+    /// The events of a progress stream as `caller`, read until the stream ends: (name, data).
+    pub(super) async fn follow(&self, caller: Caller<'_>, name: &str) -> Vec<(String, Value)> {
+        let headers = caller.headers();
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let path = format!("/api/v1/workspaces/{name}/progress");
+        let (status, text) = http_with(self.port, "GET", &path, &headers, "").await;
+        assert_eq!(status, 200, "{path}: {text}");
+        parse_events(&text)
+    }
+}
+
+/// Server-Sent Events: (event name, JSON data) of each event; comments are skipped.
+pub(super) fn parse_events(text: &str) -> Vec<(String, Value)> {
+    text.split("\n\n")
+        .filter_map(|block| {
+            let mut name = "message".to_owned();
+            let mut data = None;
+            for line in block.lines() {
+                if let Some(value) = line.strip_prefix("event: ") {
+                    name = value.to_owned();
+                } else if let Some(value) = line.strip_prefix("data: ") {
+                    data = Some(serde_json::from_str(value).expect("event data is JSON"));
+                }
+            }
+            Some((name, data?))
+        })
+        .collect()
 }
 
 /// Installs the RBAC objects `outfit manifests --workspaces` prints for a backend in `system`

@@ -146,6 +146,29 @@ fn restart_policy_defaults_only_when_unset() {
     );
 }
 
+/// Fixes deic-dk's pods getting every Service's env and an API token: off unless the manifest
+/// asks for them.
+#[test]
+fn service_links_and_the_account_token_are_off_unless_the_manifest_sets_them() {
+    let prepared = prepare_jupyter(&Settings::new()).unwrap();
+    let spec = prepared.pod.spec.as_ref().unwrap();
+    assert_eq!(spec.enable_service_links, Some(false));
+    assert_eq!(spec.automount_service_account_token, Some(false));
+    let explicit = JUPYTER.replace(
+        "spec:\n",
+        "spec:\n  automountServiceAccountToken: true\n  enableServiceLinks: true\n",
+    );
+    let user = alice();
+    let requester = Requester {
+        user: &user,
+        silo_ip: "10.0.0.11",
+    };
+    let prepared = prepare(&explicit, requester, &Settings::new(), &config()).unwrap();
+    let spec = prepared.pod.spec.as_ref().unwrap();
+    assert_eq!(spec.automount_service_account_token, Some(true));
+    assert_eq!(spec.enable_service_links, Some(true));
+}
+
 #[test]
 fn assembled_pod_has_deic_dk_labels_owner_and_provided_volumes() {
     let user = alice();

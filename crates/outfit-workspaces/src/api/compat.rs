@@ -3,45 +3,14 @@
 //! body (capped, JSON), then the operation. Every answer is JSON with the endpoint's compatible
 //! fields; a failure adds `error`, saying what was wrong.
 
-use std::{
-    future::Future,
-    net::{IpAddr, SocketAddr},
-    sync::Arc,
-};
+use std::net::IpAddr;
 
-use bytes::{Bytes, BytesMut};
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::{
-    Method, Request, Response, StatusCode,
-    body::Incoming,
-    header::{self, HeaderValue},
-};
-use serde::{Deserialize, de::DeserializeOwned};
+use hyper::{Method, Request, StatusCode, body::Incoming, header};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::{
-    backend::{Backend, CreateRequest, RequestError},
-    metrics::Metrics,
-};
-
-/// How long a request waits for the backend's first read of the cluster.
-const SYNC_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// The API as served on one connection: the backend and the caller's address.
-#[derive(Clone)]
-pub struct Api {
-    backend: Backend,
-    metrics: Arc<Metrics>,
-    peer: SocketAddr,
-}
-
-impl std::fmt::Debug for Api {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Api")
-            .field("peer", &self.peer)
-            .finish_non_exhaustive()
-    }
-}
+use super::{Answer, Api, Body, SYNC_WAIT, canonical, constant_time_eq, parse, read_body};
+use crate::backend::{CreateRequest, RequestError};
 
 /// The endpoints, each with the method it takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,7 +68,7 @@ impl Route {
     }
 
     /// The compatible answer of a failure, before `error` is added.
-    fn failure_body(self) -> Value {
+    pub(super) fn failure_body(self) -> Value {
         match self {
             Self::GetPods | Self::GetPodipOwner => json!({}),
             Self::CreatePod => json!({"pod_name": ""}),
@@ -111,30 +80,11 @@ impl Route {
     }
 }
 
-/// An answer before it is encoded.
-struct Answer {
-    status: StatusCode,
-    body: Body,
-}
-
-enum Body {
-    Json(Value),
-    Text(String),
-}
-
-impl Answer {
-    fn json(status: StatusCode, body: Value) -> Self {
-        Self {
-            status,
-            body: Body::Json(body),
-        }
-    }
-
-    fn failure(route: Option<Route>, status: StatusCode, error: impl std::fmt::Display) -> Self {
-        let mut body = route.map_or_else(|| json!({}), Route::failure_body);
-        body["error"] = Value::String(error.to_string());
-        Self::json(status, body)
-    }
+/// A failure of `route`: its compatible answer with `error` added.
+fn failure(route: Option<Route>, status: StatusCode, error: impl std::fmt::Display) -> Answer {
+    let mut body = route.map_or_else(|| json!({}), Route::failure_body);
+    body["error"] = Value::String(error.to_string());
+    Answer::json(status, body)
 }
 
 #[derive(Deserialize)]
@@ -149,21 +99,13 @@ struct PodRequest {
 }
 
 impl Api {
-    /// The API for a connection from `peer`.
-    pub fn new(backend: Backend, metrics: Arc<Metrics>, peer: SocketAddr) -> Self {
-        Self {
-            backend,
-            metrics,
-            peer,
-        }
-    }
-
-    async fn answer(&self, request: Request<Incoming>) -> (Option<Route>, Answer) {
+    /// Answers a request to deic-dk's API.
+    pub(super) async fn compat(&self, request: Request<Incoming>) -> (Option<Route>, Answer) {
         let config = self.backend.config();
         let peer = canonical(self.peer.ip());
         if !config.allowed_source_cidrs.iter().any(|c| c.contains(peer)) {
             let error = format!("{peer} is not in allowedSourceCidrs");
-            return (None, Answer::failure(None, StatusCode::FORBIDDEN, error));
+            return (None, failure(None, StatusCode::FORBIDDEN, error));
         }
         if let Some(token) = &config.bearer_token {
             let given = request
@@ -173,12 +115,12 @@ impl Api {
                 .and_then(|v| v.strip_prefix("Bearer "));
             if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
                 let error = "missing or wrong bearer token";
-                return (None, Answer::failure(None, StatusCode::UNAUTHORIZED, error));
+                return (None, failure(None, StatusCode::UNAUTHORIZED, error));
             }
         }
         let Some(route) = Route::of(request.uri().path()) else {
             let error = format!("no endpoint {}", request.uri().path());
-            return (None, Answer::failure(None, StatusCode::NOT_FOUND, error));
+            return (None, failure(None, StatusCode::NOT_FOUND, error));
         };
         if request.method() != route.method() {
             let error = format!(
@@ -189,7 +131,7 @@ impl Api {
             );
             return (
                 Some(route),
-                Answer::failure(Some(route), StatusCode::METHOD_NOT_ALLOWED, error),
+                failure(Some(route), StatusCode::METHOD_NOT_ALLOWED, error),
             );
         }
         // Before the first complete read an empty cache would answer "no such pod".
@@ -200,7 +142,7 @@ impl Api {
             let error = "the backend has not read the cluster yet; try again";
             return (
                 Some(route),
-                Answer::failure(Some(route), StatusCode::SERVICE_UNAVAILABLE, error),
+                failure(Some(route), StatusCode::SERVICE_UNAVAILABLE, error),
             );
         }
         let silo_ip = self.silo_ip(&request);
@@ -209,17 +151,17 @@ impl Api {
         }
         let body = match read_body(request.into_body(), config.max_body_bytes).await {
             Ok(body) => body,
-            Err((status, error)) => return (Some(route), Answer::failure(Some(route), status, error)),
+            Err((status, error)) => return (Some(route), failure(Some(route), status, error)),
         };
-        let answer = match self.operate(route, &body, silo_ip).await {
+        let answer = match self.operate_compat(route, &body, silo_ip).await {
             Ok(answer) => answer,
-            Err(error) => Answer::failure(Some(route), StatusCode::BAD_REQUEST, error),
+            Err(error) => failure(Some(route), StatusCode::BAD_REQUEST, error),
         };
         (Some(route), answer)
     }
 
     /// Runs the operation of `route` on a JSON `body`.
-    async fn operate(&self, route: Route, body: &[u8], silo_ip: IpAddr) -> Result<Answer, String> {
+    async fn operate_compat(&self, route: Route, body: &[u8], silo_ip: IpAddr) -> Result<Answer, String> {
         let backend = &self.backend;
         let ok = |body| Ok(Answer::json(StatusCode::OK, body));
         match route {
@@ -355,83 +297,6 @@ fn text(error: RequestError) -> String {
     error.to_string()
 }
 
-fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, String> {
-    serde_json::from_slice(body).map_err(|e| format!("the request body is not the expected JSON: {e}"))
-}
-
-async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, (StatusCode, String)> {
-    let mut limited = Limited::new(body, limit);
-    let mut bytes = BytesMut::new();
-    while let Some(frame) = limited.frame().await {
-        match frame {
-            Ok(frame) => {
-                if let Some(data) = frame.data_ref() {
-                    bytes.extend_from_slice(data);
-                }
-            }
-            Err(error) if error.is::<http_body_util::LengthLimitError>() => {
-                return Err((
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("the request body is larger than maxBodyBytes ({limit})"),
-                ));
-            }
-            Err(error) => {
-                return Err((
-                    StatusCode::BAD_REQUEST,
-                    format!("reading the request body: {error}"),
-                ));
-            }
-        }
-    }
-    Ok(bytes.freeze())
-}
-
-/// IPv4-mapped IPv6 addresses as IPv4, so `127.0.0.0/8` matches a dual-stack listener's peers.
-fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
-}
-
-/// Compares without stopping at the first difference, so the time taken says nothing of the token.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-impl outfit_http::accept::Handler for Api {
-    fn call(&self, request: Request<Incoming>) -> impl Future<Output = Response<Full<Bytes>>> + Send {
-        let this = self.clone();
-        async move {
-            let started = std::time::Instant::now();
-            let method = request.method().clone();
-            let path = request.uri().path().to_owned();
-            let (route, answer) = this.answer(request).await;
-            let status = answer.status;
-            this.metrics.request(route, status, started.elapsed());
-            tracing::debug!(%method, path, status = status.as_u16(), peer = %this.peer, "request");
-            encode(answer)
-        }
-    }
-}
-
-fn encode(answer: Answer) -> Response<Full<Bytes>> {
-    let (body, content_type) = match answer.body {
-        Body::Json(value) => {
-            let mut text = serde_json::to_vec(&value).expect("JSON values serialize");
-            text.push(b'\n');
-            (text, "application/json")
-        }
-        Body::Text(text) => (text.into_bytes(), "text/plain; charset=utf-8"),
-    };
-    let mut response = Response::new(Full::new(Bytes::from(body)));
-    *response.status_mut() = answer.status;
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    response
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -466,7 +331,7 @@ mod tests {
             (Route::GetPods, json!({"error": "x"})),
         ];
         for (route, expected) in cases {
-            let Body::Json(body) = Answer::failure(Some(route), StatusCode::BAD_REQUEST, "x").body else {
+            let Body::Json(body) = failure(Some(route), StatusCode::BAD_REQUEST, "x").body else {
                 panic!("JSON expected");
             };
             assert_eq!(body, expected, "{route:?}");

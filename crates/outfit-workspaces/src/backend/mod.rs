@@ -10,16 +10,23 @@ use kube::ResourceExt;
 use serde::Deserialize;
 use tokio::time::Instant;
 
+mod native;
+mod storage;
+
+pub use self::native::Launch;
+
 use crate::{
     cache::{Cache, OWN_WRITE_VISIBLE},
+    catalogue::Catalogue,
     cluster::{Cluster, ClusterError},
     config::Config,
     fetch::{FetchError, Fetcher},
     info::{self, PodInfo},
-    lifecycle, manifest,
+    lifecycle, limits, manifest,
     manifest::{ManifestError, Requester, Settings},
-    names, objects,
+    names,
     progress::Phase,
+    report::Status,
     user::{InvalidUserId, UserId},
 };
 
@@ -64,14 +71,32 @@ pub enum RequestError {
     /// `get_podip_owner` was asked about something that is not a pod address.
     #[error("{0}")]
     BadAddress(String),
+    /// A manifest annotation of outfit's has a value it can't use.
+    #[error("{0}")]
+    Annotation(String),
+    /// The catalogue has no such entry.
+    #[error("the catalogue has no manifest {0:?}")]
+    UnknownManifest(String),
+    /// The caller may not do this.
+    #[error("{0}")]
+    Forbidden(String),
+    /// The create would pass one of the user's limits.
+    #[error(transparent)]
+    Limit(#[from] limits::LimitExceeded),
 }
 
 impl RequestError {
     /// The phase a failed create stopped in; `None` when the request itself was wrong.
     pub fn phase(&self) -> Option<Phase> {
         match self {
-            Self::User(_) | Self::BadAddress(_) | Self::NoSuchPod { .. } | Self::AlreadyDeleting(_) => None,
-            Self::Fetch(_) | Self::Manifest(_) => Some(Phase::Fetch),
+            Self::User(_)
+            | Self::BadAddress(_)
+            | Self::NoSuchPod { .. }
+            | Self::AlreadyDeleting(_)
+            | Self::UnknownManifest(_)
+            | Self::Forbidden(_)
+            | Self::Limit(_) => None,
+            Self::Fetch(_) | Self::Manifest(_) | Self::Annotation(_) => Some(Phase::Fetch),
             Self::Storage(_) => Some(Phase::Storage),
             Self::NamesTaken { .. } | Self::Cluster(_) => Some(Phase::Admission),
         }
@@ -115,6 +140,8 @@ pub struct Backend {
     cluster: Cluster,
     cache: Cache,
     fetcher: Fetcher,
+    catalogue: Catalogue,
+    turns: Turns,
 }
 
 impl std::fmt::Debug for Backend {
@@ -123,18 +150,21 @@ impl std::fmt::Debug for Backend {
     }
 }
 
-/// How one try at the user's storage ended.
-enum Attempt {
-    /// The claim and volume are there and the user's.
-    Ready,
-    /// The name belongs to someone else.
-    Taken,
-    /// Something changed meanwhile: try the same name again.
-    Again,
-}
+/// One lock per user: a user's creates take turns.
+#[derive(Clone, Default)]
+struct Turns(Arc<std::sync::Mutex<std::collections::HashMap<UserId, Arc<tokio::sync::Mutex<()>>>>>);
 
-/// How long a create may wait for storage of the user's that is still being deleted.
-const STORAGE_DELETE_WAIT: Duration = Duration::from_secs(30);
+impl Turns {
+    async fn take(&self, user: &UserId) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut turns = self.0.lock().expect("turns");
+            // Forget users no create holds, so the map does not grow with every user ever seen.
+            turns.retain(|_, lock| Arc::strong_count(lock) > 1);
+            turns.entry(user.clone()).or_default().clone()
+        };
+        lock.lock_owned().await
+    }
+}
 
 /// How long a create's mark keeps the storage sweep off the user's storage: enough for the
 /// moments between making the storage and creating the pod, whatever the API server's pace.
@@ -148,11 +178,14 @@ impl Backend {
             config.manifest_fetch_timeout,
             config.manifest_max_bytes,
         );
+        let catalogue = Catalogue::new(&config.catalogue, fetcher.clone());
         Self {
             config,
             cluster,
             cache,
             fetcher,
+            catalogue,
+            turns: Turns::default(),
         }
     }
 
@@ -186,15 +219,37 @@ impl Backend {
         silo_ip: IpAddr,
     ) -> Result<Created, RequestError> {
         let user = UserId::parse(&request.user_id)?;
-        let manifest_text = self.fetcher.fetch(&request.yaml_url).await?;
-        let silo_ip = silo_ip.to_string();
-        let requester = Requester {
-            user: &user,
-            silo_ip: &silo_ip,
-        };
         let empty = Settings::new();
         let settings = request.settings.as_ref().unwrap_or(&empty);
-        let prepared = manifest::prepare(&manifest_text, requester, settings, &self.config)?;
+        self.create(&user, &request.yaml_url, settings, silo_ip).await
+    }
+
+    /// A create for either API: fetches the manifest at `url`, checks the user's limits, makes the
+    /// user's storage, the pod and its NetworkPolicy, and answers once the pod is created.
+    async fn create(
+        &self,
+        user: &UserId,
+        url: &str,
+        settings: &Settings,
+        silo_ip: IpAddr,
+    ) -> Result<Created, RequestError> {
+        let manifest_text = self.fetcher.fetch(url).await?;
+        let silo_ip = silo_ip.to_string();
+        let requester = Requester {
+            user,
+            silo_ip: &silo_ip,
+        };
+        let mut prepared = manifest::prepare(&manifest_text, requester, settings, &self.config)?;
+        crate::culling::lifetimes(&prepared.pod, &self.config).map_err(RequestError::Annotation)?;
+        prepared.pod.annotations_mut().insert(
+            crate::keys::ANNOTATION_MANIFEST_NAME.to_owned(),
+            prepared.manifest_name.clone(),
+        );
+        // One create of a user's at a time, so two at once can't both fit under a limit.
+        let _turn = self.turns.take(user).await;
+        let existing = self.cache.pods_of(user);
+        let existing: Vec<&Pod> = existing.iter().map(AsRef::as_ref).collect();
+        limits::check(&self.config.limits, &existing, &prepared.pod)?;
         let deadline = Timestamp::now() + self.config.timeout_create;
         let deadline_text = deadline.to_string();
         let storage_claim = if prepared.needs_user_storage {
@@ -202,11 +257,11 @@ impl Backend {
             // the pod does, so the mark need not last to the deadline (which would hold unused
             // storage that long after a quick delete).
             let wanted_until = (Timestamp::now() + STORAGE_WANTED).to_string();
-            self.ensure_storage(&user, &silo_ip, &wanted_until).await?
+            self.ensure_storage(user, &silo_ip, &wanted_until).await?
         } else {
             String::new()
         };
-        let candidates = names::pod_name_candidates(&prepared.manifest_name, &user);
+        let candidates = names::pod_name_candidates(&prepared.manifest_name, user);
         let warnings = prepared.warnings.clone();
         for name in &candidates {
             if self.cache.pod(name).is_some() {
@@ -216,12 +271,17 @@ impl Backend {
                 name,
                 storage_claim: &storage_claim,
                 deadline: &deadline_text,
-                manifest_url: &request.yaml_url,
+                manifest_url: url,
             };
             let pod = manifest::assemble(prepared.clone(), requester, &placement);
             match self.cluster.create_pod(&pod).await {
                 Ok(created) => {
-                    tracing::info!(pod = name, user = %user, manifest = request.yaml_url, "pod created");
+                    tracing::info!(pod = name, user = %user, manifest = url, "pod created");
+                    // Isolated before it can start; the lifecycle makes sure again before ready.
+                    if let Err(error) = self.isolate(&created).await {
+                        let _ = self.cluster.delete_pod(name, created.uid().as_deref()).await;
+                        return Err(error.into());
+                    }
                     self.await_visible(&created).await;
                     return Ok(Created {
                         pod_name: name.clone(),
@@ -239,6 +299,11 @@ impl Backend {
         })
     }
 
+    /// Makes the pod's NetworkPolicy, unless `networkPolicy` is off.
+    async fn isolate(&self, pod: &Pod) -> Result<(), ClusterError> {
+        lifecycle::isolate(&self.cluster, &self.config, pod).await
+    }
+
     /// Waits (briefly) until the cache shows `pod`, so that a `get_pods` or watch right after the
     /// create sees it.
     async fn await_visible(&self, pod: &Pod) {
@@ -249,137 +314,6 @@ impl Backend {
                 cache.pod(&name).filter(|p| p.uid() == uid).map(|_| ())
             })
             .await;
-    }
-
-    /// Makes sure the user's PV and PVC exist and are not being deleted, marked as wanted until
-    /// `until`; returns the claim's name. Storage of the user's still being deleted is waited
-    /// for and made anew, never taken as ready; storage of the same name that is someone else's
-    /// is never used.
-    async fn ensure_storage(
-        &self,
-        user: &UserId,
-        silo_ip: &str,
-        until: &str,
-    ) -> Result<String, RequestError> {
-        for name in [names::storage_name(user), names::storage_name_for(user)] {
-            for _ in 0..3 {
-                match self.try_storage(user, silo_ip, until, &name).await? {
-                    Attempt::Ready => return Ok(name),
-                    Attempt::Taken => break,
-                    Attempt::Again => {}
-                }
-            }
-        }
-        Err(RequestError::Storage(format!(
-            "no storage name is free for {user} ({} and {} belong to others or keep changing)",
-            names::storage_name(user),
-            names::storage_name_for(user)
-        )))
-    }
-
-    /// One try at making the storage `name` ready for `user`.
-    async fn try_storage(
-        &self,
-        user: &UserId,
-        silo_ip: &str,
-        until: &str,
-        name: &str,
-    ) -> Result<Attempt, RequestError> {
-        let storage_error = |e: ClusterError| RequestError::Storage(e.to_string());
-        let Some(claim) = self.cluster.claim(name).await.map_err(storage_error)? else {
-            if !self.ensure_volume(user, silo_ip, name).await? {
-                return Ok(Attempt::Taken);
-            }
-            let storage = objects::Storage::new(user, silo_ip, name.to_owned(), &self.config);
-            let mut claim = storage.claim(user, &self.config);
-            claim.annotations_mut().insert(
-                crate::keys::ANNOTATION_STORAGE_WANTED_UNTIL.to_owned(),
-                until.to_owned(),
-            );
-            return match self.cluster.create_claim(&claim).await {
-                Ok(()) => Ok(Attempt::Ready),
-                Err(e) if e.is_conflict() => Ok(Attempt::Again),
-                Err(e) => Err(storage_error(e)),
-            };
-        };
-        match crate::user::owner_of(&claim) {
-            // Another user's (their ids share deic-dk's user string): use the other name.
-            Some(owner) if owner != user.as_str() => return Ok(Attempt::Taken),
-            // Made by deic-dk (no owner mark): the user's only if its volume is theirs.
-            None if !self.volume_is_users(user, name).await? => return Ok(Attempt::Taken),
-            _ => {}
-        }
-        if claim.metadata.deletion_timestamp.is_some() {
-            let gone = self
-                .cluster
-                .wait_claim_gone(name, STORAGE_DELETE_WAIT)
-                .await
-                .map_err(storage_error)?;
-            if !gone {
-                return Err(RequestError::Storage(format!(
-                    "claim {name} is still being deleted after {STORAGE_DELETE_WAIT:?}"
-                )));
-            }
-            return Ok(Attempt::Again);
-        }
-        self.cluster
-            .claim_storage(name, until)
-            .await
-            .map_err(storage_error)?;
-        // The claim may have started to go away in between: look again.
-        let claim = self.cluster.claim(name).await.map_err(storage_error)?;
-        if claim.is_none_or(|c| c.metadata.deletion_timestamp.is_some()) {
-            return Ok(Attempt::Again);
-        }
-        if !self.ensure_volume(user, silo_ip, name).await? {
-            return Ok(Attempt::Taken);
-        }
-        Ok(Attempt::Ready)
-    }
-
-    /// Whether the volume `name` is `user`'s (by outfit's mark, or deic-dk's NFS path).
-    async fn volume_is_users(&self, user: &UserId, name: &str) -> Result<bool, RequestError> {
-        let volume = self
-            .cluster
-            .volume(name)
-            .await
-            .map_err(|e| RequestError::Storage(e.to_string()))?;
-        Ok(volume.is_some_and(|v| objects::Storage::belongs_to(&v, user, &self.config)))
-    }
-
-    /// Makes sure the user's volume `name` exists; `false` when a volume of that name is someone
-    /// else's (the caller then uses another name).
-    async fn ensure_volume(&self, user: &UserId, silo_ip: &str, name: &str) -> Result<bool, RequestError> {
-        let storage_error = |e: ClusterError| RequestError::Storage(e.to_string());
-        if let Some(volume) = self.cluster.volume(name).await.map_err(storage_error)? {
-            if !objects::Storage::belongs_to(&volume, user, &self.config) {
-                return Ok(false);
-            }
-            if volume.metadata.deletion_timestamp.is_none() {
-                return Ok(true);
-            }
-            // A Released volume being deleted: wait for it to go, then make it anew.
-            let deadline = Instant::now() + STORAGE_DELETE_WAIT;
-            while self.cluster.volume(name).await.map_err(storage_error)?.is_some() {
-                if Instant::now() >= deadline {
-                    return Err(RequestError::Storage(format!(
-                        "volume {name} is still being deleted"
-                    )));
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
-        let storage = objects::Storage::new(user, silo_ip, name.to_owned(), &self.config);
-        match self
-            .cluster
-            .create_volume(&storage.volume(user, &self.config))
-            .await
-        {
-            Ok(()) => Ok(true),
-            // Made meanwhile (a second replica): it is the user's if its mark says so.
-            Err(e) if e.is_conflict() => self.volume_is_users(user, name).await,
-            Err(e) => Err(storage_error(e)),
-        }
     }
 
     /// `watch_create_pod`: waits until the user's pod is ready, its create failed, or its
@@ -395,39 +329,26 @@ impl Backend {
             return Ok(not_yours);
         };
         // The lifecycle fails a pod at its deadline; allow it a moment to say why.
-        let deadline = lifecycle::deadline(&pod)
+        let deadline = crate::progress::deadline(&pod)
             .map(|d| {
                 let left = d.duration_since(Timestamp::now()).as_secs().max(0) as u64;
                 Instant::now() + Duration::from_secs(left) + OWN_WRITE_VISIBLE
             })
             .unwrap_or_else(Instant::now);
-        let uid = pod.uid();
+        // The same reading of the cache as the progress stream's.
+        let uid = pod.uid().unwrap_or_default();
         let outcome = self
             .cache
-            .wait_for(deadline, |cache| {
-                let Some(pod) = cache.owned_pod(&user, pod_name).filter(|p| p.uid() == uid) else {
-                    return Some(CreateOutcome {
-                        ready: false,
-                        reason: Some("the pod was deleted before it was ready".to_owned()),
-                    });
+            .wait_for(deadline, |_| {
+                let report = self.report(pod_name, &uid);
+                let (ready, reason) = match report.status {
+                    Status::Creating => return None,
+                    Status::Ready => (true, None),
+                    Status::Failed => (false, Some(report.message)),
+                    Status::Deleting => (false, Some("the pod is being deleted".to_owned())),
+                    Status::Deleted => (false, Some("the pod was deleted before it was ready".to_owned())),
                 };
-                if let Some(reason) = lifecycle::failure(&pod) {
-                    return Some(CreateOutcome {
-                        ready: false,
-                        reason: Some(reason.to_owned()),
-                    });
-                }
-                match info::progress(&pod) {
-                    info::Progress::Settled => Some(CreateOutcome {
-                        ready: true,
-                        reason: None,
-                    }),
-                    info::Progress::Deleting => Some(CreateOutcome {
-                        ready: false,
-                        reason: Some("the pod is being deleted".to_owned()),
-                    }),
-                    info::Progress::Creating => None,
-                }
+                Some(CreateOutcome { ready, reason })
             })
             .await;
         Ok(outcome.unwrap_or(CreateOutcome {

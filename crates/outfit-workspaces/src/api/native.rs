@@ -1,0 +1,301 @@
+//! The native API under `/api/v1/` (described by `GET /api/v1/openapi.json`): the caller is
+//! authenticated first (a Kubernetes token, or a trusted proxy's headers), then the route and
+//! method are read, then the body, then the operation runs as that caller. Every error is
+//! `{"error": "...", "reason": "..."}` with a status that says what kind it is.
+
+use hyper::{Method, Request, StatusCode, body::Incoming};
+use serde::Serialize;
+use serde_json::json;
+
+use super::{Answer, Api, Body, SYNC_WAIT, parse, read_body, sse};
+use crate::{
+    auth::{AuthError, Identity},
+    backend::{Launch, RequestError},
+};
+
+/// The OpenAPI description of this API.
+const OPENAPI: &str = include_str!("openapi.json");
+
+/// The native endpoints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Endpoint {
+    OpenApi,
+    Me,
+    Catalogue,
+    List,
+    Launch,
+    Get(String),
+    Delete(String),
+    Progress(String),
+    Activity(String),
+}
+
+impl Endpoint {
+    /// The endpoint of `method` on `path` (under `/api/v1`), or why there is none.
+    fn of(method: &Method, path: &str) -> Result<Self, (StatusCode, String)> {
+        let rest = path.trim_start_matches("/api/v1").trim_matches('/');
+        let segments: Vec<&str> = rest.split('/').collect();
+        let (endpoint, allowed): (Option<Self>, &[Method]) = match (segments.as_slice(), method) {
+            (["openapi.json"], &Method::GET) => (Some(Self::OpenApi), &[]),
+            (["me"], &Method::GET) => (Some(Self::Me), &[]),
+            (["catalogue"], &Method::GET) => (Some(Self::Catalogue), &[]),
+            (["workspaces"], &Method::GET) => (Some(Self::List), &[]),
+            (["workspaces"], &Method::POST) => (Some(Self::Launch), &[]),
+            (["workspaces", name], &Method::GET) => (Some(Self::Get((*name).to_owned())), &[]),
+            (["workspaces", name], &Method::DELETE) => (Some(Self::Delete((*name).to_owned())), &[]),
+            (["workspaces", name, "progress"], &Method::GET) => {
+                (Some(Self::Progress((*name).to_owned())), &[])
+            }
+            (["workspaces", name, "activity"], &Method::POST) => {
+                (Some(Self::Activity((*name).to_owned())), &[])
+            }
+            (["openapi.json" | "me" | "catalogue"], _) => (None, &[Method::GET]),
+            (["workspaces"], _) => (None, &[Method::GET, Method::POST]),
+            (["workspaces", _], _) => (None, &[Method::GET, Method::DELETE]),
+            (["workspaces", _, "progress"], _) => (None, &[Method::GET]),
+            (["workspaces", _, "activity"], _) => (None, &[Method::POST]),
+            _ => {
+                return Err((
+                    StatusCode::NOT_FOUND,
+                    format!("no endpoint {path}; see /api/v1/openapi.json"),
+                ));
+            }
+        };
+        endpoint.ok_or_else(|| {
+            let allowed: Vec<&str> = allowed.iter().map(Method::as_str).collect();
+            (
+                StatusCode::METHOD_NOT_ALLOWED,
+                format!("{path} takes {}, not {method}", allowed.join(" or ")),
+            )
+        })
+    }
+
+    /// The endpoint's name, for metrics and logs.
+    fn name(&self) -> &'static str {
+        match self {
+            Self::OpenApi => "v1_openapi",
+            Self::Me => "v1_me",
+            Self::Catalogue => "v1_catalogue",
+            Self::List => "v1_list",
+            Self::Launch => "v1_launch",
+            Self::Get(_) => "v1_get",
+            Self::Delete(_) => "v1_delete",
+            Self::Progress(_) => "v1_progress",
+            Self::Activity(_) => "v1_activity",
+        }
+    }
+}
+
+/// A failure as the native API answers it.
+fn failure(status: StatusCode, reason: &str, error: impl std::fmt::Display) -> Answer {
+    Answer::json(status, json!({"error": error.to_string(), "reason": reason}))
+}
+
+fn ok(status: StatusCode, body: impl Serialize) -> Answer {
+    Answer::json(status, serde_json::to_value(body).expect("answers serialize"))
+}
+
+/// The status and reason of a failed operation.
+fn request_failure(error: &RequestError) -> Answer {
+    let (status, reason) = match error {
+        RequestError::User(_) | RequestError::BadAddress(_) => (StatusCode::BAD_REQUEST, "BadRequest"),
+        RequestError::Fetch(_) => (StatusCode::BAD_GATEWAY, "ManifestUnavailable"),
+        RequestError::Manifest(_) | RequestError::Annotation(_) => {
+            (StatusCode::UNPROCESSABLE_ENTITY, "BadManifest")
+        }
+        RequestError::NoSuchPod { .. } => (StatusCode::NOT_FOUND, "NotFound"),
+        RequestError::UnknownManifest(_) => (StatusCode::NOT_FOUND, "UnknownManifest"),
+        RequestError::NamesTaken { .. } | RequestError::AlreadyDeleting(_) => {
+            (StatusCode::CONFLICT, "Conflict")
+        }
+        RequestError::Forbidden(_) => (StatusCode::FORBIDDEN, "Forbidden"),
+        RequestError::Limit(_) => (StatusCode::FORBIDDEN, "LimitExceeded"),
+        RequestError::Storage(_) | RequestError::Cluster(_) => {
+            (StatusCode::INTERNAL_SERVER_ERROR, "ClusterError")
+        }
+    };
+    failure(status, reason, error)
+}
+
+fn auth_failure(error: &AuthError) -> Answer {
+    let (status, reason) = match error {
+        AuthError::Missing | AuthError::Refused(_) => (StatusCode::UNAUTHORIZED, "Unauthenticated"),
+        AuthError::UntrustedProxy { .. } | AuthError::Unmappable { .. } => {
+            (StatusCode::FORBIDDEN, "Forbidden")
+        }
+        AuthError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "NotReady"),
+    };
+    failure(status, reason, error)
+}
+
+impl Api {
+    /// Answers a request under `/api/v1/`.
+    pub(super) async fn native(&self, request: Request<Incoming>) -> (&'static str, Answer) {
+        let endpoint = match Endpoint::of(request.method(), request.uri().path()) {
+            Ok(endpoint) => endpoint,
+            Err((status, error)) => {
+                let reason = if status == StatusCode::NOT_FOUND {
+                    "NotFound"
+                } else {
+                    "MethodNotAllowed"
+                };
+                return ("v1_other", failure(status, reason, error));
+            }
+        };
+        let name = endpoint.name();
+        if endpoint == Endpoint::OpenApi {
+            let answer = Answer {
+                status: StatusCode::OK,
+                body: Body::Static {
+                    content_type: "application/json",
+                    bytes: OPENAPI.as_bytes(),
+                },
+            };
+            return (name, answer);
+        }
+        let peer = super::canonical(self.peer.ip());
+        let identity = match self.auth.authenticate(request.headers(), peer).await {
+            Ok(identity) => identity,
+            Err(error) => {
+                tracing::debug!(%peer, %error, "caller refused");
+                return (name, auth_failure(&error));
+            }
+        };
+        // Before the first complete read an empty cache would answer "no such workspace".
+        if tokio::time::timeout(SYNC_WAIT, self.backend.synced())
+            .await
+            .is_err()
+        {
+            let error = "the backend has not read the cluster yet; try again";
+            return (name, failure(StatusCode::SERVICE_UNAVAILABLE, "NotReady", error));
+        }
+        let all = request
+            .uri()
+            .query()
+            .is_some_and(|q| q.split('&').any(|pair| pair == "all=true" || pair == "all"));
+        let body = if endpoint == Endpoint::Launch {
+            match read_body(request.into_body(), self.backend.config().max_body_bytes).await {
+                Ok(body) => Some(body),
+                Err((status, error)) => return (name, failure(status, "BadRequest", error)),
+            }
+        } else {
+            None
+        };
+        let answer = match self.operate(endpoint, &identity, all, body.as_deref()).await {
+            Ok(answer) => answer,
+            Err(error) => request_failure(&error),
+        };
+        (name, answer)
+    }
+
+    async fn operate(
+        &self,
+        endpoint: Endpoint,
+        identity: &Identity,
+        all: bool,
+        body: Option<&[u8]>,
+    ) -> Result<Answer, RequestError> {
+        let backend = &self.backend;
+        Ok(match endpoint {
+            Endpoint::OpenApi => unreachable!("answered before authentication"),
+            Endpoint::Me => ok(
+                StatusCode::OK,
+                json!({"user": identity.user.as_str(), "username": identity.username,
+                       "groups": identity.groups, "admin": identity.admin}),
+            ),
+            Endpoint::Catalogue => ok(
+                StatusCode::OK,
+                json!({"items": backend.catalogue(identity).await}),
+            ),
+            Endpoint::List => ok(
+                StatusCode::OK,
+                json!({"items": backend.workspaces(identity, all)?}),
+            ),
+            Endpoint::Launch => {
+                let launch: Launch = match parse(body.unwrap_or_default()) {
+                    Ok(launch) => launch,
+                    Err(error) => return Ok(failure(StatusCode::BAD_REQUEST, "BadRequest", error)),
+                };
+                // Native workspaces' home server is the configured one (`testingHost`).
+                let silo = backend.config().testing_host;
+                let (workspace, warnings) = backend.launch(identity, &launch, silo).await?;
+                self.metrics.created();
+                let mut answer = serde_json::to_value(&workspace).expect("workspaces serialize");
+                if !warnings.is_empty() {
+                    answer["warnings"] = json!(warnings);
+                }
+                tracing::info!(user = %identity.user, workspace = workspace.name, manifest = launch.manifest, "launched");
+                ok(StatusCode::CREATED, answer)
+            }
+            Endpoint::Get(name) => ok(StatusCode::OK, backend.workspace(identity, &name)?),
+            Endpoint::Delete(name) => {
+                backend.remove(identity, &name).await?;
+                ok(StatusCode::ACCEPTED, json!({"name": name, "deleting": true}))
+            }
+            Endpoint::Progress(name) => {
+                let uid = backend.follow(identity, &name)?;
+                let stream = sse::stream(backend.clone(), name, uid, self.shutdown.clone());
+                Answer {
+                    status: StatusCode::OK,
+                    body: Body::Events(stream),
+                }
+            }
+            Endpoint::Activity(name) => {
+                backend.activity(identity, &name).await?;
+                Answer {
+                    status: StatusCode::NO_CONTENT,
+                    body: Body::Empty,
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+
+    #[test]
+    fn paths_and_methods_pick_the_endpoint() {
+        let of = |method: Method, path: &str| Endpoint::of(&method, path);
+        assert_eq!(of(Method::GET, "/api/v1/workspaces"), Ok(Endpoint::List));
+        assert_eq!(of(Method::POST, "/api/v1/workspaces/"), Ok(Endpoint::Launch));
+        assert_eq!(
+            of(Method::GET, "/api/v1/workspaces/ws-1"),
+            Ok(Endpoint::Get("ws-1".into()))
+        );
+        assert_eq!(
+            of(Method::DELETE, "/api/v1/workspaces/ws-1"),
+            Ok(Endpoint::Delete("ws-1".into()))
+        );
+        assert_eq!(
+            of(Method::GET, "/api/v1/workspaces/ws-1/progress"),
+            Ok(Endpoint::Progress("ws-1".into()))
+        );
+        let (status, error) = of(Method::PUT, "/api/v1/workspaces/ws-1").unwrap_err();
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+        assert!(error.contains("GET or DELETE"), "{error}");
+        assert_eq!(
+            of(Method::GET, "/api/v1/nothing").unwrap_err().0,
+            StatusCode::NOT_FOUND
+        );
+    }
+
+    #[test]
+    fn the_openapi_description_is_json_and_names_every_path() {
+        let spec: Value = serde_json::from_str(OPENAPI).expect("openapi.json is JSON");
+        assert_eq!(spec["openapi"].as_str().map(|v| &v[..2]), Some("3."));
+        for path in [
+            "/api/v1/me",
+            "/api/v1/catalogue",
+            "/api/v1/workspaces",
+            "/api/v1/workspaces/{name}",
+            "/api/v1/workspaces/{name}/progress",
+            "/api/v1/workspaces/{name}/activity",
+        ] {
+            assert!(spec["paths"].get(path).is_some(), "{path} missing");
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! The operations behind the native API: each takes the authenticated caller, who acts on their
+//! own workspaces only (admins, on anyone's), and answers from the watch cache.
+
+use std::{collections::BTreeMap, net::IpAddr};
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use serde::Deserialize;
+use tokio::sync::watch;
+
+use super::{Backend, Created, RequestError};
+use crate::{
+    auth::Identity,
+    catalogue::{self, Item},
+    info::{self, Workspace},
+    keys,
+    manifest::Settings,
+    progress::storage_claim_of,
+    report::{self, Report},
+    user::belongs_to,
+};
+
+/// A launch request: a catalogue entry and the env to set.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Launch {
+    /// The catalogue entry's name.
+    pub manifest: String,
+    /// Container name → env var → value.
+    #[serde(default)]
+    pub settings: Settings,
+}
+
+/// Activity is recorded at most this often per workspace: a page that pings on every keystroke
+/// costs one write a minute.
+const ACTIVITY_WRITE_EVERY: i64 = 60;
+
+impl Backend {
+    /// The workspaces of `identity`, or everyone's when an admin asks for `all`.
+    pub fn workspaces(&self, identity: &Identity, all: bool) -> Result<Vec<Workspace>, RequestError> {
+        if all && !identity.admin {
+            return Err(RequestError::Forbidden(
+                "only members of adminGroups may list every user's workspaces".to_owned(),
+            ));
+        }
+        let pods = if all {
+            let mut pods = self.cache.pods();
+            pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+            pods
+        } else {
+            self.cache.pods_of(&identity.user)
+        };
+        let now = Timestamp::now();
+        Ok(pods.iter().map(|pod| self.describe(pod, now)).collect())
+    }
+
+    /// The workspace `name` of `identity` (any user's, for an admin).
+    pub fn workspace(&self, identity: &Identity, name: &str) -> Result<Workspace, RequestError> {
+        let pod = self.visible_pod(identity, name)?;
+        Ok(self.describe(&pod, Timestamp::now()))
+    }
+
+    /// Launches the catalogue entry of `launch` for `identity`.
+    pub async fn launch(
+        &self,
+        identity: &Identity,
+        launch: &Launch,
+        silo_ip: IpAddr,
+    ) -> Result<(Workspace, Vec<String>), RequestError> {
+        let entry = self
+            .catalogue
+            .entry(&launch.manifest)
+            .ok_or_else(|| RequestError::UnknownManifest(launch.manifest.clone()))?;
+        if !catalogue::may_launch(entry, identity) {
+            return Err(RequestError::Forbidden(format!(
+                "manifest {:?} is for members of {} only",
+                entry.name,
+                entry.groups.join(", ")
+            )));
+        }
+        let url = entry.url.clone();
+        let Created { pod_name, warnings } = self
+            .create(&identity.user, &url, &launch.settings, silo_ip)
+            .await?;
+        let workspace = self.workspace(identity, &pod_name)?;
+        Ok((workspace, warnings))
+    }
+
+    /// Deletes the workspace `name` of `identity` (any user's, for an admin).
+    pub async fn remove(&self, identity: &Identity, name: &str) -> Result<(), RequestError> {
+        let pod = self.visible_pod(identity, name)?;
+        if pod.metadata.deletion_timestamp.is_some() {
+            return Ok(());
+        }
+        self.cluster.delete_pod(name, pod.uid().as_deref()).await?;
+        tracing::info!(pod = name, user = %identity.user, by = identity.username, "workspace deletion requested");
+        Ok(())
+    }
+
+    /// Records that `identity` is active in workspace `name`.
+    pub async fn activity(&self, identity: &Identity, name: &str) -> Result<(), RequestError> {
+        let pod = self.owned_pod(identity, name)?;
+        let now = Timestamp::now();
+        let recent = pod
+            .annotations()
+            .get(keys::ANNOTATION_LAST_ACTIVITY)
+            .and_then(|t| t.parse::<Timestamp>().ok())
+            .is_some_and(|t| now.as_second() - t.as_second() < ACTIVITY_WRITE_EVERY);
+        if !recent {
+            let mark = BTreeMap::from([(keys::ANNOTATION_LAST_ACTIVITY, Some(now.to_string()))]);
+            self.cluster.annotate_pod(name, mark).await?;
+        }
+        Ok(())
+    }
+
+    /// The catalogue entries `identity` may launch.
+    pub async fn catalogue(&self, identity: &Identity) -> Vec<Item> {
+        self.catalogue.items(identity).await
+    }
+
+    /// The uid of workspace `name` that `identity` may follow.
+    pub fn follow(&self, identity: &Identity, name: &str) -> Result<String, RequestError> {
+        Ok(self.visible_pod(identity, name)?.uid().unwrap_or_default())
+    }
+
+    /// The progress of the pod `name` with `uid`, as the cache shows it now.
+    pub fn report(&self, name: &str, uid: &str) -> Report {
+        let pod = self.cache.pod(name).filter(|p| p.uid().as_deref() == Some(uid));
+        let claim = pod
+            .as_deref()
+            .and_then(storage_claim_of)
+            .and_then(|claim| self.cache.claim(claim));
+        let events = self.cache.events_of(uid);
+        report::report(name, pod.as_deref(), claim.as_deref(), &events)
+    }
+
+    /// A receiver that sees every change of the cache.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.cache.changes()
+    }
+
+    fn describe(&self, pod: &Pod, now: Timestamp) -> Workspace {
+        let report = self.report(&pod.name_any(), &pod.uid().unwrap_or_default());
+        info::workspace(pod, &report, &self.config, now)
+    }
+
+    /// `identity`'s pod `name`; for an admin, anyone's.
+    fn visible_pod(&self, identity: &Identity, name: &str) -> Result<std::sync::Arc<Pod>, RequestError> {
+        if identity.admin {
+            return self.cache.pod(name).ok_or_else(|| not_found(identity, name));
+        }
+        self.owned_pod(identity, name)
+    }
+
+    fn owned_pod(&self, identity: &Identity, name: &str) -> Result<std::sync::Arc<Pod>, RequestError> {
+        // Someone else's pod is "not found", as if it did not exist: names tell nothing.
+        self.cache
+            .pod(name)
+            .filter(|pod| belongs_to(pod.as_ref(), &identity.user))
+            .ok_or_else(|| not_found(identity, name))
+    }
+}
+
+fn not_found(identity: &Identity, name: &str) -> RequestError {
+    RequestError::NoSuchPod {
+        user: identity.user.to_string(),
+        pod: name.to_owned(),
+    }
+}

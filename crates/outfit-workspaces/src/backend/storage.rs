@@ -1,0 +1,156 @@
+//! The user's storage (PV and PVC) made ready for a create: made when missing, waited for and
+//! made anew when being deleted, never someone else's.
+
+use std::time::Duration;
+
+use kube::ResourceExt;
+use tokio::time::Instant;
+
+use super::{Backend, RequestError};
+use crate::{cluster::ClusterError, names, objects, user::UserId};
+
+/// How one try at the user's storage ended.
+enum Attempt {
+    /// The claim and volume are there and the user's.
+    Ready,
+    /// The name belongs to someone else.
+    Taken,
+    /// Something changed meanwhile: try the same name again.
+    Again,
+}
+
+/// How long a create may wait for storage of the user's that is still being deleted.
+const STORAGE_DELETE_WAIT: Duration = Duration::from_secs(30);
+
+impl Backend {
+    /// Makes sure the user's PV and PVC exist and are not being deleted, marked as wanted until
+    /// `until`; returns the claim's name. Storage of the user's still being deleted is waited
+    /// for and made anew, never taken as ready; storage of the same name that is someone else's
+    /// is never used.
+    pub(super) async fn ensure_storage(
+        &self,
+        user: &UserId,
+        silo_ip: &str,
+        until: &str,
+    ) -> Result<String, RequestError> {
+        for name in [names::storage_name(user), names::storage_name_for(user)] {
+            for _ in 0..3 {
+                match self.try_storage(user, silo_ip, until, &name).await? {
+                    Attempt::Ready => return Ok(name),
+                    Attempt::Taken => break,
+                    Attempt::Again => {}
+                }
+            }
+        }
+        Err(RequestError::Storage(format!(
+            "no storage name is free for {user} ({} and {} belong to others or keep changing)",
+            names::storage_name(user),
+            names::storage_name_for(user)
+        )))
+    }
+
+    /// One try at making the storage `name` ready for `user`.
+    async fn try_storage(
+        &self,
+        user: &UserId,
+        silo_ip: &str,
+        until: &str,
+        name: &str,
+    ) -> Result<Attempt, RequestError> {
+        let storage_error = |e: ClusterError| RequestError::Storage(e.to_string());
+        let Some(claim) = self.cluster.claim(name).await.map_err(storage_error)? else {
+            if !self.ensure_volume(user, silo_ip, name).await? {
+                return Ok(Attempt::Taken);
+            }
+            let storage = objects::Storage::new(user, silo_ip, name.to_owned(), &self.config);
+            let mut claim = storage.claim(user, &self.config);
+            claim.annotations_mut().insert(
+                crate::keys::ANNOTATION_STORAGE_WANTED_UNTIL.to_owned(),
+                until.to_owned(),
+            );
+            return match self.cluster.create_claim(&claim).await {
+                Ok(()) => Ok(Attempt::Ready),
+                Err(e) if e.is_conflict() => Ok(Attempt::Again),
+                Err(e) => Err(storage_error(e)),
+            };
+        };
+        match crate::user::owner_of(&claim) {
+            // Another user's (their ids share deic-dk's user string): use the other name.
+            Some(owner) if owner != user.as_str() => return Ok(Attempt::Taken),
+            // Made by deic-dk (no owner mark): the user's only if its volume is theirs.
+            None if !self.volume_is_users(user, name).await? => return Ok(Attempt::Taken),
+            _ => {}
+        }
+        if claim.metadata.deletion_timestamp.is_some() {
+            let gone = self
+                .cluster
+                .wait_claim_gone(name, STORAGE_DELETE_WAIT)
+                .await
+                .map_err(storage_error)?;
+            if !gone {
+                return Err(RequestError::Storage(format!(
+                    "claim {name} is still being deleted after {STORAGE_DELETE_WAIT:?}"
+                )));
+            }
+            return Ok(Attempt::Again);
+        }
+        self.cluster
+            .claim_storage(name, until)
+            .await
+            .map_err(storage_error)?;
+        // The claim may have started to go away in between: look again.
+        let claim = self.cluster.claim(name).await.map_err(storage_error)?;
+        if claim.is_none_or(|c| c.metadata.deletion_timestamp.is_some()) {
+            return Ok(Attempt::Again);
+        }
+        if !self.ensure_volume(user, silo_ip, name).await? {
+            return Ok(Attempt::Taken);
+        }
+        Ok(Attempt::Ready)
+    }
+
+    /// Whether the volume `name` is `user`'s (by outfit's mark, or deic-dk's NFS path).
+    async fn volume_is_users(&self, user: &UserId, name: &str) -> Result<bool, RequestError> {
+        let volume = self
+            .cluster
+            .volume(name)
+            .await
+            .map_err(|e| RequestError::Storage(e.to_string()))?;
+        Ok(volume.is_some_and(|v| objects::Storage::belongs_to(&v, user, &self.config)))
+    }
+
+    /// Makes sure the user's volume `name` exists; `false` when a volume of that name is someone
+    /// else's (the caller then uses another name).
+    async fn ensure_volume(&self, user: &UserId, silo_ip: &str, name: &str) -> Result<bool, RequestError> {
+        let storage_error = |e: ClusterError| RequestError::Storage(e.to_string());
+        if let Some(volume) = self.cluster.volume(name).await.map_err(storage_error)? {
+            if !objects::Storage::belongs_to(&volume, user, &self.config) {
+                return Ok(false);
+            }
+            if volume.metadata.deletion_timestamp.is_none() {
+                return Ok(true);
+            }
+            // A Released volume being deleted: wait for it to go, then make it anew.
+            let deadline = Instant::now() + STORAGE_DELETE_WAIT;
+            while self.cluster.volume(name).await.map_err(storage_error)?.is_some() {
+                if Instant::now() >= deadline {
+                    return Err(RequestError::Storage(format!(
+                        "volume {name} is still being deleted"
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        let storage = objects::Storage::new(user, silo_ip, name.to_owned(), &self.config);
+        match self
+            .cluster
+            .create_volume(&storage.volume(user, &self.config))
+            .await
+        {
+            Ok(()) => Ok(true),
+            // Made meanwhile (a second replica): it is the user's if its mark says so.
+            Err(e) if e.is_conflict() => self.volume_is_users(user, name).await,
+            Err(e) => Err(storage_error(e)),
+        }
+    }
+}

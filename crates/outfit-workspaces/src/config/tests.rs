@@ -1,0 +1,229 @@
+//! Reading the configuration: defaults, the file, the environment, and errors that name the key.
+
+use std::io::Write;
+
+use super::*;
+
+fn file(text: &str) -> tempfile_lite::File {
+    tempfile_lite::File::new(text)
+}
+
+/// A file removed when dropped (the crate has no tempfile dependency).
+mod tempfile_lite {
+    use super::Write;
+
+    pub(super) struct File(pub(super) std::path::PathBuf);
+
+    impl File {
+        pub(super) fn new(text: &str) -> Self {
+            static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let path = std::env::temp_dir().join(format!("outfit-ws-config-{}-{n}.yaml", std::process::id()));
+            std::fs::File::create(&path)
+                .and_then(|mut f| f.write_all(text.as_bytes()))
+                .unwrap();
+            Self(path)
+        }
+    }
+
+    impl Drop for File {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}
+
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+#[test]
+fn defaults_are_deic_dks() {
+    let (config, warnings) = Config::load(None, no_env).unwrap();
+    assert!(warnings.is_empty());
+    assert_eq!(config.default_restart_policy, "Never");
+    assert_eq!(config.timeout_create, Duration::from_secs(90));
+    assert_eq!(config.timeout_delete, Duration::from_secs(90));
+    assert_eq!(config.namespace, "sciencedata-dev");
+    assert_eq!(config.token_byte_limit, 4096);
+    assert_eq!(config.nfs_storage_root, "/tank/storage");
+    assert_eq!(config.testing_host.to_string(), "10.0.0.20");
+    assert_eq!(config.local_registry_secret, "docker-registry-auth");
+    assert_eq!(config.ingress_wildcard_secret, "user-pods-wildcard");
+    assert_eq!(config.pod_subnet_cidr.to_string(), "10.128.0.0/15");
+    assert!(config.hostname_list.is_empty());
+    assert_eq!(config.allowed_source_cidrs.len(), 2);
+    assert!(config.bearer_token.is_none());
+}
+
+#[test]
+fn whitelist_is_anchored() {
+    let (config, _) = Config::load(None, no_env).unwrap();
+    let allowed = "https://raw.githubusercontent.com/deic-dk/pod_manifests/main/jupyter.yaml";
+    assert!(config.whitelist_manifest_regex.is_match(allowed));
+    // deic-dk's unanchored match lets this through.
+    let smuggled = format!("https://evil.example/x?{allowed}");
+    assert!(!config.whitelist_manifest_regex.is_match(&smuggled));
+}
+
+#[test]
+fn file_then_environment() {
+    let f = file(
+        "namespace: sciencedata\ntimeoutCreate: 2m\ntokenByteLimit: 100\npodCacheDir: /tmp/x\n\
+         hostnameList:\n  - hostname: silo1.example\n    address: 10.0.0.11\n",
+    );
+    let env = |var: &str| match var {
+        "BACKEND_NAMESPACE" => Some("from-env".to_owned()),
+        "BACKEND_TIMEOUTDELETE" => Some("1h2m3s".to_owned()),
+        _ => None,
+    };
+    let (config, warnings) = Config::load(Some(&f.0), env).unwrap();
+    assert_eq!(config.namespace, "from-env");
+    assert_eq!(config.timeout_create, Duration::from_secs(120));
+    assert_eq!(config.timeout_delete, Duration::from_secs(3723));
+    assert_eq!(config.token_byte_limit, 100);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("podCacheDir"));
+    assert_eq!(config.hostname_of("10.0.0.11"), Some("silo1.example"));
+    // Looked up by the data-network address too, as deic-dk does.
+    let f = file("hostnameList:\n  - {hostname: silo2, address: 10.2.0.12}\n");
+    let (config, _) = Config::load(Some(&f.0), no_env).unwrap();
+    assert_eq!(config.hostname_of("10.0.0.12"), Some("silo2"));
+    assert_eq!(config.hostname_of("10.0.0.13"), None);
+}
+
+#[test]
+fn lists_from_the_environment_are_json() {
+    let env = |var: &str| {
+        (var == "BACKEND_HOSTNAMELIST").then(|| r#"[{"hostname": "s", "address": "10.0.0.1"}]"#.to_owned())
+    };
+    let (config, _) = Config::load(None, env).unwrap();
+    assert_eq!(config.hostname_list.len(), 1);
+}
+
+#[test]
+fn bad_values_name_the_key_and_where_they_came_from() {
+    let cases: &[(&str, &str, &str)] = &[
+        ("timeoutCreate: 90", "timeoutCreate", "unit"),
+        (
+            "defaultRestartPolicy: Sometimes",
+            "defaultRestartPolicy",
+            "Always",
+        ),
+        ("whitelistManifestRegex: '(['", "whitelistManifestRegex", "regex"),
+        ("testingHost: silo", "testingHost", "IP"),
+        ("podSubnetCidr: 10.0.0.0/40", "podSubnetCidr", "prefix"),
+        ("tokenByteLimit: -1", "tokenByteLimit", "positive"),
+        ("allowedSourceCidrs: [nope]", "allowedSourceCidrs", "IP network"),
+        ("hostnameList: [{hostname: x}]", "hostnameList", "address"),
+        ("tlsCertFile: /tls.crt", "tlsKeyFile", "both"),
+    ];
+    for (text, key, hint) in cases {
+        let f = file(text);
+        let err = Config::load(Some(&f.0), no_env).unwrap_err().to_string();
+        assert!(err.contains(key) && err.contains(hint), "{text}: {err}");
+        assert!(err.contains(&f.0.display().to_string()), "{err}");
+    }
+    let env = |var: &str| (var == "BACKEND_TIMEOUTCREATE").then(|| "soon".to_owned());
+    let err = Config::load(None, env).unwrap_err().to_string();
+    assert!(
+        err.contains("BACKEND_TIMEOUTCREATE") && err.contains("timeoutCreate"),
+        "{err}"
+    );
+}
+
+#[test]
+fn limits_are_off_by_default_and_read_as_kubernetes_quantities() {
+    let (config, _) = Config::load(None, no_env).unwrap();
+    assert_eq!(config.limits, Limits::default());
+    let f = file("maxWorkspacesPerUser: 3\nmaxCpuPerUser: 2500m\nmaxMemoryPerUser: 8Gi\n");
+    let (config, _) = Config::load(Some(&f.0), no_env).unwrap();
+    assert_eq!(
+        config.limits,
+        Limits {
+            max_workspaces: Some(3),
+            max_cpu_millis: Some(2_500),
+            max_memory_bytes: Some(8 << 30),
+        }
+    );
+    // A YAML number is a quantity too, and zero is no limit.
+    let f = file("maxWorkspacesPerUser: 0\nmaxCpuPerUser: 1.5\nmaxMemoryPerUser: 0\n");
+    let (config, _) = Config::load(Some(&f.0), no_env).unwrap();
+    assert_eq!(config.limits.max_workspaces, None);
+    assert_eq!(config.limits.max_cpu_millis, Some(1_500));
+    assert_eq!(config.limits.max_memory_bytes, None);
+    let env = |var: &str| (var == "BACKEND_MAXCPUPERUSER").then(|| "4".to_owned());
+    let (config, _) = Config::load(None, env).unwrap();
+    assert_eq!(config.limits.max_cpu_millis, Some(4_000));
+}
+
+#[test]
+fn network_isolation_is_on_and_denies_internal_ranges_by_default() {
+    let (config, _) = Config::load(None, no_env).unwrap();
+    let network = &config.network;
+    assert!(network.enabled);
+    assert_eq!(network.ingress_namespaces, ["ingress-nginx"]);
+    assert_eq!(network.backend_namespace, "outfit-workspaces");
+    let denied: Vec<String> = network.denied_egress_cidrs.iter().map(Cidr::to_string).collect();
+    assert_eq!(
+        denied,
+        [
+            "10.0.0.0/8",
+            "172.16.0.0/12",
+            "192.168.0.0/16",
+            "100.64.0.0/10",
+            "169.254.0.0/16",
+            "fc00::/7",
+            "fe80::/10"
+        ]
+    );
+    let metadata = "169.254.169.254".parse().unwrap();
+    assert!(network.denied_egress_cidrs.iter().any(|c| c.contains(metadata)));
+    assert!(network.allowed_egress_cidrs.is_empty());
+    let f = file(
+        "networkPolicy: false\ningressNamespaces: [ingress-nginx, traefik]\n\
+         backendNamespace: outfit-system\ndeniedEgressCidrs: []\nallowedEgressCidrs: [10.0.0.0/24]\n",
+    );
+    let (config, _) = Config::load(Some(&f.0), no_env).unwrap();
+    let network = &config.network;
+    assert!(!network.enabled);
+    assert_eq!(network.ingress_namespaces, ["ingress-nginx", "traefik"]);
+    assert_eq!(network.backend_namespace, "outfit-system");
+    assert!(network.denied_egress_cidrs.is_empty());
+    assert_eq!(network.allowed_egress_cidrs[0].to_string(), "10.0.0.0/24");
+    let env = |var: &str| (var == "BACKEND_NETWORKPOLICY").then(|| "false".to_owned());
+    assert!(!Config::load(None, env).unwrap().0.network.enabled);
+}
+
+#[test]
+fn bad_limits_and_network_values_name_the_key() {
+    let cases: &[(&str, &str, &str)] = &[
+        ("maxWorkspacesPerUser: -1", "maxWorkspacesPerUser", "whole number"),
+        (
+            "maxCpuPerUser: lots",
+            "maxCpuPerUser",
+            "\"lots\" is not a quantity",
+        ),
+        ("maxCpuPerUser: -1", "maxCpuPerUser", "negative"),
+        ("maxMemoryPerUser: 1GB", "maxMemoryPerUser", "\"1GB\""),
+        ("networkPolicy: maybe", "networkPolicy", "true or false"),
+        ("ingressNamespaces: ['']", "ingressNamespaces", "empty"),
+        ("ingressNamespaces: ingress-nginx", "ingressNamespaces", "list"),
+        ("backendNamespace: ''", "backendNamespace", "empty"),
+        ("deniedEgressCidrs: [10.0.0.0/40]", "deniedEgressCidrs", "prefix"),
+        ("allowedEgressCidrs: [silo]", "allowedEgressCidrs", "IP network"),
+    ];
+    for (text, key, hint) in cases {
+        let f = file(text);
+        let err = Config::load(Some(&f.0), no_env).unwrap_err().to_string();
+        assert!(err.contains(key) && err.contains(hint), "{text}: {err}");
+        assert!(err.contains(&f.0.display().to_string()), "{err}");
+    }
+}
+
+#[test]
+fn unknown_keys_are_refused() {
+    let f = file("namespce: x\n");
+    let err = Config::load(Some(&f.0), no_env).unwrap_err().to_string();
+    assert!(err.contains("unknown key \"namespce\""), "{err}");
+}

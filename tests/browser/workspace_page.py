@@ -1,0 +1,497 @@
+#!/usr/bin/env python3
+"""Drive the page `outfit workspaces` serves at `/` in headless Chromium, end to end.
+
+Starts chromedriver, opens the page, signs in (when the page asks), launches a workspace from
+the catalogue, follows its live progress until it is ready, optionally takes a screenshot, deletes
+it and follows the delete until it is gone. Prints one JSON line:
+
+    {"workspace": NAME, "first_progress_ms": ..., "ready_ms": ..., "deleted_ms": ...}
+
+first_progress_ms and ready_ms count from the click on Launch, deleted_ms from the click that
+confirms the delete. Exits 0 on success, 1 on any failure (with what it waited for, what it saw and
+the browser's console log).
+
+It talks W3C WebDriver to chromedriver over HTTP with the standard library only, and finds
+everything through the page's `data-test` attributes.
+
+    workspace_page.py --url http://127.0.0.1:8080/ --token "$TOKEN" --manifest jupyter \\
+        --field jupyter/FILE=notes.ipynb --screenshot /tmp/page.png
+"""
+
+import argparse
+import base64
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+POLL_S = 0.05
+
+
+class Failure(Exception):
+    """The page did not do what was expected; the message says what and what was seen."""
+
+
+class WebDriverError(Exception):
+    def __init__(self, status, error, message):
+        super().__init__(f"{error}: {message}")
+        self.status = status
+        self.error = error
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def css_string(value):
+    """A CSS string literal for an attribute selector."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def test_sel(hook, **attrs):
+    """The selector of a `data-test` hook, with `data-KEY` attributes to match."""
+    sel = f"[data-test={css_string(hook)}]"
+    for key, value in attrs.items():
+        sel += f"[data-{key}={css_string(value)}]"
+    return sel
+
+
+class Driver:
+    """A W3C WebDriver session against a chromedriver this object starts and stops."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.session = None
+        self.proc = None
+        self.profile = tempfile.mkdtemp(prefix="outfit-browser-")
+        self.driver_log = os.path.join(self.profile, "chromedriver.log")
+
+    def start(self, chromedriver, chromium):
+        if not os.access(chromedriver, os.X_OK):
+            raise Failure(f"chromedriver not found or not executable at {chromedriver}")
+        if not os.access(chromium, os.X_OK):
+            raise Failure(f"chromium not found or not executable at {chromium}")
+        log = open(self.driver_log, "wb")
+        self.proc = subprocess.Popen(
+            [chromedriver, f"--port={self.port}", "--allowed-ips=127.0.0.1", f"--log-path={self.driver_log}"],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        )
+        log.close()
+        deadline = time.monotonic() + 20
+        while True:
+            if self.proc.poll() is not None:
+                raise Failure(f"chromedriver exited with {self.proc.returncode} before it was ready; log: {self.tail_log()}")
+            try:
+                status = self._call("GET", "/status", timeout=2)
+                if status.get("ready"):
+                    break
+            except (OSError, WebDriverError):
+                pass
+            if time.monotonic() > deadline:
+                raise Failure(f"chromedriver did not get ready on port {self.port} within 20 s; log: {self.tail_log()}")
+            time.sleep(0.1)
+        caps = {
+            "capabilities": {
+                "alwaysMatch": {
+                    "browserName": "chrome",
+                    "pageLoadStrategy": "normal",
+                    "goog:chromeOptions": {
+                        "binary": chromium,
+                        "args": [
+                            "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                            "--no-first-run", "--disable-background-networking",
+                            "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+                            "--window-size=1280,900", f"--user-data-dir={os.path.join(self.profile, 'profile')}",
+                        ],
+                    },
+                    "goog:loggingPrefs": {"browser": "ALL"},
+                }
+            }
+        }
+        value = self._call("POST", "/session", caps, timeout=60)
+        self.session = value["sessionId"]
+
+    def tail_log(self, n=2000):
+        try:
+            with open(self.driver_log, "rb") as f:
+                data = f.read()
+            return data[-n:].decode("utf-8", "replace")
+        except OSError:
+            return "(no log)"
+
+    def _call(self, method, path, body=None, timeout=30):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json; charset=utf-8"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as res:
+                payload = res.read()
+                status = res.status
+        except urllib.error.HTTPError as e:
+            payload = e.read()
+            status = e.code
+        try:
+            answer = json.loads(payload or b"{}")
+        except ValueError:
+            raise WebDriverError(status, "bad answer", payload[:300].decode("utf-8", "replace"))
+        value = answer.get("value") if isinstance(answer, dict) else None
+        if status >= 400 or (isinstance(value, dict) and "error" in value and status != 200):
+            v = value if isinstance(value, dict) else {}
+            raise WebDriverError(status, v.get("error", f"HTTP {status}"), v.get("message", "")[:500])
+        return value
+
+    def cmd(self, method, path, body=None, timeout=30):
+        return self._call(method, f"/session/{self.session}{path}", body, timeout)
+
+    # -- the few commands the test needs ------------------------------------------------------
+
+    def get(self, url):
+        self.cmd("POST", "/url", {"url": url}, timeout=60)
+
+    def find_all(self, css, root=None):
+        base = f"/element/{root}" if root else ""
+        found = self.cmd("POST", f"{base}/elements", {"using": "css selector", "value": css})
+        return [next(iter(e.values())) for e in found]
+
+    def find(self, css, root=None):
+        found = self.find_all(css, root)
+        return found[0] if found else None
+
+    def attr(self, elem, name):
+        return self.cmd("GET", f"/element/{elem}/attribute/{name}")
+
+    def text(self, elem):
+        return self.cmd("GET", f"/element/{elem}/text")
+
+    def displayed(self, elem):
+        return bool(self.cmd("GET", f"/element/{elem}/displayed"))
+
+    def click(self, elem):
+        self.cmd("POST", f"/element/{elem}/click", {})
+
+    def clear(self, elem):
+        self.cmd("POST", f"/element/{elem}/clear", {})
+
+    def type(self, elem, text):
+        self.cmd("POST", f"/element/{elem}/value", {"text": text})
+
+    def script(self, source, *args):
+        return self.cmd("POST", "/execute/sync", {"script": source, "args": list(args)})
+
+    def screenshot(self):
+        """A PNG of the whole page (through Chromium's DevTools), or of the window."""
+        try:
+            cdp = lambda cmd, params: self.cmd("POST", "/goog/cdp/execute", {"cmd": cmd, "params": params}, 60)  # noqa: E731
+            size = cdp("Page.getLayoutMetrics", {})["cssContentSize"]
+            shot = cdp("Page.captureScreenshot", {
+                "format": "png", "captureBeyondViewport": True,
+                "clip": {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1},
+            })
+            return base64.b64decode(shot["data"])
+        except (WebDriverError, KeyError, TypeError):
+            return base64.b64decode(self.cmd("GET", "/screenshot", timeout=60))
+
+    def console(self):
+        for path in ("/se/log", "/log"):
+            try:
+                entries = self.cmd("POST", path, {"type": "browser"}, timeout=10)
+                return [f"{e.get('level')}: {e.get('message')}" for e in entries or []]
+            except (WebDriverError, OSError):
+                continue
+        return None
+
+    def quit(self):
+        if self.session:
+            try:
+                self._call("DELETE", f"/session/{self.session}", timeout=20)
+            except Exception:  # noqa: BLE001 -- best effort on the way out
+                pass
+            self.session = None
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+def wait_for(what, check, timeout, seen=lambda: ""):
+    """Polls check() until it returns something true; Failure naming what and what was seen."""
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while True:
+        try:
+            got = check()
+            if got:
+                return got
+        except WebDriverError as e:  # e.g. a stale element while the page re-renders
+            last_error = e
+        if time.monotonic() > deadline:
+            saw = ""
+            try:
+                saw = seen()
+            except Exception as e:  # noqa: BLE001
+                saw = f"(could not read the page: {e})"
+            extra = f"; last WebDriver error: {last_error}" if last_error else ""
+            raise Failure(f"timed out after {timeout:.0f} s waiting for {what}; saw: {saw or '(nothing)'}{extra}")
+        time.sleep(POLL_S)
+
+
+def page_state(d):
+    """What the page shows now, for failure messages."""
+    return d.script("""
+        const q = (s) => Array.from(document.querySelectorAll(s));
+        const vis = (e) => e && !e.hidden && e.offsetParent !== null;
+        const t = (s) => { const e = document.querySelector(s); return e && vis(e) ? e.textContent.trim() : null; };
+        return JSON.stringify({
+          url: location.href,
+          whoami: t('[data-test="whoami"]'),
+          signin: vis(document.querySelector('[data-test="signin-token"]')),
+          signinError: t('[data-test="signin-error"]'),
+          banner: t('[data-test="banner"]'),
+          formError: t('[data-test="form-error"]'),
+          listError: t('[data-test="list-error"]'),
+          rows: q('[data-test="workspace-row"]').map(r => r.dataset.name + ":" + r.dataset.status),
+          progress: q('[data-test="progress"]').map(p => ({workspace: p.dataset.workspace, status: p.dataset.status,
+            percent: p.dataset.percent, text: p.innerText.replace(/\\s+/g, " ").slice(0, 400)})),
+        });
+    """)
+
+
+def parse_fields(values):
+    fields = []
+    for v in values:
+        key, sep, value = v.partition("=")
+        container, slash, name = key.partition("/")
+        if not sep or not slash or not container or not name:
+            raise SystemExit(f"--field wants container/NAME=value, got {v!r}")
+        fields.append((container, name, value))
+    return fields
+
+
+def run(d, opts):
+    fields = parse_fields(opts.field)
+    timeout = opts.timeout
+    seen = lambda: page_state(d)  # noqa: E731
+
+    # a. open the page and sign in when it asks.
+    d.get(opts.url)
+
+    def signed_in_or_form():
+        who = d.find(test_sel("whoami"))
+        if who and d.displayed(who) and d.text(who).strip():
+            return "in"
+        tok = d.find(test_sel("signin-token"))
+        if tok and d.displayed(tok):
+            return "form"
+        return None
+
+    where = wait_for("the page to show who is signed in or the sign-in form", signed_in_or_form, 30, seen)
+    if where == "form":
+        if not opts.token:
+            raise Failure("the page asks for a token and no --token was given")
+        tok = d.find(test_sel("signin-token"))
+        d.clear(tok)
+        d.type(tok, opts.token)
+        d.click(d.find(test_sel("signin-submit")))
+
+    def whoami():
+        err = d.find(test_sel("signin-error"))
+        if err and d.displayed(err) and d.text(err).strip():
+            raise Failure(f"sign-in was refused: {d.text(err).strip()}")
+        who = d.find(test_sel("whoami"))
+        if not (who and d.displayed(who)):
+            return None
+        text = d.text(who).strip()
+        if not text:
+            return None
+        if opts.expect_user and opts.expect_user not in text:
+            return None
+        return text
+
+    what = f"whoami to show {opts.expect_user!r}" if opts.expect_user else "whoami to show a user"
+    wait_for(what, whoami, 30, seen)
+
+    # b. pick the catalogue entry, fill the fields, launch.
+    def catalogue_option():
+        sel = d.find(test_sel("catalogue-select"))
+        if not sel:
+            return None
+        option = d.find(f"option[value={css_string(opts.manifest)}]", root=sel)
+        if option:
+            return option
+        names = [d.attr(o, "value") for o in d.find_all("option", root=sel)]
+        names = [n for n in names if n]
+        if names:  # the catalogue is loaded and the entry is not in it
+            raise Failure(f"catalogue entry {opts.manifest!r} is not offered; the catalogue has: {', '.join(names)}")
+        return None
+
+    option = wait_for(f"catalogue entry {opts.manifest!r} in the select", catalogue_option, 30, seen)
+    if d.attr(option, "disabled") is not None:
+        raise Failure(f"catalogue entry {opts.manifest!r} can't be launched: {d.text(d.find(test_sel('entry-error'))) if d.find(test_sel('entry-error')) else ''}")
+    d.click(option)
+    select = d.find(test_sel("catalogue-select"))
+    if d.cmd("GET", f"/element/{select}/property/value") != opts.manifest:
+        # Some drivers don't fire change on an option click: set it the way a user would.
+        d.script("const s = arguments[0]; s.value = arguments[1]; s.dispatchEvent(new Event('change', {bubbles: true}));",
+                 {"element-6066-11e4-a52e-4f847bb25e16": select}, opts.manifest)
+    for container, name, value in fields:
+        sel = test_sel(f"field-{container}-{name}")
+        box = wait_for(f"the input {sel}", lambda: d.find(sel), 10, seen)
+        d.clear(box)
+        if value:
+            d.type(box, value)
+        got = d.cmd("GET", f"/element/{box}/property/value")
+        if got != value:
+            raise Failure(f"the input {sel} holds {got!r} after typing {value!r}")
+
+    form = d.find(test_sel("launch-form"))
+    seq_before = d.attr(form, "data-launch-seq") if form else None
+    launch = d.find(test_sel("launch"))
+    if not launch:
+        raise Failure(f"no launch button; saw: {seen()}")
+    t0 = time.monotonic()
+    d.click(launch)
+
+    def launched():
+        f = d.find(test_sel("launch-form"))
+        if f and d.attr(f, "data-launch-seq") != seq_before and d.attr(f, "data-launched"):
+            return d.attr(f, "data-launched")
+        err = d.find(test_sel("form-error"))
+        if f and d.attr(f, "data-busy") != "true" and err and d.displayed(err) and d.text(err).strip():
+            raise Failure(f"the launch was refused: {d.text(err).strip()}")
+        return None
+
+    name = wait_for("the launch to be accepted (launch-form data-launched)", launched, timeout, seen)
+
+    # c. follow the progress until ready.
+    psel = test_sel("progress", workspace=name)
+    first_progress = None
+    ready_at = None
+    deadline_left = lambda: max(1.0, timeout - (time.monotonic() - t0))  # noqa: E731
+
+    def until_ready():
+        nonlocal first_progress
+        p = d.find(psel)
+        if not p:
+            return None
+        if first_progress is None and d.attr(p, "data-percent") is not None:
+            first_progress = time.monotonic()
+        status = d.attr(p, "data-status")
+        if status == "failed":
+            outcome = d.find(test_sel("progress-outcome"), root=p)
+            steps = [f"{d.attr(li, 'data-step')}={d.attr(li, 'data-state')}" for li in d.find_all(test_sel("progress-step"), root=p)]
+            said = " ".join((d.text(outcome) if outcome else d.text(p)).split())
+            raise Failure(f"workspace {name} failed to start: {said} (steps: {', '.join(steps)})")
+        if status == "ready":
+            if first_progress is None:
+                first_progress = time.monotonic()
+            return True
+        return None
+
+    wait_for(f"progress {psel} to reach data-status=ready", until_ready, deadline_left(), seen)
+    ready_at = time.monotonic()
+    rsel = test_sel("workspace-row", name=name)
+    wait_for(f"row {rsel} with data-status=ready",
+             lambda: any(d.attr(r, "data-status") == "ready" for r in d.find_all(rsel)), 15, seen)
+
+    # d. the screenshot, taken while the workspace is ready.
+    if opts.screenshot:
+        d.script("window.scrollTo(0, 0); document.activeElement && document.activeElement.blur();")
+        try:  # park the pointer so no button is shown hovered
+            d.cmd("POST", "/actions", {"actions": [{"type": "pointer", "id": "mouse", "parameters": {"pointerType": "mouse"},
+                                                    "actions": [{"type": "pointerMove", "x": 0, "y": 0, "origin": "viewport"}]}]})
+        except WebDriverError:
+            pass
+        time.sleep(0.6)  # let the bar's last transition finish
+        png = d.screenshot()
+        with open(opts.screenshot, "wb") as f:
+            f.write(png)
+
+    # e. delete it and follow the delete until the row is gone.
+    row = d.find(rsel)
+    button = d.find(test_sel("delete"), root=row)
+    if not button:
+        raise Failure(f"no delete button in row {rsel}; saw: {seen()}")
+    d.click(button)
+    t1 = time.monotonic()
+    confirm = d.find(test_sel("delete-confirm"), root=row)
+    if confirm and d.displayed(confirm):
+        d.click(confirm)
+        t1 = time.monotonic()
+
+    def deleted():
+        p = d.find(psel)
+        status = d.attr(p, "data-status") if p else None
+        if status == "deleted" and not d.find_all(rsel):
+            return True
+        return None
+
+    wait_for(f"progress {psel} to reach data-status=deleted and row {rsel} to go", deleted, timeout, seen)
+    t2 = time.monotonic()
+
+    return {
+        "workspace": name,
+        "first_progress_ms": round((first_progress - t0) * 1000),
+        "ready_ms": round((ready_at - t0) * 1000),
+        "deleted_ms": round((t2 - t1) * 1000),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--url", required=True, help="the page, e.g. http://127.0.0.1:8080/")
+    ap.add_argument("--token", help="Kubernetes token to sign in with when the page asks")
+    ap.add_argument("--expect-user", help="whoami must show this user")
+    ap.add_argument("--manifest", required=True, help="the catalogue entry to launch")
+    ap.add_argument("--field", action="append", default=[], metavar="container/NAME=value",
+                    help="a setting to fill in (repeatable)")
+    ap.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for ready, and for deleted")
+    ap.add_argument("--screenshot", help="write a PNG of the page when the workspace is ready")
+    ap.add_argument("--chromedriver", default="/usr/bin/chromedriver")
+    ap.add_argument("--chromium", default="/usr/bin/chromium")
+    opts = ap.parse_args()
+
+    d = None
+    code = 1
+    try:
+        d = Driver()
+        d.start(opts.chromedriver, opts.chromium)
+        summary = run(d, opts)
+        print(json.dumps(summary), flush=True)
+        code = 0
+    except Exception as e:  # noqa: BLE001 -- every failure is reported the same way
+        what = str(e) if isinstance(e, (Failure, WebDriverError)) else f"{type(e).__name__}: {e}"
+        print(f"workspace_page: FAILED: {what}", file=sys.stderr)
+        if d and d.session:
+            try:
+                logs = d.console()
+            except Exception:  # noqa: BLE001
+                logs = None
+            if logs is None:
+                print("browser console: (not available)", file=sys.stderr)
+            else:
+                print("browser console:" + ("" if logs else " (empty)"), file=sys.stderr)
+                for line in logs:
+                    print("  " + line, file=sys.stderr)
+        elif d:
+            print("chromedriver log tail:\n" + d.tail_log(), file=sys.stderr)
+    finally:
+        if d:
+            d.quit()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,337 @@
+//! The native API under `/api/v1/`: callers authenticated by the real API server (TokenReview of
+//! the control plane's static tokens and of a service account's token) or by a trusted proxy's
+//! headers, each acting on their own workspaces only; live progress as Server-Sent Events; the
+//! spawn metrics.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::support::*;
+use crate::control_plane::ControlPlane;
+
+/// A manifest with an env field, small requests, and an Ingress.
+pub(super) const WEB_FIELDS: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  annotations: {sciencedata.dk/ingress-port: "80"}
+spec:
+  containers:
+  - name: web
+    image: nginx
+    ports: [{containerPort: 80}]
+    env: [{name: GREETING, value: hello}]
+    resources: {requests: {cpu: 500m, memory: 256Mi}}
+"#;
+
+/// The catalogue config of a backend serving `web` (everyone) and `gpu` (gpu-users only).
+pub(super) fn catalogue(web_url: &str) -> String {
+    format!(
+        "catalogue:\n\
+         - {{name: web, url: '{web_url}', title: Web server, description: An nginx to try things}}\n\
+         - {{name: gpu, url: '{web_url}', groups: [gpu-users]}}\n"
+    )
+}
+
+async fn metrics(port: u16) -> String {
+    http(port, "GET", "/metrics", "").await.1
+}
+
+/// The value of the first metric line starting with `prefix`.
+fn metric(text: &str, prefix: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_native_api_serves_each_caller_their_own_workspaces() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-native";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let url = manifests.put("web.yaml", WEB_FIELDS);
+    let admin_port = free_port();
+    let extra = format!(
+        "{}trustedProxyCidrs: [127.0.0.1/32]\nadminGroups: [ops]\nadminListen: 127.0.0.1:{admin_port}\n",
+        catalogue(&url)
+    );
+    let backend = Backend::start(plane, ns, &manifests, &extra).await;
+    let alice_token = plane.env("ALICE_TOKEN");
+    let alice = Caller::Token(&alice_token);
+    let bob = Caller::Token("outfit-bob-token");
+    let carol = Caller::Proxy("carol@example.com", "ops, staff");
+
+    // Who is who: the API server's TokenReview, or the trusted proxy.
+    let (status, me) = backend.call(alice, "GET", "/api/v1/me", None).await;
+    assert_eq!(status, 200, "{me}");
+    assert_eq!(me["user"], "alice");
+    assert!(
+        me["groups"].as_array().unwrap().contains(&json!("team-a")),
+        "{me}"
+    );
+    assert_eq!(me["admin"], false);
+    let (_, me) = backend.call(carol, "GET", "/api/v1/me", None).await;
+    assert_eq!(
+        (me["user"].as_str(), me["admin"].as_bool()),
+        (Some("carol@example.com"), Some(true))
+    );
+    for (caller, code, reason) in [
+        (Caller::Anonymous, 401, "Unauthenticated"),
+        (Caller::Token("no-such-token"), 401, "Unauthenticated"),
+    ] {
+        let (status, error) = backend.call(caller, "GET", "/api/v1/workspaces", None).await;
+        assert_eq!(
+            (status, error["reason"].as_str()),
+            (code, Some(reason)),
+            "{error}"
+        );
+        assert!(error["error"].as_str().is_some_and(|e| !e.is_empty()), "{error}");
+    }
+    // A service account's token works too, and owns as name@namespace.serviceaccount.
+    let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        kube::Api::namespaced(client.clone(), ns);
+    let account = serde_json::from_value(json!({"metadata": {"name": "robot"}})).unwrap();
+    accounts.create(&Default::default(), &account).await.unwrap();
+    let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}});
+    let token: Value = accounts
+        .create_subresource("token", "robot", &Default::default(), &request)
+        .await
+        .unwrap();
+    let robot_token = token["status"]["token"].as_str().unwrap().to_owned();
+    let (_, me) = backend
+        .call(Caller::Token(&robot_token), "GET", "/api/v1/me", None)
+        .await;
+    assert_eq!(me["user"], "robot@ws-native.serviceaccount", "{me}");
+
+    // The description needs no credentials; unknown paths and methods are named.
+    let (status, spec) = backend
+        .call(Caller::Anonymous, "GET", "/api/v1/openapi.json", None)
+        .await;
+    assert_eq!((status, spec["info"]["version"].as_str()), (200, Some("v1")));
+    let (status, error) = backend.call(alice, "PUT", "/api/v1/workspaces", None).await;
+    assert_eq!(
+        (status, error["reason"].as_str()),
+        (405, Some("MethodNotAllowed")),
+        "{error}"
+    );
+
+    // The catalogue: only what the caller may launch, with the fields each asks for.
+    let (_, catalogue) = backend.call(alice, "GET", "/api/v1/catalogue", None).await;
+    assert_eq!(
+        catalogue["items"],
+        json!([{"name": "web", "title": "Web server", "description": "An nginx to try things",
+                "fields": [{"container": "web", "name": "GREETING", "default": "hello"}], "error": null}])
+    );
+    let (status, error) = backend
+        .call(
+            alice,
+            "POST",
+            "/api/v1/workspaces",
+            Some(json!({"manifest": "gpu"})),
+        )
+        .await;
+    assert_eq!(
+        (status, error["reason"].as_str()),
+        (403, Some("Forbidden")),
+        "{error}"
+    );
+    assert!(error["error"].as_str().unwrap().contains("gpu-users"), "{error}");
+    let (status, error) = backend
+        .call(
+            alice,
+            "POST",
+            "/api/v1/workspaces",
+            Some(json!({"manifest": "nope"})),
+        )
+        .await;
+    assert_eq!(
+        (status, error["reason"].as_str()),
+        (404, Some("UnknownManifest")),
+        "{error}"
+    );
+    let (status, error) = backend
+        .call(
+            alice,
+            "POST",
+            "/api/v1/workspaces",
+            Some(json!({"manifest": "web", "extra": 1})),
+        )
+        .await;
+    assert_eq!(status, 400, "{error}");
+    assert!(error["error"].as_str().unwrap().contains("extra"), "{error}");
+
+    // Alice launches; the answer comes once the pod exists, the stream follows it to ready.
+    let launch = json!({"manifest": "web", "settings": {"web": {"GREETING": "hi"}}});
+    let (status, created) = backend
+        .call(alice, "POST", "/api/v1/workspaces", Some(launch))
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let name = created["name"].as_str().unwrap().to_owned();
+    assert_eq!(
+        (created["status"].as_str(), created["user"].as_str()),
+        (Some("creating"), Some("alice"))
+    );
+    assert_eq!(created["manifest"], "web");
+    let events = backend.follow(alice, &name).await;
+    let (last, report) = events.last().expect("events");
+    assert_eq!(last, "ready", "{events:?}");
+    assert_eq!(report["percent"], 100);
+    assert!(
+        events[..events.len() - 1].iter().all(|(n, _)| n == "progress"),
+        "{events:?}"
+    );
+    // The steps carry what the cluster said: the node from the scheduler, times.
+    let scheduling = &report["steps"][1];
+    assert_eq!(scheduling["name"], "scheduling");
+    assert!(
+        scheduling["message"].as_str().unwrap().starts_with("on "),
+        "{scheduling}"
+    );
+    assert!(scheduling["at"].is_string(), "{scheduling}");
+    assert!(
+        events.iter().any(|(_, r)| r["status"] == "creating"),
+        "no creating event: {events:?}"
+    );
+    let (_, workspace) = backend
+        .call(alice, "GET", &format!("/api/v1/workspaces/{name}"), None)
+        .await;
+    assert_eq!(workspace["status"], "ready", "{workspace}");
+    assert_eq!(workspace["url"], format!("https://{name}.pods.test"));
+
+    // Bob sees none of it; the admin sees everyone's; bob may not ask for everyone's.
+    let (_, list) = backend.call(alice, "GET", "/api/v1/workspaces", None).await;
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(1), "{list}");
+    let (_, list) = backend.call(bob, "GET", "/api/v1/workspaces", None).await;
+    assert_eq!(list["items"], json!([]));
+    for (method, path) in [
+        ("GET", format!("/api/v1/workspaces/{name}")),
+        ("DELETE", format!("/api/v1/workspaces/{name}")),
+        ("GET", format!("/api/v1/workspaces/{name}/progress")),
+        ("POST", format!("/api/v1/workspaces/{name}/activity")),
+    ] {
+        let (status, error) = backend.call(bob, method, &path, None).await;
+        assert_eq!(
+            (status, error["reason"].as_str()),
+            (404, Some("NotFound")),
+            "{method} {path}: {error}"
+        );
+    }
+    let (status, error) = backend
+        .call(bob, "GET", "/api/v1/workspaces?all=true", None)
+        .await;
+    assert_eq!(status, 403, "{error}");
+    let (_, all) = backend
+        .call(carol, "GET", "/api/v1/workspaces?all=true", None)
+        .await;
+    assert_eq!(all["items"][0]["name"], name.as_str(), "{all}");
+    let (status, _) = backend
+        .call(
+            alice,
+            "POST",
+            &format!("/api/v1/workspaces/{name}/activity"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 204);
+
+    // The spawn is measured by manifest and outcome; the API by endpoint.
+    let text = metrics(admin_port).await;
+    assert_eq!(
+        metric(
+            &text,
+            "outfit_workspaces_spawn_duration_seconds_count{manifest=\"web\",outcome=\"ready\"}"
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(metric(&text, "outfit_workspaces_running "), Some(1.0), "{text}");
+    assert!(text.contains("endpoint=\"v1_launch\",code=\"201\""), "{text}");
+
+    // The admin deletes it; the stream follows the delete to its end.
+    let (status, answer) = backend
+        .call(carol, "DELETE", &format!("/api/v1/workspaces/{name}"), None)
+        .await;
+    assert_eq!((status, answer), (202, json!({"name": name, "deleting": true})));
+    let events = backend.follow(alice, &name).await;
+    assert_eq!(
+        events.last().map(|(n, _)| n.as_str()),
+        Some("deleted"),
+        "{events:?}"
+    );
+    let (status, _) = backend
+        .call(alice, "GET", &format!("/api/v1/workspaces/{name}"), None)
+        .await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_start_streams_its_step_reason_and_last_warning() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-native-fail";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let url = manifests.put("stuck.yaml", UNSCHEDULABLE);
+    let admin_port = free_port();
+    let extra = format!(
+        "catalogue: [{{name: stuck, url: '{url}'}}]\ntimeoutCreate: 6s\nadminListen: 127.0.0.1:{admin_port}\n"
+    );
+    let backend = Backend::start(plane, ns, &manifests, &extra).await;
+    let alice = Caller::Proxy("alice", "");
+    // Loopback is no trusted proxy here: the headers are refused, not ignored.
+    let (status, error) = backend.call(alice, "GET", "/api/v1/me", None).await;
+    assert_eq!(
+        (status, error["reason"].as_str()),
+        (403, Some("Forbidden")),
+        "{error}"
+    );
+    assert!(
+        error["error"].as_str().unwrap().contains("trustedProxyCidrs"),
+        "{error}"
+    );
+
+    let alice = Caller::Token("outfit-alice-token");
+    let (status, created) = backend
+        .call(
+            alice,
+            "POST",
+            "/api/v1/workspaces",
+            Some(json!({"manifest": "stuck"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let name = created["name"].as_str().unwrap().to_owned();
+    let events = backend.follow(alice, &name).await;
+    let (last, report) = events.last().unwrap();
+    assert_eq!(last, "failed", "{events:?}");
+    assert_eq!(report["phase"], "scheduling", "{report}");
+    assert!(
+        report["message"].as_str().unwrap().contains("create deadline"),
+        "{report}"
+    );
+    assert!(
+        report["warning"]
+            .as_str()
+            .unwrap()
+            .starts_with("FailedScheduling: "),
+        "{report}"
+    );
+    // While it waited, the stream said why, from the scheduler's condition.
+    assert!(
+        events.iter().any(|(_, r)| r["steps"][1]["state"] == "active"
+            && r["steps"][1]["message"].as_str().unwrap().contains("node")),
+        "{events:?}"
+    );
+    eventually("the failure metric", Duration::from_secs(10), || async {
+        metric(
+            &metrics(admin_port).await,
+            "outfit_workspaces_spawn_failures_total{phase=\"scheduling\"}",
+        ) == Some(1.0)
+    })
+    .await;
+}

@@ -1,0 +1,97 @@
+//! The page at `/`, in a real browser: headless Chromium (Debian's), driven over WebDriver by
+//! `tests/browser/workspace_page.py`, signs in with a token the API server accepts, launches a
+//! workspace through the form, watches the progress bar reach ready, and deletes it. The
+//! screenshot it takes is the one docs/workspaces.md shows.
+
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use super::{native::WEB_FIELDS, support::*};
+use crate::control_plane::ControlPlane;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_launches_follows_and_deletes_a_workspace() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-page";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let url = manifests.put("web.yaml", WEB_FIELDS);
+    let notebook = manifests.put("notebook.yaml", &JUPYTER.replace("TOKEN_KEY", "none"));
+    let extra = format!(
+        "catalogue:\n\
+         - {{name: web, url: '{url}', title: Web server, description: An nginx with a greeting of your choice}}\n\
+         - {{name: notebook, url: '{notebook}', title: Jupyter notebook, description: JupyterLab with your ScienceData files}}\n"
+    );
+    let backend = Backend::start(plane, ns, &manifests, &extra).await;
+    let token = plane.env("ALICE_TOKEN");
+    // A workspace already running, so the page shows a list, not only the new one.
+    let alice = Caller::Token(&token);
+    let (status, running) = backend
+        .call(
+            alice,
+            "POST",
+            "/api/v1/workspaces",
+            Some(json!({"manifest": "notebook"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{running}");
+    let name = running["name"].as_str().unwrap().to_owned();
+    assert_eq!(
+        backend.follow(alice, &name).await.last().map(|e| e.0.clone()),
+        Some("ready".to_owned())
+    );
+
+    let screenshot = match std::env::var_os("OUTFIT_DOCS_SCREENSHOT") {
+        Some(_) => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/images/workspaces-page.png"),
+        None => std::env::temp_dir().join(format!("outfit-workspaces-page-{}.png", std::process::id())),
+    };
+    let driver = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/browser/workspace_page.py");
+    let output = tokio::process::Command::new("python3")
+        .arg(&driver)
+        .args(["--url", &format!("http://127.0.0.1:{}/", backend.port)])
+        .args(["--token", &token, "--expect-user", "alice", "--manifest", "web"])
+        .args([
+            "--field",
+            "web/GREETING=hello from the browser",
+            "--timeout",
+            "90",
+        ])
+        .arg("--screenshot")
+        .arg(&screenshot)
+        .output()
+        .await
+        .expect("python3 runs the browser driver");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the browser session failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary: Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("a JSON summary");
+    let created = summary["workspace"].as_str().expect("the launched workspace");
+    assert!(created.starts_with("web-alice"), "{summary}");
+    assert!(
+        summary["ready_ms"].as_u64().is_some() && summary["first_progress_ms"].as_u64().is_some(),
+        "{summary}"
+    );
+    let png = std::fs::read(&screenshot).expect("the screenshot");
+    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+
+    // What the browser did reached the cluster: the setting from the form, and the delete.
+    let (_, list) = backend.call(alice, "GET", "/api/v1/workspaces", None).await;
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [name.as_str()],
+        "the browser's workspace is gone, the other one stays"
+    );
+    eprintln!("browser session: {summary}");
+}
