@@ -114,7 +114,11 @@ pub fn last_activity(pod: &Pod) -> Option<Timestamp> {
 /// Whether `pod` is due to be culled at `now`. Only started workspaces are: a start in progress
 /// is bounded by its create deadline instead.
 pub fn due(pod: &Pod, config: &Config, now: Timestamp) -> Option<Cull> {
-    if pod.metadata.deletion_timestamp.is_some() || pod.annotations().contains_key(keys::ANNOTATION_FAILED) {
+    let annotations = pod.annotations();
+    if pod.metadata.deletion_timestamp.is_some()
+        || annotations.contains_key(keys::ANNOTATION_FAILED)
+        || annotations.contains_key(keys::ANNOTATION_CULLED)
+    {
         return None;
     }
     let started = timestamp(pod, keys::ANNOTATION_STARTED)?;
@@ -219,5 +223,8 @@ mod tests {
         assert_eq!(due(&creating, &config, at("2030-01-01T00:00:00Z")), None);
         let failed = pod(json!({keys::ANNOTATION_STARTED: STARTED, keys::ANNOTATION_FAILED: "x"}));
         assert_eq!(due(&failed, &config, at("2030-01-01T00:00:00Z")), None);
+        // Culled once: its delete is retried by the lifecycle, never a second cull.
+        let culled = pod(json!({keys::ANNOTATION_STARTED: STARTED, keys::ANNOTATION_CULLED: "x"}));
+        assert_eq!(due(&culled, &config, at("2030-01-01T00:00:00Z")), None);
     }
 }

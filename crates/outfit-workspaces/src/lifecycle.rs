@@ -76,7 +76,8 @@ pub fn next_step(
     claim: Option<&k8s_openapi::api::core::v1::PersistentVolumeClaim>,
     now: Timestamp,
 ) -> Next {
-    if failure(pod).is_some() {
+    // Failed or culled: only the delete is left to do (again, if it did not go through).
+    if failure(pod).is_some() || pod.annotations().contains_key(keys::ANNOTATION_CULLED) {
         return if pod.metadata.deletion_timestamp.is_none() {
             Next::Remove
         } else {
@@ -487,6 +488,11 @@ mod tests {
         }
         // A failed pod whose delete did not go through is deleted again, until it is going.
         assert_eq!(next_step(&failed, None, late), Next::Remove);
+        let culled = pod(
+            json!({keys::ANNOTATION_STARTED: "x", keys::ANNOTATION_CULLED: "idle"}),
+            json!({}),
+        );
+        assert_eq!(next_step(&culled, None, late), Next::Remove);
         let mut going = failed;
         going.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(late));
         assert_eq!(next_step(&going, None, late), Next::Wait);

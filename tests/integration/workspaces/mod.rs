@@ -9,8 +9,10 @@
 //! - `lifecycle`: creates that never turn ready, restarts, a second replica;
 //! - `requests`: bad input, callers, configuration;
 //! - `native`: the native API, its callers and its progress streams;
-//! - `page`: the web page in headless Chromium.
+//! - `page`: the web page in headless Chromium;
+//! - `guards`: isolation, per-user limits and culling.
 
+mod guards;
 mod lifecycle;
 mod native;
 mod page;

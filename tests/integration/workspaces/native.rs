@@ -252,17 +252,18 @@ async fn the_native_api_serves_each_caller_their_own_workspaces() {
     assert_eq!(metric(&text, "outfit_workspaces_running "), Some(1.0), "{text}");
     assert!(text.contains("endpoint=\"v1_launch\",code=\"201\""), "{text}");
 
-    // The admin deletes it; the stream follows the delete to its end.
-    let (status, answer) = backend
-        .call(carol, "DELETE", &format!("/api/v1/workspaces/{name}"), None)
-        .await;
-    assert_eq!((status, answer), (202, json!({"name": name, "deleting": true})));
-    let events = backend.follow(alice, &name).await;
-    assert_eq!(
-        events.last().map(|(n, _)| n.as_str()),
-        Some("deleted"),
-        "{events:?}"
-    );
+    // The admin deletes it, following the delete in the same request until the pod is gone.
+    let path = format!("/api/v1/workspaces/{name}?follow=true");
+    let admin = [
+        ("x-forwarded-user", "carol@example.com"),
+        ("x-forwarded-groups", "ops"),
+    ];
+    let (status, text) = http_with(backend.port, "DELETE", &path, &admin, "").await;
+    assert_eq!(status, 200, "{text}");
+    let events = parse_events(&text);
+    let (last, report) = events.last().expect("events");
+    assert_eq!(last, "deleted", "{events:?}");
+    assert_eq!(report["steps"][1]["name"], "gone", "{events:?}");
     let (status, _) = backend
         .call(alice, "GET", &format!("/api/v1/workspaces/{name}"), None)
         .await;

@@ -169,10 +169,13 @@ impl Api {
             let error = "the backend has not read the cluster yet; try again";
             return (name, failure(StatusCode::SERVICE_UNAVAILABLE, "NotReady", error));
         }
-        let all = request
-            .uri()
-            .query()
-            .is_some_and(|q| q.split('&').any(|pair| pair == "all=true" || pair == "all"));
+        let flag = |name: &str| {
+            request.uri().query().is_some_and(|q| {
+                q.split('&')
+                    .any(|pair| pair == name || pair.strip_prefix(name) == Some("=true"))
+            })
+        };
+        let (all, follow) = (flag("all"), flag("follow"));
         let body = if endpoint == Endpoint::Launch {
             match read_body(request.into_body(), self.backend.config().max_body_bytes).await {
                 Ok(body) => Some(body),
@@ -181,7 +184,10 @@ impl Api {
         } else {
             None
         };
-        let answer = match self.operate(endpoint, &identity, all, body.as_deref()).await {
+        let answer = match self
+            .operate(endpoint, &identity, (all, follow), body.as_deref())
+            .await
+        {
             Ok(answer) => answer,
             Err(error) => request_failure(&error),
         };
@@ -192,7 +198,7 @@ impl Api {
         &self,
         endpoint: Endpoint,
         identity: &Identity,
-        all: bool,
+        (all, follow): (bool, bool),
         body: Option<&[u8]>,
     ) -> Result<Answer, RequestError> {
         let backend = &self.backend;
@@ -229,8 +235,17 @@ impl Api {
             }
             Endpoint::Get(name) => ok(StatusCode::OK, backend.workspace(identity, &name)?),
             Endpoint::Delete(name) => {
-                backend.remove(identity, &name).await?;
-                ok(StatusCode::ACCEPTED, json!({"name": name, "deleting": true}))
+                let uid = backend.remove(identity, &name).await?;
+                if follow {
+                    // The delete's own stream: no window in which the pod could go unseen.
+                    let stream = sse::stream(backend.clone(), name, uid, self.shutdown.clone());
+                    Answer {
+                        status: StatusCode::OK,
+                        body: Body::Events(stream),
+                    }
+                } else {
+                    ok(StatusCode::ACCEPTED, json!({"name": name, "deleting": true}))
+                }
             }
             Endpoint::Progress(name) => {
                 let uid = backend.follow(identity, &name)?;

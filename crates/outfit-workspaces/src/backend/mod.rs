@@ -376,7 +376,23 @@ impl Backend {
             });
         }
         tracing::info!(pod = pod_name, user = %user, "pod deletion requested");
+        self.await_deleting(&pod).await;
         Ok(())
+    }
+
+    /// Waits (briefly) until the cache shows `pod` being deleted or gone, so that a request right
+    /// after a delete sees it.
+    async fn await_deleting(&self, pod: &Pod) {
+        let deadline = Instant::now() + OWN_WRITE_VISIBLE;
+        let (name, uid) = (pod.name_any(), pod.uid());
+        self.cache
+            .wait_for(deadline, |cache| {
+                match cache.pod(&name).filter(|p| p.uid() == uid) {
+                    Some(current) => current.metadata.deletion_timestamp.is_some().then_some(()),
+                    None => Some(()),
+                }
+            })
+            .await;
     }
 
     /// `watch_delete_pod`: waits until the user's pod is gone, up to `timeoutDelete`. About a

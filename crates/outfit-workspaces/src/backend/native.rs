@@ -13,6 +13,7 @@ use super::{Backend, Created, RequestError};
 use crate::{
     auth::Identity,
     catalogue::{self, Item},
+    culling,
     info::{self, Workspace},
     keys,
     manifest::Settings,
@@ -32,9 +33,9 @@ pub struct Launch {
     pub settings: Settings,
 }
 
-/// Activity is recorded at most this often per workspace: a page that pings on every keystroke
-/// costs one write a minute.
-const ACTIVITY_WRITE_EVERY: i64 = 60;
+/// Activity is recorded at most this often per workspace (or a third of its idle timeout, when
+/// shorter): a page that pings on every keystroke costs one write a minute.
+const ACTIVITY_WRITE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Backend {
     /// The workspaces of `identity`, or everyone's when an admin asks for `all`.
@@ -87,26 +88,33 @@ impl Backend {
         Ok((workspace, warnings))
     }
 
-    /// Deletes the workspace `name` of `identity` (any user's, for an admin).
-    pub async fn remove(&self, identity: &Identity, name: &str) -> Result<(), RequestError> {
+    /// Deletes the workspace `name` of `identity` (any user's, for an admin); returns the uid of
+    /// the pod being deleted, for following the delete.
+    pub async fn remove(&self, identity: &Identity, name: &str) -> Result<String, RequestError> {
         let pod = self.visible_pod(identity, name)?;
+        let uid = pod.uid().unwrap_or_default();
         if pod.metadata.deletion_timestamp.is_some() {
-            return Ok(());
+            return Ok(uid);
         }
         self.cluster.delete_pod(name, pod.uid().as_deref()).await?;
         tracing::info!(pod = name, user = %identity.user, by = identity.username, "workspace deletion requested");
-        Ok(())
+        self.await_deleting(&pod).await;
+        Ok(uid)
     }
 
     /// Records that `identity` is active in workspace `name`.
     pub async fn activity(&self, identity: &Identity, name: &str) -> Result<(), RequestError> {
         let pod = self.owned_pod(identity, name)?;
         let now = Timestamp::now();
+        let every = culling::lifetimes(&pod, &self.config)
+            .ok()
+            .and_then(|l| l.idle_timeout)
+            .map_or(ACTIVITY_WRITE_EVERY, |idle| (idle / 3).min(ACTIVITY_WRITE_EVERY));
         let recent = pod
             .annotations()
             .get(keys::ANNOTATION_LAST_ACTIVITY)
             .and_then(|t| t.parse::<Timestamp>().ok())
-            .is_some_and(|t| now.as_second() - t.as_second() < ACTIVITY_WRITE_EVERY);
+            .is_some_and(|t| now.duration_since(t).as_secs_f64() < every.as_secs_f64());
         if !recent {
             let mark = BTreeMap::from([(keys::ANNOTATION_LAST_ACTIVITY, Some(now.to_string()))]);
             self.cluster.annotate_pod(name, mark).await?;

@@ -1,0 +1,293 @@
+//! What keeps workspaces in bounds: isolation by default (pod defaults and a NetworkPolicy the
+//! pod owns), per-user limits, and culling at the end of a lifetime or an idle spell.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::{
+    core::v1::{Event, Pod},
+    networking::v1::NetworkPolicy,
+};
+use kube::{Api, api::ListParams};
+use serde_json::{Value, json};
+
+use super::{native::WEB_FIELDS, support::*};
+use crate::control_plane::ControlPlane;
+
+/// A manifest that asks for 2 CPUs.
+const BIG: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: big}
+spec:
+  containers: [{name: main, image: x, resources: {requests: {cpu: "2"}}}]
+"#;
+
+/// A manifest that wants its service account token, and says so.
+const WITH_TOKEN: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: robot}
+spec:
+  automountServiceAccountToken: true
+  containers: [{name: main, image: x}]
+"#;
+
+async fn launch(backend: &Backend, caller: Caller<'_>, manifest: &str) -> (u16, Value) {
+    backend
+        .call(
+            caller,
+            "POST",
+            "/api/v1/workspaces",
+            Some(json!({"manifest": manifest})),
+        )
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workspaces_are_isolated_and_limited_per_user() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-guards";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let extra = format!(
+        "catalogue:\n\
+         - {{name: web, url: '{}'}}\n\
+         - {{name: big, url: '{}'}}\n\
+         - {{name: robot, url: '{}'}}\n\
+         maxWorkspacesPerUser: 2\nmaxCpuPerUser: '1'\nallowedEgressCidrs: [192.168.10.0/24]\n",
+        manifests.put("web.yaml", WEB_FIELDS),
+        manifests.put("big.yaml", BIG),
+        manifests.put("robot.yaml", WITH_TOKEN),
+    );
+    let backend = Backend::start(plane, ns, &manifests, &extra).await;
+    let alice = Caller::Token("outfit-alice-token");
+    let bob = Caller::Token("outfit-bob-token");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), ns);
+
+    let (status, first) = launch(&backend, alice, "web").await;
+    assert_eq!(status, 201, "{first}");
+    let first = first["name"].as_str().unwrap().to_owned();
+    // Pod defaults: no Service env vars, no API token, unless the manifest says otherwise.
+    let pod = pods.get(&first).await.unwrap();
+    let spec = pod.spec.as_ref().unwrap();
+    assert_eq!(spec.enable_service_links, Some(false));
+    assert_eq!(spec.automount_service_account_token, Some(false));
+    let (_, robot) = launch(&backend, bob, "robot").await;
+    let robot = pods.get(robot["name"].as_str().unwrap()).await.unwrap();
+    assert_eq!(robot.spec.unwrap().automount_service_account_token, Some(true));
+
+    // The NetworkPolicy: this pod only, owned by it, egress denied to the cluster's ranges and
+    // the metadata address, with the configured and silo holes.
+    let policy = policies
+        .get(&format!("{first}-isolation"))
+        .await
+        .expect("the pod's NetworkPolicy");
+    let owner = &policy.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), Some(owner.uid.as_str())),
+        ("Pod", pod.metadata.uid.as_deref())
+    );
+    let policy = serde_json::to_value(&policy.spec).unwrap();
+    let selected = policy["podSelector"]["matchLabels"].as_object().unwrap();
+    let labels = pod.metadata.labels.as_ref().unwrap();
+    assert!(
+        selected
+            .iter()
+            .all(|(k, v)| labels.get(k).map(String::as_str) == v.as_str()),
+        "{policy}"
+    );
+    assert_eq!(policy["policyTypes"], json!(["Ingress", "Egress"]));
+    let text = policy["egress"].to_string();
+    for range in [
+        "169.254.0.0/16",
+        "10.0.0.0/8",
+        &plane.env("POD_CIDR"),
+        "192.168.10.0/24",
+        "10.0.0.20/32",
+    ] {
+        assert!(text.contains(range), "{range} missing from {text}");
+    }
+    assert!(
+        policy["ingress"].to_string().contains("ingress-nginx"),
+        "{policy}"
+    );
+
+    // Limits: CPU first (500m used, 2 more would pass 1), then the number of workspaces.
+    let (status, refused) = launch(&backend, alice, "big").await;
+    assert_eq!(
+        (status, refused["reason"].as_str()),
+        (403, Some("LimitExceeded")),
+        "{refused}"
+    );
+    let message = refused["error"].as_str().unwrap();
+    assert!(message.starts_with("maxCpuPerUser is 1: "), "{message}");
+    assert!(
+        message.contains("500m") && message.contains("2500m in all"),
+        "{message}"
+    );
+    let (status, second) = launch(&backend, alice, "web").await;
+    assert_eq!(status, 201, "500m + 500m fits under 1 CPU: {second}");
+    let (status, refused) = launch(&backend, alice, "web").await;
+    assert_eq!(status, 403, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("maxWorkspacesPerUser is 2"),
+        "{refused}"
+    );
+    // deic-dk's API is held to the same limits.
+    let (status, refused) = backend
+        .post(
+            "/create_pod",
+            json!({"yaml_url": manifests.put("web2.yaml", WEB_FIELDS), "user_id": "alice"}),
+        )
+        .await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("maxWorkspacesPerUser"),
+        "{refused}"
+    );
+    // Another user is not held by alice's use.
+    let (status, _) = launch(&backend, bob, "web").await;
+    assert_eq!(status, 201);
+
+    // A deleted workspace frees its share, and its NetworkPolicy goes with it.
+    let (status, _) = backend
+        .call(alice, "DELETE", &format!("/api/v1/workspaces/{first}"), None)
+        .await;
+    assert_eq!(status, 202);
+    let gone = format!("{first}-isolation");
+    eventually(
+        "the NetworkPolicy's removal with its pod",
+        Duration::from_secs(60),
+        || async { policies.get_opt(&gone).await.unwrap().is_none() },
+    )
+    .await;
+    eventually("room for one more workspace", Duration::from_secs(30), || async {
+        launch(&backend, alice, "web").await.0 == 201
+    })
+    .await;
+}
+
+/// The backend's Events about `pod` with `reason`.
+async fn events(client: &kube::Client, ns: &str, pod: &str, reason: &str) -> Vec<String> {
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    let list = events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={pod}")))
+        .await
+        .unwrap();
+    list.items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .filter_map(|e| e.message)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workspaces_are_culled_at_the_end_of_their_lifetime_or_idleness() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-culling";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let status_url = format!("http://127.0.0.1:{}/manifests/status", manifests.port);
+    let short = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: short\n  annotations: {outfit.dev/max-lifetime: 3s, outfit.dev/idle-timeout: never}\nspec: {containers: [{name: main, image: x}]}\n";
+    let idle =
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: idle}\nspec: {containers: [{name: main, image: x}]}\n";
+    let jupyter = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: lab\n  annotations: {{outfit.dev/activity-url: '{status_url}'}}\nspec: {{containers: [{{name: main, image: x}}]}}\n"
+    );
+    let admin_port = free_port();
+    let extra = format!(
+        "catalogue:\n- {{name: short, url: '{}'}}\n- {{name: idle, url: '{}'}}\n- {{name: lab, url: '{}'}}\n\
+         idleTimeout: 6s\nactivityCheckInterval: 1s\nadminListen: 127.0.0.1:{admin_port}\n",
+        manifests.put("short.yaml", short),
+        manifests.put("idle.yaml", idle),
+        manifests.put("lab.yaml", &jupyter),
+    );
+    let jupyter_status =
+        |at: k8s_openapi::jiff::Timestamp| json!({"last_activity": at.to_string(), "kernels": 1}).to_string();
+    manifests.put("status", &jupyter_status(k8s_openapi::jiff::Timestamp::now()));
+    let backend = Backend::start(plane, ns, &manifests, &extra).await;
+    let alice = Caller::Token("outfit-alice-token");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let mut names = Vec::new();
+    for manifest in ["short", "idle", "lab"] {
+        let (status, created) = launch(&backend, alice, manifest).await;
+        assert_eq!(status, 201, "{created}");
+        let name = created["name"].as_str().unwrap().to_owned();
+        assert_eq!(backend.follow(alice, &name).await.last().unwrap().0, "ready");
+        names.push(name);
+    }
+    let [short, idle, lab] = [&names[0], &names[1], &names[2]];
+
+    // For 9 s (longer than the 6 s idle timeout) the user pings `idle`, and `lab`'s own status
+    // endpoint says it is busy: both stay. `short` reaches its 3 s lifetime meanwhile.
+    let busy_until = Instant::now() + Duration::from_secs(9);
+    while Instant::now() < busy_until {
+        let (status, _) = backend
+            .call(
+                alice,
+                "POST",
+                &format!("/api/v1/workspaces/{idle}/activity"),
+                None,
+            )
+            .await;
+        assert_eq!(status, 204);
+        manifests.put("status", &jupyter_status(k8s_openapi::jiff::Timestamp::now()));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    for name in [idle, lab] {
+        let pod = pods.get_opt(name).await.unwrap();
+        assert!(
+            pod.as_ref()
+                .is_some_and(|p| p.metadata.deletion_timestamp.is_none()),
+            "{name} was culled while active"
+        );
+    }
+    let recorded = pods.get(lab).await.unwrap().metadata.annotations.unwrap();
+    assert!(
+        recorded.contains_key("outfit.dev/last-activity"),
+        "lab's activity not recorded: {recorded:?}"
+    );
+    eventually("short's removal", Duration::from_secs(30), || async {
+        pods.get_opt(short).await.unwrap().is_none()
+    })
+    .await;
+    let why = events(&client, ns, short, "Culled").await;
+    assert!(
+        why.iter().any(|m| m.contains("maximum lifetime of 3s")),
+        "{why:?}"
+    );
+
+    // Then quiet: both are culled as idle, each with an Event that says since when.
+    let quiet = Instant::now();
+    for name in [idle, lab] {
+        eventually("an idle workspace's removal", Duration::from_secs(30), || async {
+            pods.get_opt(name).await.unwrap().is_none()
+        })
+        .await;
+        let why = events(&client, ns, name, "Culled").await;
+        assert!(why.iter().any(|m| m.contains("idle since")), "{name}: {why:?}");
+    }
+    assert!(
+        quiet.elapsed() >= Duration::from_secs(2),
+        "culled before the idle timeout: {:?}",
+        quiet.elapsed()
+    );
+    let text = http(admin_port, "GET", "/metrics", "").await.1;
+    assert!(
+        text.contains("outfit_workspaces_culled_total{reason=\"lifetime\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("outfit_workspaces_culled_total{reason=\"idle\"} 2"),
+        "{text}"
+    );
+}
