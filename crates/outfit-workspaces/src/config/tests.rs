@@ -174,7 +174,9 @@ fn network_isolation_is_on_and_denies_internal_ranges_by_default() {
             "100.64.0.0/10",
             "169.254.0.0/16",
             "fc00::/7",
-            "fe80::/10"
+            "fe80::/10",
+            // podSubnetCidr (10.128.0.0/15 by default), always added: other users' workspaces.
+            "10.128.0.0/15"
         ]
     );
     let metadata = "169.254.169.254".parse().unwrap();
@@ -189,7 +191,8 @@ fn network_isolation_is_on_and_denies_internal_ranges_by_default() {
     assert!(!network.enabled);
     assert_eq!(network.ingress_namespaces, ["ingress-nginx", "traefik"]);
     assert_eq!(network.backend_namespace, "outfit-system");
-    assert!(network.denied_egress_cidrs.is_empty());
+    let denied: Vec<String> = network.denied_egress_cidrs.iter().map(Cidr::to_string).collect();
+    assert_eq!(denied, ["10.128.0.0/15"], "the pod subnet stays denied");
     assert_eq!(network.allowed_egress_cidrs[0].to_string(), "10.0.0.0/24");
     let env = |var: &str| (var == "BACKEND_NETWORKPOLICY").then(|| "false".to_owned());
     assert!(!Config::load(None, env).unwrap().0.network.enabled);
