@@ -24,7 +24,10 @@ async fn the_page_launches_follows_and_deletes_a_workspace() {
          - {{name: web, url: '{url}', title: Web server, description: An nginx with a greeting of your choice}}\n\
          - {{name: notebook, url: '{notebook}', title: Jupyter notebook, description: JupyterLab with your ScienceData files}}\n"
     );
-    let backend = Backend::start(plane, ns, &manifests, &extra).await;
+    // With exactly the permissions `outfit manifests --workspaces` gives: TokenReviews, the
+    // Events watch and NetworkPolicies included.
+    let kubeconfig = least_privilege(plane, &client, "ws-page-system", ns).await;
+    let backend = Backend::start_as(plane, ns, &manifests, &extra, kubeconfig).await;
     let token = plane.env("ALICE_TOKEN");
     // A workspace already running, so the page shows a list, not only the new one.
     let alice = Caller::Token(&token);
