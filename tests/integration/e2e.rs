@@ -25,6 +25,7 @@ use crate::{
 pub(crate) struct Webhook {
     child: Child,
     port: u16,
+    admin: u16,
     certs: tempdir::Dir,
 }
 
@@ -57,6 +58,18 @@ impl Webhook {
     /// The webhook's HTTPS port.
     pub(crate) fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Its metrics, as the admin port serves them.
+    pub(crate) fn metrics(&self) -> String {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.admin)).expect("the admin port");
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        response
     }
 
     /// The CA its self-signed certificate chains to.
@@ -98,7 +111,12 @@ impl Webhook {
             assert!(Instant::now() < deadline, "outfit serve did not become ready");
             std::thread::sleep(Duration::from_millis(20));
         }
-        Webhook { child, port, certs }
+        Webhook {
+            child,
+            port,
+            admin,
+            certs,
+        }
     }
 }
 

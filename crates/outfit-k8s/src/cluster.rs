@@ -45,8 +45,11 @@ pub fn watched_resources() -> Vec<ApiResource> {
 pub struct Snapshot {
     /// The objects, as raw documents, in a stable order (kind, namespace, name).
     pub documents: Vec<Document>,
-    /// Whether every kind has been listed at least once.
+    /// Whether every kind has been listed at least once (a kind whose CRD is not installed counts
+    /// as listed, and empty).
     pub synced: bool,
+    /// The kinds whose CRD the API server does not serve (yet).
+    pub absent: Vec<String>,
     /// Increases with every change.
     pub revision: u64,
 }
@@ -127,6 +130,7 @@ async fn watch_kind(
 ) {
     let api: Api<DynamicObject> = Api::all_with(client, &resource);
     let mut listing: Option<BTreeMap<(String, String), Value>> = None;
+    let mut absent = false;
     let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
     while let Some(event) = events.next().await {
         let update = match event {
@@ -140,13 +144,22 @@ async fn watch_kind(
                 }
                 continue;
             }
-            Ok(watcher::Event::InitDone) => Update::Listed(index, listing.take().unwrap_or_default()),
+            Ok(watcher::Event::InitDone) => {
+                if absent {
+                    tracing::info!(kind = %resource.kind, "CRD installed; reading its policies");
+                    absent = false;
+                }
+                Update::Listed(index, listing.take().unwrap_or_default())
+            }
             Ok(watcher::Event::Apply(object)) => {
                 Update::Applied(index, key_of(&object), raw(&resource, &object))
             }
             Ok(watcher::Event::Delete(object)) => Update::Deleted(index, key_of(&object)),
             Err(error) if is_not_found(&error) => {
-                tracing::debug!(kind = %resource.kind, "CRD not installed; watching for it");
+                if !absent {
+                    tracing::info!(kind = %resource.kind, group = %resource.group, "CRD not installed; its policies are not read until it is");
+                    absent = true;
+                }
                 Update::Absent(index)
             }
             Err(error) => {
@@ -160,10 +173,13 @@ async fn watch_kind(
     }
 }
 
+/// Whether the API server does not serve the kind. For a group it does not know at all, it
+/// answers a plain-text `404 page not found`, which kube-rs turns into a Status whose reason is
+/// not `NotFound` (so `Status::is_not_found` says no): the code is what counts.
 fn is_not_found(error: &watcher::Error) -> bool {
     match error {
         watcher::Error::InitialListFailed(kube::Error::Api(status))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(status)) => status.is_not_found(),
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status)) => status.code == 404,
         _ => false,
     }
 }
@@ -175,6 +191,7 @@ async fn aggregate(
 ) {
     let mut objects: Vec<BTreeMap<(String, String), Value>> = vec![BTreeMap::new(); resources.len()];
     let mut listed = vec![false; resources.len()];
+    let mut absent = vec![false; resources.len()];
     let mut revision = 0;
     while let Some(update) = updates.recv().await {
         // Take every update already queued before publishing once: a relist of many objects
@@ -185,6 +202,7 @@ async fn aggregate(
                 Update::Listed(kind, all) => {
                     objects[kind] = all;
                     listed[kind] = true;
+                    absent[kind] = false;
                 }
                 Update::Applied(kind, key, value) => {
                     objects[kind].insert(key, value);
@@ -195,6 +213,7 @@ async fn aggregate(
                 Update::Absent(kind) => {
                     objects[kind].clear();
                     listed[kind] = true;
+                    absent[kind] = true;
                 }
             }
             next = updates.try_recv().ok();
@@ -213,6 +232,12 @@ async fn aggregate(
         let snapshot = Snapshot {
             documents,
             synced: listed.iter().all(|l| *l),
+            absent: resources
+                .iter()
+                .zip(&absent)
+                .filter(|(_, absent)| **absent)
+                .map(|(resource, _)| resource.kind.clone())
+                .collect(),
             revision,
         };
         if snapshots.send(Arc::new(snapshot)).is_err() {

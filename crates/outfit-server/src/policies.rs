@@ -192,6 +192,9 @@ impl PolicyStore {
         let synced = cluster_now.as_ref().is_none_or(|c| c.synced);
         log_loaded(&set);
         metrics.set_policies(&set);
+        if let Some(cluster) = &cluster_now {
+            metrics.set_absent_kinds(&cluster.absent);
+        }
         Ok(Self {
             current: Arc::new(ArcSwap::from_pointee(set)),
             paths,
@@ -254,6 +257,9 @@ impl PolicyStore {
             Ok(set) => {
                 log_loaded(&set);
                 self.metrics.set_policies(&set);
+                if let Some(cluster) = &cluster {
+                    self.metrics.set_absent_kinds(&cluster.absent);
+                }
                 self.current.store(Arc::new(set));
                 if cluster.as_ref().is_none_or(|c| c.synced) {
                     self.synced.send_replace(true);
@@ -380,6 +386,7 @@ spec:
         Arc::new(ClusterSnapshot {
             documents: Vec::new(),
             synced: true,
+            absent: Vec::new(),
             revision,
         })
     }

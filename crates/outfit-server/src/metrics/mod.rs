@@ -108,6 +108,7 @@ pub struct Metrics {
     registry: Registry,
     admission: Arc<AdmissionCells>,
     policies: Family<KindLabels, Gauge>,
+    kinds_installed: Family<KindLabels, Gauge>,
     policy_reloads: Family<ResultLabels, Counter>,
     tls_reloads: Family<ResultLabels, Counter>,
 }
@@ -134,6 +135,12 @@ impl Metrics {
         );
         let policies = Family::<KindLabels, Gauge>::default();
         registry.register("policies", "Policies serving, by kind", policies.clone());
+        let kinds_installed = Family::<KindLabels, Gauge>::default();
+        registry.register(
+            "policy_kind_installed",
+            "With --from-cluster: 1 when the API server serves the kind's CRD, 0 when it is not installed (its policies are then read once it is)",
+            kinds_installed.clone(),
+        );
         let policy_reloads = Family::<ResultLabels, Counter>::default();
         registry.register(
             "policy_reloads",
@@ -157,6 +164,7 @@ impl Metrics {
             registry,
             admission,
             policies,
+            kinds_installed,
             policy_reloads,
             tls_reloads,
         })
@@ -188,6 +196,16 @@ impl Metrics {
             self.policies
                 .get_or_create(&KindLabels { kind: kind.as_str() })
                 .set(count);
+        }
+    }
+
+    /// Records which kinds' CRDs the API server does not serve, by `kind` name.
+    pub fn set_absent_kinds(&self, absent: &[String]) {
+        for kind in PolicyKind::ALL {
+            let installed = !absent.iter().any(|a| a == kind.as_str());
+            self.kinds_installed
+                .get_or_create(&KindLabels { kind: kind.as_str() })
+                .set(i64::from(installed));
         }
     }
 
