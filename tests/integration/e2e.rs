@@ -134,16 +134,29 @@ fn admin_ready(addr: &str) -> bool {
 
 /// Registers `webhook` with the API server through `outfit manifests --webhook-url`.
 async fn register(client: &Client, webhook: &Webhook, name: &str, namespace: &str) {
+    register_with(client, webhook, name, namespace, &[]).await;
+}
+
+/// As [`register`], with more `outfit manifests` arguments (`--policies`, say).
+async fn register_with(
+    client: &Client,
+    webhook: &Webhook,
+    name: &str,
+    namespace: &str,
+    extra: &[&str],
+) -> Value {
     let url = format!("https://127.0.0.1:{}/mutate", webhook.port);
     let ca = webhook.certs.0.join("ca.crt");
-    let documents = crate::support::manifests(&[
+    let mut args = vec![
         "--without-poddefault-crd",
         "--without-gatekeeper-crds",
         "--webhook-url",
         &url,
         "--ca-file",
         ca.to_str().expect("a UTF-8 path"),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let documents = crate::support::manifests(&args);
     assert_eq!(
         documents.len(),
         1,
@@ -160,9 +173,51 @@ async fn register(client: &Client, webhook: &Webhook, name: &str, namespace: &st
     configuration["metadata"]["name"] = json!(name);
     configuration["webhooks"][0]["namespaceSelector"] =
         json!({"matchLabels": {"kubernetes.io/metadata.name": namespace}});
-    create(client, None, &configs, configuration)
+    create(client, None, &configs, configuration.clone())
         .await
         .expect("register the webhook");
+    configuration
+}
+
+/// A Gatekeeper Assign on Services: `outfit manifests --policies` registers the webhook for
+/// Services too, so the cluster applies it as `outfit mutate` does (with pods-only rules the
+/// API server would never call outfit for a Service).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_assign_on_services_mutates_the_services_the_api_server_stores() {
+    let plane = ControlPlane::get();
+    let client = plane.admin_client().await;
+    let namespace = "e2e-services";
+    pod_namespace(&client, namespace, json!({})).await;
+    let policies = repo_root()
+        .join("target")
+        .join(format!("e2e-service-policies-{}", std::process::id()));
+    std::fs::create_dir_all(&policies).unwrap();
+    std::fs::write(
+        policies.join("assign.yaml"),
+        concat!(
+            "apiVersion: mutations.gatekeeper.sh/v1\nkind: Assign\nmetadata: {name: sticky-sessions}\n",
+            "spec:\n",
+            "  applyTo: [{groups: [''], versions: [v1], kinds: [Service]}]\n",
+            "  match: {scope: Namespaced, kinds: [{apiGroups: [''], kinds: [Service]}]}\n",
+            "  location: spec.sessionAffinity\n",
+            "  parameters: {assign: {value: ClientIP}}\n",
+        ),
+    )
+    .unwrap();
+    let webhook = Webhook::start(&policies);
+    let path = policies.to_str().unwrap();
+    let configuration = register_with(&client, &webhook, "services", namespace, &["--policies", path]).await;
+    let rules = &configuration["webhooks"][0]["rules"];
+    assert_eq!(rules[1]["resources"], json!(["services"]), "{rules}");
+
+    let services = resource("", "v1", "Service", "services");
+    let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+                         "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}});
+    let stored = create(&client, Some(namespace), &services, service)
+        .await
+        .expect("create the Service");
+    assert_eq!(stored["spec"]["sessionAffinity"], "ClientIP", "{stored}");
+    std::fs::remove_dir_all(&policies).ok();
 }
 
 fn pod(name: &str, labels: Value, env: Value) -> Value {

@@ -8,3 +8,4 @@
 pub mod cluster;
 pub mod crds;
 pub mod manifests;
+pub mod rules;

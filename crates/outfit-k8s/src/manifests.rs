@@ -8,7 +8,10 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::Resource;
 use serde_json::{Value, json};
 
-use crate::crds;
+use crate::{
+    crds,
+    rules::{self, Rules},
+};
 
 /// What the API server does with a pod when outfit cannot be reached or does not answer in time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +59,8 @@ pub struct InstallOptions {
     pub ca_bundle_pem: Option<String>,
     /// CRDs to include.
     pub crds: CrdSelection,
+    /// The requests the API server sends to outfit.
+    pub rules: Rules,
 }
 
 impl Default for InstallOptions {
@@ -71,6 +76,7 @@ impl Default for InstallOptions {
                 poddefault: true,
                 gatekeeper: true,
             },
+            rules: Rules::Pods,
         }
     }
 }
@@ -210,7 +216,7 @@ fn webhook_configuration(options: &InstallOptions, client_config: Value) -> Valu
             "name": "mutate.outfit.dev",
             "admissionReviewVersions": ["v1"],
             "clientConfig": client_config,
-            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}],
+            "rules": rules::to_json(&options.rules),
             "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
                                                         "values": ["kube-system", options.namespace]}]},
             "failurePolicy": options.failure_policy.to_string(),

@@ -3,7 +3,10 @@
 use std::{path::PathBuf, process::ExitCode};
 
 use clap::{Args, ValueEnum};
-use outfit_k8s::manifests::{self, CrdSelection, FailurePolicy, InstallOptions};
+use outfit_k8s::{
+    manifests::{self, CrdSelection, FailurePolicy, InstallOptions},
+    rules::{self, Rules},
+};
 
 use crate::cli::EXIT_BAD_INPUT;
 
@@ -48,6 +51,22 @@ pub(crate) struct ManifestsArgs {
     #[arg(long, value_name = "URL", conflicts_with = "workspaces")]
     webhook_url: Option<String>,
 
+    /// Policies (files or directories, as `outfit mutate` reads them) whose kinds the webhook is
+    /// called for: pods, plus every kind a Gatekeeper mutator applies to. Without it, pods only.
+    #[arg(long, value_name = "PATH", conflicts_with = "workspaces")]
+    policies: Vec<PathBuf>,
+
+    /// A resource to call the webhook for besides the policies' (GROUP/VERSION/RESOURCE, or
+    /// VERSION/RESOURCE for the core group), e.g. for a CRD's kind: `example.com/v1/widgets`.
+    #[arg(long, value_name = "GROUP/VERSION/RESOURCE", conflicts_with = "workspaces")]
+    webhook_resource: Vec<outfit_k8s::rules::ResourceRule>,
+
+    /// Call the webhook for every CREATE and UPDATE of every kind (Gatekeeper's rule). Costs: every
+    /// write in the selected namespaces waits on outfit, and with --failure-policy fail an outfit
+    /// outage blocks them all.
+    #[arg(long, conflicts_with_all = ["workspaces", "policies", "webhook_resource"])]
+    all_resources: bool,
+
     /// Print the workspace backend's objects instead of the webhook's: its ServiceAccount,
     /// least-privilege Role and ClusterRole, config, Deployment and Service.
     #[arg(long)]
@@ -85,6 +104,13 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
         },
         None => None,
     };
+    let rules = match webhook_rules(args) {
+        Ok(rules) => rules,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
     let options = InstallOptions {
         namespace: args.namespace.clone(),
         image: args.image.clone(),
@@ -99,6 +125,7 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
             poddefault: !args.without_poddefault_crd,
             gatekeeper: !args.without_gatekeeper_crds,
         },
+        rules,
     };
     let objects = if args.workspaces {
         outfit_workspaces::install::objects(&outfit_workspaces::install::InstallOptions {
@@ -123,4 +150,26 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The webhook's rules: from the policies given, or Gatekeeper's everything.
+fn webhook_rules(args: &ManifestsArgs) -> Result<Rules, String> {
+    if args.all_resources {
+        return Ok(Rules::AllResources);
+    }
+    if args.policies.is_empty() {
+        return Ok(if args.webhook_resource.is_empty() {
+            Rules::Pods
+        } else {
+            Rules::Resources(args.webhook_resource.clone())
+        });
+    }
+    let documents = outfit_core::source::read_paths(&args.policies).map_err(|e| e.to_string())?;
+    let mut builder = outfit_core::PolicySet::builder();
+    builder.add_all(documents.iter());
+    let (set, report) = builder.build();
+    if let Some(error) = report.errors.first() {
+        return Err(format!("{error} ({} policies rejected)", report.errors.len()));
+    }
+    rules::from_policies(&set, &args.webhook_resource).map_err(|e| e.to_string())
 }

@@ -119,6 +119,11 @@ impl Mutator {
         &self.apply_to
     }
 
+    /// `spec.match.kinds` (empty: every kind).
+    pub fn match_kinds(&self) -> &[matching::Kinds] {
+        &self.matcher.kinds
+    }
+
     /// The terminal type for schema conflicts; `None` for AssignMetadata, which takes no part.
     pub fn terminal(&self) -> Option<Terminal> {
         match self.action {
