@@ -513,7 +513,11 @@ impl Config {
             catalogue: v.list("catalogue")?,
             max_lifetime: optional_duration("maxLifetime")?,
             idle_timeout: optional_duration("idleTimeout")?,
-            activity_check_interval: duration("activityCheckInterval")?,
+            activity_check_interval: v.parse("activityCheckInterval", |t| match duration::parse(t) {
+                Ok(d) if d.is_zero() => Err("must be above 0".to_owned()),
+                Ok(d) => Ok(d),
+                Err(e) => Err(e.to_string()),
+            })?,
             limits: limits(v)?,
             network: network(v)?,
         };

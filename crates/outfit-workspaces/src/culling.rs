@@ -122,8 +122,12 @@ pub fn due(pod: &Pod, config: &Config, now: Timestamp) -> Option<Cull> {
         return None;
     }
     let started = timestamp(pod, keys::ANNOTATION_STARTED)?;
-    // A bad annotation was refused at create; one added since by hand counts as unset.
-    let lifetimes = lifetimes(pod, config).unwrap_or_default();
+    // A bad annotation was refused at create; one edited in since falls back to the config's.
+    let lifetimes = lifetimes(pod, config).unwrap_or(Lifetimes {
+        max_lifetime: config.max_lifetime,
+        idle_timeout: config.idle_timeout,
+        activity_url: None,
+    });
     let since = |t: Timestamp| Duration::from_secs(now.duration_since(t).as_secs().max(0) as u64);
     if let Some(limit) = lifetimes.max_lifetime
         && since(started) >= limit

@@ -191,13 +191,13 @@ impl fmt::Display for LimitExceeded {
         match (self.limit, self.workspaces) {
             (Limit::Workspaces, n) => write!(
                 f,
-                "you have {n} running workspace{plural}, and this one would make {}",
+                "you have {n} workspace{plural}, and this one would make {}",
                 self.total
             ),
             (_, 0) => write!(f, "this workspace alone requests {}", self.requested),
             (_, n) => write!(
                 f,
-                "your {n} running workspace{plural} request{} {} and this one {} ({} in all)",
+                "your {n} workspace{plural} request{} {} and this one {} ({} in all)",
                 if n == 1 { "s" } else { "" },
                 self.in_use,
                 self.requested,
@@ -418,7 +418,7 @@ mod tests {
         assert_eq!(err.key(), "maxWorkspacesPerUser");
         assert_eq!(
             err.to_string(),
-            "maxWorkspacesPerUser is 2: you have 2 running workspaces, and this one would make 3"
+            "maxWorkspacesPerUser is 2: you have 2 workspaces, and this one would make 3"
         );
         let limits = Limits {
             max_cpu_millis: None,
@@ -437,7 +437,7 @@ mod tests {
         let err = check(&limits, &[&running], &asking("1", "1Gi")).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "maxCpuPerUser is 2: your 1 running workspace requests 1500m and this one 1 (2500m in all)"
+            "maxCpuPerUser is 2: your 1 workspace requests 1500m and this one 1 (2500m in all)"
         );
         assert_eq!(
             (
@@ -465,7 +465,7 @@ mod tests {
         let err = check(&limits, &[&a, &b], &asking("1", "1536Mi")).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "maxMemoryPerUser is 4Gi: your 2 running workspaces request 3Gi and this one 1536Mi (4608Mi in all)"
+            "maxMemoryPerUser is 4Gi: your 2 workspaces request 3Gi and this one 1536Mi (4608Mi in all)"
         );
     }
 

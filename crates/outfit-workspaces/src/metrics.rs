@@ -71,7 +71,7 @@ impl Default for Metrics {
         });
         registry.register(
             "request_duration_seconds",
-            "Time to answer an API request (long polls and progress streams included)",
+            "Time to answer an API request: long polls to their answer, progress streams to their first byte",
             latency.clone(),
         );
         let creates = Counter::default();
@@ -81,7 +81,7 @@ impl Default for Metrics {
         });
         registry.register(
             "spawn_duration_seconds",
-            "Time from a workspace pod's creation to ready with its Services (outcome ready) or to its failure (outcome failed), by manifest",
+            "Time from a workspace pod's creation (whole seconds, as the API server records it) to ready with its Services (outcome ready) or to its failure (outcome failed), by the manifest's metadata.name",
             spawns.clone(),
         );
         let failures = Family::<PhaseLabels, Counter>::default();

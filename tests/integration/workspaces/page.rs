@@ -50,6 +50,35 @@ async fn the_page_launches_follows_and_deletes_a_workspace() {
         Some(_) => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/images/workspaces-page.png"),
         None => std::env::temp_dir().join(format!("outfit-workspaces-page-{}.png", std::process::id())),
     };
+    // What the form sets must reach the pod: the API server's copy is watched while the browser
+    // works, since the browser deletes the workspace at the end.
+    let seen: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+    let watching = {
+        let (seen, pods) = (
+            seen.clone(),
+            kube::Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), ns),
+        );
+        tokio::spawn(async move {
+            loop {
+                for pod in pods
+                    .list(&Default::default())
+                    .await
+                    .map(|l| l.items)
+                    .unwrap_or_default()
+                {
+                    let env = pod
+                        .spec
+                        .into_iter()
+                        .flat_map(|s| s.containers)
+                        .flat_map(|c| c.env.unwrap_or_default());
+                    seen.lock()
+                        .unwrap()
+                        .extend(env.filter(|e| e.name == "GREETING").filter_map(|e| e.value));
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        })
+    };
     let driver = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/browser/workspace_page.py");
     let output = tokio::process::Command::new("python3")
         .arg(&driver)
@@ -84,6 +113,12 @@ async fn the_page_launches_follows_and_deletes_a_workspace() {
     assert!(png.starts_with(b"\x89PNG"), "not a PNG");
 
     // What the browser did reached the cluster: the setting from the form, and the delete.
+    watching.abort();
+    assert!(
+        seen.lock().unwrap().iter().any(|v| v == "hello from the browser"),
+        "the form's GREETING never reached the pod: {:?}",
+        seen.lock().unwrap()
+    );
     let (_, list) = backend.call(alice, "GET", "/api/v1/workspaces", None).await;
     let names: Vec<&str> = list["items"]
         .as_array()

@@ -351,7 +351,17 @@ pub(super) async fn least_privilege(
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let namespace = document.value["metadata"]["namespace"].as_str();
         let resource = crate::control_plane::resource(group, version, kind, plural);
-        match crate::control_plane::create(client, namespace, &resource, document.value.clone()).await {
+        // Cluster-scoped objects are shared by every test on this API server: each test's get a
+        // name of their own, or the second test's binding would silently be the first's.
+        let mut object = document.value.clone();
+        if kind.starts_with("Cluster") {
+            let own = format!("{}-{workspaces}", object["metadata"]["name"].as_str().unwrap());
+            object["metadata"]["name"] = Value::String(own.clone());
+            if *kind == "ClusterRoleBinding" {
+                object["roleRef"]["name"] = Value::String(own);
+            }
+        }
+        match crate::control_plane::create(client, namespace, &resource, object).await {
             Ok(_) => {}
             Err(kube::Error::Api(status)) if status.code == 409 => {}
             Err(error) => panic!("installing {kind}: {error}"),

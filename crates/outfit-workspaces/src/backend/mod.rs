@@ -277,7 +277,8 @@ impl Backend {
             match self.cluster.create_pod(&pod).await {
                 Ok(created) => {
                     tracing::info!(pod = name, user = %user, manifest = url, "pod created");
-                    // Isolated before it can start; the lifecycle makes sure again before ready.
+                    // Isolated right after the pod is stored, while it waits for a node and its
+                    // images; the lifecycle makes sure again before it is ready.
                     if let Err(error) = self.isolate(&created).await {
                         let _ = self.cluster.delete_pod(name, created.uid().as_deref()).await;
                         return Err(error.into());

@@ -202,16 +202,10 @@ pub(super) fn delete_steps(pod: Option<&Pod>) -> Vec<Step> {
             step("gone", Done, "the pod and what it owns are gone", None),
         ];
     };
-    let containers = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_deref())
-        .unwrap_or_default();
-    let still_running = containers
+    let still_running = container_statuses(pod)
         .iter()
         .filter(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
         .count();
-    let requested = pod.metadata.deletion_timestamp.as_ref().map(|t| t.0);
     if still_running == 0 {
         vec![
             step("stopping", Done, "stopped", None),
@@ -224,7 +218,7 @@ pub(super) fn delete_steps(pod: Option<&Pod>) -> Vec<Step> {
                 "stopping",
                 Active,
                 format!("{still_running} container(s) stopping (grace period {grace}s)"),
-                requested,
+                None,
             ),
             step("gone", Pending, "", None),
         ]
