@@ -7,7 +7,7 @@
 //! `header_read_timeout` runs whenever the connection waits for a request head, so it also closes
 //! keep-alive connections left idle that long.
 
-use std::{convert::Infallible, future::Future, net::SocketAddr, time::Duration};
+use std::{convert::Infallible, future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use bytes::Bytes;
 #[cfg(doc)]
@@ -28,6 +28,8 @@ use tokio::{
 };
 use tokio_rustls::TlsAcceptor;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use crate::limit::{ConnectionLimit, Slot};
 
 /// Connection timeouts.
 #[derive(Debug, Clone, Copy)]
@@ -60,13 +62,15 @@ pub trait Handler: Clone + Send + Sync + 'static {
     fn call(&self, request: Request<Incoming>) -> impl Future<Output = Response<Self::Body>> + Send;
 }
 
-/// Accepts TLS connections on `listener` until `shutdown`, serving each on a task in `tracker`.
-/// Connections are asked to finish their in-flight request and close once `shutdown` fires.
+/// Accepts TLS connections on `listener` until `shutdown`, serving each on a task in `tracker`,
+/// at most as many at once as `limit` allows (see [`ConnectionLimit`]). Connections are asked to
+/// finish their in-flight request and close once `shutdown` fires.
 pub async fn serve_tls<H: Handler>(
     listener: TcpListener,
     acceptor: TlsAcceptor,
     handler: H,
     timeouts: Timeouts,
+    limit: Option<Arc<ConnectionLimit>>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) {
@@ -74,10 +78,19 @@ pub async fn serve_tls<H: Handler>(
     accept_each(listener, &stop, &tracker, move |tcp, peer| {
         let acceptor = acceptor.clone();
         let handler = handler.clone();
+        let admitted = limit.as_ref().map(|limit| limit.admit(&shutdown));
         let shutdown = shutdown.clone();
         async move {
-            if let Err(reason) = serve_tls_connection(tcp, peer, acceptor, handler, timeouts, shutdown).await
-            {
+            let (shutdown, slot) = match &admitted {
+                None => (shutdown, None),
+                Some(Some(admitted)) => (admitted.slot().closing().clone(), Some(admitted.slot().clone())),
+                Some(None) => {
+                    tracing::debug!(%peer, "every connection busy at the cap; refused");
+                    return;
+                }
+            };
+            let served = serve_tls_in(tcp, peer, acceptor, handler, timeouts, shutdown, slot).await;
+            if let Err(reason) = served {
                 tracing::debug!(%peer, reason, "connection closed");
             }
         }
@@ -123,6 +136,19 @@ pub async fn serve_tls_connection<H: Handler>(
     timeouts: Timeouts,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
+    serve_tls_in(tcp, peer, acceptor, handler, timeouts, shutdown, None).await
+}
+
+/// [`serve_tls_connection`], its requests counted on `slot` when the connection is capped.
+async fn serve_tls_in<H: Handler>(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    acceptor: TlsAcceptor,
+    handler: H,
+    timeouts: Timeouts,
+    shutdown: CancellationToken,
+    slot: Option<Arc<Slot>>,
+) -> Result<(), String> {
     let _ = tcp.set_nodelay(true);
     let tls = tokio::select! {
         () = shutdown.cancelled() => return Err("shutting down during the TLS handshake".to_owned()),
@@ -134,7 +160,7 @@ pub async fn serve_tls_connection<H: Handler>(
     };
     tracing::trace!(%peer, "TLS connection established");
     let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-    serve_http(tls, h2, handler, timeouts, shutdown).await
+    serve_http_in(tls, h2, handler, timeouts, shutdown, slot).await
 }
 
 /// Serves HTTP on an established connection (TLS or plain) until it closes or `shutdown` fires.
@@ -149,9 +175,30 @@ where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     H: Handler,
 {
+    serve_http_in(io, h2, handler, timeouts, shutdown, None).await
+}
+
+async fn serve_http_in<I, H>(
+    io: I,
+    h2: bool,
+    handler: H,
+    timeouts: Timeouts,
+    shutdown: CancellationToken,
+    slot: Option<Arc<Slot>>,
+) -> Result<(), String>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    H: Handler,
+{
     let service = service_fn(move |request| {
         let handler = handler.clone();
-        async move { Ok::<_, Infallible>(handler.call(request).await) }
+        // Busy from the request's head to its answer: such a connection is never evicted.
+        let busy = slot.as_ref().map(Slot::busy);
+        async move {
+            let response = handler.call(request).await;
+            drop(busy);
+            Ok::<_, Infallible>(response)
+        }
     });
     let io = TokioIo::new(io);
     if h2 {

@@ -4,6 +4,7 @@
 //!
 //! - [`accept`]: the accept loop, one task per connection, TLS or plain HTTP, header-read and
 //!   handshake timeouts, graceful drain;
+//! - [`limit`]: the cap on open connections, which closes the oldest idle one to make room;
 //! - [`admin`]: the plain-HTTP admin port, `/livez`, `/readyz` and `/metrics`;
 //! - [`tls`]: the serving certificate, reloaded from its PEM files (polled, and at once on
 //!   request) without a restart, the owner told of each reload; and a self-signed CA and leaf for
@@ -11,4 +12,5 @@
 
 pub mod accept;
 pub mod admin;
+pub mod limit;
 pub mod tls;

@@ -296,6 +296,7 @@ async fn start_ceiling(certs: &SelfSigned, shutdown: CancellationToken) -> Resul
         tokio_rustls::TlsAcceptor::from(tls),
         Ceiling { answer },
         Timeouts::default(),
+        None,
         shutdown,
         TaskTracker::new(),
     ));

@@ -74,6 +74,9 @@ pub struct Config {
     pub timeouts: Timeouts,
     /// How long in-flight requests may take to finish once shutdown starts.
     pub shutdown_grace: Duration,
+    /// The most connections open at once on the webhook port; at the cap the oldest idle one is
+    /// closed to make room.
+    pub max_connections: usize,
     /// Also read policies and namespace labels from this API server (watched).
     pub cluster: Option<ClusterClient>,
 }
@@ -101,6 +104,8 @@ impl Config {
             limits: Limits::default(),
             timeouts: Timeouts::default(),
             shutdown_grace: Duration::from_secs(15),
+            // An API server keeps a few connections per replica; this leaves room for many.
+            max_connections: 1024,
             cluster: None,
         }
     }
@@ -303,11 +308,14 @@ impl Server {
             }
         });
         tracing::info!(address = %listener.local_addr().map_or_else(|_| config.listen.to_string(), |a| a.to_string()), "serving the webhook");
+        let limit = outfit_http::limit::ConnectionLimit::new(config.max_connections);
+        handle.metrics.watch_connections(limit.clone());
         let accept = accept::serve_tls(
             listener,
             TlsAcceptor::from(tls_config),
             webhook,
             config.timeouts,
+            Some(limit),
             shutdown.clone(),
             connections.clone(),
         );

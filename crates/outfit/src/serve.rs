@@ -106,6 +106,18 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_body_bytes, env = "OUTFIT_MAX_BODY_BYTES")]
     max_body_bytes: usize,
 
+    /// Most connections open at once on the webhook port. At the cap a new connection closes the
+    /// oldest idle one (no request in flight), so a flood of idle connections can neither hold
+    /// memory without bound nor crowd out the API server; with every one busy it is refused.
+    #[arg(
+        long,
+        value_name = "COUNT",
+        default_value_t = 1024,
+        env = "OUTFIT_MAX_CONNECTIONS",
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    max_connections: u32,
+
     /// Seconds allowed for a TLS handshake.
     #[arg(
         long,
@@ -196,6 +208,7 @@ impl ServeArgs {
             header_read: seconds("header-timeout", self.header_timeout)?,
         };
         config.shutdown_grace = seconds("shutdown-grace", self.shutdown_grace)?;
+        config.max_connections = self.max_connections as usize;
         Ok(config)
     }
 }

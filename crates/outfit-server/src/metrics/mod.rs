@@ -4,6 +4,7 @@
 //! prometheus-client's own `Histogram` would take a mutex on every observation.
 
 mod admission;
+mod connections;
 
 use std::{sync::Arc, time::Duration};
 
@@ -14,7 +15,10 @@ use prometheus_client::{
     registry::Registry,
 };
 
-use self::admission::{AdmissionCells, InFlight, Latency, Requests};
+use self::{
+    admission::{AdmissionCells, InFlight, Latency, Requests},
+    connections::{Cap, Connections, Figure},
+};
 
 /// How an admission request ended, the `outcome` label of `outfit_admission_requests_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,6 +113,7 @@ pub struct Metrics {
     admission: Arc<AdmissionCells>,
     policies: Family<KindLabels, Gauge>,
     kinds_installed: Family<KindLabels, Gauge>,
+    connection_cap: Cap,
     policy_reloads: Family<ResultLabels, Counter>,
     tls_reloads: Family<ResultLabels, Counter>,
 }
@@ -132,6 +137,22 @@ impl Metrics {
             "admission_in_flight",
             "Requests on /mutate whose headers arrived and whose answer is not yet written",
             InFlight(admission.clone()),
+        );
+        let connection_cap = Cap::default();
+        registry.register(
+            "connections_open",
+            "Connections open on the webhook port",
+            Connections(connection_cap.clone(), Figure::Open),
+        );
+        registry.register(
+            "connections_evicted",
+            "Idle connections closed to make room at --max-connections",
+            Connections(connection_cap.clone(), Figure::Evicted),
+        );
+        registry.register(
+            "connections_refused",
+            "New connections refused at --max-connections because every open one was busy",
+            Connections(connection_cap.clone(), Figure::Refused),
         );
         let policies = Family::<KindLabels, Gauge>::default();
         registry.register("policies", "Policies serving, by kind", policies.clone());
@@ -165,6 +186,7 @@ impl Metrics {
             admission,
             policies,
             kinds_installed,
+            connection_cap,
             policy_reloads,
             tls_reloads,
         })
@@ -197,6 +219,11 @@ impl Metrics {
                 .get_or_create(&KindLabels { kind: kind.as_str() })
                 .set(count);
         }
+    }
+
+    /// Reports the figures of the webhook's connection cap from now on.
+    pub fn watch_connections(&self, limit: Arc<outfit_http::limit::ConnectionLimit>) {
+        let _ = self.connection_cap.set(limit);
     }
 
     /// Records which kinds' CRDs the API server does not serve, by `kind` name.
