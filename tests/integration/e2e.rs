@@ -5,7 +5,8 @@
 use std::{
     net::TcpListener,
     path::Path,
-    process::{Child, Command, Stdio},
+    process::{Child, Command},
+    sync::{Mutex, PoisonError},
     time::{Duration, Instant},
 };
 
@@ -21,9 +22,11 @@ use crate::{
     support::repo_root,
 };
 
-/// `outfit serve` as a child process, killed on drop.
+/// `outfit serve` as a child process, killed on drop. Its stdout and stderr go to a log file: a
+/// test that fails, or finds the server exited when it should be running, prints the end of it.
 pub(crate) struct Webhook {
-    child: Child,
+    /// Behind a lock so that checks through `&self` can reap it (`try_wait`).
+    child: Mutex<Child>,
     port: u16,
     admin: u16,
     certs: tempdir::Dir,
@@ -42,8 +45,21 @@ mod tempdir {
 
 impl Drop for Webhook {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let child = self.child.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let exited = child.try_wait().ok().flatten();
+        let _ = child.kill();
+        let _ = child.wait();
+        if std::thread::panicking() {
+            let state = exited.map_or("was running".to_owned(), |status| {
+                format!("had exited ({status})")
+            });
+            eprintln!("outfit serve {state}; the end of its log:\n{}", self.log_tail());
+        } else if let Some(status) = exited {
+            panic!(
+                "outfit serve exited during the test ({status}); the end of its log:\n{}",
+                self.log_tail()
+            );
+        }
     }
 }
 
@@ -55,14 +71,50 @@ fn free_port() -> u16 {
 }
 
 impl Webhook {
-    /// The webhook's HTTPS port.
+    /// The webhook's HTTPS port. Fails the test if the server has exited.
     pub(crate) fn port(&self) -> u16 {
+        self.assert_running();
         self.port
     }
 
-    /// Its metrics, as the admin port serves them.
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.lock().unwrap_or_else(PoisonError::into_inner).id()
+    }
+
+    /// Fails the test, with the end of the server's log, if `outfit serve` has exited: a crashed
+    /// server must not pass for one that refuses or ignores requests.
+    pub(crate) fn assert_running(&self) {
+        let status = self
+            .child
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .try_wait()
+            .expect("wait for outfit serve");
+        if let Some(status) = status {
+            panic!(
+                "outfit serve exited unexpectedly ({status}); the end of its log:\n{}",
+                self.log_tail()
+            );
+        }
+    }
+
+    /// Everything the server has written to stdout and stderr so far.
+    pub(crate) fn log(&self) -> String {
+        std::fs::read_to_string(self.certs.0.join(LOG_FILE)).unwrap_or_default()
+    }
+
+    /// The last lines of [`Webhook::log`], enough to see why it failed.
+    fn log_tail(&self) -> String {
+        let log = self.log();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(60)..].join("\n")
+    }
+
+    /// Its metrics, as the admin port serves them. Fails the test if the server has exited.
     pub(crate) fn metrics(&self) -> String {
         use std::io::{Read, Write};
+        self.assert_running();
         let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.admin)).expect("the admin port");
         stream
             .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
@@ -89,6 +141,8 @@ impl Webhook {
             free_port()
         )));
         let (port, admin) = (free_port(), free_port());
+        std::fs::create_dir_all(&certs.0).expect("the webhook's directory");
+        let log = std::fs::File::create(certs.0.join(LOG_FILE)).expect("the webhook's log file");
         let child = Command::new(env!("CARGO_BIN_EXE_outfit"))
             .arg("serve")
             .args(args)
@@ -101,24 +155,30 @@ impl Webhook {
                 "--admin-listen",
                 &format!("127.0.0.1:{admin}"),
             ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stdout(log.try_clone().expect("the log file"))
+            .stderr(log)
             .spawn()
             .expect("start outfit serve");
-        let ready = format!("127.0.0.1:{admin}");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !admin_ready(&ready) {
-            assert!(Instant::now() < deadline, "outfit serve did not become ready");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Webhook {
-            child,
+        // Owned by the Webhook from here on, so that a failed start kills it and shows its log.
+        let webhook = Webhook {
+            child: Mutex::new(child),
             port,
             admin,
             certs,
+        };
+        let ready = format!("127.0.0.1:{admin}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !admin_ready(&ready) {
+            webhook.assert_running();
+            assert!(Instant::now() < deadline, "outfit serve did not become ready");
+            std::thread::sleep(Duration::from_millis(20));
         }
+        webhook
     }
 }
+
+/// The file, in the webhook's directory, that its stdout and stderr are written to.
+const LOG_FILE: &str = "outfit-serve.log";
 
 /// GET /readyz over plain HTTP.
 fn admin_ready(addr: &str) -> bool {
@@ -145,7 +205,7 @@ async fn register_with(
     namespace: &str,
     extra: &[&str],
 ) -> Value {
-    let url = format!("https://127.0.0.1:{}/mutate", webhook.port);
+    let url = format!("https://127.0.0.1:{}/mutate", webhook.port());
     let ca = webhook.certs.0.join("ca.crt");
     let mut args = vec![
         "--without-poddefault-crd",
@@ -477,4 +537,52 @@ async fn eventually_created(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     unreachable!("the loop returns")
+}
+
+/// A webhook that dies mid-test fails the test, with its log, at the next request helper and at
+/// the end of the test, instead of passing for a server that refuses or ignores requests.
+#[test]
+fn a_crashed_outfit_serve_fails_the_test_with_its_log() {
+    let policies = repo_root().join("examples/workspace/policies");
+    let webhook = Webhook::start(&policies);
+    webhook.assert_running();
+    let status = Command::new("kill")
+        .args(["-KILL", &webhook.pid().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let message = |panic: Box<dyn std::any::Any + Send>| {
+        panic
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_else(|| panic!("a panic with a message"))
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let noticed = loop {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| webhook.port())) {
+            Ok(_) => assert!(
+                Instant::now() < deadline,
+                "the killed server still counts as running"
+            ),
+            Err(panic) => break message(panic),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(noticed.contains("outfit serve exited unexpectedly"), "{noticed}");
+    assert!(
+        noticed.contains("SIGKILL") || noticed.contains("signal: 9"),
+        "{noticed}"
+    );
+    assert!(
+        noticed.contains("INFO"),
+        "the message carries the server's log: {noticed}"
+    );
+    // Dropped at the end of a test that did not fail otherwise, it fails it.
+    let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(webhook)))
+        .map_err(message)
+        .expect_err("dropping a webhook that exited fails the test");
+    assert!(
+        dropped.contains("outfit serve exited during the test"),
+        "{dropped}"
+    );
 }

@@ -1,5 +1,7 @@
 //! `outfit serve --from-cluster` while the API server is away: the last policies keep serving,
-//! and changes made after the API server returns are picked up.
+//! and changes made after the API server returns are picked up. The test waits until outfit has
+//! logged its watch failing before it goes on, so the outage it claims to survive is one outfit
+//! saw.
 
 use std::{
     process::Command,
@@ -84,9 +86,38 @@ async fn last_policies_keep_serving_while_the_api_server_is_away() {
         Some("http://one:1")
     );
 
+    let logged_before = webhook.log().len();
     let stopping = Instant::now();
     let restart = plane.stop_apiserver();
     eprintln!("outage: apiserver stopped in {:?}", stopping.elapsed());
+    // Really away: its process is gone (stop_apiserver waited for that) and a request to it fails.
+    assert!(
+        client.apiserver_version().await.is_err(),
+        "the API server still answers after it was killed"
+    );
+    // And outfit has noticed: its PodDefault watch failed and is retrying. Without this the rest
+    // could pass with outfit never having seen the outage.
+    let noticed = Instant::now();
+    let deadline = noticed + Duration::from_secs(60);
+    loop {
+        let log = webhook.log();
+        let failed = log[logged_before.min(log.len())..]
+            .lines()
+            .any(|line| line.contains("watch failed") && line.contains("kind=PodDefault"));
+        if failed {
+            eprintln!(
+                "outage: outfit logged the failed watch {:?} after the kill",
+                noticed.elapsed()
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "outfit never logged a failed PodDefault watch; its log since the kill:\n{}",
+            &log[logged_before.min(log.len())..]
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     // Away: the webhook answers from the policies it has.
     for _ in 0..3 {
         assert_eq!(

@@ -3,6 +3,13 @@
 //! A stream may hold several documents (`---` in YAML; concatenated or line-delimited JSON), and a
 //! `kind: List` (or any `*List` with `items`) is flattened into its items, as kubectl does. Every
 //! object keeps its [`Origin`] so errors can point back at it.
+//!
+//! YAML is read the way kubectl reads it, so that a policy means the same to `outfit mutate` as
+//! once applied with kubectl. kubectl converts YAML to JSON with `sigs.k8s.io/yaml`, which
+//! resolves plain scalars as go-yaml v2 does (YAML 1.1): `yes`, `on`, `y` are `true` and `no`,
+//! `off`, `n` are `false` (quoted, they stay strings); `0644` is octal (420, as a file mode in
+//! `defaultMode` means); and the JSON it writes has no fraction on an integral float, so `1.0` or
+//! `1e3` arrive as the integers `1` and `1000`. See [`parse_yaml`].
 
 use std::{fmt, sync::Arc};
 
@@ -16,18 +23,20 @@ use crate::error::DocumentError;
 pub struct Origin {
     /// File path, `<stdin>`, or another source name (`cluster` for watched objects).
     pub source: Arc<str>,
-    /// Index of the document in the stream, from 0.
-    pub document: usize,
+    /// Index of the document in the stream, from 0; `None` for an object that was not read from
+    /// a stream (a cluster watch), which a document index would only mislead about.
+    pub document: Option<usize>,
     /// Index inside a `kind: List` document.
     pub item: Option<usize>,
 }
 
 impl Origin {
-    /// An origin for an object that did not come from a file (a test, a cluster watch).
+    /// An origin for an object that did not come from a stream (a test, a cluster watch): it is
+    /// shown as `source` alone, and errors name the object by its kind, namespace and name.
     pub fn named(source: &str) -> Self {
         Self {
             source: Arc::from(source),
-            document: 0,
+            document: None,
             item: None,
         }
     }
@@ -35,7 +44,11 @@ impl Origin {
 
 impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (document {}", self.source, self.document)?;
+        f.write_str(&self.source)?;
+        let Some(document) = self.document else {
+            return Ok(());
+        };
+        write!(f, " (document {document}")?;
         if let Some(item) = self.item {
             write!(f, ", item {item}")?;
         }
@@ -83,7 +96,7 @@ pub fn parse_stream(text: &str, source: &str) -> Result<Vec<Document>, DocumentE
     for (index, value) in values.into_iter().enumerate() {
         let origin = Origin {
             source: source.clone(),
-            document: index,
+            document: Some(index),
             item: None,
         };
         flatten(value, origin, &mut documents)?;
@@ -100,7 +113,7 @@ fn parse_values(text: &str, source: &str) -> Result<Vec<Value>, DocumentError> {
             Err(json_error) => {
                 // YAML flow style (`{a: b}`) also starts with `{`; only when YAML fails too is the
                 // JSON error the better message.
-                return serde_saphyr::from_multiple::<Value>(text).map_err(|_| DocumentError::Syntax {
+                return parse_yaml(text).map_err(|_| DocumentError::Syntax {
                     file: source.to_owned(),
                     format: "JSON",
                     message: json_error.to_string(),
@@ -108,11 +121,49 @@ fn parse_values(text: &str, source: &str) -> Result<Vec<Value>, DocumentError> {
             }
         }
     }
-    serde_saphyr::from_multiple::<Value>(text).map_err(|error| DocumentError::Syntax {
+    parse_yaml(text).map_err(|error| DocumentError::Syntax {
         file: source.to_owned(),
         format: "YAML",
         message: error.to_string(),
     })
+}
+
+/// Parses a YAML stream as kubectl does (`sigs.k8s.io/yaml`'s `YAMLToJSON`: go-yaml v2, then Go's
+/// JSON encoding).
+///
+/// serde-saphyr already resolves go-yaml v2's YAML 1.1 booleans (`y`, `yes`, `on`, `n`, `no`,
+/// `off` in lower, capitalised or upper case) and nulls (`~`, `null`); two options and one pass
+/// bring the rest in line:
+/// - legacy octal: go-yaml v2 reads `0644` as octal (Go's `ParseInt` with base 0); without it,
+///   serde-saphyr reads the float `644.0`;
+/// - an integral float (`1.0`, `1e3`, `08`) becomes an integer when it fits `i64`: Go writes such a
+///   `float64` without a fraction (`1`, `1000`, `8`), and the API server reads that back as an
+///   integer, so an integer field receives an integer and not a `1.0` it would refuse.
+///
+/// Where serde-saphyr and go-yaml v2 still differ: mixed-case spellings (`yEs`, `oN`, `nUll`) are
+/// booleans and null here but strings to kubectl, and a YAML 1.1 boolean as a mapping key (`on:`)
+/// stays the string `on` where kubectl writes `"true"`. Neither appears in real manifests; quote
+/// such a value to mean the same to both.
+fn parse_yaml(text: &str) -> Result<Vec<Value>, serde_saphyr::Error> {
+    let options = serde_saphyr::options! { legacy_octal_numbers: true };
+    let mut values = serde_saphyr::from_multiple_with_options::<Value>(text, options)?;
+    values.iter_mut().for_each(integral_floats_to_integers);
+    Ok(values)
+}
+
+/// Turns every float that Kubernetes would hold as an integer into that integer (see
+/// [`crate::semantic::number`]).
+fn integral_floats_to_integers(value: &mut Value) {
+    match value {
+        Value::Number(n) if n.is_f64() => {
+            if let crate::semantic::KubeNumber::Int(i) = crate::semantic::number(n) {
+                *n = i.into();
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_floats_to_integers),
+        Value::Object(object) => object.values_mut().for_each(integral_floats_to_integers),
+        _ => {}
+    }
 }
 
 /// A top-level JSON array is a list of objects, like a `kind: List`.
@@ -226,5 +277,101 @@ mod tests {
         assert_eq!(err.to_string(), "k.yaml (document 0): object has no `kind`");
         let err = parse_stream("a: [unclosed\n", "y.yaml").unwrap_err();
         assert!(err.to_string().starts_with("y.yaml: invalid YAML"), "{err}");
+    }
+
+    /// Rows: (YAML value, the JSON kubectl sends for it). kubectl reads YAML with
+    /// `sigs.k8s.io/yaml` (go-yaml v2, YAML 1.1 resolution, then Go's `json.Marshal`).
+    const AS_KUBECTL_READS_IT: &[(&str, &str)] = &[
+        // YAML 1.1 booleans, unquoted, in go-yaml v2's spellings.
+        ("yes", "true"),
+        ("Yes", "true"),
+        ("YES", "true"),
+        ("y", "true"),
+        ("Y", "true"),
+        ("on", "true"),
+        ("On", "true"),
+        ("ON", "true"),
+        ("true", "true"),
+        ("True", "true"),
+        ("no", "false"),
+        ("No", "false"),
+        ("n", "false"),
+        ("N", "false"),
+        ("off", "false"),
+        ("OFF", "false"),
+        ("false", "false"),
+        // Quoted or tagged, they are strings.
+        ("'yes'", r#""yes""#),
+        (r#""on""#, r#""on""#),
+        ("!!str off", r#""off""#),
+        // Words that only look alike are strings.
+        ("yess", r#""yess""#),
+        ("onn", r#""onn""#),
+        // Nulls.
+        ("~", "null"),
+        ("null", "null"),
+        ("Null", "null"),
+        ("", "null"),
+        // Integers: YAML 1.1 octal (go-yaml's ParseInt with base 0), hex, underscores, a sign.
+        ("0644", "420"),
+        ("0777", "511"),
+        ("-0644", "-420"),
+        ("0o17", "15"),
+        ("0x1F", "31"),
+        ("1_000", "1000"),
+        ("+1", "1"),
+        ("80", "80"),
+        // Integral floats come out of json.Marshal as integers; fractions stay floats.
+        ("1.0", "1"),
+        ("1e3", "1000"),
+        ("08", "8"),
+        ("0.5", "0.5"),
+        // Not numbers to go-yaml either.
+        ("1:20", r#""1:20""#),
+        ("2001-12-14", r#""2001-12-14""#),
+    ];
+
+    #[test]
+    fn yaml_scalars_read_as_kubectl_reads_them() {
+        for (yaml, kubectl) in AS_KUBECTL_READS_IT {
+            let docs = parse_stream(&format!("kind: ConfigMap\nv: {yaml}\n"), "k.yaml")
+                .unwrap_or_else(|e| panic!("{yaml}: {e}"));
+            let expected: Value = serde_json::from_str(kubectl).unwrap();
+            assert_eq!(docs[0].value["v"], expected, "YAML `{yaml}`");
+            assert_eq!(
+                serde_json::to_string(&docs[0].value["v"]).unwrap(),
+                *kubectl,
+                "YAML `{yaml}` as JSON text"
+            );
+        }
+    }
+
+    /// A PodDefault written the way people write them for kubectl: `readOnly: yes`, an octal
+    /// `defaultMode`, `"on"` quoted where a string is meant.
+    #[test]
+    fn a_policy_means_what_it_means_to_kubectl() {
+        let text = "kind: PodDefault\nspec:\n  volumeMounts: [{name: s, mountPath: /s, readOnly: yes}]\n  \
+                    volumes: [{name: s, secret: {secretName: s, defaultMode: 0400}}]\n  \
+                    env: [{name: FEATURE, value: \"on\"}]\n";
+        let docs = parse_stream(text, "p.yaml").unwrap();
+        let spec = &docs[0].value["spec"];
+        assert_eq!(spec["volumeMounts"][0]["readOnly"], json!(true));
+        assert_eq!(spec["volumes"][0]["secret"]["defaultMode"], json!(256));
+        assert_eq!(spec["env"][0]["value"], json!("on"));
+    }
+
+    /// JSON is read exactly as written: only YAML goes through kubectl's YAML-to-JSON conversion.
+    #[test]
+    fn json_numbers_are_kept_as_written() {
+        let docs = parse_stream(r#"{"kind": "A", "f": 1.0, "o": 644}"#, "j.json").unwrap();
+        assert_eq!(
+            serde_json::to_string(&docs[0].value).unwrap(),
+            r#"{"kind":"A","f":1.0,"o":644}"#
+        );
+    }
+
+    #[test]
+    fn objects_not_read_from_a_stream_have_no_document_index() {
+        assert_eq!(Origin::named("cluster").to_string(), "cluster");
     }
 }

@@ -219,12 +219,12 @@ async fn aggregate(
             next = updates.try_recv().ok();
         }
         revision += 1;
-        let documents = resources
+        let origin = Origin::named(CLUSTER_ORIGIN);
+        let documents = objects
             .iter()
-            .zip(&objects)
-            .flat_map(|(resource, objects)| {
-                objects.iter().map(move |((namespace, name), value)| Document {
-                    origin: Origin::named(&cluster_origin(&resource.kind, namespace, name)),
+            .flat_map(|objects| {
+                objects.values().map(|value| Document {
+                    origin: origin.clone(),
                     value: value.clone(),
                 })
             })
@@ -246,11 +246,61 @@ async fn aggregate(
     }
 }
 
-/// How a watched object is named in messages: `cluster PodDefault team-a/name`.
-fn cluster_origin(kind: &str, namespace: &str, name: &str) -> String {
-    if namespace.is_empty() {
-        format!("cluster {kind} {name}")
-    } else {
-        format!("cluster {kind} {namespace}/{name}")
+/// The origin of every watched object. A message about one names the object itself (kind,
+/// namespace and name, from the policy) after it, as in `cluster: PodDefault team-a/bad:
+/// spec.selector: ...`; a file's document index has no counterpart here.
+pub const CLUSTER_ORIGIN: &str = "cluster";
+
+#[cfg(test)]
+mod tests {
+    use outfit_core::PolicySet;
+    use serde_json::json;
+
+    use super::*;
+
+    /// A PodDefault read from the cluster with an invalid selector is reported by its kind,
+    /// namespace and name (a file's document index would point at nothing), and the others load.
+    #[tokio::test]
+    async fn a_bad_policy_from_the_cluster_is_named_by_kind_namespace_and_name() {
+        let resources = watched_resources();
+        let (updates, updates_rx) = mpsc::unbounded_channel();
+        let (snapshot_tx, mut snapshots) = watch::channel(Arc::new(Snapshot::default()));
+        let aggregator = tokio::spawn(aggregate(resources.clone(), updates_rx, snapshot_tx));
+        let pod_default = |name: &str, selector: Value| {
+            json!({"apiVersion": "kubeflow.org/v1alpha1", "kind": "PodDefault",
+                   "metadata": {"name": name, "namespace": "team-a"},
+                   "spec": {"selector": selector, "env": [{"name": "A", "value": "1"}]}})
+        };
+        let bad = pod_default(
+            "bad",
+            json!({"matchExpressions": [{"key": "a", "operator": "In", "values": []}]}),
+        );
+        let listed = BTreeMap::from([
+            (("team-a".to_owned(), "bad".to_owned()), bad),
+            (
+                ("team-a".to_owned(), "good".to_owned()),
+                pod_default("good", json!({})),
+            ),
+        ]);
+        updates.send(Update::Listed(0, listed)).unwrap();
+        let snapshot = snapshots
+            .wait_for(|s| s.revision > 0)
+            .await
+            .expect("a snapshot")
+            .clone();
+        aggregator.abort();
+
+        let mut builder = PolicySet::builder();
+        builder.add_all(&snapshot.documents);
+        let (set, report) = builder.build();
+        let errors: Vec<String> = report.errors.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            errors,
+            [
+                "cluster: PodDefault team-a/bad: spec.selector: invalid label selector: \
+              matchExpressions[0].values: must be non-empty for operator In"
+            ]
+        );
+        assert_eq!(set.len(), 1, "the good one still loads");
     }
 }

@@ -67,6 +67,8 @@ impl Default for InstallOptions {
     fn default() -> Self {
         Self {
             namespace: "outfit-system".to_owned(),
+            // The one place the image is named: `outfit manifests --workspaces` defaults to it too,
+            // and hack/image/build.sh tags the image it builds with what the binary prints here.
             image: format!("ghcr.io/outfit-dev/outfit:{}", env!("CARGO_PKG_VERSION")),
             replicas: 2,
             failure_policy: FailurePolicy::Fail,

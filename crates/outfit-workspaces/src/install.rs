@@ -12,7 +12,8 @@ pub struct InstallOptions {
     pub namespace: String,
     /// The namespace of the workspace pods (the config's `namespace`).
     pub workspace_namespace: String,
-    /// outfit's container image.
+    /// outfit's container image (the CLI defaults to the one `outfit manifests` names, which
+    /// hack/image/build.sh builds).
     pub image: String,
     /// Replicas; every bit of state is in the cluster, so two answer alike.
     pub replicas: u32,

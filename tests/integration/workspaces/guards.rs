@@ -7,6 +7,7 @@ use k8s_openapi::api::{
     core::v1::{Event, Pod},
     networking::v1::NetworkPolicy,
 };
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::{Api, api::ListParams};
 use serde_json::{Value, json};
 
@@ -175,6 +176,20 @@ async fn workspaces_are_isolated_and_limited_per_user() {
     .await;
 }
 
+/// When the backend culled `pod`: the time of its Culled Event.
+async fn culled_at(client: &kube::Client, ns: &str, pod: &str) -> Timestamp {
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    let list = events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={pod}")))
+        .await
+        .unwrap();
+    list.items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("Culled"))
+        .find_map(|e| e.event_time.map(|t| t.0).or(e.first_timestamp.map(|t| t.0)))
+        .unwrap_or_else(|| panic!("no timed Culled Event about {pod}"))
+}
+
 /// The backend's Events about `pod` with `reason`.
 async fn events(client: &kube::Client, ns: &str, pod: &str, reason: &str) -> Vec<String> {
     let events: Api<Event> = Api::namespaced(client.clone(), ns);
@@ -211,26 +226,43 @@ async fn workspaces_are_culled_at_the_end_of_their_lifetime_or_idleness() {
         manifests.put("idle.yaml", idle),
         manifests.put("lab.yaml", &jupyter),
     );
-    let jupyter_status =
-        |at: k8s_openapi::jiff::Timestamp| json!({"last_activity": at.to_string(), "kernels": 1}).to_string();
-    manifests.put("status", &jupyter_status(k8s_openapi::jiff::Timestamp::now()));
+    let jupyter_status = |at: Timestamp| json!({"last_activity": at.to_string(), "kernels": 1}).to_string();
+    manifests.put("status", &jupyter_status(Timestamp::now()));
     let backend = Backend::start(plane, ns, &manifests, &extra).await;
     let alice = Caller::Token("outfit-alice-token");
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let mut names = Vec::new();
+    let mut started = Vec::new();
     for manifest in ["short", "idle", "lab"] {
         let (status, created) = launch(&backend, alice, manifest).await;
         assert_eq!(status, 201, "{created}");
         let name = created["name"].as_str().unwrap().to_owned();
-        assert_eq!(backend.follow(alice, &name).await.last().unwrap().0, "ready");
+        let events = backend.follow(alice, &name).await;
+        let (last, report) = events.last().unwrap();
+        assert_eq!(last, "ready", "{events:?}");
+        // The start its lifetime counts from: when the last step (Services, Ingress, tokens) was
+        // done, which is the backend's `started` mark.
+        let services = report["steps"]
+            .as_array()
+            .and_then(|steps| steps.iter().find(|step| step["name"] == "services"))
+            .unwrap_or_else(|| panic!("no services step: {report}"));
+        started.push(
+            services["at"]
+                .as_str()
+                .and_then(|at| at.parse::<Timestamp>().ok())
+                .unwrap_or_else(|| panic!("no start time: {report}")),
+        );
         names.push(name);
     }
     let [short, idle, lab] = [&names[0], &names[1], &names[2]];
+    let short_started = started[0];
 
     // For 9 s (longer than the 6 s idle timeout) the user pings `idle`, and `lab`'s own status
     // endpoint says it is busy: both stay. `short` reaches its 3 s lifetime meanwhile.
     let busy_until = Instant::now() + Duration::from_secs(9);
+    let (mut last_ping, mut last_status) = (Timestamp::now(), Timestamp::now());
     while Instant::now() < busy_until {
+        last_ping = Timestamp::now();
         let (status, _) = backend
             .call(
                 alice,
@@ -240,7 +272,8 @@ async fn workspaces_are_culled_at_the_end_of_their_lifetime_or_idleness() {
             )
             .await;
         assert_eq!(status, 204);
-        manifests.put("status", &jupyter_status(k8s_openapi::jiff::Timestamp::now()));
+        last_status = Timestamp::now();
+        manifests.put("status", &jupyter_status(last_status));
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     for name in [idle, lab] {
@@ -265,9 +298,15 @@ async fn workspaces_are_culled_at_the_end_of_their_lifetime_or_idleness() {
         why.iter().any(|m| m.contains("maximum lifetime of 3s")),
         "{why:?}"
     );
+    // At the end of its lifetime: not before 3 s from its start, and not long after (the bound
+    // leaves room for a loaded machine; without culling it would never come).
+    let lifetime = culled_at(&client, ns, short).await.duration_since(short_started);
+    assert!(
+        lifetime >= SignedDuration::from_secs(3) && lifetime <= SignedDuration::from_secs(18),
+        "short was culled {lifetime:?} after its start; its lifetime is 3s"
+    );
 
     // Then quiet: both are culled as idle, each with an Event that says since when.
-    let quiet = Instant::now();
     for name in [idle, lab] {
         eventually("an idle workspace's removal", Duration::from_secs(30), || async {
             pods.get_opt(name).await.unwrap().is_none()
@@ -276,10 +315,18 @@ async fn workspaces_are_culled_at_the_end_of_their_lifetime_or_idleness() {
         let why = events(&client, ns, name, "Culled").await;
         assert!(why.iter().any(|m| m.contains("idle since")), "{name}: {why:?}");
     }
+    // At the end of the 6 s idle timeout, counted from the last activity the backend recorded:
+    // for `lab`, the last status its endpoint gave; for `idle`, the last ping, which the backend
+    // records at most every idleTimeout / 3 = 2 s, so up to 2 s early. Not long after either.
+    let after_status = culled_at(&client, ns, lab).await.duration_since(last_status);
     assert!(
-        quiet.elapsed() >= Duration::from_secs(2),
-        "culled before the idle timeout: {:?}",
-        quiet.elapsed()
+        after_status >= SignedDuration::from_secs(6) && after_status <= SignedDuration::from_secs(21),
+        "lab was culled {after_status:?} after its last activity; the idle timeout is 6s"
+    );
+    let after_ping = culled_at(&client, ns, idle).await.duration_since(last_ping);
+    assert!(
+        after_ping >= SignedDuration::from_secs(4) && after_ping <= SignedDuration::from_secs(21),
+        "idle was culled {after_ping:?} after its last ping; the idle timeout is 6s"
     );
     let text = http(admin_port, "GET", "/metrics", "").await.1;
     assert!(

@@ -3,7 +3,7 @@
 //! headers, each acting on their own workspaces only; live progress as Server-Sent Events; the
 //! spawn metrics.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -297,6 +297,7 @@ async fn a_failed_start_streams_its_step_reason_and_last_warning() {
     );
 
     let alice = Caller::Token("outfit-alice-token");
+    let launching = Instant::now();
     let (status, created) = backend
         .call(
             alice,
@@ -308,12 +309,19 @@ async fn a_failed_start_streams_its_step_reason_and_last_warning() {
     assert_eq!(status, 201, "{created}");
     let name = created["name"].as_str().unwrap().to_owned();
     let events = backend.follow(alice, &name).await;
+    let took = launching.elapsed();
     let (last, report) = events.last().unwrap();
     assert_eq!(last, "failed", "{events:?}");
     assert_eq!(report["phase"], "scheduling", "{report}");
     assert!(
         report["message"].as_str().unwrap().contains("create deadline"),
         "{report}"
+    );
+    // Failed at the create deadline (timeoutCreate 6s from the launch), not before it, and not
+    // long after (room for a loaded machine).
+    assert!(
+        took >= Duration::from_secs(6) && took < Duration::from_secs(60),
+        "failed {took:?} after the launch; timeoutCreate is 6s"
     );
     assert!(
         report["warning"]

@@ -5,7 +5,7 @@ use std::{
     collections::BTreeMap,
     path::PathBuf,
     process::{Child, Command, Stdio},
-    sync::{Arc, Mutex},
+    sync::{Arc, Mutex, PoisonError},
     time::{Duration, Instant},
 };
 
@@ -70,9 +70,11 @@ impl Manifests {
     }
 }
 
-/// `outfit workspaces` as a child process, killed on drop.
+/// `outfit workspaces` as a child process, killed on drop. Its stderr is the test's, so its log
+/// shows with a failing test; a backend found exited while it should be running fails the test.
 pub(super) struct Backend {
-    child: Child,
+    /// Behind a lock so that checks through `&self` can reap it (`try_wait`).
+    child: Mutex<Child>,
     pub(super) port: u16,
     config: PathBuf,
     kubeconfig: PathBuf,
@@ -80,9 +82,18 @@ pub(super) struct Backend {
 
 impl Drop for Backend {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let child = self.child.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let exited = child.try_wait().ok().flatten();
+        let _ = child.kill();
+        let _ = child.wait();
         let _ = std::fs::remove_file(&self.config);
+        match exited {
+            Some(status) if std::thread::panicking() => {
+                eprintln!("outfit workspaces had exited ({status}); its log is above")
+            }
+            Some(status) => panic!("outfit workspaces exited during the test ({status}); its log is above"),
+            None => {}
+        }
     }
 }
 
@@ -141,7 +152,7 @@ impl Backend {
             .collect();
         std::fs::write(&config, format!("{base}{extra}")).unwrap();
         let backend = Backend {
-            child: spawn(&config, &kubeconfig),
+            child: Mutex::new(spawn(&config, &kubeconfig)),
             port,
             config,
             kubeconfig,
@@ -156,6 +167,7 @@ impl Backend {
             .await
             .is_err()
         {
+            self.assert_running();
             assert!(
                 Instant::now() < deadline,
                 "outfit workspaces did not start listening"
@@ -164,16 +176,34 @@ impl Backend {
         }
     }
 
+    /// Fails the test if the backend has exited: a crashed backend must not pass for one that
+    /// refuses or ignores requests.
+    pub(super) fn assert_running(&self) {
+        let status = self
+            .child
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .try_wait()
+            .expect("wait for outfit workspaces");
+        if let Some(status) = status {
+            panic!("outfit workspaces exited unexpectedly ({status}); its log is above");
+        }
+    }
+
     /// Kills the backend as a crash would and starts it again with the same configuration.
     pub(super) async fn restart(&mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-        self.child = spawn(&self.config, &self.kubeconfig);
+        self.assert_running();
+        let child = self.child.get_mut().unwrap_or_else(PoisonError::into_inner);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        *child = spawn(&self.config, &self.kubeconfig);
         self.wait_listening().await;
     }
 
-    /// POSTs `body` to `path`; returns the status and the JSON answer.
+    /// POSTs `body` to `path`; returns the status and the JSON answer. Fails the test if the
+    /// backend has exited.
     pub(super) async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.assert_running();
         let (status, text) = http(self.port, "POST", path, &body.to_string()).await;
         let value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: not JSON ({e}): {text}"));
         (status, value)
@@ -278,6 +308,7 @@ impl Backend {
         path: &str,
         body: Option<Value>,
     ) -> (u16, Value) {
+        self.assert_running();
         let headers = caller.headers();
         let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let body = body.map(|b| b.to_string()).unwrap_or_default();
@@ -292,6 +323,7 @@ impl Backend {
 
     /// The events of a progress stream as `caller`, read until the stream ends: (name, data).
     pub(super) async fn follow(&self, caller: Caller<'_>, name: &str) -> Vec<(String, Value)> {
+        self.assert_running();
         let headers = caller.headers();
         let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let path = format!("/api/v1/workspaces/{name}/progress");

@@ -87,17 +87,12 @@ impl Setter for Assign<'_> {
     }
 }
 
-/// Deep equality with one number rule: integers and floats are equal when their values are
-/// (`80 == 80.0`), so a set never gains a second copy of a number written differently.
+/// Deep equality with one number rule: numbers are equal when Kubernetes holds them as one
+/// value ([`crate::semantic::number`]: `80 == 80.0`, integers compared exactly), so a set never
+/// gains a second copy of a number written differently.
 pub(crate) fn same(a: &Value, b: &Value) -> bool {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
-            (Some(x), Some(y)) => x == y,
-            _ => match (x.as_u64(), y.as_u64()) {
-                (Some(x), Some(y)) => x == y,
-                _ => x.as_f64() == y.as_f64(),
-            },
-        },
+        (Value::Number(x), Value::Number(y)) => crate::semantic::number(x) == crate::semantic::number(y),
         (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same(x, y)),
         (Value::Object(x), Value::Object(y)) => {
             x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))

@@ -3,7 +3,7 @@
 //! a denial with the uid, and connections that never speak are cut off by the handshake and header
 //! timeouts.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hyper::StatusCode;
@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::{
-    Client, TempDir, fixture, fixture_webhook, fixtures, post, read_once, start_self_signed, tls_connect,
-    webhook_for, within,
+    Client, HANDSHAKE_TIMEOUT, HEADER_READ_TIMEOUT, TempDir, assert_timed_out_after, fixture,
+    fixture_webhook, fixtures, post, read_once, start_self_signed, tls_connect, webhook_for, within,
 };
 
 fn review_with(mutate: impl FnOnce(&mut Value)) -> Vec<u8> {
@@ -175,20 +175,35 @@ async fn silent_connections_are_cut_off_and_the_server_keeps_serving() {
     let certs = TempDir::new("silent");
     let (server, config) = start_self_signed(&certs, |_| {}).await;
 
-    // No TLS handshake at all: closed after the handshake timeout.
+    // No TLS handshake at all: closed after the handshake timeout. Each clock starts before the
+    // server's can (before the connect; once the client's side of the handshake is done, which is
+    // before the server's), so a close sooner than the timeout is the server's doing.
+    let started = Instant::now();
     let mut tcp = tokio::net::TcpStream::connect(server.addr)
         .await
         .expect("connect");
     let read = read_once("the server to close a connection without handshake", &mut tcp).await;
     assert!(matches!(read, Ok(0) | Err(_)), "closed, got {read:?}");
+    assert_timed_out_after(
+        "closing a connection without handshake",
+        started,
+        HANDSHAKE_TIMEOUT,
+    );
 
     // A handshake, then no request headers: closed after the header timeout.
     let mut tls = tls_connect(server.addr, &config).await.expect("handshake");
+    let started = Instant::now();
     let read = read_once("the server to close a connection that sends no headers", &mut tls).await;
     assert!(matches!(read, Ok(0) | Err(_)), "closed, got {read:?}");
+    assert_timed_out_after(
+        "closing a connection that sends no headers",
+        started,
+        HEADER_READ_TIMEOUT,
+    );
 
-    // Half the headers, then silence: closed too.
+    // Half the headers, then silence: closed too, after the header timeout.
     let mut tls = tls_connect(server.addr, &config).await.expect("handshake");
+    let started = Instant::now();
     tls.write_all(b"POST /mutate HTTP/1.1\r\nhost: localhost\r\n")
         .await
         .expect("write");
@@ -198,6 +213,11 @@ async fn silent_connections_are_cut_off_and_the_server_keeps_serving() {
         tls.read_to_end(&mut response),
     )
     .await;
+    assert_timed_out_after(
+        "closing a connection with partial headers",
+        started,
+        HEADER_READ_TIMEOUT,
+    );
 
     // A 10 MiB declared body is refused from its headers, without reading it.
     let mut tls = tls_connect(server.addr, &config).await.expect("handshake");
@@ -244,6 +264,7 @@ async fn a_body_that_stops_half_way_gets_408() {
     let certs = TempDir::new("slow-body");
     let (server, client) = start_self_signed(&certs, |config| config.limits = limits).await;
     let mut tls = tls_connect(server.addr, &client).await.expect("handshake");
+    let started = Instant::now();
     tls.write_all(b"POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-length: 1000\r\n\r\n{\"apiVersion\"")
         .await
         .expect("write");
@@ -252,5 +273,6 @@ async fn a_body_that_stops_half_way_gets_408() {
         .await
         .expect("response");
     assert_eq!(&head, b"HTTP/1.1 408");
+    assert_timed_out_after("the 408 for a body that stopped", started, limits.body_timeout);
     server.stop().await;
 }

@@ -32,6 +32,24 @@ use tokio_util::sync::CancellationToken;
 /// The longest any test waits for an event before failing.
 pub(crate) const EVENT_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// The TLS handshake timeout of [`test_config`].
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The header read timeout of [`test_config`].
+pub(crate) const HEADER_READ_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Asserts that what started at `started` took at least `timeout` (a timeout never fires early)
+/// and not much longer: at most 10 times `timeout`, and never less than 5 s, room enough for a
+/// loaded 2-core machine yet far below what a missing timeout (the test's own 20 s) would take.
+pub(crate) fn assert_timed_out_after(what: &str, started: std::time::Instant, timeout: Duration) {
+    let took = started.elapsed();
+    let at_most = (timeout * 10).max(Duration::from_secs(5));
+    assert!(
+        took >= timeout && took <= at_most,
+        "{what} took {took:?}; the timeout is {timeout:?}, so between {timeout:?} and {at_most:?} was expected"
+    );
+}
+
 /// The repository root.
 pub(crate) fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -141,8 +159,8 @@ pub(crate) fn test_config(policies: &Path, tls: TlsSource) -> Config {
     config.admin_listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
     config.poll_interval = Duration::from_millis(50);
     config.timeouts = Timeouts {
-        handshake: Duration::from_millis(500),
-        header_read: Duration::from_millis(500),
+        handshake: HANDSHAKE_TIMEOUT,
+        header_read: HEADER_READ_TIMEOUT,
     };
     config.shutdown_grace = Duration::from_secs(10);
     config

@@ -46,7 +46,7 @@ pub(super) fn load(policies: &[Value]) -> (PolicySet, LoadReport) {
     for (index, value) in policies.iter().enumerate() {
         let document = Document {
             origin: Origin {
-                document: index,
+                document: Some(index),
                 ..Origin::named("test")
             },
             value: value.clone(),
