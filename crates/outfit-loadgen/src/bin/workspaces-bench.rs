@@ -7,7 +7,7 @@
 //! hack/control-plane/down.sh /tmp/wsbench
 //! ```
 //!
-//! Two measurements, each against its own fresh namespace:
+//! Three measurements, each against its own fresh namespace:
 //!
 //! 1. **Create to ready**: `--creates` (50) pods, `--parallel` (10) at a time, each timed from
 //!    the request to the moment it is ready: bare (the admin creates the manifest's pod and waits
@@ -15,7 +15,15 @@
 //!    through the backend (`create_pod`, then `watch_create_pod` until it answers ready, which
 //!    includes the http Service and Ingress the manifest asks for). Prints p50/p99 of both and of
 //!    their difference.
-//! 2. **get_pods**: `--users` (100) users with `--pods-per-user` (10) pods each, made straight in
+//! 2. **Native API**: `--creates` launches, `--parallel` at a time, each a `POST
+//!    /api/v1/workspaces` with a bearer token and, right after its 201, `GET
+//!    .../progress` read frame by frame as the events arrive. Timed: POST to 201, POST to the
+//!    stream's first event, stream opened to its first event, POST to the final `ready` event.
+//!    Twice: one launch per user (service-account tokens, checked by TokenReview like any other),
+//!    then every launch by alice (the control plane's static token), whose creates the backend
+//!    takes one at a time. Every token makes one untimed `GET /api/v1/me` first, so the
+//!    TokenReview is remembered, as it is for someone who opened the page before launching.
+//! 3. **get_pods**: `--users` (100) users with `--pods-per-user` (10) pods each, made straight in
 //!    the API server as the backend makes them (its labels and annotations), then `--requests`
 //!    (2,000) `get_pods` calls over one keep-alive connection, users in turn. Prints p50/p99/max.
 //!
@@ -33,8 +41,8 @@ use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use clap::Parser;
 use futures::StreamExt;
-use http_body_util::{BodyExt, Full};
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use http_body_util::{BodyExt, Empty, Full};
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use kube::{
     Api, Client,
     api::{DeleteParams, ListParams, PostParams},
@@ -69,15 +77,25 @@ struct Args {
     requests: usize,
 }
 
-const MANIFEST: &str = r#"
+/// The manifest served at `/<name>.yaml`: an nginx pod named `name` with an http Ingress. The
+/// backend names a user's pods after the manifest and tries only ten names per manifest and user
+/// (`<name>-<user>`, then `-1` … `-9`), so one user's many workspaces need several names.
+fn manifest(name: &str) -> String {
+    format!(
+        r#"
 apiVersion: v1
 kind: Pod
 metadata:
-  name: web
-  annotations: {sciencedata.dk/ingress-port: "80"}
+  name: {name}
+  annotations: {{sciencedata.dk/ingress-port: "80"}}
 spec:
-  containers: [{name: web, image: nginx, ports: [{containerPort: 80}]}]
-"#;
+  containers: [{{name: web, image: nginx, ports: [{{containerPort: 80}}]}}]
+"#
+    )
+}
+
+/// How many live workspaces one user can have from one manifest (the backend's name attempts).
+const WORKSPACES_PER_MANIFEST: usize = 10;
 
 fn env_value(state_dir: &std::path::Path, key: &str) -> Result<String> {
     let env =
@@ -118,10 +136,9 @@ async fn main() -> Result<()> {
     })
     .await?;
     drop(backend);
-    // Its pods would count against the nodes' pod capacity in the next measurement.
-    Api::<Namespace>::all(client.clone())
-        .delete(&ns, &DeleteParams::default())
-        .await?;
+    // Its pods would count against the nodes' pod capacity in the next measurement, and the
+    // namespace controller deleting them would compete with it for the machine.
+    delete_namespace(&client, &ns).await?;
     println!(
         "create to ready, {} pods, {} at a time:",
         args.creates, args.parallel
@@ -138,6 +155,8 @@ async fn main() -> Result<()> {
         ms(added[0]),
         ms(added[1])
     );
+
+    native(&args, &client, manifests).await?;
 
     let ns = format!("bench-list-{}", std::process::id());
     make_namespace(&client, &ns).await?;
@@ -158,7 +177,7 @@ async fn main() -> Result<()> {
     Ok(())
 }
 
-/// Serves the manifest on loopback; returns the port.
+/// Serves [`manifest`]`(name)` at `/<name>.yaml` on loopback; returns the port.
 async fn serve_manifest() -> Result<u16> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let port = listener.local_addr()?.port();
@@ -166,10 +185,20 @@ async fn serve_manifest() -> Result<u16> {
         while let Ok((mut tcp, _)) = listener.accept().await {
             tokio::spawn(async move {
                 let mut buffer = vec![0u8; 4096];
-                let _ = tcp.read(&mut buffer).await;
+                let read = tcp.read(&mut buffer).await.unwrap_or(0);
+                let head = String::from_utf8_lossy(&buffer[..read]);
+                let name = head
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|path| path.strip_prefix('/')?.strip_suffix(".yaml"))
+                    .filter(|n| {
+                        !n.is_empty() && n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+                    })
+                    .unwrap_or("web");
+                let manifest = manifest(name);
                 let answer = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{MANIFEST}",
-                    MANIFEST.len()
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{manifest}",
+                    manifest.len()
                 );
                 let _ = tcp.write_all(answer.as_bytes()).await;
             });
@@ -178,13 +207,27 @@ async fn serve_manifest() -> Result<u16> {
     Ok(port)
 }
 
+/// Deletes namespace `name` and waits until it is gone, its pods with it.
+async fn delete_namespace(client: &Client, name: &str) -> Result<()> {
+    let namespaces = Api::<Namespace>::all(client.clone());
+    namespaces.delete(name, &DeleteParams::default()).await?;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while namespaces.get_opt(name).await?.is_some() {
+        if Instant::now() > deadline {
+            bail!("namespace {name} still there 2 minutes after its delete");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Ok(())
+}
+
 async fn make_namespace(client: &Client, name: &str) -> Result<()> {
     let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
     Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), &namespace)
         .await?;
     // The ServiceAccount admission plugin needs `default`, which the controller manager makes.
-    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(client.clone(), name);
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), name);
     let deadline = Instant::now() + Duration::from_secs(30);
     while accounts.get_opt("default").await?.is_none() {
         if Instant::now() > deadline {
@@ -256,7 +299,7 @@ where
 /// Creates the manifest's pod as the admin and waits for Ready through a watch.
 async fn bare_create(client: Client, ns: String, i: usize) -> Result<Duration> {
     let pods: Api<Pod> = Api::namespaced(client, &ns);
-    let mut pod: Pod = serde_json::from_value(serde_saphyr::from_str::<Value>(MANIFEST)?)?;
+    let mut pod: Pod = serde_json::from_value(serde_saphyr::from_str::<Value>(&manifest("web"))?)?;
     let name = format!("bare-{i}");
     pod.metadata.name = Some(name.clone());
     let started = Instant::now();
@@ -309,10 +352,24 @@ async fn backend_create(port: u16, url: String, i: usize) -> Result<Duration> {
 }
 
 async fn post(port: u16, path: &str, body: &Value) -> Result<(u16, Value)> {
+    call(port, "POST", path, None, Some(body)).await
+}
+
+/// One request on a connection of its own, with `token` as the bearer token if given.
+async fn call(
+    port: u16,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&Value>,
+) -> Result<(u16, Value)> {
     let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    let body = body.to_string();
+    let body = body.map(Value::to_string).unwrap_or_default();
+    let authorization = token
+        .map(|t| format!("authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
     let request = format!(
-        "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nhost: x\r\n{authorization}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     );
     tcp.write_all(request.as_bytes()).await?;
@@ -325,6 +382,186 @@ async fn post(port: u16, path: &str, body: &Value) -> Result<(u16, Value)> {
         .and_then(|s| s.parse().ok())
         .context("a status")?;
     Ok((status, serde_json::from_str(body)?))
+}
+
+/// Measurement 2: launches through the native API, first by many users, then all by alice.
+async fn native(args: &Args, client: &Client, manifests: u16) -> Result<()> {
+    let ns = format!("bench-native-{}", std::process::id());
+    make_namespace(client, &ns).await?;
+    // alice's launches are spread over `web0`, `web1`, ... so no manifest gets more of hers than
+    // the backend has names for.
+    let alice_manifests = args.creates.div_ceil(WORKSPACES_PER_MANIFEST);
+    let catalogue: String = std::iter::once("web".to_owned())
+        .chain((0..alice_manifests).map(|m| format!("web{m}")))
+        .map(|name| format!("- {{name: {name}, url: 'http://127.0.0.1:{manifests}/{name}.yaml'}}\n"))
+        .collect();
+    let backend = start_backend(args, &ns, manifests, &format!("catalogue:\n{catalogue}"))?;
+
+    let tokens = service_account_tokens(client, &ns, args.creates).await?;
+    let launches: Vec<(String, String)> = tokens.into_iter().map(|t| (t, "web".to_owned())).collect();
+    let users = launch_all(backend.port, launches, args.parallel).await?;
+    let alice = env_value(&args.state_dir, "ALICE_TOKEN")?;
+    let launches = (0..args.creates)
+        .map(|i| (alice.clone(), format!("web{}", i % alice_manifests)))
+        .collect();
+    let alone = launch_all(backend.port, launches, args.parallel).await?;
+    drop(backend);
+    delete_namespace(client, &ns).await?;
+
+    println!(
+        "native API (POST /api/v1/workspaces, then GET .../progress), {} launches, {} at a time:",
+        args.creates, args.parallel
+    );
+    for (label, launched) in [
+        ("one launch per user (service-account tokens)", &users),
+        ("all by alice (static token)", &alone),
+    ] {
+        println!(" {label}:");
+        let of = |f: fn(&Launched) -> Duration| launched.iter().map(f).collect::<Vec<_>>();
+        report("  POST to 201", &of(|l| l.created));
+        report("  POST to first event", &of(|l| l.first_event));
+        report("  stream opened to first event", &of(|l| l.first_from_open));
+        report("  POST to ready event", &of(|l| l.ready));
+        let progress = launched.iter().filter(|l| l.first_was_progress).count();
+        println!(
+            "  first event `progress` in {progress} of {} streams (the others opened on a workspace already ready)",
+            launched.len()
+        );
+    }
+    Ok(())
+}
+
+/// One service account per user in `ns`, `bench0`, `bench1`, ...; returns a token of each.
+async fn service_account_tokens(client: &Client, ns: &str, count: usize) -> Result<Vec<String>> {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let tokens: Vec<Result<String>> = futures::stream::iter((0..count).map(|i| {
+        let accounts = accounts.clone();
+        async move {
+            let name = format!("bench{i}");
+            let account: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+            accounts.create(&PostParams::default(), &account).await?;
+            let request =
+                json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}});
+            let answer: Value = accounts
+                .create_subresource("token", &name, &PostParams::default(), &request)
+                .await?;
+            answer["status"]["token"]
+                .as_str()
+                .map(str::to_owned)
+                .context("a TokenRequest answer without a token")
+        }
+    }))
+    .buffered(8)
+    .collect()
+    .await;
+    tokens.into_iter().collect()
+}
+
+/// What one launch through the native API took.
+struct Launched {
+    /// From sending the POST to its 201.
+    created: Duration,
+    /// From sending the POST to the progress stream's first event.
+    first_event: Duration,
+    /// From opening the progress stream (connecting) to its first event.
+    first_from_open: Duration,
+    /// Whether that first event was `progress` (not already `ready`).
+    first_was_progress: bool,
+    /// From sending the POST to the stream's `ready` event.
+    ready: Duration,
+}
+
+/// Launches each `(token, manifest)`, `parallel` at a time, after one untimed `GET
+/// /api/v1/me` per token.
+async fn launch_all(port: u16, launches: Vec<(String, String)>, parallel: usize) -> Result<Vec<Launched>> {
+    let tokens: std::collections::BTreeSet<&str> = launches.iter().map(|(t, _)| t.as_str()).collect();
+    for token in tokens {
+        let (status, me) = call(port, "GET", "/api/v1/me", Some(token), None).await?;
+        if status != 200 {
+            bail!("GET /api/v1/me answered {status}: {me}");
+        }
+    }
+    let results: Vec<Result<Launched>> = futures::stream::iter(
+        launches
+            .into_iter()
+            .map(|(token, manifest)| launch(port, token, manifest)),
+    )
+    .buffer_unordered(parallel)
+    .collect()
+    .await;
+    results.into_iter().collect()
+}
+
+/// One launch: the POST, then the progress stream, read as it arrives, until `ready`.
+async fn launch(port: u16, token: String, manifest: String) -> Result<Launched> {
+    tokio::time::timeout(Duration::from_secs(180), async {
+        let started = Instant::now();
+        let body = json!({"manifest": manifest, "settings": {}});
+        let (status, workspace) = call(port, "POST", "/api/v1/workspaces", Some(&token), Some(&body)).await?;
+        let created = started.elapsed();
+        if status != 201 {
+            bail!("POST /api/v1/workspaces answered {status}: {workspace}");
+        }
+        let name = workspace["name"].as_str().context("a workspace without a name")?;
+
+        let opened = Instant::now();
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp)).await?;
+        tokio::spawn(connection);
+        let request = hyper::Request::get(format!("/api/v1/workspaces/{name}/progress"))
+            .header("host", "x")
+            .header("authorization", format!("Bearer {token}"))
+            .header("accept", "text/event-stream")
+            .body(Empty::<Bytes>::new())?;
+        let mut response = sender.send_request(request).await?;
+        if response.status() != 200 {
+            let status = response.status();
+            let body = response.into_body().collect().await?.to_bytes();
+            bail!(
+                "GET .../progress answered {status}: {}",
+                String::from_utf8_lossy(&body)
+            );
+        }
+        // Events end with a blank line; a frame may hold part of one or several.
+        let mut buffer: Vec<u8> = Vec::new();
+        let mut first: Option<(Duration, Duration, bool)> = None;
+        loop {
+            let frame = response
+                .body_mut()
+                .frame()
+                .await
+                .context("the progress stream ended before `ready`")??;
+            let Ok(data) = frame.into_data() else { continue };
+            let now = Instant::now();
+            buffer.extend_from_slice(&data);
+            while let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
+                let event: Vec<u8> = buffer.drain(..end + 2).collect();
+                let event = String::from_utf8_lossy(&event);
+                // Comments (`: keep-alive`) have no event line.
+                let Some(kind) = event.lines().find_map(|l| l.strip_prefix("event: ")) else {
+                    continue;
+                };
+                let (first_event, first_from_open, first_was_progress) =
+                    *first.get_or_insert((now - started, now - opened, kind == "progress"));
+                match kind {
+                    "progress" => {}
+                    "ready" => {
+                        return Ok(Launched {
+                            created,
+                            first_event,
+                            first_from_open,
+                            first_was_progress,
+                            ready: now - started,
+                        });
+                    }
+                    _ => bail!("workspace {name} ended with {}", event.trim_end()),
+                }
+            }
+        }
+    })
+    .await
+    .context("a launch not ready within 3 minutes")?
 }
 
 /// Makes `users` × `per_user` pods as the backend makes them: its labels and annotations.
