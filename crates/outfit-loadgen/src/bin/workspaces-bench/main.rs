@@ -1,0 +1,412 @@
+//! What `outfit workspaces` costs, on a realistic local cluster. Run with:
+//!
+//! ```text
+//! hack/control-plane/up.sh --nodes 2 /tmp/wsbench
+//! cargo build --release -p outfit -p outfit-loadgen
+//! ./target/release/workspaces-bench --state-dir /tmp/wsbench
+//! hack/control-plane/down.sh /tmp/wsbench
+//! ```
+//!
+//! Three measurements, each against its own fresh namespace:
+//!
+//! 1. **Create to ready**: `--creates` (50) pods, `--parallel` (10) at a time, each timed from
+//!    the request to the moment it is ready: bare (the admin creates the manifest's pod and waits
+//!    for its Ready condition through a watch, what `kubectl create` + `kubectl wait` do), then
+//!    through the backend (`create_pod`, then `watch_create_pod` until it answers ready, which
+//!    includes the http Service and Ingress the manifest asks for). Prints p50/p99 of both and of
+//!    their difference.
+//! 2. **Native API**: `--creates` launches, `--parallel` at a time, each a `POST
+//!    /api/v1/workspaces` with a bearer token and, right after its 201, `GET
+//!    .../progress` read frame by frame as the events arrive. Timed: POST to 201, POST to the
+//!    stream's first event, stream opened to its first event, POST to the final `ready` event.
+//!    Twice: one launch per user (service-account tokens, checked by TokenReview like any other),
+//!    then every launch by alice (the control plane's static token), whose creates the backend
+//!    takes one at a time. Every token makes one untimed `GET /api/v1/me` first, so the
+//!    TokenReview is remembered, as it is for someone who opened the page before launching.
+//! 3. **get_pods**: `--users` (100) users with `--pods-per-user` (10) pods each, made straight in
+//!    the API server as the backend makes them (its labels and annotations), then `--requests`
+//!    (2,000) `get_pods` calls over one keep-alive connection, users in turn. Prints p50/p99/max.
+//!
+//! Everything listens on 127.0.0.1; the loops are bounded in count and each wait in time.
+
+use std::{
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, PostParams},
+    config::{KubeConfigOptions, Kubeconfig},
+    runtime::{WatchStreamExt, watcher},
+};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+mod get_pods;
+mod native;
+
+use self::{
+    get_pods::{get_pods, make_pods},
+    native::native,
+};
+
+#[derive(Debug, Parser)]
+struct Args {
+    /// The state directory of `hack/control-plane/up.sh --nodes N`.
+    #[arg(long)]
+    state_dir: PathBuf,
+    /// The outfit binary.
+    #[arg(long, default_value = "target/release/outfit")]
+    outfit: PathBuf,
+    /// Pods created in the create-to-ready measurement (each way).
+    #[arg(long, default_value_t = 50)]
+    creates: usize,
+    /// Creates in flight at once.
+    #[arg(long, default_value_t = 10)]
+    parallel: usize,
+    /// Users in the get_pods measurement.
+    #[arg(long, default_value_t = 100)]
+    users: usize,
+    /// Pods of each user in the get_pods measurement.
+    #[arg(long, default_value_t = 10)]
+    pods_per_user: usize,
+    /// get_pods requests.
+    #[arg(long, default_value_t = 2000)]
+    requests: usize,
+}
+
+/// The manifest served at `/<name>.yaml`: an nginx pod named `name` with an http Ingress. The
+/// backend names a user's pods after the manifest and tries only ten names per manifest and user
+/// (`<name>-<user>`, then `-1` … `-9`), so one user's many workspaces need several names.
+fn manifest(name: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  annotations: {{sciencedata.dk/ingress-port: "80"}}
+spec:
+  containers: [{{name: web, image: nginx, ports: [{{containerPort: 80}}]}}]
+"#
+    )
+}
+
+/// How many live workspaces one user can have from one manifest (the backend's name attempts).
+const WORKSPACES_PER_MANIFEST: usize = 10;
+
+fn env_value(state_dir: &std::path::Path, key: &str) -> Result<String> {
+    let env =
+        std::fs::read_to_string(state_dir.join("env")).context("reading the control plane's env file")?;
+    let prefix = format!("export {key}=");
+    env.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map(|v| v.trim_matches('\'').to_owned())
+        .with_context(|| format!("{key} not in the env file"))
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let args = Args::parse();
+    let kubeconfig = args.state_dir.join("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(
+        Kubeconfig::read_from(&kubeconfig)?,
+        &KubeConfigOptions::default(),
+    )
+    .await?;
+    let client = Client::try_from(config)?;
+    let manifests = serve_manifest().await?;
+
+    let ns = format!("bench-create-{}", std::process::id());
+    make_namespace(&client, &ns).await?;
+    let backend = start_backend(&args, &ns, manifests, "")?;
+    let bare = measure(args.creates, args.parallel, {
+        let client = client.clone();
+        let ns = ns.clone();
+        move |i| bare_create(client.clone(), ns.clone(), i)
+    })
+    .await?;
+    let url = format!("http://127.0.0.1:{manifests}/web.yaml");
+    let through = measure(args.creates, args.parallel, {
+        let port = backend.port;
+        move |i| backend_create(port, url.clone(), i)
+    })
+    .await?;
+    drop(backend);
+    // Its pods would count against the nodes' pod capacity in the next measurement, and the
+    // namespace controller deleting them would compete with it for the machine.
+    delete_namespace(&client, &ns).await?;
+    println!(
+        "create to ready, {} pods, {} at a time:",
+        args.creates, args.parallel
+    );
+    report("  bare (create + watch Ready)", &bare);
+    report("  outfit workspaces (create_pod + watch_create_pod)", &through);
+    let added: Vec<Duration> = percentiles(&through)
+        .iter()
+        .zip(percentiles(&bare))
+        .map(|(t, b)| t.saturating_sub(b))
+        .collect();
+    println!(
+        "  added by outfit: p50 {:.1} ms, p99 {:.1} ms",
+        ms(added[0]),
+        ms(added[1])
+    );
+
+    native(&args, &client, manifests).await?;
+
+    let ns = format!("bench-list-{}", std::process::id());
+    make_namespace(&client, &ns).await?;
+    make_pods(&client, &ns, args.users, args.pods_per_user).await?;
+    let backend = start_backend(&args, &ns, manifests, "")?;
+    let latencies = get_pods(&backend, args.users, args.pods_per_user, args.requests).await?;
+    println!(
+        "get_pods, {} pods of {} users, {} requests on one keep-alive connection:",
+        args.users * args.pods_per_user,
+        args.users,
+        args.requests
+    );
+    report("  get_pods", &latencies);
+    drop(backend);
+    let _ = Api::<Namespace>::all(client)
+        .delete(&ns, &DeleteParams::default())
+        .await;
+    Ok(())
+}
+
+/// Serves [`manifest`]`(name)` at `/<name>.yaml` on loopback; returns the port.
+async fn serve_manifest() -> Result<u16> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let port = listener.local_addr()?.port();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buffer = vec![0u8; 4096];
+                let read = tcp.read(&mut buffer).await.unwrap_or(0);
+                let head = String::from_utf8_lossy(&buffer[..read]);
+                let name = head
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|path| path.strip_prefix('/')?.strip_suffix(".yaml"))
+                    .filter(|n| {
+                        !n.is_empty() && n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+                    })
+                    .unwrap_or("web");
+                let manifest = manifest(name);
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{manifest}",
+                    manifest.len()
+                );
+                let _ = tcp.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    Ok(port)
+}
+
+/// Deletes namespace `name` and waits until it is gone, its pods with it.
+async fn delete_namespace(client: &Client, name: &str) -> Result<()> {
+    let namespaces = Api::<Namespace>::all(client.clone());
+    namespaces.delete(name, &DeleteParams::default()).await?;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while namespaces.get_opt(name).await?.is_some() {
+        if Instant::now() > deadline {
+            bail!("namespace {name} still there 2 minutes after its delete");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Ok(())
+}
+
+async fn make_namespace(client: &Client, name: &str) -> Result<()> {
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await?;
+    // The ServiceAccount admission plugin needs `default`, which the controller manager makes.
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), name);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while accounts.get_opt("default").await?.is_none() {
+        if Instant::now() > deadline {
+            bail!(
+                "no default ServiceAccount in {name}: is the controller manager running (up.sh --nodes 1)?"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+struct Backend {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_backend(args: &Args, namespace: &str, manifests: u16, extra: &str) -> Result<Backend> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let config = std::env::temp_dir().join(format!("workspaces-bench-{namespace}.yaml"));
+    let pod_cidr = env_value(&args.state_dir, "POD_CIDR")?;
+    std::fs::write(
+        &config,
+        format!(
+            "namespace: {namespace}\nwhitelistManifestRegex: 'http://127\\.0\\.0\\.1:{manifests}/'\n\
+             ingressDomain: pods.bench\npodSubnetCidr: {pod_cidr}\ntimeoutCreate: 2m\n\
+             listen: 127.0.0.1:{port}\nadminListen: ''\n{extra}"
+        ),
+    )?;
+    let child = Command::new(&args.outfit)
+        .args(["workspaces", "--config"])
+        .arg(&config)
+        .env("KUBECONFIG", args.state_dir.join("kubeconfig"))
+        .env("OUTFIT_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {}", args.outfit.display()))?;
+    let backend = Backend { child, port };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if Instant::now() > deadline {
+            bail!("outfit workspaces did not listen within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(backend)
+}
+
+/// Runs `count` timed operations, `parallel` at a time; returns their durations.
+async fn measure<F, Fut>(count: usize, parallel: usize, operation: F) -> Result<Vec<Duration>>
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = Result<Duration>>,
+{
+    let results: Vec<Result<Duration>> = futures::stream::iter((0..count).map(operation))
+        .buffer_unordered(parallel)
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+/// Creates the manifest's pod as the admin and waits for Ready through a watch.
+async fn bare_create(client: Client, ns: String, i: usize) -> Result<Duration> {
+    let pods: Api<Pod> = Api::namespaced(client, &ns);
+    let mut pod: Pod = serde_json::from_value(serde_saphyr::from_str::<Value>(&manifest("web"))?)?;
+    let name = format!("bare-{i}");
+    pod.metadata.name = Some(name.clone());
+    let started = Instant::now();
+    pods.create(&PostParams::default(), &pod).await?;
+    let stream = watcher(
+        pods.clone(),
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+    )
+    .applied_objects()
+    .boxed();
+    let ready = tokio::time::timeout(Duration::from_secs(120), async {
+        let mut stream = stream;
+        while let Some(pod) = stream.next().await {
+            let pod = pod?;
+            let ready = pod
+                .status
+                .and_then(|s| s.conditions)
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            if ready {
+                return Ok::<_, anyhow::Error>(started.elapsed());
+            }
+        }
+        bail!("the watch ended")
+    })
+    .await
+    .context("bare pod not ready within 2 minutes")??;
+    pods.delete(&name, &DeleteParams::default()).await?;
+    Ok(ready)
+}
+
+/// create_pod then watch_create_pod through the backend.
+async fn backend_create(port: u16, url: String, i: usize) -> Result<Duration> {
+    let user = format!("bench{i}");
+    let started = Instant::now();
+    let (status, created) = post(port, "/create_pod", &json!({"yaml_url": url, "user_id": user})).await?;
+    if status != 200 {
+        bail!("create_pod answered {status}: {created}");
+    }
+    let pod = created["pod_name"].as_str().unwrap_or_default().to_owned();
+    let (status, ready) = post(
+        port,
+        "/watch_create_pod",
+        &json!({"user_id": user, "pod_name": pod}),
+    )
+    .await?;
+    if status != 200 || ready["ready"] != json!(true) {
+        bail!("watch_create_pod answered {status}: {ready}");
+    }
+    Ok(started.elapsed())
+}
+
+async fn post(port: u16, path: &str, body: &Value) -> Result<(u16, Value)> {
+    call(port, "POST", path, None, Some(body)).await
+}
+
+/// One request on a connection of its own, with `token` as the bearer token if given.
+async fn call(
+    port: u16,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&Value>,
+) -> Result<(u16, Value)> {
+    let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    let body = body.map(Value::to_string).unwrap_or_default();
+    let authorization = token
+        .map(|t| format!("authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nhost: x\r\n{authorization}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    tcp.write_all(request.as_bytes()).await?;
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(180), tcp.read_to_string(&mut answer)).await??;
+    let (head, body) = answer.split_once("\r\n\r\n").context("an HTTP answer")?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .context("a status")?;
+    Ok((status, serde_json::from_str(body)?))
+}
+
+/// Measurement 2: launches through the native API, first by many users, then all by alice.
+fn percentiles(samples: &[Duration]) -> [Duration; 3] {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    let at = |q: f64| sorted[((sorted.len() as f64 - 1.0) * q).round() as usize];
+    [at(0.5), at(0.99), sorted[sorted.len() - 1]]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn report(label: &str, samples: &[Duration]) {
+    let [p50, p99, max] = percentiles(samples);
+    println!(
+        "{label}: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (n = {})",
+        ms(p50),
+        ms(p99),
+        ms(max),
+        samples.len()
+    );
+}

@@ -1,0 +1,192 @@
+//! The native API's launches: POST to 201, to the progress stream's first event, and to ready.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use bytes::Bytes;
+use futures::StreamExt;
+use http_body_util::{BodyExt, Empty};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::{Api, Client, api::PostParams};
+use serde_json::{Value, json};
+
+use super::*;
+
+pub(crate) async fn native(args: &Args, client: &Client, manifests: u16) -> Result<()> {
+    let ns = format!("bench-native-{}", std::process::id());
+    make_namespace(client, &ns).await?;
+    // alice's launches are spread over `web0`, `web1`, ... so no manifest gets more of hers than
+    // the backend has names for.
+    let alice_manifests = args.creates.div_ceil(WORKSPACES_PER_MANIFEST);
+    let catalogue: String = std::iter::once("web".to_owned())
+        .chain((0..alice_manifests).map(|m| format!("web{m}")))
+        .map(|name| format!("- {{name: {name}, url: 'http://127.0.0.1:{manifests}/{name}.yaml'}}\n"))
+        .collect();
+    let backend = start_backend(args, &ns, manifests, &format!("catalogue:\n{catalogue}"))?;
+
+    let tokens = service_account_tokens(client, &ns, args.creates).await?;
+    let launches: Vec<(String, String)> = tokens.into_iter().map(|t| (t, "web".to_owned())).collect();
+    let users = launch_all(backend.port, launches, args.parallel).await?;
+    let alice = env_value(&args.state_dir, "ALICE_TOKEN")?;
+    let launches = (0..args.creates)
+        .map(|i| (alice.clone(), format!("web{}", i % alice_manifests)))
+        .collect();
+    let alone = launch_all(backend.port, launches, args.parallel).await?;
+    drop(backend);
+    delete_namespace(client, &ns).await?;
+
+    println!(
+        "native API (POST /api/v1/workspaces, then GET .../progress), {} launches, {} at a time:",
+        args.creates, args.parallel
+    );
+    for (label, launched) in [
+        ("one launch per user (service-account tokens)", &users),
+        ("all by alice (static token)", &alone),
+    ] {
+        println!(" {label}:");
+        let of = |f: fn(&Launched) -> Duration| launched.iter().map(f).collect::<Vec<_>>();
+        report("  POST to 201", &of(|l| l.created));
+        report("  POST to first event", &of(|l| l.first_event));
+        report("  stream opened to first event", &of(|l| l.first_from_open));
+        report("  POST to ready event", &of(|l| l.ready));
+        let progress = launched.iter().filter(|l| l.first_was_progress).count();
+        println!(
+            "  first event `progress` in {progress} of {} streams (the others opened on a workspace already ready)",
+            launched.len()
+        );
+    }
+    Ok(())
+}
+
+/// One service account per user in `ns`, `bench0`, `bench1`, ...; returns a token of each.
+async fn service_account_tokens(client: &Client, ns: &str, count: usize) -> Result<Vec<String>> {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let tokens: Vec<Result<String>> = futures::stream::iter((0..count).map(|i| {
+        let accounts = accounts.clone();
+        async move {
+            let name = format!("bench{i}");
+            let account: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+            accounts.create(&PostParams::default(), &account).await?;
+            let request =
+                json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}});
+            let answer: Value = accounts
+                .create_subresource("token", &name, &PostParams::default(), &request)
+                .await?;
+            answer["status"]["token"]
+                .as_str()
+                .map(str::to_owned)
+                .context("a TokenRequest answer without a token")
+        }
+    }))
+    .buffered(8)
+    .collect()
+    .await;
+    tokens.into_iter().collect()
+}
+
+/// What one launch through the native API took.
+struct Launched {
+    /// From sending the POST to its 201.
+    created: Duration,
+    /// From sending the POST to the progress stream's first event.
+    first_event: Duration,
+    /// From opening the progress stream (connecting) to its first event.
+    first_from_open: Duration,
+    /// Whether that first event was `progress` (not already `ready`).
+    first_was_progress: bool,
+    /// From sending the POST to the stream's `ready` event.
+    ready: Duration,
+}
+
+/// Launches each `(token, manifest)`, `parallel` at a time, after one untimed `GET
+/// /api/v1/me` per token.
+async fn launch_all(port: u16, launches: Vec<(String, String)>, parallel: usize) -> Result<Vec<Launched>> {
+    let tokens: std::collections::BTreeSet<&str> = launches.iter().map(|(t, _)| t.as_str()).collect();
+    for token in tokens {
+        let (status, me) = call(port, "GET", "/api/v1/me", Some(token), None).await?;
+        if status != 200 {
+            bail!("GET /api/v1/me answered {status}: {me}");
+        }
+    }
+    let results: Vec<Result<Launched>> = futures::stream::iter(
+        launches
+            .into_iter()
+            .map(|(token, manifest)| launch(port, token, manifest)),
+    )
+    .buffer_unordered(parallel)
+    .collect()
+    .await;
+    results.into_iter().collect()
+}
+
+/// One launch: the POST, then the progress stream, read as it arrives, until `ready`.
+async fn launch(port: u16, token: String, manifest: String) -> Result<Launched> {
+    tokio::time::timeout(Duration::from_secs(180), async {
+        let started = Instant::now();
+        let body = json!({"manifest": manifest, "settings": {}});
+        let (status, workspace) = call(port, "POST", "/api/v1/workspaces", Some(&token), Some(&body)).await?;
+        let created = started.elapsed();
+        if status != 201 {
+            bail!("POST /api/v1/workspaces answered {status}: {workspace}");
+        }
+        let name = workspace["name"].as_str().context("a workspace without a name")?;
+
+        let opened = Instant::now();
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp)).await?;
+        tokio::spawn(connection);
+        let request = hyper::Request::get(format!("/api/v1/workspaces/{name}/progress"))
+            .header("host", "x")
+            .header("authorization", format!("Bearer {token}"))
+            .header("accept", "text/event-stream")
+            .body(Empty::<Bytes>::new())?;
+        let mut response = sender.send_request(request).await?;
+        if response.status() != 200 {
+            let status = response.status();
+            let body = response.into_body().collect().await?.to_bytes();
+            bail!(
+                "GET .../progress answered {status}: {}",
+                String::from_utf8_lossy(&body)
+            );
+        }
+        // Events end with a blank line; a frame may hold part of one or several.
+        let mut buffer: Vec<u8> = Vec::new();
+        let mut first: Option<(Duration, Duration, bool)> = None;
+        loop {
+            let frame = response
+                .body_mut()
+                .frame()
+                .await
+                .context("the progress stream ended before `ready`")??;
+            let Ok(data) = frame.into_data() else { continue };
+            let now = Instant::now();
+            buffer.extend_from_slice(&data);
+            while let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
+                let event: Vec<u8> = buffer.drain(..end + 2).collect();
+                let event = String::from_utf8_lossy(&event);
+                // Comments (`: keep-alive`) have no event line.
+                let Some(kind) = event.lines().find_map(|l| l.strip_prefix("event: ")) else {
+                    continue;
+                };
+                let (first_event, first_from_open, first_was_progress) =
+                    *first.get_or_insert((now - started, now - opened, kind == "progress"));
+                match kind {
+                    "progress" => {}
+                    "ready" => {
+                        return Ok(Launched {
+                            created,
+                            first_event,
+                            first_from_open,
+                            first_was_progress,
+                            ready: now - started,
+                        });
+                    }
+                    _ => bail!("workspace {name} ended with {}", event.trim_end()),
+                }
+            }
+        }
+    })
+    .await
+    .context("a launch not ready within 3 minutes")?
+}
