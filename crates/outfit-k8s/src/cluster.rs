@@ -8,7 +8,7 @@
 //!   backoff and a relist replaces each kind's objects whole, so deletions made meanwhile are seen.
 //! - `synced` turns true once every kind has listed once; readiness waits for it.
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
@@ -131,7 +131,9 @@ async fn watch_kind(
     let api: Api<DynamicObject> = Api::all_with(client, &resource);
     let mut listing: Option<BTreeMap<(String, String), Value>> = None;
     let mut absent = false;
-    let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
+    let mut events = watcher(api, watcher::Config::default())
+        .backoff(WatchBackoff::default())
+        .boxed();
     while let Some(event) = events.next().await {
         let update = match event {
             Ok(watcher::Event::Init) => {
@@ -176,6 +178,44 @@ async fn watch_kind(
 /// Whether the API server does not serve the kind. For a group it does not know at all, it
 /// answers a plain-text `404 page not found`, which kube-rs turns into a Status whose reason is
 /// not `NotFound` (so `Status::is_not_found` says no): the code is what counts.
+/// Retries of a failed policy watch: 250 ms doubling to 4 s, reset by the next event. kube's
+/// default (client-go's: 0.8 s doubling to 30 s) is kind to a struggling API server, but after an
+/// outage it left the policies stale for 35–40 s in the soak (RELIABILITY.md): the first retry
+/// after the API server came back was up to 30 s away, and the re-watch then met `410 Expired`
+/// (the restarted server has no history) and backed off once more. outfit runs a few replicas
+/// with one watch per kind; a retry every 4 s costs the API server nothing that matters.
+#[derive(Debug, Clone)]
+struct WatchBackoff {
+    next: Duration,
+}
+
+impl WatchBackoff {
+    const FIRST: Duration = Duration::from_millis(250);
+    const MAX: Duration = Duration::from_secs(4);
+}
+
+impl Default for WatchBackoff {
+    fn default() -> Self {
+        Self { next: Self::FIRST }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let now = self.next;
+        self.next = (self.next * 2).min(Self::MAX);
+        Some(now)
+    }
+}
+
+impl kube::runtime::utils::Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.next = Self::FIRST;
+    }
+}
+
 fn is_not_found(error: &watcher::Error) -> bool {
     match error {
         watcher::Error::InitialListFailed(kube::Error::Api(status))
@@ -257,6 +297,16 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn policy_watches_retry_within_seconds_and_start_over_after_an_event() {
+        use kube::runtime::utils::Backoff;
+        let mut backoff = WatchBackoff::default();
+        let waits: Vec<u64> = backoff.by_ref().take(7).map(|d| d.as_millis() as u64).collect();
+        assert_eq!(waits, [250, 500, 1000, 2000, 4000, 4000, 4000]);
+        backoff.reset();
+        assert_eq!(backoff.next(), Some(Duration::from_millis(250)));
+    }
 
     /// A PodDefault read from the cluster with an invalid selector is reported by its kind,
     /// namespace and name (a file's document index would point at nothing), and the others load.
