@@ -1,0 +1,374 @@
+//! What `outfit workspaces` reads from outside, each from any bytes. The first byte picks the
+//! reader (its value modulo the number of readers), the rest is its input:
+//!
+//! | byte | reader | invariants beyond "no panic" |
+//! |---:|---|---|
+//! | 0 | `Config::load` of a YAML file | an error names the file; the loaded config prepares a manifest |
+//! | 1 | the native API's launch body (`backend::Launch`, JSON) | every setting is applied to the env it names or warned about; the mandatory env (`SD_UID`, ...) is the backend's, whatever the settings say |
+//! | 2 | a manifest (`manifest::prepare`, then `assemble`) | the mandatory env is the backend's in every container, as the container will see it; pod names and their objects' names fit 63 characters |
+//! | 3 | a Pod (JSON; `report::report`, `culling`, `info`, `limits`, `progress`) | `percent` ≤ 100, and 100 exactly when ready or deleted |
+//! | 4 | a Pod, its claim and Events (`{"pod":…, "claim":…, "events":[…]}`) | as 3 |
+//! | 5 | a quantity (`quantity::cpu_millis`, `bytes`) | what `format_cpu` / `format_bytes` write reads back as the same amount |
+//! | 6 | a user name (`auth::owner_id`) | an owner id is a valid user id, maps to itself, and ends in `.serviceaccount` only for a service account |
+//! | 7 | a Go duration (`duration::parse`, config values and culling annotations) | what `duration::format` writes parses back to the same duration |
+//! | 8 | deic-dk's `create_pod` body (`backend::CreateRequest`, JSON) | pod names for its user fit 63 characters |
+//!
+//! Run: `hack/fuzz.sh run workspace_request 60`
+
+#![no_main]
+
+use std::{collections::BTreeMap, sync::LazyLock};
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
+use libfuzzer_sys::fuzz_target;
+use outfit_workspaces::{
+    Config, auth,
+    backend::{CreateRequest, Launch},
+    culling, duration, info, limits,
+    manifest::{self, MANDATORY_ENV, Placement, Prepared, Requester, Settings},
+    names, progress, quantity,
+    report::{self, Status},
+    user::UserId,
+};
+
+/// The manifest launches use: deic-dk's Jupyter manifest as the manifest tests have it.
+const JUPYTER: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: jupyter
+  labels: {app: jupyter}
+  annotations:
+    sciencedata.dk/copy-token: appendURL
+    sciencedata.dk/ingress-port: "8888"
+spec:
+  containers:
+  - name: jupyter
+    image: LOCALREGISTRY/jupyter:1.0
+    env:
+    - {name: FILE, value: ""}
+    - {name: WORKING_DIRECTORY, value: jupyter}
+    volumeMounts:
+    - {name: sciencedata, mountPath: /home/jovyan/work}
+    - {name: local, mountPath: /data/x}
+  - name: helper
+    image: busybox
+"#;
+
+const SILO: &str = "10.0.0.11";
+
+static CONFIG: LazyLock<Config> = LazyLock::new(|| {
+    let env = |var: &str| match var {
+        "BACKEND_HOSTNAMELIST" => Some(format!(r#"[{{"hostname": "silo1", "address": "{SILO}"}}]"#)),
+        _ => None,
+    };
+    Config::load(None, env).expect("the defaults load").0
+});
+
+static USER: LazyLock<UserId> = LazyLock::new(|| UserId::parse("alice@dtu.dk").expect("valid"));
+
+/// A fixed "now", so that a reproducer behaves the same tomorrow.
+fn now() -> Timestamp {
+    Timestamp::from_second(1_800_000_000).expect("in range")
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&mode, input)) = data.split_first() else {
+        return;
+    };
+    match mode % 9 {
+        0 => config(input),
+        1 => launch(input),
+        2 => {
+            if let Ok(text) = std::str::from_utf8(input) {
+                manifest(text);
+            }
+        }
+        3 => {
+            if let Ok(pod) = serde_json::from_slice::<Pod>(input) {
+                pod_views(&pod, None, &[]);
+            }
+        }
+        4 => progress_bundle(input),
+        5 => quantities(input),
+        6 => {
+            if let Ok(name) = std::str::from_utf8(input) {
+                owner(name);
+            }
+        }
+        7 => {
+            if let Ok(text) = std::str::from_utf8(input) {
+                durations(text);
+            }
+        }
+        _ => create_request(input),
+    }
+});
+
+fn config(input: &[u8]) {
+    // One file per process, rewritten each time: Config::load reads a path.
+    static PATH: LazyLock<std::path::PathBuf> = LazyLock::new(|| {
+        std::env::temp_dir().join(format!("outfit-fuzz-config-{}.yaml", std::process::id()))
+    });
+    std::fs::write(&*PATH, input).expect("temp file written");
+    let path = PATH.display().to_string();
+    match Config::load(Some(&PATH), |_| None) {
+        Err(error) => {
+            let message = error.to_string();
+            assert!(message.contains(&path), "error without its file: {message}");
+        }
+        Ok((config, warnings)) => {
+            for warning in warnings {
+                assert!(warning.contains(&path), "warning without its file: {warning}");
+            }
+            let requester = Requester {
+                user: &USER,
+                silo_ip: SILO,
+            };
+            // Any configuration that loads can prepare a valid manifest.
+            let prepared = manifest::prepare(JUPYTER, requester, &Settings::new(), &config)
+                .unwrap_or_else(|e| panic!("a valid manifest refused under a loaded config: {e}"));
+            assert_mandatory_env(&prepared, requester, &config);
+        }
+    }
+}
+
+fn launch(input: &[u8]) {
+    let Ok(launch) = serde_json::from_slice::<Launch>(input) else {
+        return;
+    };
+    let requester = Requester {
+        user: &USER,
+        silo_ip: SILO,
+    };
+    let prepared = manifest::prepare(JUPYTER, requester, &launch.settings, &CONFIG)
+        .unwrap_or_else(|e| panic!("settings made a valid manifest fail: {e}"));
+    let spec = prepared.pod.spec.as_ref().expect("a prepared pod has a spec");
+    for (container_name, vars) in &launch.settings {
+        let Some(container) = spec.containers.iter().find(|c| &c.name == container_name) else {
+            assert!(
+                prepared
+                    .warnings
+                    .iter()
+                    .any(|w| w.contains(&format!("{container_name:?}"))),
+                "settings for a missing container {container_name:?} dropped without a warning"
+            );
+            continue;
+        };
+        for (name, value) in vars {
+            if MANDATORY_ENV.contains(&name.as_str()) {
+                continue;
+            }
+            let env: Vec<_> = container
+                .env
+                .iter()
+                .flatten()
+                .filter(|e| &e.name == name)
+                .collect();
+            if env.is_empty() {
+                assert!(
+                    prepared.warnings.iter().any(|w| w.contains(&format!("{name:?}"))),
+                    "setting {name:?} dropped without a warning"
+                );
+            } else {
+                for e in env {
+                    assert_eq!(
+                        e.value.as_deref(),
+                        Some(value.as_str()),
+                        "setting {name:?} not applied"
+                    );
+                    assert!(e.value_from.is_none());
+                }
+            }
+        }
+    }
+    assert_mandatory_env(&prepared, requester, &CONFIG);
+}
+
+fn manifest(text: &str) {
+    let requester = Requester {
+        user: &USER,
+        silo_ip: SILO,
+    };
+    let settings: Settings = BTreeMap::from([(
+        "jupyter".to_owned(),
+        BTreeMap::from([("FILE".to_owned(), "notebook.ipynb".to_owned())]),
+    )]);
+    let Ok(prepared) = manifest::prepare(text, requester, &settings, &CONFIG) else {
+        return;
+    };
+    assert_mandatory_env(&prepared, requester, &CONFIG);
+    let spec = prepared.pod.spec.as_ref().expect("a prepared pod has a spec");
+    assert!(!spec.containers.is_empty());
+    assert!(spec.restart_policy.as_deref().is_some_and(|p| !p.is_empty()));
+    let _ = manifest::ingress_port(&prepared.pod);
+    let _ = manifest::token_keys(&prepared.pod);
+    let _ = manifest::exposes_ssh(&prepared.pod);
+    let candidates = names::pod_name_candidates(&prepared.manifest_name, &USER);
+    assert_eq!(candidates.len(), names::NAME_ATTEMPTS);
+    for name in &candidates {
+        assert_names_fit(name);
+    }
+    let placement = Placement {
+        name: &candidates[0],
+        storage_claim: "user-storage-alice-dtu-dk",
+        deadline: "2027-01-15T08:00:00Z",
+        manifest_url: "https://example.org/jupyter.yaml",
+    };
+    let pod = manifest::assemble(prepared, requester, &placement);
+    assert_eq!(pod.metadata.name.as_deref(), Some(candidates[0].as_str()));
+    for value in pod.metadata.labels.iter().flatten().map(|(_, v)| v) {
+        assert!(value.len() <= names::MAX_LABEL, "label value {value:?} too long");
+    }
+    pod_views(&pod, None, &[]);
+}
+
+/// `HOME_SERVER_IP`, `SD_UID` and `HOME_SERVER_HOSTNAME` as every container will see them: the
+/// last entry of a name wins in a container's environment.
+fn assert_mandatory_env(prepared: &Prepared, requester: Requester<'_>, config: &Config) {
+    let spec = prepared.pod.spec.as_ref().expect("a prepared pod has a spec");
+    let expected = [
+        (
+            "HOME_SERVER_IP",
+            Some(outfit_workspaces::config::data_network_address(requester.silo_ip)),
+        ),
+        ("SD_UID", Some(requester.user.as_str().to_owned())),
+        (
+            "HOME_SERVER_HOSTNAME",
+            config.hostname_of(requester.silo_ip).map(str::to_owned),
+        ),
+    ];
+    for container in &spec.containers {
+        for (name, value) in &expected {
+            let Some(value) = value else { continue };
+            let seen = container.env.iter().flatten().filter(|e| e.name == *name).last();
+            let seen = seen.unwrap_or_else(|| panic!("container {:?} has no {name}", container.name));
+            assert_eq!(
+                (seen.value.as_deref(), seen.value_from.is_none()),
+                (Some(value.as_str()), true),
+                "container {:?}: {name} is not the backend's",
+                container.name
+            );
+        }
+    }
+}
+
+fn assert_names_fit(pod: &str) {
+    for name in [
+        names::ssh_service(pod),
+        names::http_service(pod),
+        names::ingress(pod),
+    ] {
+        assert!(name.len() <= names::MAX_LABEL, "{name:?} is longer than 63");
+    }
+    assert!(names::network_policy(pod).len() <= names::MAX_SUBDOMAIN);
+}
+
+fn pod_views(pod: &Pod, claim: Option<&PersistentVolumeClaim>, events: &[std::sync::Arc<Event>]) {
+    let name = pod.metadata.name.as_deref().unwrap_or("workspace");
+    let report = report::report(name, Some(pod), claim, events);
+    assert!(report.percent <= 100, "percent {}", report.percent);
+    assert_eq!(
+        report.percent == 100,
+        matches!(report.status, Status::Ready | Status::Deleted),
+        "{report:?}"
+    );
+    let _ = report::report(name, None, claim, events);
+    let _ = info::pod_info(pod, &CONFIG, now());
+    let _ = info::workspace(pod, &report, &CONFIG, now());
+    let _ = culling::lifetimes(pod, &CONFIG);
+    let _ = culling::due(pod, &CONFIG, now());
+    let _ = culling::expires(pod, &CONFIG);
+    let _ = culling::last_activity(pod);
+    let _ = limits::requests(pod);
+    let _ = limits::counts(pod);
+    let _ = limits::check(&CONFIG.limits, &[pod], pod);
+    let _ = progress::stuck(pod, claim);
+    let _ = progress::deadline(pod);
+    let _ = progress::failure(pod);
+    let _ = progress::storage_claim_of(pod);
+}
+
+#[derive(serde::Deserialize)]
+struct Bundle {
+    pod: Pod,
+    claim: Option<PersistentVolumeClaim>,
+    #[serde(default)]
+    events: Vec<Event>,
+}
+
+fn progress_bundle(input: &[u8]) {
+    let Ok(bundle) = serde_json::from_slice::<Bundle>(input) else {
+        return;
+    };
+    let events: Vec<_> = bundle.events.into_iter().map(std::sync::Arc::new).collect();
+    let _ = report::last_warning(&events);
+    pod_views(&bundle.pod, bundle.claim.as_ref(), &events);
+}
+
+fn quantities(input: &[u8]) {
+    let Ok(text) = std::str::from_utf8(input) else {
+        return;
+    };
+    if let Ok(millis) = quantity::cpu_millis(text) {
+        let written = quantity::format_cpu(millis);
+        assert_eq!(
+            quantity::cpu_millis(&written),
+            Ok(millis),
+            "{text:?} → {written:?}"
+        );
+    }
+    if let Ok(bytes) = quantity::bytes(text) {
+        let written = quantity::format_bytes(bytes);
+        assert_eq!(quantity::bytes(&written), Ok(bytes), "{text:?} → {written:?}");
+    }
+}
+
+fn owner(name: &str) {
+    let Ok(id) = auth::owner_id(name) else {
+        return;
+    };
+    assert_eq!(UserId::parse(id.as_str()).as_ref(), Ok(&id));
+    match name.strip_prefix("system:serviceaccount:") {
+        Some(_) => assert!(id.as_str().ends_with(".serviceaccount"), "{name:?} → {id:?}"),
+        None => {
+            assert!(
+                !id.as_str().ends_with(".serviceaccount"),
+                "{name:?} takes a service account's id {id:?}"
+            );
+            assert_eq!(auth::owner_id(id.as_str()).as_ref(), Ok(&id), "{name:?}");
+        }
+    }
+    for candidate in names::pod_name_candidates("jupyter", &id) {
+        assert_names_fit(&candidate);
+    }
+}
+
+fn durations(text: &str) {
+    if let Ok(parsed) = duration::parse(text) {
+        let written = duration::format(parsed);
+        assert_eq!(duration::parse(&written), Ok(parsed), "{text:?} → {written:?}");
+    }
+}
+
+fn create_request(input: &[u8]) {
+    let Ok(request) = serde_json::from_slice::<CreateRequest>(input) else {
+        return;
+    };
+    if let Ok(user) = UserId::parse(&request.user_id) {
+        for candidate in names::pod_name_candidates("jupyter", &user) {
+            assert_names_fit(&candidate);
+        }
+        let _ = names::storage_name_for(&user);
+    }
+    let _ = CONFIG.whitelist_manifest_regex.is_match(&request.yaml_url);
+    if let Some(settings) = request.settings {
+        let requester = Requester {
+            user: &USER,
+            silo_ip: SILO,
+        };
+        let prepared = manifest::prepare(JUPYTER, requester, &settings, &CONFIG).expect("valid manifest");
+        assert_mandatory_env(&prepared, requester, &CONFIG);
+    }
+}
