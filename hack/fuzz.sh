@@ -11,7 +11,8 @@
 #                                       fuzz/target/work/TARGET; crashes in fuzz/artifacts/TARGET
 #   hack/fuzz.sh repro TARGET FILE...   run TARGET on the given inputs once (a crash's backtrace)
 #   hack/fuzz.sh seed                   (re)write the seeds taken from the repository's fixtures,
-#                                       examples and docs into fuzz/corpus/* (needs python3, PyYAML)
+#                                       examples and docs into fuzz/corpus/* (needs python3, PyYAML);
+#                                       then cmin
 #   hack/fuzz.sh cmin [TARGET...]       minimise fuzz/corpus/TARGET with what the runs found added
 #   hack/fuzz.sh build                  build every target
 #
@@ -32,7 +33,7 @@ die() { echo "fuzz.sh: $*" >&2; exit 2; }
 ensure_tools() {
   if ! rustup toolchain list | grep -q '^nightly'; then
     echo "installing the nightly toolchain (libFuzzer's instrumentation needs it)"
-    rustup toolchain install nightly --profile minimal
+    rustup toolchain install nightly --profile minimal --no-self-update
   fi
   if ! command -v cargo-fuzz >/dev/null; then
     echo "installing cargo-fuzz"
@@ -241,22 +242,26 @@ cmin() {
     mkdir -p "$work"
     cp fuzz/corpus/"$target"/* "$merged"/ 2>/dev/null || true
     cp "$work"/* "$merged"/ 2>/dev/null || true
+    # cmin keeps the smallest inputs that reach every edge the union reaches (edges only, not
+    # hit counts: -use_counters=0), which keeps each corpus under 1 MB. The checked-in corpus is
+    # replaced only once that succeeded.
+    (cd fuzz && cargo +nightly fuzz cmin "${BUILD_FLAGS[@]}" "$target" "$merged" -- \
+      -use_counters=0 -timeout=10 -rss_limit_mb=2048)
     rm -rf "fuzz/corpus/$target" && mkdir -p "fuzz/corpus/$target"
-    # cmin keeps the smallest inputs that give the union's coverage.
-    (cd fuzz && cargo +nightly fuzz cmin "${BUILD_FLAGS[@]}" "$target" "$merged" -- -timeout=10 -rss_limit_mb=2048)
     cp "$merged"/* "fuzz/corpus/$target"/
     rm -rf "$merged"
-    echo "$target: $(find "fuzz/corpus/$target" -type f | wc -l) inputs, $(du -sh "fuzz/corpus/$target" | cut -f1)"
+    echo "$target: $(find "fuzz/corpus/$target" -type f | wc -l) inputs, $(du -sh --apparent-size "fuzz/corpus/$target" | cut -f1)"
   done
 }
 
 case "${1:-}" in
   --ci)
     seconds=${2:-30}
-    ensure_tools
     start=$(date +%s)
+    ensure_tools
+    echo "fuzz tools: $(($(date +%s) - start)) s"
     build
-    echo "fuzz build: $(($(date +%s) - start)) s"
+    echo "fuzz tools and build: $(($(date +%s) - start)) s"
     failed=()
     for target in "${TARGETS[@]}"; do
       work=$(mktemp -d)

@@ -242,7 +242,7 @@ fn assert_mandatory_env(prepared: &Prepared, requester: Requester<'_>, config: &
     for container in &spec.containers {
         for (name, value) in &expected {
             let Some(value) = value else { continue };
-            let seen = container.env.iter().flatten().filter(|e| e.name == *name).last();
+            let seen = container.env.iter().flatten().rfind(|e| e.name == *name);
             let seen = seen.unwrap_or_else(|| panic!("container {:?} has no {name}", container.name));
             assert_eq!(
                 (seen.value.as_deref(), seen.value_from.is_none()),

@@ -69,8 +69,9 @@ pub struct FixedSet {
     /// The compiled set.
     pub set: PolicySet,
     /// Whether admitting an admitted object again must change nothing. Not for PodDefaults and
-    /// Gatekeeper mutators together: a container a mutator adds after the PodDefaults ran gets the
-    /// PodDefaults' env and mounts on the next pass, as with Kubeflow's and Gatekeeper's webhooks.
+    /// Gatekeeper mutators together: a sidecar a PodDefault injected and a mutator then changed no
+    /// longer equals the PodDefault's, so the next pass denies the pod, and a container a mutator
+    /// adds gets the PodDefaults' env on the next pass (RELIABILITY.md, Fuzzing, finding 2).
     pub idempotent: bool,
 }
 

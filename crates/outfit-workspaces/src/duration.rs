@@ -61,7 +61,10 @@ pub fn parse(text: &str) -> Result<Duration, InvalidDuration> {
         let mut scale = unit_nanos;
         for digit in fraction.bytes().take(20) {
             scale /= 10;
-            nanos += u128::from(digit - b'0') * scale;
+            // Checked: a whole part just below the limit plus its fraction can still overflow.
+            nanos = nanos
+                .checked_add(u128::from(digit - b'0') * scale)
+                .ok_or_else(|| fail("too large"))?;
         }
         total_nanos = total_nanos.checked_add(nanos).ok_or_else(|| fail("too large"))?;
         rest = tail;
@@ -120,6 +123,14 @@ mod tests {
         for text in ["", "90", "s", "1x", "-5s", "1..5s", "1h2", "."] {
             assert!(parse(text).is_err(), "{text} should be refused");
         }
+    }
+
+    #[test]
+    fn refuses_a_fraction_that_overflows_the_whole_part() {
+        // Found by the workspace_request fuzz target: the whole part passes checked_mul, its
+        // fraction then overflowed (a panic in debug, about 30 minutes once wrapped in release).
+        let err = parse("94522879700260684295381835.9h").unwrap_err();
+        assert!(err.to_string().contains("too large"), "{err}");
     }
 
     #[test]
