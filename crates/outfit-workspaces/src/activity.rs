@@ -108,7 +108,9 @@ impl ActivityPoller {
             return;
         }
         let mark = BTreeMap::from([(keys::ANNOTATION_LAST_ACTIVITY, Some(active.to_string()))]);
-        if let Err(error) = self.cluster.annotate_pod(&name, mark).await {
+        if let Err(error) = self.cluster.annotate_pod(&pod, mark).await
+            && !error.is_gone()
+        {
             tracing::warn!(pod = name, %error, "could not record activity");
         }
     }

@@ -38,7 +38,30 @@ impl ClusterError {
         status_code(&self.source) == Some(404)
     }
 
-    /// Whether the API server answered 409 (the name is taken).
+    /// Whether the object acted on is gone: 404, or 422 on `metadata.uid` (another object of
+    /// the same name took its place, see [`Cluster::annotate_pod`]).
+    pub fn is_gone(&self) -> bool {
+        match &self.source {
+            kube::Error::Api(status) if status.code == 404 => true,
+            kube::Error::Api(status) if status.code == 422 => status
+                .details
+                .as_ref()
+                .is_some_and(|d| d.causes.iter().any(|c| c.field == "metadata.uid")),
+            _ => false,
+        }
+    }
+
+    /// Whether trying again later may succeed: the API server was unreachable, overloaded or
+    /// failed (5xx, 429), rather than refusing the request.
+    pub fn is_transient(&self) -> bool {
+        match &self.source {
+            kube::Error::Api(status) => status.code >= 500 || status.code == 429,
+            kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => true,
+            _ => false,
+        }
+    }
+
+    /// Whether the API server answered 409 (the name is taken, or a precondition failed).
     pub fn is_conflict(&self) -> bool {
         status_code(&self.source) == Some(409)
     }
@@ -123,6 +146,14 @@ impl Cluster {
             .map_err(|e| self.error(format_args!("creating Pod {}/{name}", self.namespace), e))
     }
 
+    /// The pod `name` as the API server has it now, if any.
+    pub async fn get_pod(&self, name: &str) -> Result<Option<Pod>, ClusterError> {
+        self.pods
+            .get_opt(name)
+            .await
+            .map_err(|e| self.error(format_args!("reading Pod {}/{name}", self.namespace), e))
+    }
+
     /// Deletes the pod `name` if it still has `uid` (so a newer pod of the same name is never
     /// hit). `Ok(false)` when it was already gone.
     pub async fn delete_pod(&self, name: &str, uid: Option<&str>) -> Result<bool, ClusterError> {
@@ -140,13 +171,17 @@ impl Cluster {
         }
     }
 
-    /// Merges `annotations` into the pod `name`'s (a `null` value removes one).
+    /// Merges `annotations` into `pod`'s (a `null` value removes one), only if the pod of that
+    /// name is still this one.
     pub async fn annotate_pod(
         &self,
-        name: &str,
+        pod: &Pod,
         annotations: BTreeMap<&str, Option<String>>,
     ) -> Result<Pod, ClusterError> {
-        let patch = json!({"metadata": {"annotations": annotations}});
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        // The uid makes the patch a precondition: a pod deleted and made anew under the same name
+        // (the user's next launch) is refused (422, uid immutable), never marked for this one.
+        let patch = json!({"metadata": {"uid": pod.metadata.uid, "annotations": annotations}});
         self.pods
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
@@ -345,19 +380,22 @@ impl Cluster {
     }
 
     /// Deletes the user's claim and volume `name` (not found counts as done). The NFS data stays:
-    /// the volume's reclaim policy is Retain.
-    pub async fn delete_storage(&self, name: &str) -> Result<(), ClusterError> {
+    /// the volume's reclaim policy is Retain. With `seen` (a resourceVersion of the claim), only
+    /// that version is deleted: a claim a create has marked as wanted since then is answered 409
+    /// ([`ClusterError::is_conflict`]) and kept.
+    pub async fn delete_storage(&self, name: &str, seen: Option<&str>) -> Result<(), ClusterError> {
         let ok_if_gone = |result: Result<_, kube::Error>| match result {
             Err(e) if status_code(&e) != Some(404) => Err(e),
             _ => Ok(()),
         };
-        ok_if_gone(
-            self.claims
-                .delete(name, &DeleteParams::default())
-                .await
-                .map(|_| ()),
-        )
-        .map_err(|e| {
+        let params = DeleteParams {
+            preconditions: seen.map(|version| Preconditions {
+                resource_version: Some(version.to_owned()),
+                uid: None,
+            }),
+            ..DeleteParams::default()
+        };
+        ok_if_gone(self.claims.delete(name, &params).await.map(|_| ())).map_err(|e| {
             self.error(
                 format_args!("deleting PersistentVolumeClaim {}/{name}", self.namespace),
                 e,
@@ -458,4 +496,50 @@ fn truncate(mut text: String, max: usize) -> String {
         text.truncate(end);
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(status: serde_json::Value) -> ClusterError {
+        ClusterError {
+            action: "annotating Pod ws/p".into(),
+            source: kube::Error::Api(serde_json::from_value(status).expect("a Status")),
+        }
+    }
+
+    #[test]
+    fn a_replaced_pod_is_gone_as_a_deleted_one_is() {
+        // What kube-apiserver 1.34 answers a merge patch whose metadata.uid is not the pod's.
+        let replaced = api_error(json!({
+            "status": "Failure", "code": 422, "reason": "Invalid",
+            "message": "Pod \"p\" is invalid: metadata.uid: Invalid value: \"0000\": field is immutable",
+            "details": {"name": "p", "kind": "Pod", "causes": [
+                {"reason": "FieldValueInvalid", "message": "field is immutable", "field": "metadata.uid"},
+            ]},
+        }));
+        assert!(replaced.is_gone() && !replaced.is_transient());
+        let deleted = api_error(json!({"status": "Failure", "code": 404, "reason": "NotFound"}));
+        assert!(deleted.is_gone());
+        // Any other invalid patch is a real error, not a vanished pod.
+        let invalid = api_error(json!({
+            "status": "Failure", "code": 422, "reason": "Invalid",
+            "details": {"causes": [{"field": "metadata.annotations"}]},
+        }));
+        assert!(!invalid.is_gone());
+    }
+
+    #[test]
+    fn only_an_unreachable_or_failing_api_server_is_transient() {
+        for (code, transient) in [(500, true), (503, true), (429, true), (409, false), (403, false)] {
+            let error = api_error(json!({"status": "Failure", "code": code}));
+            assert_eq!(error.is_transient(), transient, "{code}");
+        }
+        let refused = ClusterError {
+            action: "creating Pod ws/p".into(),
+            source: kube::Error::Service("client error (Connect)".into()),
+        };
+        assert!(refused.is_transient() && !refused.is_gone());
+    }
 }

@@ -70,6 +70,18 @@ pub enum Next {
     Cull(Cull),
 }
 
+/// Why a start was not finished.
+#[derive(Debug)]
+enum Unfinished {
+    /// The pod was deleted, or replaced by another of its name, meanwhile.
+    Gone,
+    /// The API server could not be reached or failed: the next pass tries again (the pod
+    /// stays ready, and the steps done are not done twice).
+    Later(cluster::ClusterError),
+    /// A step failed: the start has failed.
+    Failed(Phase, String),
+}
+
 /// Decides what a creating pod needs, from the pod, its storage claim's state and the time.
 pub fn next_step(
     pod: &Pod,
@@ -167,11 +179,19 @@ impl Lifecycle {
             let this = self.clone();
             tokio::spawn(async move {
                 match next {
-                    Next::Finish => {
-                        if let Err((phase, why)) = this.finish(&pod).await {
-                            this.fail(&pod, phase, why).await;
-                        }
-                    }
+                    Next::Finish => match this.finish(&pod).await {
+                        Ok(()) => {}
+                        Err(Unfinished::Gone) => tracing::debug!(
+                            pod = name,
+                            "deleted (or made anew) while its start was being finished"
+                        ),
+                        Err(Unfinished::Later(error)) => tracing::warn!(
+                            pod = name,
+                            %error,
+                            "could not finish the start; retrying on the next pass"
+                        ),
+                        Err(Unfinished::Failed(phase, why)) => this.fail(&pod, phase, why).await,
+                    },
                     Next::Fail(phase, why) => this.fail(&pod, phase, why).await,
                     Next::Remove => this.remove(&pod).await,
                     Next::Cull(cull) => this.cull(&pod, &cull).await,
@@ -193,9 +213,16 @@ impl Lifecycle {
     }
 
     /// The start jobs: Services, Ingress and tokens, then the `started` mark.
-    async fn finish(&self, pod: &Pod) -> Result<(), (Phase, String)> {
-        let services = |e: cluster::ClusterError| (Phase::Services, e.to_string());
-        let owner = objects::owned_by(pod).ok_or((Phase::Services, "the pod has no uid".to_owned()))?;
+    async fn finish(&self, pod: &Pod) -> Result<(), Unfinished> {
+        let services = |e: cluster::ClusterError| {
+            if e.is_transient() {
+                Unfinished::Later(e)
+            } else {
+                Unfinished::Failed(Phase::Services, e.to_string())
+            }
+        };
+        let owner = objects::owned_by(pod)
+            .ok_or_else(|| Unfinished::Failed(Phase::Services, "the pod has no uid".to_owned()))?;
         let mut annotations: BTreeMap<&str, Option<String>> = BTreeMap::new();
         // Made at create; made here too in case the backend stopped in between.
         isolate(&self.cluster, &self.config, pod)
@@ -233,10 +260,15 @@ impl Lifecycle {
             annotations.insert(keys::ANNOTATION_TOKENS, Some(json));
         }
         annotations.insert(keys::ANNOTATION_STARTED, Some(Timestamp::now().to_string()));
-        self.cluster
-            .annotate_pod(&pod.name_any(), annotations)
-            .await
-            .map_err(services)?;
+        // Gone: the user deleted it meanwhile (the Services and Ingress made for it go with it,
+        // by their owner reference); not a failed start.
+        self.cluster.annotate_pod(pod, annotations).await.map_err(|e| {
+            if e.is_gone() {
+                Unfinished::Gone
+            } else {
+                services(e)
+            }
+        })?;
         let elapsed = since_created(pod);
         self.metrics.spawned(&manifest_name(pod), None, elapsed);
         let took = duration::format(elapsed);
@@ -321,8 +353,8 @@ impl Lifecycle {
             .event(pod, true, "CreateFailed", reason.clone())
             .await;
         let mark = BTreeMap::from([(keys::ANNOTATION_FAILED, Some(reason))]);
-        if let Err(error) = self.cluster.annotate_pod(&name, mark).await
-            && !error.is_not_found()
+        if let Err(error) = self.cluster.annotate_pod(pod, mark).await
+            && !error.is_gone()
         {
             tracing::warn!(%error, "could not mark the failed pod");
         }
@@ -342,8 +374,8 @@ impl Lifecycle {
         );
         self.cluster.event(pod, false, "Culled", why.clone()).await;
         let mark = BTreeMap::from([(keys::ANNOTATION_CULLED, Some(why))]);
-        if let Err(error) = self.cluster.annotate_pod(&name, mark).await
-            && !error.is_not_found()
+        if let Err(error) = self.cluster.annotate_pod(pod, mark).await
+            && !error.is_gone()
         {
             tracing::warn!(%error, "could not mark the culled pod");
         }
@@ -387,9 +419,15 @@ impl Lifecycle {
                 continue;
             }
             let name = claim.name_any();
-            tracing::info!(storage = name, user = owner, "removing storage no pod uses");
-            if let Err(error) = self.cluster.delete_storage(&name).await {
-                tracing::warn!(%error, "could not remove unused storage");
+            // The cache may be behind a create that has just marked the claim as wanted: delete
+            // only the version seen here (the soak caught a launch losing its claim this way).
+            let seen = claim.resource_version();
+            match self.cluster.delete_storage(&name, seen.as_deref()).await {
+                Ok(()) => tracing::info!(storage = name, user = owner, "removed storage no pod uses"),
+                Err(error) if error.is_conflict() => {
+                    tracing::info!(storage = name, user = owner, "unused storage wanted again; kept");
+                }
+                Err(error) => tracing::warn!(%error, "could not remove unused storage"),
             }
         }
     }

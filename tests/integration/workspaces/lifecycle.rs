@@ -165,3 +165,54 @@ async fn an_ingress_the_api_server_refuses_fails_the_create_and_removes_what_it_
     )
     .await;
 }
+
+/// The storage sweep reads the cache, which may be behind a create that has just marked the
+/// user's claim as wanted: its delete names the version it saw, and the API server keeps a claim
+/// changed since (found by `hack/soak.sh --workspaces`: a launch lost its claim to the sweep).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storage_delete_from_a_stale_view_keeps_a_claim_wanted_since() {
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    use kube::api::{Patch, PatchParams, PostParams};
+
+    let plane = ControlPlane::get();
+    let client = plane.admin_client().await;
+    let ns = "sweep-precondition";
+    namespace(&client, ns).await;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "user-storage-erin"},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+    }))
+    .unwrap();
+    let seen = claims.create(&PostParams::default(), &claim).await.unwrap();
+    let seen_version = seen.metadata.resource_version.clone().unwrap();
+    let wanted = json!({"metadata": {"annotations": {"outfit.dev/wanted-until": "2099-01-01T00:00:00Z"}}});
+    claims
+        .patch(
+            "user-storage-erin",
+            &PatchParams::default(),
+            &Patch::Merge(&wanted),
+        )
+        .await
+        .unwrap();
+
+    let cluster = outfit_workspaces::cluster::Cluster::new(client.clone(), ns);
+    let error = cluster
+        .delete_storage("user-storage-erin", Some(&seen_version))
+        .await
+        .expect_err("a delete of a version that changed since must be refused");
+    assert!(error.is_conflict(), "{error}");
+    let kept = claims.get("user-storage-erin").await.unwrap();
+    assert!(kept.metadata.deletion_timestamp.is_none(), "{kept:?}");
+
+    let current = kept.metadata.resource_version.clone();
+    cluster
+        .delete_storage("user-storage-erin", current.as_deref())
+        .await
+        .unwrap();
+    let after = claims.get_opt("user-storage-erin").await.unwrap();
+    assert!(
+        after.is_none_or(|c| c.metadata.deletion_timestamp.is_some()),
+        "the current version is deleted"
+    );
+}

@@ -62,7 +62,10 @@ use kube::{
     },
     config::{KubeConfigOptions, Kubeconfig},
 };
-use outfit_loadgen::mix;
+use outfit_loadgen::{
+    control_plane::{ControlPlane, vm_rss_kib},
+    harness, mix,
+};
 use outfit_server::SelfSigned;
 use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::{CertificateDer, ServerName, pem::PemObject};
@@ -122,16 +125,8 @@ struct Args {
     /// `outfit serve --poll-interval` (policy and certificate files).
     #[arg(long, default_value_t = 2)]
     poll_interval: u64,
-    /// The state directory of a running `hack/control-plane/up.sh`; without it the soak starts
-    /// (and at the end stops) its own in `<work>/control-plane`.
-    #[arg(long)]
-    state_dir: Option<PathBuf>,
-    /// The outfit binary (default: `outfit` next to this binary).
-    #[arg(long)]
-    outfit: Option<PathBuf>,
-    /// Working directory for certificates, policies and logs (kept at the end).
-    #[arg(long)]
-    work: Option<PathBuf>,
+    #[command(flatten)]
+    places: harness::Places,
 }
 
 /// Counts and samples shared by every task.
@@ -280,40 +275,10 @@ async fn main() -> Result<()> {
         args.rate > 0 && args.connections > 0,
         "--rate and --connections must be positive"
     );
-    let work = match &args.work {
-        Some(w) => w.clone(),
-        None => std::env::temp_dir().join(format!("outfit-soak-{}", std::process::id())),
-    };
-    std::fs::create_dir_all(&work)?;
-    let outfit = match &args.outfit {
-        Some(o) => o.clone(),
-        None => std::env::current_exe()?.with_file_name("outfit"),
-    };
-    ensure!(
-        outfit.exists(),
-        "{} not found: build it with `cargo build --release -p outfit` or pass --outfit",
-        outfit.display()
-    );
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let (state_dir, own_plane) = match &args.state_dir {
-        Some(s) => (s.clone(), false),
-        None => {
-            let dir = work.join("control-plane");
-            let status = Command::new(repo.join("hack/control-plane/up.sh"))
-                .arg(&dir)
-                .status()
-                .context("running hack/control-plane/up.sh")?;
-            ensure!(status.success(), "up.sh failed; logs in {}", dir.display());
-            (dir, true)
-        }
-    };
-    let result = soak(args, &outfit, state_dir.clone(), work.clone()).await;
-    if own_plane {
-        let _ = Command::new(repo.join("hack/control-plane/down.sh"))
-            .arg(&state_dir)
-            .stdout(Stdio::null())
-            .status();
-    }
+    let (work, outfit) = args.places.resolve("outfit-soak")?;
+    let plane = ControlPlane::start_or_reuse(args.places.state_dir.as_deref(), &work, 0)?;
+    let result = soak(args, &outfit, plane.state_dir.clone(), work.clone()).await;
+    plane.stop();
     println!(
         "work directory (outfit.log, certificates, policies): {}",
         work.display()
@@ -381,16 +346,6 @@ fn install_leaf(tls_dir: &Path, ca_key_pem: &str, generation: u64) -> Result<Cer
         let _ = std::fs::remove_dir_all(tls_dir.join(format!("..{}", generation - 1)));
     }
     Ok(CertificateDer::from_pem_slice(cert.as_bytes())?)
-}
-
-fn env_value(state_dir: &Path, key: &str) -> Result<String> {
-    let env =
-        std::fs::read_to_string(state_dir.join("env")).context("reading the control plane's env file")?;
-    let prefix = format!("export {key}=");
-    env.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .map(|v| v.trim_matches('\'').to_owned())
-        .with_context(|| format!("{key} not in the env file"))
 }
 
 async fn soak(args: Args, outfit: &Path, state_dir: PathBuf, work: PathBuf) -> Result<bool> {
@@ -1151,23 +1106,6 @@ async fn rotate(
     Ok(())
 }
 
-fn apiserver_ready(soak: &Soak) -> bool {
-    let (Ok(url), Ok(ca), Ok(token)) = (
-        env_value(&soak.state_dir, "APISERVER_URL"),
-        env_value(&soak.state_dir, "APISERVER_CA"),
-        env_value(&soak.state_dir, "ADMIN_TOKEN"),
-    ) else {
-        return false;
-    };
-    Command::new("curl")
-        .args(["-sS", "--max-time", "2", "--cacert", &ca, "-H"])
-        .arg(format!("Authorization: Bearer {token}"))
-        .arg(format!("{url}/readyz"))
-        .stderr(Stdio::null())
-        .output()
-        .is_ok_and(|o| o.stdout == b"ok")
-}
-
 /// Kills kube-apiserver as a crash would and starts it again with the same command line.
 async fn outages(soak: Arc<Soak>, stop: CancellationToken) -> Result<()> {
     let every = Duration::from_secs_f64(soak.args.outage_every);
@@ -1183,53 +1121,20 @@ async fn outages(soak: Arc<Soak>, stop: CancellationToken) -> Result<()> {
         if soak.deadline.saturating_duration_since(Instant::now()) < needed {
             continue;
         }
-        let pid_file = soak.state_dir.join("kube-apiserver.pid");
-        let pid = std::fs::read_to_string(&pid_file)?.trim().to_owned();
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))?;
-        let args: Vec<String> = cmdline
-            .split(|b| *b == 0)
-            .filter(|a| !a.is_empty())
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
+        let plane = ControlPlane::at(&soak.state_dir);
         soak.api_down.store(true, Ordering::Relaxed);
-        let killed = Instant::now();
-        ensure!(
-            Command::new("kill").args(["-KILL", &pid]).status()?.success(),
-            "kill {pid}"
-        );
-        while std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| !c.is_empty()) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let outage = plane.kill_apiserver().await?;
         println!(
-            "outage: kube-apiserver (pid {pid}) killed {:.0} s before the end",
-            soak.deadline.saturating_duration_since(killed).as_secs_f64()
+            "outage: kube-apiserver (pid {}) killed {:.0} s before the end",
+            outage.pid,
+            soak.deadline
+                .saturating_duration_since(outage.killed)
+                .as_secs_f64()
         );
         tokio::time::sleep(Duration::from_secs_f64(soak.args.outage_seconds)).await;
-        let log = soak.work.join("kube-apiserver-restarted.log");
-        let status = Command::new("bash")
-            .arg("-c")
-            .arg(r#"pidfile="$1"; log="$2"; shift 2; setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "$@" </dev/null >>"$log" 2>&1 &"#)
-            .arg("restart")
-            .arg(&pid_file)
-            .arg(&log)
-            .args(&args)
-            .status()?;
-        ensure!(status.success(), "restarting kube-apiserver");
-        let until = Instant::now() + Duration::from_secs(90);
-        let probe = soak.clone();
-        while !tokio::task::spawn_blocking({
-            let probe = probe.clone();
-            move || apiserver_ready(&probe)
-        })
-        .await?
-        {
-            ensure!(
-                Instant::now() < until,
-                "kube-apiserver not ready 90 s after its restart"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        let down = killed.elapsed();
+        let down = outage
+            .restart(&plane, &soak.work.join("kube-apiserver-restarted.log"))
+            .await?;
         soak.api_down.store(false, Ordering::Relaxed);
         *soak
             .stats
@@ -1248,18 +1153,6 @@ async fn outages(soak: Arc<Soak>, stop: CancellationToken) -> Result<()> {
         );
     }
     Ok(())
-}
-
-fn vm_rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()
 }
 
 async fn sample_rss(

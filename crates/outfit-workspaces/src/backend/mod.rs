@@ -122,6 +122,8 @@ pub struct Created {
     pub pod_name: String,
     /// Settings that were not applied, and the like.
     pub warnings: Vec<String>,
+    /// The pod as the API server stored it (the cache may not show it yet).
+    pub pod: Pod,
 }
 
 /// `watch_create_pod`'s answer.
@@ -169,6 +171,18 @@ impl Turns {
 /// How long a create's mark keeps the storage sweep off the user's storage: enough for the
 /// moments between making the storage and creating the pod, whatever the API server's pace.
 const STORAGE_WANTED: Duration = Duration::from_secs(30);
+/// What a delete found.
+enum Deletion {
+    /// No pod of the name that the caller may delete.
+    None,
+    /// The pod was already being deleted.
+    Already(Arc<Pod>),
+    /// Its delete was asked for.
+    Requested(Arc<Pod>),
+}
+
+/// How often the delete of a failed create's pod is tried while the API server is away.
+const UNDO_RETRY: Duration = Duration::from_secs(2);
 
 impl Backend {
     /// A backend over `cluster`, answering from `cache`.
@@ -280,13 +294,14 @@ impl Backend {
                     // Isolated right after the pod is stored, while it waits for a node and its
                     // images; the lifecycle makes sure again before it is ready.
                     if let Err(error) = self.isolate(&created).await {
-                        let _ = self.cluster.delete_pod(name, created.uid().as_deref()).await;
+                        self.undo_create(&created);
                         return Err(error.into());
                     }
                     self.await_visible(&created).await;
                     return Ok(Created {
                         pod_name: name.clone(),
                         warnings,
+                        pod: created,
                     });
                 }
                 // Taken since the cache last looked (another replica, or a pod being deleted).
@@ -298,6 +313,28 @@ impl Backend {
             first: candidates[0].clone(),
             last: candidates[candidates.len() - 1].clone(),
         })
+    }
+
+    /// Deletes a pod whose create is answered an error, so that an error leaves nothing behind:
+    /// retried in the background while the API server is unreachable (the error that got us
+    /// here is usually that), for as long as a create may take.
+    fn undo_create(&self, pod: &Pod) {
+        let (cluster, name, uid) = (self.cluster.clone(), pod.name_any(), pod.uid());
+        let until = Instant::now() + self.config.timeout_create;
+        tokio::spawn(async move {
+            loop {
+                match cluster.delete_pod(&name, uid.as_deref()).await {
+                    // Deleted, gone, or another pod of the name (409 on the uid precondition).
+                    Ok(_) => return,
+                    Err(error) if !error.is_transient() => return,
+                    Err(error) if Instant::now() >= until => {
+                        tracing::warn!(pod = name, %error, "could not remove the pod of a failed create");
+                        return;
+                    }
+                    Err(_) => tokio::time::sleep(UNDO_RETRY).await,
+                }
+            }
+        });
     }
 
     /// Makes the pod's NetworkPolicy, unless `networkPolicy` is off.
@@ -361,24 +398,54 @@ impl Backend {
     /// `delete_pod`: asks the API server to delete the user's pod.
     pub async fn delete_pod(&self, user_id: &str, pod_name: &str) -> Result<(), RequestError> {
         let user = UserId::parse(user_id)?;
-        let Some(pod) = self.cache.owned_pod(&user, pod_name) else {
-            return Err(RequestError::NoSuchPod {
-                user: user.to_string(),
-                pod: pod_name.to_owned(),
-            });
+        let no_such_pod = || RequestError::NoSuchPod {
+            user: user.to_string(),
+            pod: pod_name.to_owned(),
         };
-        if pod.metadata.deletion_timestamp.is_some() {
-            return Err(RequestError::AlreadyDeleting(pod_name.to_owned()));
+        match self
+            .delete_current(pod_name, |pod| crate::user::belongs_to(pod, &user))
+            .await?
+        {
+            Deletion::None => Err(no_such_pod()),
+            Deletion::Already(_) => Err(RequestError::AlreadyDeleting(pod_name.to_owned())),
+            Deletion::Requested(pod) => {
+                tracing::info!(pod = pod_name, user = %user, "pod deletion requested");
+                self.await_deleting(&pod).await;
+                Ok(())
+            }
         }
-        if !self.cluster.delete_pod(pod_name, pod.uid().as_deref()).await? {
-            return Err(RequestError::NoSuchPod {
-                user: user.to_string(),
-                pod: pod_name.to_owned(),
-            });
+    }
+
+    /// Deletes the pod `name` if `allowed` accepts it. The pod is the cache's, or the API
+    /// server's when the cache does not show it or shows an older pod of that name (the
+    /// cache can be seconds behind, after an API server outage): a delete must never answer
+    /// "no such workspace" for one that exists, nor delete a newer pod than the one it judged.
+    async fn delete_current(
+        &self,
+        name: &str,
+        allowed: impl Fn(&Pod) -> bool,
+    ) -> Result<Deletion, RequestError> {
+        let mut cached = self.cache.pod(name).filter(|pod| allowed(pod));
+        for _ in 0..2 {
+            let pod = match cached.take() {
+                Some(pod) => pod,
+                None => match self.cluster.get_pod(name).await? {
+                    Some(pod) if allowed(&pod) => Arc::new(pod),
+                    _ => return Ok(Deletion::None),
+                },
+            };
+            if pod.metadata.deletion_timestamp.is_some() {
+                return Ok(Deletion::Already(pod));
+            }
+            match self.cluster.delete_pod(name, pod.uid().as_deref()).await {
+                Ok(true) => return Ok(Deletion::Requested(pod)),
+                Ok(false) => return Ok(Deletion::None),
+                // The uid precondition failed: another pod has the name now; judge that one.
+                Err(error) if error.is_conflict() => {}
+                Err(error) => return Err(error.into()),
+            }
         }
-        tracing::info!(pod = pod_name, user = %user, "pod deletion requested");
-        self.await_deleting(&pod).await;
-        Ok(())
+        Ok(Deletion::None)
     }
 
     /// Waits (briefly) until the cache shows `pod` being deleted or gone, so that a request right
@@ -445,7 +512,7 @@ impl Backend {
             .map(|c| c.name_any())
             .collect();
         for name in &claims {
-            self.cluster.delete_storage(name).await?;
+            self.cluster.delete_storage(name, None).await?;
         }
         let storage_gone = self
             .cache

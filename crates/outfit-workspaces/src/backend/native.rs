@@ -9,7 +9,7 @@ use kube::ResourceExt;
 use serde::Deserialize;
 use tokio::sync::watch;
 
-use super::{Backend, Created, RequestError};
+use super::{Backend, Created, Deletion, RequestError};
 use crate::{
     auth::Identity,
     catalogue::{self, Item},
@@ -81,25 +81,35 @@ impl Backend {
             )));
         }
         let url = entry.url.clone();
-        let Created { pod_name, warnings } = self
+        let Created {
+            pod_name,
+            warnings,
+            pod,
+        } = self
             .create(&identity.user, &url, &launch.settings, silo_ip)
             .await?;
-        let workspace = self.workspace(identity, &pod_name)?;
-        Ok((workspace, warnings))
+        // The cache's copy when it has one (newer); the API server's answer when the cache is
+        // behind: the workspace exists, so the answer must say so.
+        let pod = self
+            .cache
+            .pod(&pod_name)
+            .map_or(pod, |cached| cached.as_ref().clone());
+        Ok((self.describe(&pod, Timestamp::now()), warnings))
     }
 
     /// Deletes the workspace `name` of `identity` (any user's, for an admin); returns the uid of
     /// the pod being deleted, for following the delete.
     pub async fn remove(&self, identity: &Identity, name: &str) -> Result<String, RequestError> {
-        let pod = self.visible_pod(identity, name)?;
-        let uid = pod.uid().unwrap_or_default();
-        if pod.metadata.deletion_timestamp.is_some() {
-            return Ok(uid);
+        let visible = |pod: &Pod| identity.admin || belongs_to(pod, &identity.user);
+        match self.delete_current(name, visible).await? {
+            Deletion::None => Err(not_found(identity, name)),
+            Deletion::Already(pod) => Ok(pod.uid().unwrap_or_default()),
+            Deletion::Requested(pod) => {
+                tracing::info!(pod = name, user = %identity.user, by = identity.username, "workspace deletion requested");
+                self.await_deleting(&pod).await;
+                Ok(pod.uid().unwrap_or_default())
+            }
         }
-        self.cluster.delete_pod(name, pod.uid().as_deref()).await?;
-        tracing::info!(pod = name, user = %identity.user, by = identity.username, "workspace deletion requested");
-        self.await_deleting(&pod).await;
-        Ok(uid)
     }
 
     /// Records that `identity` is active in workspace `name`.
@@ -117,7 +127,16 @@ impl Backend {
             .is_some_and(|t| now.duration_since(t).as_secs_f64() < every.as_secs_f64());
         if !recent {
             let mark = BTreeMap::from([(keys::ANNOTATION_LAST_ACTIVITY, Some(now.to_string()))]);
-            self.cluster.annotate_pod(name, mark).await?;
+            self.cluster.annotate_pod(&pod, mark).await.map_err(|error| {
+                if error.is_gone() {
+                    RequestError::NoSuchPod {
+                        user: identity.user.to_string(),
+                        pod: name.to_owned(),
+                    }
+                } else {
+                    error.into()
+                }
+            })?;
         }
         Ok(())
     }

@@ -19,9 +19,6 @@ enum Attempt {
     Again,
 }
 
-/// How long a create may wait for storage of the user's that is still being deleted.
-const STORAGE_DELETE_WAIT: Duration = Duration::from_secs(30);
-
 impl Backend {
     /// Makes sure the user's PV and PVC exist and are not being deleted, marked as wanted until
     /// `until`; returns the claim's name. Storage of the user's still being deleted is waited
@@ -82,14 +79,18 @@ impl Backend {
             _ => {}
         }
         if claim.metadata.deletion_timestamp.is_some() {
+            // The claim goes once the controller manager sees no pod using it, which can take
+            // longer than 30 s while it catches up after an API server outage (the soak saw it):
+            // a create may wait as long as it may take in all.
+            let limit = self.config.timeout_create;
             let gone = self
                 .cluster
-                .wait_claim_gone(name, STORAGE_DELETE_WAIT)
+                .wait_claim_gone(name, limit)
                 .await
                 .map_err(storage_error)?;
             if !gone {
                 return Err(RequestError::Storage(format!(
-                    "claim {name} is still being deleted after {STORAGE_DELETE_WAIT:?}"
+                    "claim {name} is still being deleted after {limit:?}"
                 )));
             }
             return Ok(Attempt::Again);
@@ -131,7 +132,7 @@ impl Backend {
                 return Ok(true);
             }
             // A Released volume being deleted: wait for it to go, then make it anew.
-            let deadline = Instant::now() + STORAGE_DELETE_WAIT;
+            let deadline = Instant::now() + self.config.timeout_create;
             while self.cluster.volume(name).await.map_err(storage_error)?.is_some() {
                 if Instant::now() >= deadline {
                     return Err(RequestError::Storage(format!(

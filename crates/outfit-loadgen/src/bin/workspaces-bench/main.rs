@@ -31,14 +31,13 @@
 
 use std::{
     path::PathBuf,
-    process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::{
     Api, Client,
     api::{DeleteParams, PostParams},
@@ -50,6 +49,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 mod get_pods;
 mod native;
+
+use outfit_loadgen::{
+    control_plane::env_value,
+    harness::{Backend, make_namespace, serve_manifests},
+};
 
 use self::{
     get_pods::{get_pods, make_pods},
@@ -101,16 +105,6 @@ spec:
 /// How many live workspaces one user can have from one manifest (the backend's name attempts).
 const WORKSPACES_PER_MANIFEST: usize = 10;
 
-fn env_value(state_dir: &std::path::Path, key: &str) -> Result<String> {
-    let env =
-        std::fs::read_to_string(state_dir.join("env")).context("reading the control plane's env file")?;
-    let prefix = format!("export {key}=");
-    env.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .map(|v| v.trim_matches('\'').to_owned())
-        .with_context(|| format!("{key} not in the env file"))
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -122,7 +116,7 @@ async fn main() -> Result<()> {
     )
     .await?;
     let client = Client::try_from(config)?;
-    let manifests = serve_manifest().await?;
+    let manifests = serve_manifests(manifest).await?;
 
     let ns = format!("bench-create-{}", std::process::id());
     make_namespace(&client, &ns).await?;
@@ -181,36 +175,6 @@ async fn main() -> Result<()> {
     Ok(())
 }
 
-/// Serves [`manifest`]`(name)` at `/<name>.yaml` on loopback; returns the port.
-async fn serve_manifest() -> Result<u16> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let port = listener.local_addr()?.port();
-    tokio::spawn(async move {
-        while let Ok((mut tcp, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buffer = vec![0u8; 4096];
-                let read = tcp.read(&mut buffer).await.unwrap_or(0);
-                let head = String::from_utf8_lossy(&buffer[..read]);
-                let name = head
-                    .split_whitespace()
-                    .nth(1)
-                    .and_then(|path| path.strip_prefix('/')?.strip_suffix(".yaml"))
-                    .filter(|n| {
-                        !n.is_empty() && n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-                    })
-                    .unwrap_or("web");
-                let manifest = manifest(name);
-                let answer = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{manifest}",
-                    manifest.len()
-                );
-                let _ = tcp.write_all(answer.as_bytes()).await;
-            });
-        }
-    });
-    Ok(port)
-}
-
 /// Deletes namespace `name` and waits until it is gone, its pods with it.
 async fn delete_namespace(client: &Client, name: &str) -> Result<()> {
     let namespaces = Api::<Namespace>::all(client.clone());
@@ -225,66 +189,19 @@ async fn delete_namespace(client: &Client, name: &str) -> Result<()> {
     Ok(())
 }
 
-async fn make_namespace(client: &Client, name: &str) -> Result<()> {
-    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await?;
-    // The ServiceAccount admission plugin needs `default`, which the controller manager makes.
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), name);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while accounts.get_opt("default").await?.is_none() {
-        if Instant::now() > deadline {
-            bail!(
-                "no default ServiceAccount in {name}: is the controller manager running (up.sh --nodes 1)?"
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Ok(())
-}
-
-struct Backend {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Backend {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn start_backend(args: &Args, namespace: &str, manifests: u16, extra: &str) -> Result<Backend> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let config = std::env::temp_dir().join(format!("workspaces-bench-{namespace}.yaml"));
     let pod_cidr = env_value(&args.state_dir, "POD_CIDR")?;
-    std::fs::write(
-        &config,
-        format!(
-            "namespace: {namespace}\nwhitelistManifestRegex: 'http://127\\.0\\.0\\.1:{manifests}/'\n\
-             ingressDomain: pods.bench\npodSubnetCidr: {pod_cidr}\ntimeoutCreate: 2m\n\
-             listen: 127.0.0.1:{port}\nadminListen: ''\n{extra}"
-        ),
-    )?;
-    let child = Command::new(&args.outfit)
-        .args(["workspaces", "--config"])
-        .arg(&config)
-        .env("KUBECONFIG", args.state_dir.join("kubeconfig"))
-        .env("OUTFIT_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .with_context(|| format!("starting {}", args.outfit.display()))?;
-    let backend = Backend { child, port };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if Instant::now() > deadline {
-            bail!("outfit workspaces did not listen within 30 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Ok(backend)
+    let settings = format!(
+        "namespace: {namespace}\nwhitelistManifestRegex: 'http://127\\.0\\.0\\.1:{manifests}/'\n\
+         ingressDomain: pods.bench\npodSubnetCidr: {pod_cidr}\ntimeoutCreate: 2m\n{extra}"
+    );
+    Backend::start(
+        &args.outfit,
+        &args.state_dir.join("kubeconfig"),
+        &std::env::temp_dir().join(format!("workspaces-bench-{namespace}.yaml")),
+        &settings,
+        None,
+    )
 }
 
 /// Runs `count` timed operations, `parallel` at a time; returns their durations.

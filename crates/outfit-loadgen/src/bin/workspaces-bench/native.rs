@@ -6,9 +6,8 @@ use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use futures::StreamExt;
 use http_body_util::{BodyExt, Empty};
-use k8s_openapi::api::core::v1::ServiceAccount;
-use kube::{Api, Client, api::PostParams};
-use serde_json::{Value, json};
+use kube::Client;
+use serde_json::json;
 
 use super::*;
 
@@ -24,7 +23,7 @@ pub(crate) async fn native(args: &Args, client: &Client, manifests: u16) -> Resu
         .collect();
     let backend = start_backend(args, &ns, manifests, &format!("catalogue:\n{catalogue}"))?;
 
-    let tokens = service_account_tokens(client, &ns, args.creates).await?;
+    let tokens = outfit_loadgen::harness::service_account_tokens(client, &ns, "bench", args.creates).await?;
     let launches: Vec<(String, String)> = tokens.into_iter().map(|t| (t, "web".to_owned())).collect();
     let users = launch_all(backend.port, launches, args.parallel).await?;
     let alice = env_value(&args.state_dir, "ALICE_TOKEN")?;
@@ -56,32 +55,6 @@ pub(crate) async fn native(args: &Args, client: &Client, manifests: u16) -> Resu
         );
     }
     Ok(())
-}
-
-/// One service account per user in `ns`, `bench0`, `bench1`, ...; returns a token of each.
-async fn service_account_tokens(client: &Client, ns: &str, count: usize) -> Result<Vec<String>> {
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
-    let tokens: Vec<Result<String>> = futures::stream::iter((0..count).map(|i| {
-        let accounts = accounts.clone();
-        async move {
-            let name = format!("bench{i}");
-            let account: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": name}}))?;
-            accounts.create(&PostParams::default(), &account).await?;
-            let request =
-                json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}});
-            let answer: Value = accounts
-                .create_subresource("token", &name, &PostParams::default(), &request)
-                .await?;
-            answer["status"]["token"]
-                .as_str()
-                .map(str::to_owned)
-                .context("a TokenRequest answer without a token")
-        }
-    }))
-    .buffered(8)
-    .collect()
-    .await;
-    tokens.into_iter().collect()
 }
 
 /// What one launch through the native API took.

@@ -1,0 +1,321 @@
+//! A bounded soak of `outfit workspaces` through kube-apiserver outages. Run with:
+//!
+//! ```text
+//! cargo build --release -p outfit -p outfit-loadgen
+//! ./target/release/workspaces-soak --minutes 10
+//! ```
+//!
+//! It starts its own control plane with simulated nodes (`hack/control-plane/up.sh --nodes 1`,
+//! stopped at the end; `--state-dir` reuses a running one), a namespace of its own, a loopback
+//! server of the manifest (an nginx pod with an http Ingress and the user's NFS storage), and the
+//! release `outfit workspaces` with the manifest in its catalogue. Then, for `--minutes`, all at
+//! once:
+//!
+//! - **Users**: `--users` service accounts (their tokens checked by TokenReview like anyone's)
+//!   each launch (`POST /api/v1/workspaces`) and delete (`DELETE /api/v1/workspaces/<name>`) in
+//!   a loop: every third launch is deleted at once, while its pod is still being made; the others
+//!   are deleted once `GET` shows them ready (or after `--ready-wait`). A delete that fails is
+//!   retried until it is answered 2xx or 404, as a user would.
+//! - **API server outages** every `--outage-every` seconds: kube-apiserver is killed (SIGKILL,
+//!   etcd keeps the data), left down `--outage-seconds`, and started again with the same command
+//!   line.
+//! - **RSS** of outfit workspaces every 2 s.
+//!
+//! Every answer must be JSON; an error must be `{"error", "reason"}`; no request may take
+//! [`http::HANG`] or find the backend gone. An error is expected only for a request that overlaps
+//! an outage, or the `--grace` seconds after the API server is ready again (watches resync);
+//! any other is a violation.
+//!
+//! At the end the users' workspaces left are deleted through the API, and within `--settle`
+//! seconds the namespace must hold no pod, Service, Ingress, NetworkPolicy or
+//! PersistentVolumeClaim, and the cluster no PersistentVolume, of the backend's (label
+//! `app.kubernetes.io/managed-by=outfit-workspaces`, or anything at all in the soak's namespace):
+//! anything left is an orphan, listed by kind and name. Pods the API answered an error for but
+//! that exist anyway are listed too. Exit status 1 on any violation or orphan.
+
+mod cluster;
+mod http;
+mod users;
+
+use std::{
+    path::PathBuf,
+    sync::{Arc, Mutex, PoisonError},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Result, bail, ensure};
+use clap::Parser;
+use outfit_loadgen::{
+    control_plane::{ControlPlane, vm_rss_kib},
+    harness::{self, Backend},
+};
+use tokio_util::sync::CancellationToken;
+
+use self::users::{Tally, user_loop};
+
+#[derive(Debug, Parser)]
+struct Args {
+    /// Length of the create/delete loop (the final cleanup and check come after it).
+    #[arg(long, default_value_t = 10.0)]
+    minutes: f64,
+    /// Users launching and deleting at the same time.
+    #[arg(long, default_value_t = 4)]
+    users: usize,
+    /// Seconds between API server kills (the first after this long).
+    #[arg(long, default_value_t = 120.0)]
+    outage_every: f64,
+    /// Seconds the API server stays down.
+    #[arg(long, default_value_t = 15.0)]
+    outage_seconds: f64,
+    /// Seconds after the API server is ready again during which errors are still expected.
+    #[arg(long, default_value_t = 15.0)]
+    grace: f64,
+    /// Seconds a launch is given to turn ready before it is deleted anyway.
+    #[arg(long, default_value_t = 90.0)]
+    ready_wait: f64,
+    /// Seconds the cluster is given, after the last delete, to hold nothing of the backend's.
+    #[arg(long, default_value_t = 180.0)]
+    settle: f64,
+    #[command(flatten)]
+    places: harness::Places,
+}
+
+/// When the API server was down: from its kill to the moment it was ready again.
+#[derive(Debug, Default)]
+pub(crate) struct Outages {
+    windows: Mutex<Vec<(Instant, Option<Instant>)>>,
+}
+
+impl Outages {
+    fn begin(&self, at: Instant) {
+        self.lock().push((at, None));
+    }
+
+    fn end(&self, at: Instant) {
+        if let Some(last) = self.lock().last_mut() {
+            last.1 = Some(at);
+        }
+    }
+
+    /// Whether `[from, to]` overlaps an outage or the `grace` after one.
+    pub(crate) fn overlaps(&self, from: Instant, to: Instant, grace: Duration) -> bool {
+        self.lock()
+            .iter()
+            .any(|&(down, up)| from <= up.map_or(to, |up| up + grace) && to >= down)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Instant, Option<Instant>)>> {
+        self.windows.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let args = Args::parse();
+    ensure!(args.users > 0, "--users must be positive");
+    let (work, outfit) = args.places.resolve("outfit-workspaces-soak")?;
+    let plane = ControlPlane::start_or_reuse(args.places.state_dir.as_deref(), &work, 1)?;
+    let result = soak(&args, &plane, &outfit, &work).await;
+    plane.stop();
+    println!("work directory (workspaces.log, config): {}", work.display());
+    match result {
+        Ok(true) => Ok(()),
+        Ok(false) => bail!("the soak found violations or orphans (above)"),
+        Err(error) => Err(error),
+    }
+}
+
+async fn soak(
+    args: &Args,
+    plane: &ControlPlane,
+    outfit: &std::path::Path,
+    work: &std::path::Path,
+) -> Result<bool> {
+    let client = plane.admin_client().await?;
+    let namespace = format!("soak-workspaces-{}", std::process::id());
+    harness::make_namespace(&client, &namespace).await?;
+    let manifests = harness::serve_manifests(cluster::manifest).await?;
+    let tokens = harness::service_account_tokens(&client, &namespace, "soak", args.users).await?;
+    let backend = start_backend(plane, outfit, work, &namespace, manifests)?;
+    let pid = backend.child.id();
+
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(args.minutes * 60.0);
+    let outages = Arc::new(Outages::default());
+    let stop = CancellationToken::new();
+    let rss = tokio::spawn(sample_rss(pid, started, stop.clone()));
+    let killer = tokio::spawn(outage_loop(
+        started,
+        plane.state_dir.clone(),
+        work.join("kube-apiserver-restarted.log"),
+        Duration::from_secs_f64(args.outage_every),
+        Duration::from_secs_f64(args.outage_seconds),
+        deadline,
+        outages.clone(),
+    ));
+    let tally = Arc::new(Tally::default());
+    let workers: Vec<_> = tokens
+        .into_iter()
+        .enumerate()
+        .map(|(index, token)| {
+            tokio::spawn(user_loop(users::User {
+                started,
+                index,
+                token,
+                port: backend.port,
+                deadline,
+                ready_wait: Duration::from_secs_f64(args.ready_wait),
+                grace: Duration::from_secs_f64(args.grace),
+                outages: outages.clone(),
+                tally: tally.clone(),
+            }))
+        })
+        .collect();
+    let mut live = Vec::new();
+    for worker in workers {
+        live.extend(worker.await?);
+    }
+    let downtimes = killer.await??;
+    let loop_time = started.elapsed();
+
+    let mut ok = tally.report(loop_time, &downtimes);
+    let ghosts = cluster::ghosts(&client, &namespace, &live).await?;
+    if !ghosts.is_empty() {
+        println!(
+            "pods that exist although their launch was answered an error: {}",
+            ghosts.join(", ")
+        );
+    }
+    let cleanup = users::delete_everything(backend.port, &tally.tokens(), &outages).await;
+    let orphans = cluster::wait_empty(&client, &namespace, Duration::from_secs_f64(args.settle)).await?;
+    stop.cancel();
+    let samples = rss.await?;
+    let tsv: String = samples
+        .iter()
+        .map(|(t, kib)| format!("{t:.1}\t{kib}\n"))
+        .collect();
+    std::fs::write(work.join("rss.tsv"), format!("seconds\tkib\n{tsv}"))?;
+    println!(
+        "Events in the namespace at the end (the backend caches them; they expire after an hour): {}",
+        cluster::event_count(&client, &namespace).await.unwrap_or(0)
+    );
+    let alive = backend.alive();
+    drop(backend);
+    ok &= report_end(&cleanup, &orphans, &samples, alive);
+    println!("{}", if ok { "PASS" } else { "FAIL" });
+    if orphans.is_empty() {
+        let _ = cluster::delete_namespace(&client, &namespace).await;
+    }
+    Ok(ok)
+}
+
+fn report_end(cleanup: &Result<usize>, orphans: &[String], rss: &[(f64, u64)], alive: bool) -> bool {
+    let mut ok = alive;
+    if !alive {
+        println!("VIOLATION: outfit workspaces is no longer running");
+    }
+    match cleanup {
+        Ok(count) => println!("cleanup: {count} workspaces left at the end deleted through the API"),
+        Err(error) => {
+            ok = false;
+            println!("VIOLATION: the cleanup through the API failed: {error:#}");
+        }
+    }
+    if orphans.is_empty() {
+        println!("orphans: none (no pod, Service, Ingress, NetworkPolicy, claim or volume left)");
+    } else {
+        ok = false;
+        println!("ORPHANS: {}", orphans.join(", "));
+    }
+    if let (Some(first), Some(last)) = (rss.first(), rss.last()) {
+        let peak = rss.iter().map(|s| s.1).max().unwrap_or(0);
+        let at = |q: usize| rss[(rss.len() - 1) * q / 4].1 as f64 / 1024.0;
+        println!(
+            "RSS of outfit workspaces: start {:.1} MiB, then {:.1} / {:.1} / {:.1} MiB at each quarter, \
+             peak {:.1} MiB, end {:.1} MiB ({} samples)",
+            first.1 as f64 / 1024.0,
+            at(1),
+            at(2),
+            at(3),
+            peak as f64 / 1024.0,
+            last.1 as f64 / 1024.0,
+            rss.len()
+        );
+    }
+    ok
+}
+
+/// Starts the backend with the manifest server's catalogue; its log goes to `workspaces.log`.
+fn start_backend(
+    plane: &ControlPlane,
+    outfit: &std::path::Path,
+    work: &std::path::Path,
+    namespace: &str,
+    manifests: u16,
+) -> Result<Backend> {
+    let pod_cidr = plane.env("POD_CIDR")?;
+    let settings = format!(
+        "namespace: {namespace}\nwhitelistManifestRegex: 'http://127\\.0\\.0\\.1:{manifests}/'\n\
+         ingressDomain: pods.soak\npodSubnetCidr: {pod_cidr}\ntimeoutCreate: 2m\n\
+         catalogue:\n- {{name: web, url: 'http://127.0.0.1:{manifests}/web.yaml'}}"
+    );
+    Backend::start(
+        outfit,
+        &plane.state_dir.join("kubeconfig"),
+        &work.join("workspaces.yaml"),
+        &settings,
+        Some((&work.join("workspaces.log"), "info")),
+    )
+}
+
+/// Kills and restarts kube-apiserver every `every` until `deadline`; returns each downtime.
+async fn outage_loop(
+    started: Instant,
+    state_dir: PathBuf,
+    log: PathBuf,
+    every: Duration,
+    down: Duration,
+    deadline: Instant,
+    outages: Arc<Outages>,
+) -> Result<Vec<Duration>> {
+    let plane = ControlPlane::at(&state_dir);
+    let mut downtimes = Vec::new();
+    let mut next = Instant::now() + every;
+    // An outage must end, and the users see the cluster again, before the loop does.
+    while next + down + Duration::from_secs(30) < deadline {
+        tokio::time::sleep_until(next.into()).await;
+        next += every;
+        let outage = plane.kill_apiserver().await?;
+        outages.begin(outage.killed);
+        println!(
+            "outage: kube-apiserver (pid {}) killed at t={:.0}s",
+            outage.pid,
+            outage.killed.duration_since(started).as_secs_f64()
+        );
+        tokio::time::sleep(down).await;
+        let downtime = outage.restart(&plane, &log).await?;
+        outages.end(Instant::now());
+        println!(
+            "outage: kube-apiserver ready again at t={:.0}s, after {:.1} s down",
+            started.elapsed().as_secs_f64(),
+            downtime.as_secs_f64()
+        );
+        downtimes.push(downtime);
+    }
+    Ok(downtimes)
+}
+
+/// Samples the backend's RSS every 2 s until `stop`: (seconds since start, KiB).
+async fn sample_rss(pid: u32, started: Instant, stop: CancellationToken) -> Vec<(f64, u64)> {
+    let mut samples = Vec::new();
+    loop {
+        if let Some(kib) = vm_rss_kib(pid) {
+            samples.push((started.elapsed().as_secs_f64(), kib));
+        }
+        tokio::select! {
+            () = stop.cancelled() => return samples,
+            () = tokio::time::sleep(Duration::from_secs(2)) => {}
+        }
+    }
+}

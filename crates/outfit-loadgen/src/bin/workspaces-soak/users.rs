@@ -1,0 +1,275 @@
+//! The users: launches and deletes in a loop through the native API, every answer judged.
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex, PoisonError},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Result, bail};
+use serde_json::{Value, json};
+
+use crate::{
+    Outages,
+    http::{Answer, call},
+};
+
+/// How long to wait between tries after an error, as a user (or a page) would.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// One user of the soak.
+pub(crate) struct User {
+    /// When the soak started, for the times in violations.
+    pub(crate) started: Instant,
+    pub(crate) index: usize,
+    pub(crate) token: String,
+    pub(crate) port: u16,
+    pub(crate) deadline: Instant,
+    pub(crate) ready_wait: Duration,
+    pub(crate) grace: Duration,
+    pub(crate) outages: Arc<Outages>,
+    pub(crate) tally: Arc<Tally>,
+}
+
+/// Counts of every request by what it was and how it ended, and the violations seen.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    inner: Mutex<Counts>,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    /// (request, outcome) → count.
+    outcomes: BTreeMap<(&'static str, String), u64>,
+    violations: Vec<String>,
+    launched: u64,
+    ready: u64,
+    not_ready_in_time: u64,
+    deleted: u64,
+    /// Each user's token, for the cleanup.
+    tokens: Vec<String>,
+    /// The slowest answer of each request kind.
+    slowest: BTreeMap<&'static str, Duration>,
+}
+
+impl Tally {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Counts> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The users' tokens.
+    pub(crate) fn tokens(&self) -> Vec<String> {
+        self.lock().tokens.clone()
+    }
+
+    /// Prints the counts and violations; whether there was none.
+    pub(crate) fn report(&self, elapsed: Duration, downtimes: &[Duration]) -> bool {
+        let counts = self.lock();
+        println!(
+            "workspaces soak: {:.1} min, {} outages ({} s down in all)",
+            elapsed.as_secs_f64() / 60.0,
+            downtimes.len(),
+            downtimes.iter().map(Duration::as_secs_f64).sum::<f64>().round()
+        );
+        println!(
+            "launched {} (ready {}, not ready within the wait {}), deleted {}",
+            counts.launched, counts.ready, counts.not_ready_in_time, counts.deleted
+        );
+        for ((request, outcome), count) in &counts.outcomes {
+            println!("  {request:<8} {outcome:<40} {count}");
+        }
+        for (request, slowest) in &counts.slowest {
+            println!("  slowest {request}: {:.2} s", slowest.as_secs_f64());
+        }
+        if counts.violations.is_empty() {
+            println!("violations: none");
+        } else {
+            println!("VIOLATIONS: {}", counts.violations.len());
+            for violation in counts.violations.iter().take(50) {
+                println!("  {violation}");
+            }
+        }
+        counts.violations.is_empty()
+    }
+}
+
+impl User {
+    /// Sends one request and judges its answer: returns the status and body of an HTTP answer.
+    async fn request(
+        &self,
+        kind: &'static str,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Option<(u16, Value)> {
+        let sent = Instant::now();
+        let (answer, took) = call(self.port, method, path, &self.token, body).await;
+        let expected = self.outages.overlaps(sent, Instant::now(), self.grace);
+        let (outcome, violation, result) = judge(kind, &answer, expected);
+        let mut counts = self.tally.lock();
+        *counts.outcomes.entry((kind, outcome)).or_default() += 1;
+        let slowest = counts.slowest.entry(kind).or_default();
+        *slowest = (*slowest).max(took);
+        if let Some(why) = violation {
+            counts.violations.push(format!(
+                "t={:.0}s user {} {method} {path}: {why} ({:.1} s)",
+                sent.duration_since(self.started).as_secs_f64(),
+                self.index,
+                took.as_secs_f64()
+            ));
+        }
+        result
+    }
+
+    async fn launch(&self) -> Option<String> {
+        let body = json!({"manifest": "web"});
+        match self
+            .request("launch", "POST", "/api/v1/workspaces", Some(&body))
+            .await
+        {
+            Some((201, workspace)) => {
+                self.tally.lock().launched += 1;
+                workspace["name"].as_str().map(str::to_owned)
+            }
+            _ => None,
+        }
+    }
+
+    /// Polls the workspace until it is ready, failed or gone, or `ready_wait` passed.
+    async fn await_ready(&self, name: &str) {
+        let until = Instant::now() + self.ready_wait;
+        while Instant::now() < until {
+            let path = format!("/api/v1/workspaces/{name}");
+            if let Some((status, workspace)) = self.request("get", "GET", &path, None).await {
+                match (status, workspace["status"].as_str()) {
+                    (200, Some("ready")) => {
+                        self.tally.lock().ready += 1;
+                        return;
+                    }
+                    (200, Some("failed" | "deleted")) | (404, _) => return,
+                    _ => {}
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        self.tally.lock().not_ready_in_time += 1;
+    }
+
+    /// Deletes the workspace, retrying until it is answered 2xx or 404; whether it was.
+    async fn delete(&self, name: &str, until: Instant) -> bool {
+        let path = format!("/api/v1/workspaces/{name}");
+        while Instant::now() < until {
+            // 404: gone already (an earlier try went through before its answer was lost).
+            if let Some((200..300 | 404, _)) = self.request("delete", "DELETE", &path, None).await {
+                self.tally.lock().deleted += 1;
+                return true;
+            }
+            tokio::time::sleep(RETRY).await;
+        }
+        false
+    }
+}
+
+/// Names an answer's outcome; says why it is a violation, if it is; gives the HTTP answer.
+fn judge(kind: &str, answer: &Answer, expected: bool) -> (String, Option<String>, Option<(u16, Value)>) {
+    match answer {
+        Answer::Hung => (
+            "hung".into(),
+            Some(format!("no answer within {:?}", crate::http::HANG)),
+            None,
+        ),
+        Answer::Transport(error) => (
+            "connection failed".into(),
+            Some(format!("the backend did not answer: {error}")),
+            None,
+        ),
+        Answer::NotJson(status, text) => (
+            format!("{status} not JSON"),
+            Some(format!("{status} with a body that is not JSON: {text:.200}")),
+            None,
+        ),
+        Answer::Status(status, body) if (200..300).contains(status) => {
+            (status.to_string(), None, Some((*status, body.clone())))
+        }
+        // A workspace deleted meanwhile (by an earlier try whose answer was lost, or its start
+        // failed) is not found; a launch never is.
+        Answer::Status(404, body) if kind != "launch" => (
+            format!("404 {}", body["reason"].as_str().unwrap_or("?")),
+            None,
+            Some((404, body.clone())),
+        ),
+        Answer::Status(status, body) => {
+            let reason = body["reason"].as_str().unwrap_or("?");
+            let outcome = format!("{status} {reason}{}", if expected { " (outage)" } else { "" });
+            let violation = if body["error"].as_str().is_none_or(str::is_empty) || reason == "?" {
+                Some(format!("{status} without an error and a reason: {body}"))
+            } else if !expected {
+                Some(format!("{status} {reason} outside an outage: {}", body["error"]))
+            } else {
+                None
+            };
+            (outcome, violation, Some((*status, body.clone())))
+        }
+    }
+}
+
+/// Launches and deletes until the deadline; returns the names of the workspaces it launched and
+/// could not delete (the cleanup deletes them).
+pub(crate) async fn user_loop(user: User) -> Vec<String> {
+    user.tally.lock().tokens.push(user.token.clone());
+    let mut live = Vec::new();
+    let mut iteration = 0u64;
+    while Instant::now() < user.deadline {
+        iteration += 1;
+        let Some(name) = user.launch().await else {
+            tokio::time::sleep(RETRY).await;
+            continue;
+        };
+        if !iteration.is_multiple_of(3) {
+            user.await_ready(&name).await;
+        }
+        // A delete is retried past the deadline, but not for ever.
+        if !user
+            .delete(&name, user.deadline.max(Instant::now()) + Duration::from_secs(60))
+            .await
+        {
+            live.push(name);
+        }
+    }
+    live
+}
+
+/// Deletes every workspace each token's user still has, through the API; returns how many.
+pub(crate) async fn delete_everything(port: u16, tokens: &[String], outages: &Arc<Outages>) -> Result<usize> {
+    let mut deleted = 0;
+    for (index, token) in tokens.iter().enumerate() {
+        let user = User {
+            started: Instant::now(),
+            index,
+            token: token.clone(),
+            port,
+            deadline: Instant::now(),
+            ready_wait: Duration::ZERO,
+            grace: Duration::ZERO,
+            outages: outages.clone(),
+            tally: Arc::default(),
+        };
+        let Some((200, list)) = user.request("list", "GET", "/api/v1/workspaces", None).await else {
+            bail!("user {index}: GET /api/v1/workspaces failed");
+        };
+        let names: Vec<String> = list
+            .as_array()
+            .or_else(|| list["workspaces"].as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|w| w["name"].as_str().map(str::to_owned))
+            .collect();
+        for name in names {
+            if !user.delete(&name, Instant::now() + Duration::from_secs(60)).await {
+                bail!("user {index}: workspace {name} could not be deleted within 60 s");
+            }
+            deleted += 1;
+        }
+    }
+    Ok(deleted)
+}

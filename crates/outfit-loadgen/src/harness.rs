@@ -1,0 +1,202 @@
+//! Running `outfit workspaces` on the test cluster, as its benchmark and soak do: a namespace
+//! ready for pods, users with tokens, and the backend process.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail, ensure};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use kube::{Api, Client, api::PostParams};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Where a soak runs: the flags every soak takes.
+#[derive(Debug, clap::Args)]
+pub struct Places {
+    /// The state directory of a running `hack/control-plane/up.sh` (with `--nodes 1` for the
+    /// workspace soak); without it the soak starts (and at the end stops) its own in
+    /// `<work>/control-plane`.
+    #[arg(long)]
+    pub state_dir: Option<PathBuf>,
+    /// The outfit binary (default: `outfit` next to this binary).
+    #[arg(long)]
+    pub outfit: Option<PathBuf>,
+    /// Working directory for configuration, certificates and logs (kept at the end).
+    #[arg(long)]
+    pub work: Option<PathBuf>,
+}
+
+impl Places {
+    /// The working directory (`--work`, or `<tmp>/<name>-<pid>`; created) and the outfit binary
+    /// (which must exist).
+    pub fn resolve(&self, name: &str) -> Result<(PathBuf, PathBuf)> {
+        let work = match &self.work {
+            Some(w) => w.clone(),
+            None => std::env::temp_dir().join(format!("{name}-{}", std::process::id())),
+        };
+        std::fs::create_dir_all(&work)?;
+        let outfit = match &self.outfit {
+            Some(o) => o.clone(),
+            None => std::env::current_exe()?.with_file_name("outfit"),
+        };
+        ensure!(
+            outfit.exists(),
+            "{} not found: build it with `cargo build --release -p outfit` or pass --outfit",
+            outfit.display()
+        );
+        Ok((work, outfit))
+    }
+}
+
+/// Serves `manifest(name)` at `/<name>.yaml` on loopback (`name` of lowercase letters and
+/// digits; anything else is `web`); returns the port.
+pub async fn serve_manifests(manifest: fn(&str) -> String) -> Result<u16> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let port = listener.local_addr()?.port();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buffer = vec![0u8; 4096];
+                let read = tcp.read(&mut buffer).await.unwrap_or(0);
+                let head = String::from_utf8_lossy(&buffer[..read]);
+                let name = head
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|path| path.strip_prefix('/')?.strip_suffix(".yaml"))
+                    .filter(|n| {
+                        !n.is_empty() && n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+                    })
+                    .unwrap_or("web");
+                let manifest = manifest(name);
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{manifest}",
+                    manifest.len()
+                );
+                let _ = tcp.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    Ok(port)
+}
+
+/// Makes namespace `name` and waits for its `default` ServiceAccount: the ServiceAccount
+/// admission plugin refuses pods without it, and the controller manager makes it.
+pub async fn make_namespace(client: &Client, name: &str) -> Result<()> {
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await?;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), name);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while accounts.get_opt("default").await?.is_none() {
+        if Instant::now() > deadline {
+            bail!(
+                "no default ServiceAccount in {name}: is the controller manager running (up.sh --nodes 1)?"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+/// One ServiceAccount per user in `ns`, `<prefix>0`, `<prefix>1`, ...; a day-long token of each
+/// (checked by the backend's TokenReview like anyone's).
+pub async fn service_account_tokens(
+    client: &Client,
+    ns: &str,
+    prefix: &str,
+    count: usize,
+) -> Result<Vec<String>> {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let tokens: Vec<Result<String>> = futures::stream::iter((0..count).map(|i| {
+        let accounts = accounts.clone();
+        async move {
+            let name = format!("{prefix}{i}");
+            let account: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+            accounts.create(&PostParams::default(), &account).await?;
+            let request = json!({
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": 86400},
+            });
+            let answer: Value = accounts
+                .create_subresource("token", &name, &PostParams::default(), &request)
+                .await?;
+            answer["status"]["token"]
+                .as_str()
+                .map(str::to_owned)
+                .context("a TokenRequest answer without a token")
+        }
+    }))
+    .buffered(8)
+    .collect()
+    .await;
+    tokens.into_iter().collect()
+}
+
+/// A running `outfit workspaces`; killed when dropped.
+#[derive(Debug)]
+pub struct Backend {
+    /// The process.
+    pub child: Child,
+    /// Its API's port on 127.0.0.1.
+    pub port: u16,
+}
+
+impl Backend {
+    /// Starts `outfit workspaces` with the admin's `kubeconfig` and a config written to
+    /// `config`: `settings` (YAML keys) plus `listen` on a free loopback port and no admin port.
+    /// Its log goes to `log` (at `level`), or at `warn` to this stderr. Waits until it listens.
+    pub fn start(
+        outfit: &Path,
+        kubeconfig: &Path,
+        config: &Path,
+        settings: &str,
+        log: Option<(&Path, &str)>,
+    ) -> Result<Self> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        std::fs::write(
+            config,
+            format!("{settings}\nlisten: 127.0.0.1:{port}\nadminListen: ''\n"),
+        )?;
+        let (stderr, level) = match log {
+            Some((path, level)) => (Stdio::from(std::fs::File::create(path)?), level),
+            None => (Stdio::inherit(), "warn"),
+        };
+        let child = Command::new(outfit)
+            .args(["workspaces", "--config"])
+            .arg(config)
+            .env("KUBECONFIG", kubeconfig)
+            .env("OUTFIT_LOG", level)
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .with_context(|| format!("starting {}", outfit.display()))?;
+        let backend = Self { child, port };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            ensure!(
+                Instant::now() < deadline,
+                "outfit workspaces did not listen within 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(backend)
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&self) -> bool {
+        std::fs::read(format!("/proc/{}/cmdline", self.child.id())).is_ok_and(|c| !c.is_empty())
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
