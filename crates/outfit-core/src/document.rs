@@ -146,7 +146,12 @@ fn parse_values(text: &str, source: &str) -> Result<Vec<Value>, DocumentError> {
 /// such a value to mean the same to both.
 fn parse_yaml(text: &str) -> Result<Vec<Value>, serde_saphyr::Error> {
     let options = serde_saphyr::options! { legacy_octal_numbers: true };
-    let mut values = serde_saphyr::from_multiple_with_options::<Value>(text, options)?;
+    // The streaming reader bounds each document (depth, nodes, scalar bytes) rather than the
+    // stream: a directory of 10,000 mutators in one file is as valid as in 10,000 files, and
+    // kubectl reads both, where the whole-input budget stopped at 1,024 documents.
+    let mut bytes = text.as_bytes();
+    let mut values: Vec<Value> =
+        serde_saphyr::read_with_options(&mut bytes, options).collect::<Result<_, _>>()?;
     values.iter_mut().for_each(integral_floats_to_integers);
     Ok(values)
 }
@@ -248,6 +253,20 @@ mod tests {
             r#"{"kind":"Pod","b":1,"a":80}"#
         );
         assert_eq!(docs[1].kind(), "Service");
+    }
+
+    /// kubectl and Gatekeeper read a stream of any length; outfit did not past 1,024 documents.
+    #[test]
+    fn a_long_yaml_stream_is_read_whole_and_each_document_stays_bounded() {
+        let stream: String = (0..5_000)
+            .map(|i| format!("kind: ConfigMap\nindex: {i}\n---\n"))
+            .collect();
+        let docs = parse_stream(&stream, "long.yaml").unwrap();
+        assert_eq!(docs.len(), 5_000);
+        assert_eq!(docs[4_999].value["index"], 4_999);
+        let deep = format!("kind: X\nv: {}{}\n", "[".repeat(200), "]".repeat(200));
+        let err = parse_stream(&format!("kind: A\n---\n{deep}"), "deep.yaml").unwrap_err();
+        assert!(err.to_string().starts_with("deep.yaml: invalid YAML"), "{err}");
     }
 
     #[test]

@@ -420,12 +420,77 @@ impl PolicySetBuilder {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+    use serde_json::json;
+
     use super::*;
 
     #[test]
     fn kinds_index_their_own_count() {
         for (position, kind) in PolicyKind::ALL.iter().enumerate() {
             assert_eq!(kind.index(), position, "{kind}");
+        }
+    }
+
+    const KEYS: &[&str] = &["app", "team", "gpu"];
+
+    fn selector() -> impl Strategy<Value = Value> {
+        let key = prop::sample::select(KEYS);
+        let value = prop::sample::select(&["x", "y"][..]);
+        let operator = prop::sample::select(&["In", "NotIn", "Exists", "DoesNotExist"][..]);
+        let expression = (key.clone(), operator, value.clone()).prop_map(|(key, operator, value)| {
+            let values = if operator.ends_with("In") {
+                json!([value])
+            } else {
+                json!(null)
+            };
+            json!({"key": key, "operator": operator, "values": values})
+        });
+        (
+            prop::collection::btree_map(key, value, 0..=2),
+            prop::collection::vec(expression, 0..=2),
+        )
+            .prop_map(|(labels, expressions)| json!({"matchLabels": labels, "matchExpressions": expressions}))
+    }
+
+    fn pod_default(name: String, selector: Value) -> PodDefault {
+        let document = Document {
+            origin: Origin::named("test"),
+            value: json!({
+                "apiVersion": poddefault::API_VERSION,
+                "kind": poddefault::KIND,
+                "metadata": {"name": name, "namespace": "ns"},
+                "spec": {"selector": selector, "desc": "d"},
+            }),
+        };
+        poddefault::parse(&document, "ns", &mut Vec::new()).expect("a valid PodDefault")
+    }
+
+    proptest! {
+        /// The label-key index only narrows: a pod meets exactly the PodDefaults whose selector
+        /// matches its labels (an empty selector matches every pod, as in Kubeflow), in name order.
+        #[test]
+        fn indexed_pod_defaults_are_exactly_the_matching_ones(
+            selectors in prop::collection::vec(selector(), 0..12),
+            labels in prop::option::of(prop::collection::btree_map(prop::sample::select(KEYS), prop::sample::select(&["x", "y"][..]), 0..=3)),
+        ) {
+            let items: Vec<PodDefault> = selectors
+                .into_iter()
+                .enumerate()
+                .map(|(i, selector)| pod_default(format!("pd-{i:02}"), selector))
+                .collect();
+            let expected: Vec<String> = items
+                .iter()
+                .filter(|pd| {
+                    let labels = labels.as_ref().map(|l| json!(l).as_object().cloned().unwrap_or_default());
+                    pd.selector().matches(labels.as_ref())
+                })
+                .map(|pd| pd.name().to_owned())
+                .collect();
+            let index = NamespaceDefaults::new(items);
+            let labels = labels.map(|l| json!(l).as_object().cloned().unwrap_or_default());
+            let found: Vec<String> = index.matching(labels.as_ref()).iter().map(|pd| pd.name().to_owned()).collect();
+            prop_assert_eq!(found, expected);
         }
     }
 }

@@ -167,6 +167,8 @@ pub struct PolicyStore {
     last_fingerprint: Mutex<u64>,
     /// The files' documents as last parsed, so a cluster change does not read them again; `None`
     /// when the last read or parse of the files failed, and the next reload must read them.
+    /// Kept only when reading from a cluster: without one only a file change compiles, and it
+    /// reads the files anyway, and the parsed documents outweigh the compiled set.
     parsed: Mutex<Option<Arc<ParsedFiles>>>,
     metrics: Arc<Metrics>,
     reloads: watch::Sender<ReloadCounts>,
@@ -201,7 +203,7 @@ impl PolicyStore {
             default_namespace: default_namespace.to_owned(),
             // Of the files alone, even with a cluster, so the first reload with one compiles again.
             last_fingerprint: Mutex::new(parsed.fingerprint),
-            parsed: Mutex::new(Some(parsed)),
+            parsed: Mutex::new(cluster.is_some().then_some(parsed)),
             metrics,
             reloads: watch::Sender::new(ReloadCounts::default()),
             trigger: Notify::new(),
@@ -295,7 +297,9 @@ impl PolicyStore {
             Files::Parsed(parsed) => Ok(parsed),
             Files::Read(snapshot) => {
                 let parsed = parse(&snapshot).map(Arc::new);
-                *self.parsed_files() = parsed.as_ref().ok().cloned();
+                if self.cluster.is_some() {
+                    *self.parsed_files() = parsed.as_ref().ok().cloned();
+                }
                 parsed
             }
         }

@@ -79,8 +79,11 @@ impl<'a> Subject<'a> {
         let namespace = if cluster_scoped {
             None
         } else {
+            // `get` rather than `pointer`, which allocates to unescape each segment: this runs
+            // before every mutator.
             object
-                .pointer("/metadata/namespace")
+                .get("metadata")
+                .and_then(|m| m.get("namespace"))
                 .and_then(Value::as_str)
                 .filter(|ns| !ns.is_empty())
                 .or(Some(request_namespace).filter(|ns| !ns.is_empty()))
@@ -99,6 +102,16 @@ impl<'a> Subject<'a> {
         self.group.is_empty() && self.kind == "Namespace"
     }
 
+    /// The name `namespaces` and `excludedNamespaces` compare: a Namespace's own name, otherwise
+    /// the object's namespace (`None` for cluster-scoped objects, which they never filter).
+    pub(crate) fn namespace_key(&self) -> Option<&'a str> {
+        if self.is_namespace() {
+            Some(self.name())
+        } else {
+            self.namespace
+        }
+    }
+
     fn metadata_str(&self, field: &str) -> &'a str {
         let object: &'a Value = self.object;
         object
@@ -115,12 +128,15 @@ impl<'a> Subject<'a> {
 
     fn labels(&self) -> Option<&'a Map<String, Value>> {
         let object: &'a Value = self.object;
-        object.pointer("/metadata/labels").and_then(Value::as_object)
+        object
+            .get("metadata")
+            .and_then(|m| m.get("labels"))
+            .and_then(Value::as_object)
     }
 }
 
 /// A Gatekeeper wildcard: `x*` prefix, `*x` suffix, `*x*` contains, otherwise exact.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Wildcard(pub String);
 
 impl Wildcard {
@@ -164,7 +180,7 @@ impl Wildcard {
 }
 
 /// The operations an `applyTo` entry covers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Operations {
     /// CREATE.
     pub create: bool,
@@ -190,7 +206,7 @@ impl Operations {
 }
 
 /// One `applyTo` entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ApplyTo {
     /// `groups`.
     pub groups: Vec<String>,
@@ -214,7 +230,7 @@ impl ApplyTo {
 }
 
 /// `match.scope`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scope {
     /// Empty or `*`.
     All,
@@ -225,7 +241,7 @@ pub enum Scope {
 }
 
 /// `match.source`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Source {
     /// Empty or `All`.
     All,
@@ -236,7 +252,7 @@ pub enum Source {
 }
 
 /// One `match.kinds` entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Kinds {
     /// `apiGroups` (empty or `*` for any).
     pub groups: Vec<String>,
@@ -297,12 +313,20 @@ impl Match {
         subject: &Subject<'_>,
         namespace_labels: &dyn Fn(&str) -> Option<&'n Map<String, Value>>,
     ) -> bool {
-        (self.kinds.is_empty() || self.kinds.iter().any(|k| k.matches(subject.group, subject.kind)))
-            && self.scope_matches(subject)
-            && self.namespaces_match(subject)
+        self.matches_identity(subject)
             && self.label_selector.matches(subject.labels())
             && self.namespace_selector_matches(subject, namespace_labels)
             && self.name_matches(subject)
+    }
+
+    /// The criteria that depend only on the object's identity (group, kind, namespace, and the
+    /// name of a Namespace): kinds, scope, namespaces, excludedNamespaces and source. The others
+    /// read the object's labels and name and its namespace's labels. All are pure, so checking
+    /// these first changes nothing but the time.
+    pub(crate) fn matches_identity(&self, subject: &Subject<'_>) -> bool {
+        (self.kinds.is_empty() || self.kinds.iter().any(|k| k.matches(subject.group, subject.kind)))
+            && self.scope_matches(subject)
+            && self.namespaces_match(subject)
             && self.source != Source::Generated
     }
 
@@ -318,12 +342,7 @@ impl Match {
     /// `namespaces` and `excludedNamespaces`: a Namespace is compared by its own name, and
     /// cluster-scoped objects are neither included nor excluded.
     fn namespaces_match(&self, subject: &Subject<'_>) -> bool {
-        let namespace = if subject.is_namespace() {
-            Some(subject.name())
-        } else {
-            subject.namespace
-        };
-        let Some(namespace) = namespace else {
+        let Some(namespace) = subject.namespace_key() else {
             return true;
         };
         (self.namespaces.is_empty() || self.namespaces.iter().any(|w| w.matches(namespace)))

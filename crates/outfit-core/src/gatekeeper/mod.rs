@@ -8,6 +8,8 @@
 
 pub mod conflicts;
 pub mod image;
+mod index;
+mod keyed;
 pub mod location;
 pub mod matching;
 mod parse;
@@ -22,6 +24,7 @@ pub use system::{MutationError, Mutators};
 
 use self::{
     image::ImageParams,
+    keyed::KeyedLists,
     location::Location,
     matching::{ApplyTo, Match, Subject},
     setters::Meta,
@@ -140,23 +143,49 @@ impl Mutator {
         subject: &Subject<'_>,
         namespace_labels: &dyn Fn(&str) -> Option<&'n serde_json::Map<String, Value>>,
     ) -> bool {
-        let applies = match self.action {
+        self.applies(subject) && self.matcher.matches(subject, namespace_labels)
+    }
+
+    /// `applyTo` (the operation, for AssignMetadata, which has none).
+    fn applies(&self, subject: &Subject<'_>) -> bool {
+        match self.action {
             Action::Metadata(_) => {
                 subject.operation == crate::Operation::Create || subject.operation == crate::Operation::Update
             }
             _ => self.apply_to.iter().any(|entry| entry.applies(subject)),
-        };
-        applies && self.matcher.matches(subject, namespace_labels)
+        }
+    }
+
+    /// The part of [`Mutator::matches`] that depends only on the object's identity (group,
+    /// version, kind, namespace, the name of a Namespace) and the operation: what the mutator
+    /// index decides for a whole class of mutators at once.
+    fn matches_identity(&self, subject: &Subject<'_>) -> bool {
+        self.applies(subject) && self.matcher.matches_identity(subject)
+    }
+
+    fn is_metadata(&self) -> bool {
+        matches!(self.action, Action::Metadata(_))
     }
 
     /// Whether mutating the object `subject` describes would change it (or fail).
     pub fn would_change(&self, subject: &Subject<'_>) -> bool {
+        self.would_change_in(subject, &mut KeyedLists::scan_only())
+    }
+
+    /// [`Mutator::would_change`], with the admission's index of the object's keyed lists.
+    fn would_change_in(&self, subject: &Subject<'_>, lists: &mut KeyedLists) -> bool {
         let meta = Meta {
             name: subject.name(),
             namespace: subject.namespace,
         };
         let setter = self.setter(meta);
-        traverse::would_change(self.location.nodes(), &self.tester, &setter, subject.object)
+        traverse::would_change_indexed(
+            self.location.nodes(),
+            &self.tester,
+            &setter,
+            subject.object,
+            lists,
+        )
     }
 
     /// What this mutator writes into an object whose name and namespace are `meta`. It copies what
@@ -166,8 +195,13 @@ impl Mutator {
     }
 
     /// Mutates `object` with a setter from [`Mutator::setter`]; returns whether it changed.
-    fn apply(&self, setter: &setters::ActionSetter<'_>, object: &mut Value) -> Result<bool, WalkError> {
-        traverse::apply(self.location.nodes(), &self.tester, setter, object)
+    fn apply(
+        &self,
+        setter: &setters::ActionSetter<'_>,
+        object: &mut Value,
+        lists: &mut KeyedLists,
+    ) -> Result<bool, WalkError> {
+        traverse::apply_indexed(self.location.nodes(), &self.tester, setter, object, lists)
     }
 }
 
@@ -226,7 +260,7 @@ pub(crate) mod test_support {
         let setter = super::setters::for_action(&mutator.action, meta);
         let predicted =
             super::traverse::would_change(mutator.location.nodes(), &mutator.tester, &setter, object);
-        let changed = mutator.apply(&mutator.setter(meta), &mut out)?;
+        let changed = mutator.apply(&mutator.setter(meta), &mut out, &mut super::KeyedLists::default())?;
         assert!(
             predicted || !changed,
             "probe said no change but {} changed the object",

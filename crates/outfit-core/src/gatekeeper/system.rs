@@ -6,27 +6,15 @@ use std::{borrow::Cow, fmt};
 
 use serde_json::{Map, Value};
 
-use super::{Mutator, matching::Subject, setters::Meta};
-use crate::{
-    engine::Operation,
-    policy_set::{FastMap, PolicyRef},
-};
+use super::{Mutator, index::MutatorIndex, keyed::KeyedLists, matching::Subject, setters::Meta};
+use crate::{engine::Operation, policy_set::PolicyRef};
 
-/// Positions (in application order) of the mutators that can apply to one group and version of a
-/// kind.
-#[derive(Debug, Default)]
-struct KindIndex {
-    entries: Vec<(String, String, Vec<u32>)>,
-}
-
-/// The enabled Gatekeeper mutators, sorted, with an index from the kinds their `applyTo` names to
-/// their positions, so an object only visits mutators that can apply to it.
+/// The enabled Gatekeeper mutators, sorted, with an index ([`MutatorIndex`]) so that an object
+/// only visits mutators that may match it.
 #[derive(Debug, Default)]
 pub struct Mutators {
     items: Vec<Mutator>,
-    by_kind: FastMap<String, KindIndex>,
-    /// AssignMetadata has no `applyTo`: it is a candidate for every object.
-    unindexed: Vec<u32>,
+    index: MutatorIndex,
     max_iterations: usize,
 }
 
@@ -74,28 +62,11 @@ impl Mutators {
         items.sort_by(|a, b| {
             (a.reference.kind, &a.reference.name).cmp(&(b.reference.kind, &b.reference.name))
         });
-        let mut set = Self {
+        Self {
+            index: MutatorIndex::new(&items),
+            items,
             max_iterations: loaded + 1,
-            ..Self::default()
-        };
-        for (position, mutator) in items.iter().enumerate() {
-            let position = u32::try_from(position).expect("fewer than 2^32 mutators");
-            if mutator.apply_to.is_empty() {
-                set.unindexed.push(position);
-            }
-            for entry in &mutator.apply_to {
-                for kind in &entry.kinds {
-                    let index = set.by_kind.entry(kind.clone()).or_default();
-                    for group in &entry.groups {
-                        for version in &entry.versions {
-                            index.add(group, version, position);
-                        }
-                    }
-                }
-            }
         }
-        set.items = items;
-        set
     }
 
     /// The enabled mutators, in application order.
@@ -113,17 +84,6 @@ impl Mutators {
         self.items.is_empty()
     }
 
-    /// The positions of the mutators that can apply to the object `subject` describes: those
-    /// whose `applyTo` names its group, version and kind, and the AssignMetadata ones.
-    fn candidates(&self, subject: &Subject<'_>) -> (&[u32], &[u32]) {
-        let indexed = self
-            .by_kind
-            .get(subject.kind)
-            .and_then(|index| index.positions(subject.group, subject.version))
-            .unwrap_or(&[]);
-        (indexed, &self.unindexed)
-    }
-
     /// Runs Gatekeeper's loop on `working` (or on `base`, copied into `working` only once some
     /// mutator will change it). Appends the mutators that changed the object to `applied`.
     pub(crate) fn run<'s, 'n>(
@@ -132,6 +92,30 @@ impl Mutators {
         working: &mut Option<Value>,
         input: &RunInput<'_, 'n>,
         applied: &mut Vec<Cow<'s, PolicyRef>>,
+    ) -> Result<(), MutationError> {
+        self.run_with(base, working, input, applied, RunState::new(false))
+    }
+
+    /// [`Mutators::run`] visiting every mutator and scanning every keyed list, as Gatekeeper
+    /// does: what the indexes must not change.
+    #[cfg(test)]
+    pub(crate) fn run_exhaustive<'s, 'n>(
+        &'s self,
+        base: &Value,
+        working: &mut Option<Value>,
+        input: &RunInput<'_, 'n>,
+        applied: &mut Vec<Cow<'s, PolicyRef>>,
+    ) -> Result<(), MutationError> {
+        self.run_with(base, working, input, applied, RunState::new(true))
+    }
+
+    fn run_with<'s, 'n>(
+        &'s self,
+        base: &Value,
+        working: &mut Option<Value>,
+        input: &RunInput<'_, 'n>,
+        applied: &mut Vec<Cow<'s, PolicyRef>>,
+        mut state: RunState<'s>,
     ) -> Result<(), MutationError> {
         if self.items.is_empty() || !matches!(input.operation, Operation::Create | Operation::Update) {
             return Ok(());
@@ -142,14 +126,13 @@ impl Mutators {
             let mut snapshot: Option<Value> = None;
             let mut this_round: Vec<u32> = Vec::new();
             let mut after = None;
-            while let Some(position) = self.step(
-                base,
-                working,
-                input,
-                &mut after,
-                iteration > 1 || !untouched,
-                &mut snapshot,
-            )? {
+            let needs_snapshot = iteration > 1 || !untouched;
+            let mut cursor = Cursor {
+                after: &mut after,
+                needs_snapshot,
+                snapshot: &mut snapshot,
+            };
+            while let Some(position) = self.step(base, working, input, &mut state, &mut cursor)? {
                 this_round.push(position);
             }
             if this_round.is_empty() {
@@ -175,30 +158,40 @@ impl Mutators {
             *working = None;
             return Ok(());
         }
-        for position in changed_by {
-            let reference = &self.items[position as usize].reference;
-            if !applied.iter().any(|a| **a == *reference) {
-                applied.push(Cow::Borrowed(reference));
-            }
-        }
+        self.record(changed_by, applied);
         Ok(())
     }
 
-    /// Applies candidates after `after` until one changes the object; returns its position, or
+    /// Appends the mutators at `changed_by` to `applied`, each once, in the order they first
+    /// changed the object.
+    fn record<'s>(&'s self, changed_by: Vec<u32>, applied: &mut Vec<Cow<'s, PolicyRef>>) {
+        let before = applied.len();
+        let mut seen = vec![false; self.items.len()];
+        for position in changed_by {
+            if std::mem::replace(&mut seen[position as usize], true) {
+                continue;
+            }
+            let reference = &self.items[position as usize].reference;
+            if !applied[..before].iter().any(|a| **a == *reference) {
+                applied.push(Cow::Borrowed(reference));
+            }
+        }
+    }
+
+    /// Applies candidates after the cursor until one changes the object; returns its position, or
     /// `None` when the iteration is over.
-    fn step(
-        &self,
+    fn step<'s>(
+        &'s self,
         base: &Value,
         working: &mut Option<Value>,
         input: &RunInput<'_, '_>,
-        after: &mut Option<u32>,
-        needs_snapshot: bool,
-        snapshot: &mut Option<Value>,
+        state: &mut RunState<'s>,
+        cursor: &mut Cursor<'_>,
     ) -> Result<Option<u32>, MutationError> {
         loop {
             // Once a private copy exists (and the iteration's snapshot is taken), mutating it
             // directly is cheaper than probing first: the walk reports whether anything changed.
-            let probe = working.is_none() || (needs_snapshot && snapshot.is_none());
+            let probe = working.is_none() || (cursor.needs_snapshot && cursor.snapshot.is_none());
             let current = working.as_ref().unwrap_or(base);
             let Some(subject) = Subject::new(current, input.namespace, input.operation) else {
                 return Ok(None);
@@ -206,7 +199,7 @@ impl Mutators {
             if subject.group.ends_with(".gatekeeper.sh") {
                 return Ok(None);
             }
-            let Some(position) = self.next_to_mutate(&subject, input, after, probe) else {
+            let Some(position) = self.next_to_mutate(&subject, input, state, cursor.after, probe) else {
                 return Ok(None);
             };
             let mutator = &self.items[position as usize];
@@ -215,11 +208,11 @@ impl Mutators {
                 name: subject.name(),
                 namespace: subject.namespace,
             });
-            if needs_snapshot && snapshot.is_none() {
-                *snapshot = Some(current.clone());
+            if cursor.needs_snapshot && cursor.snapshot.is_none() {
+                *cursor.snapshot = Some(current.clone());
             }
             let object = working.get_or_insert_with(|| base.clone());
-            match mutator.apply(&setter, object) {
+            match mutator.apply(&setter, object, &mut state.lists) {
                 Ok(true) => return Ok(Some(position)),
                 Ok(false) => {}
                 Err(error) => {
@@ -233,29 +226,114 @@ impl Mutators {
     }
 
     /// The next candidate after `after` that matches (and, when `probe`, would change the object).
-    fn next_to_mutate(
-        &self,
+    fn next_to_mutate<'s>(
+        &'s self,
         subject: &Subject<'_>,
         input: &RunInput<'_, '_>,
+        state: &mut RunState<'s>,
         after: &mut Option<u32>,
         probe: bool,
     ) -> Option<u32> {
-        let (indexed, unindexed) = self.candidates(subject);
-        let first_after = |positions: &[u32], after: Option<u32>| {
-            let start = after.map_or(0, |a| positions.partition_point(|&p| p <= a));
-            positions.get(start).copied()
-        };
-        loop {
-            let position = match (first_after(indexed, *after), first_after(unindexed, *after)) {
-                (Some(a), Some(b)) => a.min(b),
-                (a, b) => a.or(b)?,
-            };
+        let RunState {
+            candidates, lists, ..
+        } = state;
+        let candidates = candidates.get(self, subject);
+        let mut next = after.map_or(0, |a| candidates.partition_point(|&p| p <= a));
+        while let Some(&position) = candidates.get(next) {
+            next += 1;
             *after = Some(position);
             let mutator = &self.items[position as usize];
-            if mutator.matches(subject, input.namespace_labels) && (!probe || mutator.would_change(subject)) {
+            if mutator.matches(subject, input.namespace_labels)
+                && (!probe || mutator.would_change_in(subject, lists))
+            {
                 return Some(position);
             }
         }
+        None
+    }
+}
+
+/// Where an iteration of the loop stands.
+struct Cursor<'a> {
+    /// The last candidate visited.
+    after: &'a mut Option<u32>,
+    /// Whether the iteration must remember the object as it found it (to tell whether it changed).
+    needs_snapshot: bool,
+    /// The object as the iteration found it, taken before its first change.
+    snapshot: &'a mut Option<Value>,
+}
+
+/// What one run keeps between mutators: the candidates for the object's identity and the index of
+/// its keyed lists.
+struct RunState<'s> {
+    candidates: CandidateCache<'s>,
+    lists: KeyedLists,
+}
+
+impl RunState<'_> {
+    fn new(exhaustive: bool) -> Self {
+        Self {
+            candidates: CandidateCache {
+                identity: None,
+                positions: Cow::Borrowed(&[]),
+                exhaustive,
+            },
+            lists: if exhaustive {
+                KeyedLists::scan_only()
+            } else {
+                KeyedLists::default()
+            },
+        }
+    }
+}
+
+/// The candidates for the identity (group, version, kind, namespace) of the object last asked
+/// about. A mutator may change any field but metadata, `apiVersion` and `kind` included, so the
+/// identity is compared at every step; it almost never changes.
+struct CandidateCache<'s> {
+    identity: Option<Identity>,
+    positions: Cow<'s, [u32]>,
+    /// Every mutator is a candidate (tests).
+    exhaustive: bool,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct Identity {
+    group: String,
+    version: String,
+    kind: String,
+    namespace: Option<String>,
+}
+
+impl Identity {
+    fn of(subject: &Subject<'_>) -> Self {
+        Self {
+            group: subject.group.to_owned(),
+            version: subject.version.to_owned(),
+            kind: subject.kind.to_owned(),
+            namespace: subject.namespace_key().map(str::to_owned),
+        }
+    }
+
+    fn is(&self, subject: &Subject<'_>) -> bool {
+        self.group == subject.group
+            && self.version == subject.version
+            && self.kind == subject.kind
+            && self.namespace.as_deref() == subject.namespace_key()
+    }
+}
+
+impl<'s> CandidateCache<'s> {
+    fn get(&mut self, mutators: &'s Mutators, subject: &Subject<'_>) -> &[u32] {
+        if !self.identity.as_ref().is_some_and(|i| i.is(subject)) {
+            self.positions = if self.exhaustive {
+                Cow::Owned((0..mutators.items.len()).map(|p| p as u32).collect())
+            } else {
+                mutators.index.candidates(&mutators.items, subject)
+            };
+            self.identity = Some(Identity::of(subject));
+        }
+        &self.positions
     }
 }
 
@@ -267,30 +345,4 @@ pub(crate) struct RunInput<'a, 'n> {
     pub(crate) operation: Operation,
     /// Labels of a loaded Namespace.
     pub(crate) namespace_labels: &'a dyn Fn(&str) -> Option<&'n Map<String, Value>>,
-}
-
-impl KindIndex {
-    fn add(&mut self, group: &str, version: &str, position: u32) {
-        match self
-            .entries
-            .iter_mut()
-            .find(|(g, v, _)| g == group && v == version)
-        {
-            Some((_, _, positions)) => {
-                if positions.last() != Some(&position) {
-                    positions.push(position);
-                }
-            }
-            None => self
-                .entries
-                .push((group.to_owned(), version.to_owned(), vec![position])),
-        }
-    }
-
-    fn positions(&self, group: &str, version: &str) -> Option<&[u32]> {
-        self.entries
-            .iter()
-            .find(|(g, v, _)| g == group && v == version)
-            .map(|(_, _, positions)| positions.as_slice())
-    }
 }

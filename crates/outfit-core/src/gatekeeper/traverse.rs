@@ -10,7 +10,10 @@
 
 use serde_json::{Map, Value};
 
-use super::location::{KeyValue, Node};
+use super::{
+    keyed::{Found, KeyedLists, Seg},
+    location::{KeyValue, Node},
+};
 
 /// A `pathTests` condition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,20 +98,6 @@ fn mismatch(expected: &str, found: &Value) -> WalkError {
     ))
 }
 
-/// A list element's key field. Elements of keyed lists are small objects, for which a linear scan
-/// is several times faster than hashing the key.
-fn key_field_of<'v>(object: &'v Map<String, Value>, key: &str) -> Option<&'v Value> {
-    if object.len() <= 16 {
-        object.iter().find_map(|(k, v)| (k == key).then_some(v))
-    } else {
-        object.get(key)
-    }
-}
-
-fn key_field<'v>(item: &'v Value, key: &str) -> Option<&'v Value> {
-    item.as_object().and_then(|object| key_field_of(object, key))
-}
-
 /// Applies `setter` at `path` in `root`, honouring `tester`. Returns whether `root` changed.
 pub fn apply(
     path: &[Node],
@@ -116,26 +105,80 @@ pub fn apply(
     setter: &dyn Setter,
     root: &mut Value,
 ) -> Result<bool, WalkError> {
+    apply_indexed(path, tester, setter, root, &mut KeyedLists::scan_only())
+}
+
+/// [`apply`], looking keyed-list elements up in (and keeping up to date) the admission's index of
+/// `root`'s keyed lists.
+pub(crate) fn apply_indexed(
+    path: &[Node],
+    tester: &Tester,
+    setter: &dyn Setter,
+    root: &mut Value,
+    lists: &mut KeyedLists,
+) -> Result<bool, WalkError> {
     if path.is_empty() {
         return Err(WalkError("attempting to mutate an empty target location".into()));
     }
-    Walk { path, tester, setter }.apply(root, 0)
+    Walk::new(path, tester, setter, lists).apply(root, 0, true)
 }
 
 /// Whether [`apply`] would change `root` (or fail), without touching it.
 pub fn would_change(path: &[Node], tester: &Tester, setter: &dyn Setter, root: &Value) -> bool {
-    path.is_empty() || Walk { path, tester, setter }.probe(root, 0)
+    would_change_indexed(path, tester, setter, root, &mut KeyedLists::scan_only())
 }
 
-struct Walk<'a> {
+/// [`would_change`] with the admission's index of `root`'s keyed lists.
+pub(crate) fn would_change_indexed(
+    path: &[Node],
+    tester: &Tester,
+    setter: &dyn Setter,
+    root: &Value,
+    lists: &mut KeyedLists,
+) -> bool {
+    path.is_empty() || Walk::new(path, tester, setter, lists).probe(root, 0, true)
+}
+
+/// One walk. `attached` says whether the value visited is part of the object (rather than a
+/// container the walk created and will attach only if something below it changes): only then is
+/// `at` its concrete path, and only then are its keyed lists indexed.
+struct Walk<'a, 'l> {
     path: &'a [Node],
     tester: &'a Tester,
     setter: &'a dyn Setter,
+    lists: &'l mut KeyedLists,
+    /// The concrete path of the value visited at depth `d` is `at[..d]`.
+    at: Vec<Seg<'a>>,
 }
 
-impl Walk<'_> {
+fn position_u32(position: usize) -> u32 {
+    u32::try_from(position).expect("lists shorter than 2^32 elements")
+}
+
+impl<'a> Walk<'a, '_> {
+    fn new<'l>(
+        path: &'a [Node],
+        tester: &'a Tester,
+        setter: &'a dyn Setter,
+        lists: &'l mut KeyedLists,
+    ) -> Walk<'a, 'l> {
+        Walk {
+            path,
+            tester,
+            setter,
+            lists,
+            at: Vec::with_capacity(path.len()),
+        }
+    }
+
     fn is_last(&self, depth: usize) -> bool {
         depth + 1 == self.path.len()
+    }
+
+    /// The concrete path at `depth` followed by `seg`.
+    fn descend(&mut self, depth: usize, seg: Seg<'a>) {
+        self.at.truncate(depth);
+        self.at.push(seg);
     }
 
     /// The container created for a missing field: `{}` or `[]` depending on the next node.
@@ -152,8 +195,19 @@ impl Walk<'_> {
         Value::Object(element)
     }
 
-    fn apply(&self, current: &mut Value, depth: usize) -> Result<bool, WalkError> {
-        match &self.path[depth] {
+    /// The elements of `items` (the list at depth `depth`) whose `key` equals `value`.
+    fn find(&mut self, items: &[Value], key: &str, value: &KeyValue, depth: usize, attached: bool) -> Found {
+        if attached {
+            self.at.truncate(depth);
+            self.lists.find(&self.at, key, value, items)
+        } else {
+            Found::scan(items, key, value)
+        }
+    }
+
+    fn apply(&mut self, current: &mut Value, depth: usize, attached: bool) -> Result<bool, WalkError> {
+        let path = self.path;
+        match &path[depth] {
             Node::Object(name) => {
                 let Value::Object(map) = current else {
                     return Err(mismatch("object", current));
@@ -162,18 +216,24 @@ impl Walk<'_> {
                     return Ok(false);
                 }
                 if self.is_last(depth) {
-                    let new = self.setter.value_for(map.get(name)).map_err(WalkError)?;
-                    let changed = new.is_some();
-                    if let Some(new) = new {
-                        map.insert(name.clone(), new);
+                    let Some(new) = self.setter.value_for(map.get(name)).map_err(WalkError)? else {
+                        return Ok(false);
+                    };
+                    let old = map.insert(name.clone(), new);
+                    if attached {
+                        self.descend(depth, Seg::Field(name));
+                        self.lists.replaced(&self.at, old.as_ref());
                     }
-                    return Ok(changed);
+                    return Ok(true);
                 }
                 if let Some(next) = map.get_mut(name) {
-                    return self.apply(next, depth + 1);
+                    if attached {
+                        self.descend(depth, Seg::Field(name));
+                    }
+                    return self.apply(next, depth + 1, attached);
                 }
                 let mut next = self.empty_container(depth + 1);
-                let changed = self.apply(&mut next, depth + 1)?;
+                let changed = self.apply(&mut next, depth + 1, false)?;
                 if changed {
                     map.insert(name.clone(), next);
                 }
@@ -184,20 +244,21 @@ impl Walk<'_> {
                     return Err(mismatch("list", current));
                 };
                 if self.is_last(depth) {
-                    self.upsert(items, key, value, depth)
+                    self.upsert(items, key, value, depth, attached)
                 } else {
-                    self.apply_list(items, key, value, depth)
+                    self.apply_list(items, key, value, depth, attached)
                 }
             }
         }
     }
 
     fn apply_list(
-        &self,
+        &mut self,
         items: &mut Vec<Value>,
         key: &str,
         value: &KeyValue,
         depth: usize,
+        attached: bool,
     ) -> Result<bool, WalkError> {
         if *value == KeyValue::Glob {
             // A glob with MustNotExist can never hold (Gatekeeper checks ExistsOkay here).
@@ -205,68 +266,91 @@ impl Walk<'_> {
                 return Ok(false);
             }
             let mut changed = false;
-            for item in items.iter_mut() {
-                changed |= self.apply(item, depth + 1)?;
+            for (position, item) in items.iter_mut().enumerate() {
+                if attached {
+                    self.descend(depth, Seg::Index(position_u32(position)));
+                }
+                changed |= self.apply(item, depth + 1, attached)?;
             }
             return Ok(changed);
         }
-        let (mut found, mut changed) = (false, false);
-        for item in items.iter_mut() {
-            if key_field(item, key).is_some_and(|field| value.matches(field)) {
-                if !self.tester.exists_ok(depth) {
-                    return Ok(false);
-                }
-                found = true;
-                changed |= self.apply(item, depth + 1)?;
-            }
-        }
-        if !found {
-            if !self.tester.missing_ok(depth) {
+        let found = self.find(items, key, value, depth, attached);
+        if !found.matches().is_empty() {
+            if !self.tester.exists_ok(depth) {
                 return Ok(false);
             }
-            let mut element = Self::new_element(key, value);
-            if self.apply(&mut element, depth + 1)? {
-                items.push(element);
-                changed = true;
+            let mut changed = false;
+            for &position in found.matches() {
+                if attached {
+                    self.descend(depth, Seg::Index(position));
+                }
+                changed |= self.apply(&mut items[position as usize], depth + 1, attached)?;
             }
+            return Ok(changed);
         }
-        Ok(changed)
+        if !self.tester.missing_ok(depth) {
+            return Ok(false);
+        }
+        let mut element = Self::new_element(key, value);
+        if !self.apply(&mut element, depth + 1, false)? {
+            return Ok(false);
+        }
+        items.push(element);
+        if attached {
+            self.at.truncate(depth);
+            self.lists.pushed(&self.at, items);
+        }
+        Ok(true)
     }
 
     /// A location ending in `[key: value]`: replace the first matching element wholesale, or append.
+    /// An element that is not an object before the first match fails the walk.
     fn upsert(
-        &self,
+        &mut self,
         items: &mut Vec<Value>,
         key: &str,
         value: &KeyValue,
         depth: usize,
+        attached: bool,
     ) -> Result<bool, WalkError> {
         if *value == KeyValue::Glob {
             return Err(WalkError("last path entry can not be globbed".into()));
         }
-        let element = self.setter.element().map_err(WalkError)?;
-        for item in items.iter_mut() {
-            let Value::Object(object) = item else {
-                return Err(mismatch("object", item));
-            };
-            if key_field_of(object, key).is_some_and(|field| value.matches(field)) {
-                if !self.tester.exists_ok(depth) || item == element {
-                    return Ok(false);
-                }
-                *item = element.clone();
-                return Ok(true);
+        let setter = self.setter;
+        let element = setter.element().map_err(WalkError)?;
+        let found = self.find(items, key, value, depth, attached);
+        if let Some(bad) = found.first_non_object
+            && found.first().is_none_or(|first| (bad as usize) < first)
+        {
+            return Err(mismatch("object", &items[bad as usize]));
+        }
+        if let Some(first) = found.first() {
+            if !self.tester.exists_ok(depth) || items[first] == *element {
+                return Ok(false);
             }
+            let old = std::mem::replace(&mut items[first], element.clone());
+            if attached {
+                self.at.truncate(depth);
+                self.lists
+                    .replaced_element(&self.at, position_u32(first), &old, &items[first]);
+            }
+            return Ok(true);
         }
         if !self.tester.missing_ok(depth) {
             return Ok(false);
         }
         items.push(element.clone());
+        if attached {
+            self.at.truncate(depth);
+            self.lists.pushed(&self.at, items);
+        }
         Ok(true)
     }
 
     /// [`Walk::apply`] without writing: whether it would change something or fail.
-    fn probe(&self, current: &Value, depth: usize) -> bool {
-        match &self.path[depth] {
+    fn probe(&mut self, current: &Value, depth: usize, attached: bool) -> bool {
+        let path = self.path;
+        match &path[depth] {
             Node::Object(name) => {
                 let Value::Object(map) = current else {
                     return true;
@@ -279,8 +363,13 @@ impl Walk<'_> {
                     return self.setter.would_change(existing);
                 }
                 match existing {
-                    Some(next) => self.probe(next, depth + 1),
-                    None => self.probe(&self.empty_container(depth + 1), depth + 1),
+                    Some(next) => {
+                        if attached {
+                            self.descend(depth, Seg::Field(name));
+                        }
+                        self.probe(next, depth + 1, attached)
+                    }
+                    None => self.probe(&self.empty_container(depth + 1), depth + 1, false),
                 }
             }
             Node::List { key, value } => {
@@ -288,49 +377,79 @@ impl Walk<'_> {
                     return true;
                 };
                 if self.is_last(depth) {
-                    self.probe_upsert(items, key, value, depth)
+                    self.probe_upsert(items, key, value, depth, attached)
                 } else {
-                    self.probe_list(items, key, value, depth)
+                    self.probe_list(items, key, value, depth, attached)
                 }
             }
         }
     }
 
-    fn probe_list(&self, items: &[Value], key: &str, value: &KeyValue, depth: usize) -> bool {
+    fn probe_list(
+        &mut self,
+        items: &[Value],
+        key: &str,
+        value: &KeyValue,
+        depth: usize,
+        attached: bool,
+    ) -> bool {
         if *value == KeyValue::Glob {
-            return self.tester.exists_ok(depth) && items.iter().any(|item| self.probe(item, depth + 1));
-        }
-        let mut found = false;
-        for item in items {
-            if key_field(item, key).is_some_and(|field| value.matches(field)) {
-                if !self.tester.exists_ok(depth) {
-                    return false;
+            if !self.tester.exists_ok(depth) {
+                return false;
+            }
+            for (position, item) in items.iter().enumerate() {
+                if attached {
+                    self.descend(depth, Seg::Index(position_u32(position)));
                 }
-                found = true;
-                if self.probe(item, depth + 1) {
+                if self.probe(item, depth + 1, attached) {
                     return true;
                 }
             }
+            return false;
         }
-        !found && self.tester.missing_ok(depth) && self.probe(&Self::new_element(key, value), depth + 1)
+        let found = self.find(items, key, value, depth, attached);
+        if !found.matches().is_empty() {
+            if !self.tester.exists_ok(depth) {
+                return false;
+            }
+            for &position in found.matches() {
+                if attached {
+                    self.descend(depth, Seg::Index(position));
+                }
+                if self.probe(&items[position as usize], depth + 1, attached) {
+                    return true;
+                }
+            }
+            return false;
+        }
+        self.tester.missing_ok(depth) && self.probe(&Self::new_element(key, value), depth + 1, false)
     }
 
-    fn probe_upsert(&self, items: &[Value], key: &str, value: &KeyValue, depth: usize) -> bool {
-        let Ok(element) = self.setter.element() else {
+    fn probe_upsert(
+        &mut self,
+        items: &[Value],
+        key: &str,
+        value: &KeyValue,
+        depth: usize,
+        attached: bool,
+    ) -> bool {
+        let setter = self.setter;
+        let Ok(element) = setter.element() else {
             return true;
         };
         if *value == KeyValue::Glob {
             return true;
         }
-        for item in items {
-            let Value::Object(object) = item else {
-                return true;
-            };
-            if key_field_of(object, key).is_some_and(|field| value.matches(field)) {
-                return self.tester.exists_ok(depth) && item != element;
-            }
+        let found = self.find(items, key, value, depth, attached);
+        if let Some(bad) = found.first_non_object
+            && found.first().is_none_or(|first| (bad as usize) < first)
+        {
+            return true;
         }
-        self.tester.missing_ok(depth)
+        match found.first() {
+            Some(first) => self.tester.exists_ok(depth) && items[first] != *element,
+            None => self.tester.missing_ok(depth),
+        }
     }
 }
 
