@@ -169,16 +169,7 @@ pub(crate) fn svg(title: &str, panels: &[Panel]) -> String {
 
 fn label(v: f64) -> String {
     if v >= 1.0 {
-        let n = v.round() as u64;
-        let digits = n.to_string();
-        let mut out = String::new();
-        for (i, c) in digits.chars().enumerate() {
-            if i > 0 && (digits.len() - i).is_multiple_of(3) {
-                out.push(',');
-            }
-            out.push(c);
-        }
-        out
+        super::report::thousands(v.round() as u64)
     } else {
         format!("{v}")
     }

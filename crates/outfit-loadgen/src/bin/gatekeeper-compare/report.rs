@@ -36,7 +36,8 @@ pub(crate) fn micros(d: Duration) -> String {
     }
 }
 
-fn thousands(n: u64) -> String {
+/// `n` with commas between groups of three digits.
+pub(crate) fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
