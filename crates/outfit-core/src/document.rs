@@ -11,50 +11,11 @@
 //! `defaultMode` means); and the JSON it writes has no fraction on an integral float, so `1.0` or
 //! `1e3` arrive as the integers `1` and `1000`. See [`parse_yaml`].
 
-use std::{fmt, sync::Arc};
+use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::error::DocumentError;
-
-/// Where an object was read: the file, the document's index in the stream (from 0), and the item's
-/// index when the document was a list.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Origin {
-    /// File path, `<stdin>`, or another source name (`cluster` for watched objects).
-    pub source: Arc<str>,
-    /// Index of the document in the stream, from 0; `None` for an object that was not read from
-    /// a stream (a cluster watch), which a document index would only mislead about.
-    pub document: Option<usize>,
-    /// Index inside a `kind: List` document.
-    pub item: Option<usize>,
-}
-
-impl Origin {
-    /// An origin for an object that did not come from a stream (a test, a cluster watch): it is
-    /// shown as `source` alone, and errors name the object by its kind, namespace and name.
-    pub fn named(source: &str) -> Self {
-        Self {
-            source: Arc::from(source),
-            document: None,
-            item: None,
-        }
-    }
-}
-
-impl fmt::Display for Origin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.source)?;
-        let Some(document) = self.document else {
-            return Ok(());
-        };
-        write!(f, " (document {document}")?;
-        if let Some(item) = self.item {
-            write!(f, ", item {item}")?;
-        }
-        f.write_str(")")
-    }
-}
+use crate::{error::DocumentError, vocab::Origin};
 
 /// One Kubernetes object with where it came from.
 #[derive(Debug, Clone, PartialEq)]

@@ -19,35 +19,10 @@ use crate::{
     gatekeeper::{MutationError, system::RunInput},
     patch::Changes,
     poddefault::{self, Conflict, EXCLUDE_ANNOTATION, MIRROR_POD_ANNOTATION, MergeError, PodText},
-    policy_set::{AppliedPolicy, PolicyKind, PolicyRef, PolicySet},
+    policy_set::{AppliedPolicy, PolicySet},
     view::{ObjectView, pod::PodView, raw_str},
+    vocab::{Operation, PolicyKind, PolicyRef},
 };
-
-/// The admission operation, as in `AdmissionRequest.operation`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Operation {
-    /// `CREATE`
-    Create,
-    /// `UPDATE`
-    Update,
-    /// `DELETE`
-    Delete,
-    /// `CONNECT`
-    Connect,
-}
-
-impl Operation {
-    /// Parses the wire form (`CREATE`, ...).
-    pub fn parse(operation: &str) -> Option<Self> {
-        match operation {
-            "CREATE" => Some(Self::Create),
-            "UPDATE" => Some(Self::Update),
-            "DELETE" => Some(Self::Delete),
-            "CONNECT" => Some(Self::Connect),
-            _ => None,
-        }
-    }
-}
 
 /// The requesting user, from `AdmissionRequest.userInfo`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -5,9 +5,7 @@
 
 use std::fmt;
 
-use crate::{
-    document::Origin, fieldpath::FieldPath, gatekeeper::location::LocationError, policy_set::PolicyRef,
-};
+use crate::{fieldpath::FieldPath, gatekeeper::location::LocationError, vocab::Origin, vocab::PolicyRef};
 
 /// A YAML or JSON stream that could not be read as Kubernetes objects.
 #[derive(Debug, thiserror::Error)]

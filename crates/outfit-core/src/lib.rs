@@ -23,9 +23,11 @@ pub mod selector;
 pub mod semantic;
 pub mod source;
 pub mod view;
+pub mod vocab;
 
-pub use document::{Document, Origin};
-pub use engine::{Admission, Denial, DenialReason, Object, Operation, Outcome, Request, UserInfo};
+pub use document::Document;
+pub use engine::{Admission, Denial, DenialReason, Object, Outcome, Request, UserInfo};
 pub use error::{DocumentError, LoadWarning, PolicyError, Problem};
-pub use policy_set::{AppliedPolicy, PolicyKind, PolicyRef, PolicySet, PolicySetBuilder};
+pub use policy_set::{AppliedPolicy, PolicySet, PolicySetBuilder};
 pub use view::ObjectView;
+pub use vocab::{Operation, Origin, PolicyKind, PolicyRef};

@@ -10,7 +10,7 @@ use crate::{
     document::Document,
     error::{LoadWarning, PolicyError, Problem},
     fieldpath::FieldPath,
-    policy_set::PolicyRef,
+    vocab::PolicyRef,
 };
 
 /// The objects of a list field, each with its path.

@@ -3,110 +3,23 @@
 //! A [`PolicySet`] is built once per policy change (off the request path) and shared read-only:
 //! applying it to an object parses nothing and looks only at policies that can match.
 
-use std::{collections::HashMap, fmt};
-
-/// The maps admissions look up (PodDefaults by namespace and label key, namespace labels,
-/// Gatekeeper mutators by kind): foldhash instead of SipHash, whose per-lookup cost shows on the
-/// request path. Their keys come from policies, so hash flooding is not a concern.
-pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
 use crate::{
-    document::{Document, Origin},
+    document::Document,
     error::{LoadWarning, PolicyError, Problem},
     fieldpath::FieldPath,
     gatekeeper::{self, Mutator, Mutators, conflicts},
     poddefault::{self, PodDefault},
     selector::Labels,
+    vocab::{FastMap, NAMESPACE_NAME_LABEL, Origin, PolicyKind, PolicyRef},
 };
-
-/// The kinds of policy outfit reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum PolicyKind {
-    /// Kubeflow `PodDefault` (`kubeflow.org/v1alpha1`).
-    PodDefault,
-    /// Gatekeeper `Assign` (`mutations.gatekeeper.sh`).
-    Assign,
-    /// Gatekeeper `AssignImage`.
-    AssignImage,
-    /// Gatekeeper `AssignMetadata`.
-    AssignMetadata,
-    /// Gatekeeper `ModifySet`.
-    ModifySet,
-}
-
-impl PolicyKind {
-    /// Every kind, in the order policies of different kinds are applied.
-    /// PodDefaults come first; the Gatekeeper kinds follow in Gatekeeper's own order.
-    pub const ALL: &[PolicyKind] = &[
-        PolicyKind::PodDefault,
-        PolicyKind::Assign,
-        PolicyKind::AssignImage,
-        PolicyKind::AssignMetadata,
-        PolicyKind::ModifySet,
-    ];
-
-    /// Its position in [`PolicyKind::ALL`].
-    fn index(self) -> usize {
-        self as usize
-    }
-
-    /// The Kubernetes `kind`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PolicyKind::PodDefault => "PodDefault",
-            PolicyKind::Assign => "Assign",
-            PolicyKind::AssignImage => "AssignImage",
-            PolicyKind::AssignMetadata => "AssignMetadata",
-            PolicyKind::ModifySet => "ModifySet",
-        }
-    }
-}
-
-impl fmt::Display for PolicyKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A policy's identity: kind, namespace (for namespaced kinds) and name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PolicyRef {
-    /// The kind.
-    pub kind: PolicyKind,
-    /// The namespace, for namespaced kinds.
-    pub namespace: Option<String>,
-    /// The name.
-    pub name: String,
-}
-
-impl PolicyRef {
-    /// A reference from its parts.
-    pub fn new(kind: PolicyKind, namespace: Option<&str>, name: &str) -> Self {
-        Self {
-            kind,
-            namespace: namespace.map(str::to_owned),
-            name: name.to_owned(),
-        }
-    }
-}
-
-impl fmt::Display for PolicyRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.namespace {
-            Some(namespace) => write!(f, "{} {namespace}/{}", self.kind, self.name),
-            None => write!(f, "{} {}", self.kind, self.name),
-        }
-    }
-}
 
 /// A policy that changed an object: borrowed from the [`PolicySet`] that decided it, so that
 /// naming the policies costs no copy on the admission path.
 pub type AppliedPolicy<'p> = std::borrow::Cow<'p, PolicyRef>;
-
-/// The label the API server puts on every namespace, with the namespace's name as value.
-pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 /// PodDefaults of one namespace, sorted by name (Kubeflow applies them in API list order, which is
 /// name order), with an index from label key to the PodDefaults whose selector requires that key.

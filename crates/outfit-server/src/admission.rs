@@ -116,8 +116,8 @@ trait ReadObject<'a> {
     fn engine_object<'x>(&'x self, json: &'x dyn Fn() -> Option<&'x RawValue>) -> Object<'x>
     where
         'a: 'x;
-    /// `metadata.generateName`, for the log line.
-    fn generate_name(&self) -> Option<String>;
+    /// `metadata.generateName`, for the log line, or where to find it.
+    fn generate_name(&self) -> GenerateName<'a>;
 }
 
 impl<'a> ReadObject<'a> for ObjectView<'a> {
@@ -128,8 +128,8 @@ impl<'a> ReadObject<'a> for ObjectView<'a> {
         Object::Read { view: self, json }
     }
 
-    fn generate_name(&self) -> Option<String> {
-        ObjectView::generate_name(self).map(str::to_owned)
+    fn generate_name(&self) -> GenerateName<'a> {
+        GenerateName::Read(ObjectView::generate_name(self))
     }
 }
 
@@ -141,9 +141,8 @@ impl<'a> ReadObject<'a> for &'a RawValue {
         Object::Json(self)
     }
 
-    fn generate_name(&self) -> Option<String> {
-        let view: ObjectView<'_> = serde_json::from_str(self.get()).ok()?;
-        view.generate_name().map(str::to_owned)
+    fn generate_name(&self) -> GenerateName<'a> {
+        GenerateName::InText(self)
     }
 }
 
@@ -219,6 +218,34 @@ struct StatusOut<'a> {
     code: u16,
 }
 
+/// `metadata.generateName` of an object whose request has no name yet (a controller asked the
+/// API server to generate one): read with the review, or left in the object's text, read only if
+/// the log line is written.
+#[derive(Debug, Clone, Default)]
+pub enum GenerateName<'a> {
+    /// No object, or the request names it.
+    #[default]
+    None,
+    /// Read with the review.
+    Read(Option<Cow<'a, str>>),
+    /// In this text, not read yet.
+    InText(&'a RawValue),
+}
+
+impl GenerateName<'_> {
+    /// The name, reading the object's text if it was not read with the review.
+    pub fn get(&self) -> Option<Cow<'_, str>> {
+        match self {
+            GenerateName::None => None,
+            GenerateName::Read(name) => name.as_deref().map(Cow::Borrowed),
+            GenerateName::InText(text) => {
+                let view: ObjectView<'_> = serde_json::from_str(text.get()).ok()?;
+                view.generate_name().map(|name| Cow::Owned(name.into_owned()))
+            }
+        }
+    }
+}
+
 /// The answer to one review, with what the log line and the metrics need.
 /// Its strings borrow from the request body.
 #[derive(Debug)]
@@ -231,8 +258,10 @@ pub struct Answer<'a> {
     pub uid: Cow<'a, str>,
     /// `request.namespace`.
     pub namespace: Cow<'a, str>,
-    /// `request.name`, or the object's `generateName` when the name is not known yet.
+    /// `request.name`; empty when the API server is to generate it.
     pub name: Cow<'a, str>,
+    /// The object's `generateName` when `name` is empty.
+    pub generate_name: GenerateName<'a>,
     /// `request.kind.kind` plus `/subResource` if any.
     pub kind: Cow<'a, str>,
     /// `request.operation`.
@@ -315,9 +344,8 @@ fn decide<'a, O: ReadObject<'a>>(
         user: user.as_ref(),
     };
     answer.record(&request.uid, policies.apply(&engine_request));
-    if answer.name.is_empty() && crate::webhook::logs(answer.outcome) {
-        // Only the log line needs the name a controller asked the API server to generate from.
-        answer.name = Cow::Owned(object.generate_name().unwrap_or_default());
+    if answer.name.is_empty() {
+        answer.generate_name = object.generate_name();
     }
     Ok(answer)
 }
@@ -337,6 +365,7 @@ impl<'a> Answer<'a> {
             uid: request.uid.clone(),
             namespace: request.namespace.clone(),
             name: request.name.clone(),
+            generate_name: GenerateName::None,
             kind,
             operation: request.operation.clone(),
             dry_run: request.dry_run,

@@ -4,7 +4,7 @@
 //! The engine runs inline: a decision takes microseconds and touches no I/O or lock (the policy
 //! set is read through an `ArcSwap`), so a `spawn_blocking` hop would cost more than it saves.
 
-use std::{future::Future, sync::Arc, task::Poll, time::Duration, time::Instant};
+use std::{borrow::Cow, future::Future, sync::Arc, task::Poll, time::Duration, time::Instant};
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -150,15 +150,6 @@ impl Webhook {
     }
 }
 
-/// Whether the log line for an answer with this outcome will be written. Untouched allows are the
-/// bulk of the traffic: debug, so that info logs stay readable.
-pub(crate) fn logs(outcome: RequestOutcome) -> bool {
-    match outcome {
-        RequestOutcome::Allowed => tracing::enabled!(tracing::Level::DEBUG),
-        _ => tracing::enabled!(tracing::Level::INFO),
-    }
-}
-
 /// The whole body. The API server's body usually arrives as one frame with the headers: that
 /// frame is the body, with no buffer list to build (as `BodyExt::collect` does) or copy. Public so
 /// that the load generator's ceiling server reads bodies exactly as cheaply.
@@ -186,6 +177,9 @@ where
     Ok(whole.unwrap_or_else(|| Bytes::from(more)))
 }
 
+/// The log line of one answer, written after the decision. Untouched allows are the bulk of the
+/// traffic: debug, so that info logs stay readable. The name of an object whose name is still to
+/// be generated is read only when the line is written.
 fn log(answer: &Answer<'_>) {
     macro_rules! event {
         ($level:expr) => {
@@ -193,7 +187,7 @@ fn log(answer: &Answer<'_>) {
                 $level,
                 uid = %answer.uid,
                 namespace = %answer.namespace,
-                name = %answer.name,
+                name = %answer.generate_name.get().unwrap_or(Cow::Borrowed(&answer.name)),
                 kind = %answer.kind,
                 operation = %answer.operation,
                 dry_run = answer.dry_run,

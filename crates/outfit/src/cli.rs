@@ -29,9 +29,6 @@ enum Command {
     Workspaces(WorkspacesArgs),
 }
 
-/// Exit status for bad input: unreadable files, invalid YAML or JSON, invalid policies.
-pub(crate) const EXIT_BAD_INPUT: u8 = 2;
-
 /// Parses the command line and runs the chosen command.
 pub(crate) fn run() -> ExitCode {
     let cli = Cli::parse();

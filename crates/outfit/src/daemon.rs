@@ -8,37 +8,12 @@ use clap::ValueEnum;
 use tracing_appender::non_blocking::WorkerGuard;
 use tracing_subscriber::EnvFilter;
 
-use crate::cli::EXIT_BAD_INPUT;
+use crate::failure::{EXIT_BAD_INPUT, Failure};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum LogFormat {
     Text,
     Json,
-}
-
-/// Why a command stopped: its message and exit status.
-#[derive(Debug)]
-pub(crate) struct Failure {
-    code: u8,
-    message: String,
-}
-
-impl Failure {
-    /// Bad input: flags, configuration, files (exit status 2).
-    pub(crate) fn bad_input(message: impl Into<String>) -> Self {
-        Self {
-            code: EXIT_BAD_INPUT,
-            message: message.into(),
-        }
-    }
-
-    /// Anything else (exit status 1).
-    pub(crate) fn other(message: impl Into<String>) -> Self {
-        Self {
-            code: 1,
-            message: message.into(),
-        }
-    }
 }
 
 /// Installs the logs, then runs what `start` returns on a multi-threaded runtime until it ends;

@@ -2,6 +2,7 @@
 
 mod cli;
 mod daemon;
+mod failure;
 mod manifests;
 mod mutate;
 mod serve;

@@ -8,7 +8,7 @@ use outfit_k8s::{
     rules::{self, Rules},
 };
 
-use crate::cli::EXIT_BAD_INPUT;
+use crate::failure::EXIT_BAD_INPUT;
 
 /// Arguments of `outfit manifests`.
 #[derive(Debug, Args)]

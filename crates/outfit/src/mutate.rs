@@ -19,7 +19,7 @@ use outfit_core::{
 };
 use serde_json::Value;
 
-use crate::cli::EXIT_BAD_INPUT;
+use crate::failure::EXIT_BAD_INPUT;
 
 /// Arguments of `outfit mutate`.
 #[derive(Debug, Args)]

@@ -10,7 +10,10 @@ use clap::Args;
 use outfit_server::{Config, Limits, Server, Timeouts, TlsSource};
 use tokio_util::sync::CancellationToken;
 
-use crate::daemon::{self, Failure, LogFormat};
+use crate::{
+    daemon::{self, LogFormat},
+    failure::Failure,
+};
 
 /// Arguments of `outfit serve`.
 #[derive(Debug, Args)]

@@ -12,7 +12,10 @@ use clap::Args;
 use outfit_workspaces::{Config, Server};
 use tokio_util::sync::CancellationToken;
 
-use crate::daemon::{self, Failure, LogFormat};
+use crate::{
+    daemon::{self, LogFormat},
+    failure::Failure,
+};
 
 /// Arguments of `outfit workspaces`.
 #[derive(Debug, Args)]

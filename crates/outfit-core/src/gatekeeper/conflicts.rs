@@ -7,8 +7,9 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::{
-    Mutator, Terminal,
+    action::Terminal,
     location::{Node, quote},
+    mutator::Mutator,
 };
 
 /// Two mutators whose locations disagree on the object's shape.

@@ -18,10 +18,10 @@
 use std::{borrow::Cow, collections::HashMap};
 
 use super::{
-    Mutator,
     matching::{ApplyTo, Kinds, Scope, Source, Subject, Wildcard},
+    mutator::Mutator,
 };
-use crate::policy_set::FastMap;
+use crate::vocab::FastMap;
 
 /// What a class of mutators agrees on.
 #[derive(PartialEq, Eq, Hash)]

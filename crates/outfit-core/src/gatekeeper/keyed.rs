@@ -24,7 +24,7 @@ use std::hash::{BuildHasher, Hash};
 use serde_json::{Map, Value};
 
 use super::location::KeyValue;
-use crate::policy_set::FastMap;
+use crate::vocab::FastMap;
 
 /// One step of a concrete path from the object's root.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

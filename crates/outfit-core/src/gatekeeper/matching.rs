@@ -7,9 +7,9 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 use crate::{
-    engine::Operation,
-    policy_set::NAMESPACE_NAME_LABEL,
     selector::{LabelSelector, Labels},
+    vocab::NAMESPACE_NAME_LABEL,
+    vocab::Operation,
 };
 
 /// The labels of a namespace no `Namespace` object was loaded for: only the one the API server

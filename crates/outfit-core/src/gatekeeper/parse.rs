@@ -8,9 +8,10 @@ use serde_json::{Map, Value};
 
 use self::fields::{apply_to, match_block, path_tests};
 use super::{
-    Action, AssignValue, MetadataField, Mutator,
+    action::{Action, AssignValue, MetadataField},
     image::ImageParams,
     location::{Location, Node},
+    mutator::Mutator,
     traverse::{Condition, Tester},
 };
 use crate::{
@@ -18,7 +19,7 @@ use crate::{
     error::{LoadWarning, PolicyError, Problem},
     fieldpath::FieldPath,
     policy_context::PolicyContext,
-    policy_set::{PolicyKind, PolicyRef},
+    vocab::{PolicyKind, PolicyRef},
 };
 
 /// Gatekeeper's limit on mutator names.

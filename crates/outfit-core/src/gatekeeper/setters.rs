@@ -4,7 +4,11 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use super::{Action, AssignValue, MetadataField, image::ImageParams, traverse::Setter};
+use super::{
+    action::{Action, AssignValue, MetadataField},
+    image::ImageParams,
+    traverse::Setter,
+};
 
 /// The object's name and namespace, which `fromMetadata` reads.
 #[derive(Debug, Clone, Copy)]

@@ -6,8 +6,8 @@ use std::{borrow::Cow, fmt};
 
 use serde_json::{Map, Value};
 
-use super::{Mutator, index::MutatorIndex, keyed::KeyedLists, matching::Subject, setters::Meta};
-use crate::{engine::Operation, policy_set::PolicyRef};
+use super::{index::MutatorIndex, keyed::KeyedLists, matching::Subject, mutator::Mutator, setters::Meta};
+use crate::{vocab::Operation, vocab::PolicyRef};
 
 /// The enabled Gatekeeper mutators, sorted, with an index ([`MutatorIndex`]) so that an object
 /// only visits mutators that may match it.

@@ -20,7 +20,7 @@ use std::{cell::OnceCell, fmt};
 
 use serde_json::{Value, value::RawValue};
 
-use super::{ISTIO_PROXY_CONTAINER, Keyed, Mount, PodDefault, Rendered};
+use super::policy::{ISTIO_PROXY_CONTAINER, Keyed, Mount, PodDefault, Rendered};
 use crate::{
     semantic,
     view::{

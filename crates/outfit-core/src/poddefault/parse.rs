@@ -2,14 +2,14 @@
 
 use serde_json::{Map, Value};
 
-use super::{ANNOTATION_PREFIX, Keyed, Mount, PodDefault, Rendered};
+use super::policy::{ANNOTATION_PREFIX, Keyed, Mount, PodDefault, Rendered};
 use crate::{
     document::Document,
     error::{LoadWarning, PolicyError, Problem},
     fieldpath::FieldPath,
     policy_context::{ObjectEntries, PolicyContext},
-    policy_set::{PolicyKind, PolicyRef},
     selector::{self, LabelSelector},
+    vocab::{PolicyKind, PolicyRef},
 };
 
 /// Every `spec` field Kubeflow's PodDefault type has.

@@ -7,7 +7,7 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{List, Members, Shape, Str};
+use super::shapes::{List, Members, Shape, Str};
 
 /// `kind`, `apiVersion`, and the parts of `metadata` and `spec` PodDefaults read.
 #[derive(Debug, Default, Deserialize)]

@@ -8,14 +8,14 @@ use serde_json::{Map, Value, json};
 
 use super::MutatorIndex;
 use crate::{
-    engine::Operation,
     gatekeeper::{
         Mutator, Mutators,
         matching::Subject,
         system::{MutationError, RunInput},
         test_support::mutator,
     },
-    policy_set::PolicyRef,
+    vocab::Operation,
+    vocab::PolicyRef,
 };
 
 const GROUPS: &[&str] = &["", "apps", "*"];

@@ -7,7 +7,6 @@ use serde_json::{Value, json};
 
 use super::KeyedLists;
 use crate::{
-    engine::Operation,
     gatekeeper::{
         Mutator, Mutators,
         setters::{self, Meta},
@@ -15,6 +14,7 @@ use crate::{
         test_support::mutator,
         traverse,
     },
+    vocab::Operation,
 };
 
 const FIELDS: &[&str] = &["a", "b", "env"];

@@ -6,14 +6,14 @@ use crate::{
     error::{PolicyError, Problem},
     fieldpath::FieldPath,
     gatekeeper::{
-        GROUP, IMAGE_VERSIONS, VERSIONS,
         location::Location,
         matching::{ApplyTo, Kinds, Match, Operations, Scope, Source, Wildcard},
+        mutator::{GROUP, IMAGE_VERSIONS, VERSIONS},
         traverse::Condition,
     },
     policy_context::PolicyContext,
-    policy_set::PolicyKind,
     selector::LabelSelector,
+    vocab::PolicyKind,
 };
 
 /// The Gatekeeper-only helpers of the parse context.

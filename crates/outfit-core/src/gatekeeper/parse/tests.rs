@@ -4,11 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::{
-    document::{Document, Origin},
-    error::Problem,
-    gatekeeper::test_support::mutator,
-};
+use crate::{document::Document, error::Problem, gatekeeper::test_support::mutator, vocab::Origin};
 
 fn apply_to() -> Value {
     json!([{"groups": [""], "versions": ["v1"], "kinds": ["Pod"]}])

@@ -5,7 +5,10 @@
 use serde_json::{Value, json, value::RawValue};
 
 use super::{NS, load, pd};
-use crate::engine::{DenialReason, Operation, Outcome, Request};
+use crate::{
+    engine::{DenialReason, Outcome, Request},
+    vocab::Operation,
+};
 
 fn apply_text(text: &str, policies: &[Value]) -> Outcome<'static> {
     let (set, report) = load(policies);

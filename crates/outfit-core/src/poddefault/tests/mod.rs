@@ -13,10 +13,12 @@ mod validation;
 use serde_json::{Value, json, value::RawValue};
 
 use crate::{
-    document::{Document, Origin},
-    engine::{Object, Operation, Outcome, Request},
+    document::Document,
+    engine::{Object, Outcome, Request},
     policy_set::{LoadReport, PolicySet},
     view::ObjectView,
+    vocab::Operation,
+    vocab::Origin,
 };
 
 pub(super) const NS: &str = "team-a";
