@@ -17,7 +17,7 @@ def strip(text):
     """Source without comments, string literals and #[cfg(test)] items."""
     text = re.sub(r"//[^\n]*", "", text)
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
-    text = re.sub(r'r#*"(?:.|\n)*?"#*', '""', text)
+    text = re.sub(r'(?<!\w)r#*"(?:.|\n)*?"#*', '""', text)
     text = re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
     out, i = [], 0
     for m in re.finditer(r"#\[cfg\(test\)\]", text):

@@ -105,3 +105,48 @@ fn yaml_output_keeps_strings_that_look_like_other_types() {
     let back = outfit_core::document::parse_stream(&yaml, "out").unwrap();
     assert_eq!(back[0].value, object);
 }
+
+#[test]
+fn mutate_explain_writes_the_explanation_to_stderr_and_leaves_stdout_as_it_was() {
+    let dir = "tests/fixtures/explain-clauses";
+    let policies = format!("{dir}/policies.yaml");
+    let input = format!("{dir}/input.yaml");
+    let plain = outfit(&["mutate", "--policies", &policies, "-f", &input], "");
+    let explained = outfit(
+        &["mutate", "--policies", &policies, "-f", &input, "--explain"],
+        "",
+    );
+    assert!(explained.status.success());
+    assert_eq!(explained.stdout, plain.stdout);
+    let expected =
+        std::fs::read_to_string(crate::support::repo_root().join(dir).join("expected-explain.txt")).unwrap();
+    assert_eq!(String::from_utf8(explained.stderr).unwrap(), expected);
+
+    let json = outfit(
+        &[
+            "mutate",
+            "--policies",
+            &policies,
+            "-f",
+            &input,
+            "--explain=json",
+            "-o",
+            "patch",
+        ],
+        "",
+    );
+    assert!(json.status.success());
+    let explanations: serde_json::Value =
+        serde_json::from_slice(&json.stderr).expect("--explain=json writes JSON");
+    assert_eq!(explanations[1]["object"], "Pod team-a/cpu-notebook");
+    assert_eq!(explanations[1]["outcome"], "mutated");
+    let gpu = &explanations[1]["policies"][0];
+    assert_eq!(gpu["policy"]["kind"], "PodDefault");
+    assert_eq!(gpu["result"], "notMatched");
+    assert_eq!(gpu["clause"]["field"], "spec.selector");
+    let priority = &explanations[1]["policies"][1];
+    assert_eq!(priority["result"], "changed");
+    assert_eq!(priority["changes"][0]["path"], "/spec/priorityClassName");
+    assert_eq!(priority["changes"][0]["after"], "workspace");
+    assert!(priority["changes"][0].get("before").is_none());
+}

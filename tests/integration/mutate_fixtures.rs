@@ -3,7 +3,8 @@
 //! A case is a directory with `policies.yaml` (or a `policies/` directory), `input.yaml`, and
 //! optionally `args` (extra arguments, one per line), `expected.yaml` (the `-o yaml` output,
 //! compared as objects; absent means no output), `expected-exit` (default 0) and
-//! `expected-stderr.txt` (lines that must each appear in stderr). `examples/*` directories with an
+//! `expected-stderr.txt` (lines that must each appear in stderr), and `expected-explain.txt` (the
+//! exact text of `outfit explain` on the same input). `examples/*` directories with an
 //! `expected.yaml` are cases too, with `pod.yaml` as input.
 
 use std::{fs, path::Path};
@@ -59,8 +60,17 @@ fn cases() -> Vec<Case> {
 }
 
 fn run(case: &Case, output: &str) -> std::process::Output {
+    command(case, "mutate", output)
+}
+
+fn explain(case: &Case, output: &str) -> std::process::Output {
+    command(case, "explain", output)
+}
+
+/// `outfit <subcommand>` on the case's policies and input.
+fn command(case: &Case, subcommand: &str, output: &str) -> std::process::Output {
     let mut args = vec![
-        "mutate",
+        subcommand,
         "--policies",
         &case.policies,
         "-f",
@@ -123,6 +133,67 @@ fn every_fixture_gives_its_expected_output() {
             case.name
         );
     }
+}
+
+/// `outfit explain` prints exactly `expected-explain.txt`, exits as `outfit mutate` does, and its
+/// JSON form says the same per policy as its text.
+#[test]
+fn explanations_are_the_expected_ones() {
+    let root = repo_root();
+    let mut explained = 0;
+    for case in &cases() {
+        let dir = root.join(&case.name);
+        let Some(expected) = read_optional(&dir, "expected-explain.txt") else {
+            continue;
+        };
+        explained += 1;
+        let expected_exit: i32 =
+            read_optional(&dir, "expected-exit").map_or(0, |s| s.trim().parse().expect("a number"));
+        let text = explain(case, "text");
+        assert_eq!(text.status.code(), Some(expected_exit), "{}", case.name);
+        let text = String::from_utf8(text.stdout).expect("utf-8");
+        assert_eq!(
+            text, expected,
+            "{}: explain differs from expected-explain.txt",
+            case.name
+        );
+
+        let json = explain(case, "json");
+        assert_eq!(json.status.code(), Some(expected_exit), "{}", case.name);
+        let json: Value = serde_json::from_slice(&json.stdout).expect("explain -o json is JSON");
+        for explanation in json.as_array().expect("an array") {
+            for decision in explanation["policies"].as_array().expect("policies") {
+                let policy = &decision["policy"];
+                let name = match policy["namespace"].as_str() {
+                    Some(namespace) => format!(
+                        "{} {namespace}/{}",
+                        policy["kind"].as_str().unwrap(),
+                        policy["name"].as_str().unwrap()
+                    ),
+                    None => format!(
+                        "{} {}",
+                        policy["kind"].as_str().unwrap(),
+                        policy["name"].as_str().unwrap()
+                    ),
+                };
+                let result = decision["result"].as_str().expect("a result");
+                let said = match result {
+                    "notMatched" => "not matched",
+                    "changed" => "changed",
+                    "unchanged" => "matched, changed nothing",
+                    "denied" => "matched, denied",
+                    "disabled" => "disabled",
+                    other => panic!("{}: unknown result {other}", case.name),
+                };
+                assert!(
+                    text.contains(&format!("  {name}: {said}")),
+                    "{}: the text does not say {name}: {said}",
+                    case.name
+                );
+            }
+        }
+    }
+    assert!(explained >= 5, "expected-explain.txt files not found");
 }
 
 /// The acceptance check for patches: `-o patch` applied to the input by the API server's own

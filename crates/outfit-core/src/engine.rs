@@ -101,7 +101,7 @@ pub struct Admission<'p> {
 }
 
 impl Admission<'_> {
-    fn unchanged() -> Self {
+    pub(crate) fn unchanged() -> Self {
         Self {
             changes: Changes::default(),
             applied: Vec::new(),
@@ -215,7 +215,7 @@ impl PolicySet {
     }
 
     /// The PodDefault step: adds its operations and the PodDefaults applied to `admission`.
-    fn apply_pod_defaults<'p>(
+    pub(crate) fn apply_pod_defaults<'p>(
         &'p self,
         request: &Request<'_>,
         admission: &mut Admission<'p>,

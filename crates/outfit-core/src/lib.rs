@@ -13,6 +13,7 @@
 pub mod document;
 pub mod engine;
 pub mod error;
+pub mod explain;
 pub mod fieldpath;
 pub mod gatekeeper;
 mod patch;

@@ -79,6 +79,8 @@ pub struct PolicySet {
     /// Policies by kind, indexed by [`PolicyKind::index`].
     counts: [usize; PolicyKind::ALL.len()],
     mutators: Mutators,
+    /// Gatekeeper mutators left out by a schema conflict, with the reason (for explanations).
+    disabled: Vec<(PolicyRef, String)>,
 }
 
 impl PolicySet {
@@ -112,6 +114,21 @@ impl PolicySet {
     /// The enabled Gatekeeper mutators, in application order.
     pub fn gatekeeper_mutators(&self) -> &Mutators {
         &self.mutators
+    }
+
+    /// Every PodDefault, by namespace and then in application order.
+    pub fn all_pod_defaults(&self) -> Vec<&PodDefault> {
+        let mut namespaces: Vec<(&String, &NamespaceDefaults)> = self.pod_defaults.iter().collect();
+        namespaces.sort_unstable_by_key(|(namespace, _)| *namespace);
+        namespaces
+            .into_iter()
+            .flat_map(|(_, index)| &index.items)
+            .collect()
+    }
+
+    /// The Gatekeeper mutators left out by a schema conflict, each with the reason.
+    pub fn disabled_mutators(&self) -> &[(PolicyRef, String)] {
+        &self.disabled
     }
 
     /// How many policies of `kind` the set holds.
@@ -160,6 +177,7 @@ pub struct PolicySetBuilder {
     mutators: Vec<Mutator>,
     namespaces: FastMap<String, Map<String, Value>>,
     seen: HashMap<PolicyRef, Origin>,
+    disabled: Vec<(PolicyRef, String)>,
     report: LoadReport,
 }
 
@@ -171,6 +189,7 @@ impl Default for PolicySetBuilder {
             mutators: Vec::new(),
             namespaces: FastMap::default(),
             seen: HashMap::new(),
+            disabled: Vec::new(),
             report: LoadReport::default(),
         }
     }
@@ -290,6 +309,7 @@ impl PolicySetBuilder {
                 namespaces: self.namespaces,
                 counts,
                 mutators,
+                disabled: self.disabled,
             },
             self.report,
         )
@@ -309,6 +329,14 @@ impl PolicySetBuilder {
             ] {
                 disabled[this] = true;
                 let (this, other) = (&mutators[this], &mutators[other]);
+                self.disabled.push((
+                    this.reference().clone(),
+                    format!(
+                        "schema conflict with {} at spec.location: {}",
+                        other.reference(),
+                        conflict.detail
+                    ),
+                ));
                 self.report.errors.push(PolicyError {
                     origin: this.origin().clone(),
                     policy: this.reference().clone(),

@@ -65,11 +65,44 @@ impl Requirement {
         }
     }
 
+    /// What the labels have for this requirement's key, in words, for explanations.
+    pub fn found<L: Labels + ?Sized>(&self, labels: Option<&L>) -> String {
+        let key = self.key();
+        match labels.and_then(|l| l.label(key)) {
+            None => format!("no label {key}"),
+            Some(None) => format!("label {key} is not a string"),
+            Some(Some(value)) => format!("{key}={value}"),
+        }
+    }
+
+    /// The label key it is about.
+    pub fn key(&self) -> &str {
+        match self {
+            Requirement::In(key, _)
+            | Requirement::NotIn(key, _)
+            | Requirement::Exists(key)
+            | Requirement::DoesNotExist(key) => key,
+        }
+    }
+
     /// A label key that must be present for this requirement to match, if any.
     fn required_key(&self) -> Option<&str> {
         match self {
             Requirement::In(key, _) | Requirement::Exists(key) => Some(key),
             Requirement::NotIn(..) | Requirement::DoesNotExist(_) => None,
+        }
+    }
+}
+
+/// apimachinery's selector syntax: `app in (a,b)`, `app notin (a)`, `app`, `!app`.
+impl std::fmt::Display for Requirement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Requirement::In(key, values) if values.len() == 1 => write!(f, "{key}={}", values[0]),
+            Requirement::In(key, values) => write!(f, "{key} in ({})", values.join(",")),
+            Requirement::NotIn(key, values) => write!(f, "{key} notin ({})", values.join(",")),
+            Requirement::Exists(key) => f.write_str(key),
+            Requirement::DoesNotExist(key) => write!(f, "!{key}"),
         }
     }
 }
@@ -82,6 +115,11 @@ pub struct LabelSelector {
 }
 
 impl LabelSelector {
+    /// The selector that matches everything.
+    pub const EMPTY: LabelSelector = LabelSelector {
+        requirements: Vec::new(),
+    };
+
     /// Compiles a `metav1.LabelSelector` given as raw JSON. `null` or absent means empty.
     ///
     /// Errors say which part is wrong: `matchLabels.team: ...` or `matchExpressions[1].operator: ...`.
@@ -127,6 +165,11 @@ impl LabelSelector {
     /// Whether labels (a raw `metadata.labels` map, possibly absent) satisfy every requirement.
     pub fn matches<L: Labels + ?Sized>(&self, labels: Option<&L>) -> bool {
         self.requirements.iter().all(|r| r.matches(labels))
+    }
+
+    /// The first requirement the labels do not meet (`None`: the selector matches).
+    pub fn unmet<L: Labels + ?Sized>(&self, labels: Option<&L>) -> Option<&Requirement> {
+        self.requirements.iter().find(|r| !r.matches(labels))
     }
 
     /// Whether this selector matches every object.

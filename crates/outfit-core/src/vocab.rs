@@ -28,6 +28,16 @@ pub enum Operation {
 }
 
 impl Operation {
+    /// The wire form (`CREATE`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Create => "CREATE",
+            Self::Update => "UPDATE",
+            Self::Delete => "DELETE",
+            Self::Connect => "CONNECT",
+        }
+    }
+
     /// Parses the wire form (`CREATE`, ...).
     pub fn parse(operation: &str) -> Option<Self> {
         match operation {
@@ -41,7 +51,7 @@ impl Operation {
 }
 
 /// The kinds of policy outfit reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub enum PolicyKind {
     /// Kubeflow `PodDefault` (`kubeflow.org/v1alpha1`).
     PodDefault,
@@ -90,11 +100,12 @@ impl fmt::Display for PolicyKind {
 }
 
 /// A policy's identity: kind, namespace (for namespaced kinds) and name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub struct PolicyRef {
     /// The kind.
     pub kind: PolicyKind,
     /// The namespace, for namespaced kinds.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     /// The name.
     pub name: String,

@@ -25,7 +25,10 @@ use anyhow::Result;
 use bytes::Bytes;
 use tokio::sync::watch;
 
-use crate::{Client, Sender, connect, join_bounded, report::Phase, send};
+use crate::{
+    client::{Client, Sender, connect, join_bounded, send},
+    phase::Phase,
+};
 
 /// The warm-up before the measured cycles, cycling through the configurations like them.
 const WARMUP: Duration = Duration::from_secs(1);

@@ -32,9 +32,12 @@
 //! latency, not its work (the client's threads sleep while a slower server computes, and must be
 //! woken for every answer); BENCHMARKS.md shows both.
 
+mod args;
+mod client;
 mod interleave;
-
+mod phase;
 mod report;
+mod target;
 
 use std::{
     net::SocketAddr,
@@ -46,87 +49,30 @@ use std::{
 use anyhow::Result;
 use bytes::Bytes;
 use clap::Parser;
-use http_body_util::{BodyExt, Full};
-use hyper::{Request, Response, body::Incoming, client::conn::http1};
-use hyper_util::rt::TokioIo;
+use http_body_util::Full;
+use hyper::{Request, Response, body::Incoming};
 use outfit_server::{
     CertStore, Config, SelfSigned, Server, TlsSource,
     accept::{self, Handler, Timeouts},
 };
 use rustls::{ClientConfig, RootCertStore};
-use rustls_pki_types::{CertificateDer, ServerName, pem::PemObject};
-use tokio::{
-    net::{TcpListener, TcpStream},
-    runtime::Runtime,
-    task::JoinHandle,
-};
-use tokio_rustls::TlsConnector;
+use rustls_pki_types::{CertificateDer, pem::PemObject};
+use tokio::{net::TcpListener, runtime::Runtime, task::JoinHandle};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use outfit_loadgen::mix;
 
-use crate::{interleave::Interleaved, report::Phase};
+use crate::{
+    args::Args,
+    client::{Client, connect, join_bounded, send},
+    interleave::Interleaved,
+    phase::Phase,
+    target::Target,
+};
 
 // The same allocator as the `outfit` binary, so the in-process server is the one that ships.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// How long client tasks may take to finish their last request once a phase has ended.
-const JOIN_GRACE: Duration = Duration::from_secs(15);
-
-#[derive(Debug, Parser)]
-#[command(about = "Benchmark outfit serve against a fixed-response TLS server")]
-struct Args {
-    /// Concurrent keep-alive connections to each server (one request in flight on each).
-    #[arg(long, default_value_t = 32)]
-    connections: usize,
-    /// Seconds of active time per closed-loop configuration (the interleaved measurement lasts
-    /// three times that, after a 1 s warm-up), and of the open-loop phase (after a quarter of that).
-    #[arg(long, default_value_t = 8.0)]
-    seconds: f64,
-    /// Length of one slice of the interleaved closed-loop measurement, in milliseconds.
-    #[arg(long, default_value_t = 100)]
-    slice_ms: u64,
-    /// Give servers and client a 2-worker runtime each (4 threads on 2 cores) instead of sharing one.
-    #[arg(long)]
-    two_runtimes: bool,
-    /// Log as `outfit serve` does by default (`info`: a text line per mutation or denial, written
-    /// by a background thread), to /dev/null. Without it, the servers log nothing.
-    #[arg(long)]
-    logs: bool,
-    /// Policies in the large configuration.
-    #[arg(long, default_value_t = 1000)]
-    policies: usize,
-    /// Namespaces the policies are spread over.
-    #[arg(long, default_value_t = 50)]
-    namespaces: usize,
-    /// Upper bound on requests per configuration in the closed-loop measurement, and on measured
-    /// requests in the open-loop phase.
-    #[arg(long, default_value_t = 5_000_000)]
-    max_requests: u64,
-}
-
-/// A closed-loop configuration: its name in the table, its short name and its server.
-struct Target {
-    name: String,
-    short: String,
-    addr: SocketAddr,
-}
-
-impl Target {
-    fn new(name: &str, short: &str, addr: SocketAddr) -> Self {
-        let (name, short) = (name.to_owned(), short.to_owned());
-        Self { name, short, addr }
-    }
-}
-
-/// What every client phase needs.
-struct Client<'a> {
-    rt: &'a Runtime,
-    config: Arc<ClientConfig>,
-    bodies: Arc<Vec<Bytes>>,
-    args: &'a Args,
-}
 
 /// The ceiling: same accept loop, TLS and HTTP stack; reads the body, answers a fixed allow.
 #[derive(Clone)]
@@ -338,32 +284,6 @@ fn client_config(ca: &Path) -> Result<Arc<ClientConfig>> {
     Ok(Arc::new(config))
 }
 
-type Sender = http1::SendRequest<Full<Bytes>>;
-
-async fn connect(addr: SocketAddr, config: &Arc<ClientConfig>) -> Result<Sender> {
-    let tcp = TcpStream::connect(addr).await?;
-    tcp.set_nodelay(true)?;
-    let tls = TlsConnector::from(config.clone())
-        .connect(ServerName::try_from("localhost")?, tcp)
-        .await?;
-    let (sender, connection) = http1::handshake(TokioIo::new(tls)).await?;
-    tokio::spawn(connection);
-    Ok(sender)
-}
-
-async fn send(sender: &mut Sender, body: &Bytes) -> Result<()> {
-    sender.ready().await?;
-    let request = Request::post("/mutate?timeout=10s")
-        .header("host", "localhost")
-        .header("content-type", "application/json")
-        .body(Full::new(body.clone()))?;
-    let response = sender.send_request(request).await?;
-    let status = response.status();
-    let _ = response.into_body().collect().await?;
-    anyhow::ensure!(status == hyper::StatusCode::OK, "status {status}");
-    Ok(())
-}
-
 /// Requests at a fixed total rate, spread over the connections; latency from the actual send.
 async fn open_loop(client: &Client<'_>, addr: SocketAddr, rate: f64, measure: Duration) -> Result<Phase> {
     let (config, bodies, args) = (&client.config, &client.bodies, client.args);
@@ -420,22 +340,4 @@ async fn collect(tasks: Vec<JoinHandle<(Vec<u64>, u64)>>, measure: Duration) -> 
         latencies,
         errors,
     })
-}
-
-/// Waits for client tasks that have been told to stop, for at most [`JOIN_GRACE`] in all: a
-/// request that never gets an answer must not keep the run alive.
-async fn join_bounded<T>(tasks: Vec<JoinHandle<T>>) -> Result<Vec<T>> {
-    let all = async {
-        let mut out = Vec::with_capacity(tasks.len());
-        for task in tasks {
-            out.push(task.await?);
-        }
-        Ok::<_, tokio::task::JoinError>(out)
-    };
-    match tokio::time::timeout(JOIN_GRACE, all).await {
-        Ok(joined) => Ok(joined?),
-        Err(_) => {
-            anyhow::bail!("client connections still waiting for an answer {JOIN_GRACE:?} after the end")
-        }
-    }
 }

@@ -3,33 +3,7 @@
 
 use std::time::Duration;
 
-use crate::{Target, interleave::Interleaved};
-
-/// Completed requests of one configuration over its measured time; latencies in ns, sorted.
-#[derive(Default)]
-pub(crate) struct Phase {
-    pub(crate) requests: u64,
-    pub(crate) elapsed: Duration,
-    pub(crate) latencies: Vec<u64>,
-    pub(crate) errors: u64,
-}
-
-impl Phase {
-    pub(crate) fn throughput(&self) -> f64 {
-        if self.elapsed.is_zero() {
-            return 0.0;
-        }
-        self.requests as f64 / self.elapsed.as_secs_f64()
-    }
-
-    fn percentile(&self, p: f64) -> Duration {
-        if self.latencies.is_empty() {
-            return Duration::ZERO;
-        }
-        let rank = ((p / 100.0) * self.latencies.len() as f64).ceil() as usize;
-        Duration::from_nanos(self.latencies[rank.clamp(1, self.latencies.len()) - 1])
-    }
-}
+use crate::{interleave::Interleaved, phase::Phase, target::Target};
 
 /// Prints the closed-loop table and figures, then the open-loop row; fails if any request failed.
 pub(crate) fn print(

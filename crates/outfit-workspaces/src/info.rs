@@ -7,7 +7,11 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 
-use crate::{config::Config, culling, keys, manifest, objects, report};
+use crate::{
+    config::Config,
+    culling, keys, manifest, objects,
+    report::types::{Report, Status},
+};
 
 /// One pod as the frontend reads it. Every field is always present; `tokens` and `k8s_pod_info`
 /// may be `null`, as in deic-dk.
@@ -122,7 +126,7 @@ pub struct Workspace {
     /// The manifest's name.
     pub manifest: String,
     /// Where it stands.
-    pub status: report::Status,
+    pub status: Status,
     /// Where a start stands; `None` once it is done.
     pub phase: Option<&'static str>,
     /// What is happening, or why it failed.
@@ -146,7 +150,7 @@ pub struct Workspace {
 }
 
 /// `pod` as the native API shows it at `now`, with its progress `report`.
-pub fn workspace(pod: &Pod, report: &report::Report, config: &Config, now: Timestamp) -> Workspace {
+pub fn workspace(pod: &Pod, report: &Report, config: &Config, now: Timestamp) -> Workspace {
     let info = pod_info(pod, config, now);
     let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
     let age = created.map_or_else(String::new, |t| {

@@ -4,10 +4,11 @@
 //!
 //! The pure part, read bottom-up: [`keys`] (labels and annotations), [`user`], [`duration`],
 //! [`cidr`], [`quantity`] (CPU and memory amounts), [`names`], [`limits`] (per-user limits),
-//! [`isolation`] (pod defaults and NetworkPolicy), [`config`], [`manifest`] (the pod a create
-//! makes), [`objects`] (its storage, Services and Ingress), [`info`] (what `get_pods` answers), [`progress`] (where a
-//! start stands), [`report`] (a start's or delete's steps, as the progress stream sends them),
-//! [`culling`] (when a workspace's time is up).
+//! [`isolation`] (pod defaults and NetworkPolicy; its settings at the bottom, the policy itself
+//! above [`objects`]), [`config`], [`manifest`] (the pod a create makes), [`objects`] (its storage,
+//! Services and Ingress), [`info`] (what `get_pods` answers), [`progress`] (where a start stands),
+//! [`report`] (a start's or delete's steps, as the progress stream sends them), [`culling`] (when a
+//! workspace's time is up).
 //!
 //! The part that talks: [`fetch`] (manifests), [`catalogue`] (what the native API offers),
 //! [`cluster`] (the API server's calls), [`cache`] (the watches), [`auth`] (who calls the native

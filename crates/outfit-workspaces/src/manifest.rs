@@ -116,7 +116,7 @@ pub fn prepare(
         spec.restart_policy = Some(config.default_restart_policy.clone());
     }
     apply_local_registry(spec, config);
-    crate::isolation::apply_pod_defaults(spec);
+    crate::isolation::settings::apply_pod_defaults(spec);
     let needs_user_storage = check_volumes(spec)?;
     ingress_port(&pod)?;
     token_keys(&pod)?;

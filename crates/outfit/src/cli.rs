@@ -4,7 +4,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::{manifests::ManifestsArgs, mutate::MutateArgs, serve::ServeArgs, workspaces::WorkspacesArgs};
+use crate::{
+    explain::ExplainArgs, manifests::ManifestsArgs, mutate::MutateArgs, serve::ServeArgs,
+    workspaces::WorkspacesArgs,
+};
 
 /// outfit applies mutation policies (Kubeflow PodDefault, Gatekeeper mutators) to Kubernetes
 /// objects: offline with `mutate`, or as an admission webhook.
@@ -19,6 +22,9 @@ struct Cli {
 enum Command {
     /// Apply policies to manifests on disk and print the result, as the webhook would mutate them.
     Mutate(MutateArgs),
+    /// Explain, per object and per policy, whether it matched (and the clause that decided it),
+    /// what it changed, or why it changed nothing.
+    Explain(ExplainArgs),
     /// Print what a cluster needs to run outfit (CRDs, RBAC, Deployment, Service, webhook
     /// configuration), ready for `kubectl apply -f -`.
     Manifests(ManifestsArgs),
@@ -34,6 +40,7 @@ pub(crate) fn run() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Mutate(args) => crate::mutate::run(&args),
+        Command::Explain(args) => crate::explain::run(&args),
         Command::Manifests(args) => crate::manifests::run(&args),
         Command::Serve(args) => crate::serve::run(&args),
         Command::Workspaces(args) => crate::workspaces::run(&args),

@@ -2,7 +2,9 @@
 
 mod cli;
 mod daemon;
+mod explain;
 mod failure;
+mod inputs;
 mod manifests;
 mod mutate;
 mod serve;

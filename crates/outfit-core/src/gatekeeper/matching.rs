@@ -14,7 +14,7 @@ use crate::{
 
 /// The labels of a namespace no `Namespace` object was loaded for: only the one the API server
 /// sets on every namespace, `kubernetes.io/metadata.name`, with its name.
-struct NamespaceName<'a>(&'a str);
+pub(super) struct NamespaceName<'a>(pub(super) &'a str);
 
 impl Labels for NamespaceName<'_> {
     fn label(&self, key: &str) -> Option<Option<Cow<'_, str>>> {
@@ -98,7 +98,7 @@ impl<'a> Subject<'a> {
         })
     }
 
-    fn is_namespace(&self) -> bool {
+    pub(super) fn is_namespace(&self) -> bool {
         self.group.is_empty() && self.kind == "Namespace"
     }
 
@@ -112,7 +112,7 @@ impl<'a> Subject<'a> {
         }
     }
 
-    fn metadata_str(&self, field: &str) -> &'a str {
+    pub(super) fn metadata_str(&self, field: &str) -> &'a str {
         let object: &'a Value = self.object;
         object
             .get("metadata")
@@ -126,7 +126,7 @@ impl<'a> Subject<'a> {
         self.metadata_str("name")
     }
 
-    fn labels(&self) -> Option<&'a Map<String, Value>> {
+    pub(super) fn labels(&self) -> Option<&'a Map<String, Value>> {
         let object: &'a Value = self.object;
         object
             .get("metadata")
@@ -330,7 +330,7 @@ impl Match {
             && self.source != Source::Generated
     }
 
-    fn scope_matches(&self, subject: &Subject<'_>) -> bool {
+    pub(super) fn scope_matches(&self, subject: &Subject<'_>) -> bool {
         let cluster = subject.is_namespace() || subject.namespace.is_none();
         match self.scope {
             Scope::All => true,
@@ -341,7 +341,7 @@ impl Match {
 
     /// `namespaces` and `excludedNamespaces`: a Namespace is compared by its own name, and
     /// cluster-scoped objects are neither included nor excluded.
-    fn namespaces_match(&self, subject: &Subject<'_>) -> bool {
+    pub(super) fn namespaces_match(&self, subject: &Subject<'_>) -> bool {
         let Some(namespace) = subject.namespace_key() else {
             return true;
         };
@@ -349,7 +349,7 @@ impl Match {
             && !self.excluded_namespaces.iter().any(|w| w.matches(namespace))
     }
 
-    fn namespace_selector_matches<'n>(
+    pub(super) fn namespace_selector_matches<'n>(
         &self,
         subject: &Subject<'_>,
         namespace_labels: &dyn Fn(&str) -> Option<&'n Map<String, Value>>,
@@ -369,7 +369,7 @@ impl Match {
         }
     }
 
-    fn name_matches(&self, subject: &Subject<'_>) -> bool {
+    pub(super) fn name_matches(&self, subject: &Subject<'_>) -> bool {
         let Some(pattern) = &self.name else {
             return true;
         };

@@ -8,6 +8,7 @@
 
 mod action;
 pub mod conflicts;
+mod explain;
 pub mod image;
 mod index;
 mod keyed;

@@ -17,7 +17,7 @@ use prometheus_client::{
     metrics::{MetricType, TypedMetric},
 };
 
-use super::RequestOutcome;
+use super::outcome::RequestOutcome;
 
 /// Upper bounds of the latency buckets, in microseconds: 25 µs to 2.5 s.
 const BUCKETS_MICROS: [u64; 16] = [

@@ -5,6 +5,7 @@
 
 mod admission;
 mod connections;
+mod outcome;
 
 use std::{sync::Arc, time::Duration};
 
@@ -15,59 +16,11 @@ use prometheus_client::{
     registry::Registry,
 };
 
+pub use self::outcome::RequestOutcome;
 use self::{
     admission::{AdmissionCells, InFlight, Latency, Requests},
     connections::{Cap, Connections, Figure},
 };
-
-/// How an admission request ended, the `outcome` label of `outfit_admission_requests_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RequestOutcome {
-    /// Allowed without a patch.
-    Allowed,
-    /// Allowed with a patch.
-    Mutated,
-    /// Denied (`allowed: false`).
-    Denied,
-    /// HTTP 400: not JSON, or not an `admission.k8s.io/v1` AdmissionReview.
-    BadRequest,
-    /// HTTP 413: the body is over the limit.
-    TooLarge,
-    /// HTTP 408: the body did not arrive in time.
-    Timeout,
-    /// HTTP 404 or 405: another path or method.
-    NotFound,
-}
-
-impl RequestOutcome {
-    const ALL: [RequestOutcome; 7] = [
-        Self::Allowed,
-        Self::Mutated,
-        Self::Denied,
-        Self::BadRequest,
-        Self::TooLarge,
-        Self::Timeout,
-        Self::NotFound,
-    ];
-
-    /// Its position in [`RequestOutcome::ALL`].
-    fn index(self) -> usize {
-        self as usize
-    }
-
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Allowed => "allowed",
-            Self::Mutated => "mutated",
-            Self::Denied => "denied",
-            Self::BadRequest => "bad_request",
-            Self::TooLarge => "too_large",
-            Self::Timeout => "timeout",
-            Self::NotFound => "not_found",
-        }
-    }
-}
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabels {

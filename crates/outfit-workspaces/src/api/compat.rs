@@ -9,7 +9,11 @@ use hyper::{Method, Request, StatusCode, body::Incoming, header};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Answer, Api, Body, SYNC_WAIT, canonical, constant_time_eq, parse, read_body};
+use super::{
+    answer::{Answer, Body},
+    connection::Api,
+    request::{SYNC_WAIT, canonical, constant_time_eq, parse, read_body},
+};
 use crate::backend::{CreateRequest, RequestError};
 
 /// The endpoints, each with the method it takes.

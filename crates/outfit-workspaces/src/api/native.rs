@@ -7,7 +7,12 @@ use hyper::{Method, Request, StatusCode, body::Incoming};
 use serde::Serialize;
 use serde_json::json;
 
-use super::{Answer, Api, Body, SYNC_WAIT, parse, read_body, sse};
+use super::{
+    answer::{Answer, Body},
+    connection::Api,
+    request::{SYNC_WAIT, canonical, parse, read_body},
+    sse,
+};
 use crate::{
     auth::{AuthError, Identity},
     backend::{Launch, RequestError},
@@ -153,7 +158,7 @@ impl Api {
             };
             return (name, answer);
         }
-        let peer = super::canonical(self.peer.ip());
+        let peer = canonical(self.peer.ip());
         let identity = match self.auth.authenticate(request.headers(), peer).await {
             Ok(identity) => identity,
             Err(error) => {

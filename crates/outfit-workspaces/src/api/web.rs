@@ -3,7 +3,7 @@
 
 use hyper::StatusCode;
 
-use super::{Answer, Body};
+use super::answer::{Answer, Body};
 
 const INDEX: &str = include_str!("../web/index.html");
 const SCRIPT: &str = include_str!("../web/app.js");

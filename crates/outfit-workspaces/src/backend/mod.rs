@@ -7,180 +7,35 @@ use std::{net::IpAddr, sync::Arc, time::Duration};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use serde::Deserialize;
 use tokio::time::Instant;
 
 mod native;
 mod storage;
+mod types;
 
-pub use self::native::Launch;
+pub use self::{
+    native::Launch,
+    types::{Backend, CreateOutcome, CreateRequest, Created, RequestError},
+};
 
+use self::types::{Deletion, Turns};
 use crate::{
     cache::{Cache, OWN_WRITE_VISIBLE},
     catalogue::Catalogue,
     cluster::{Cluster, ClusterError},
     config::Config,
-    fetch::{FetchError, Fetcher},
+    fetch::Fetcher,
     info::{self, PodInfo},
     lifecycle, limits, manifest,
-    manifest::{ManifestError, Requester, Settings},
+    manifest::{Requester, Settings},
     names,
-    progress::Phase,
     report::Status,
-    user::{InvalidUserId, UserId},
+    user::UserId,
 };
-
-/// Why a request could not be done. Each says what was wrong; the API answers it with the
-/// endpoint's compatible field and an `error` message.
-#[derive(Debug, thiserror::Error)]
-pub enum RequestError {
-    /// The user id breaks deic-dk's rule.
-    #[error(transparent)]
-    User(#[from] InvalidUserId),
-    /// The manifest could not be fetched.
-    #[error(transparent)]
-    Fetch(#[from] FetchError),
-    /// The manifest can't be launched.
-    #[error(transparent)]
-    Manifest(#[from] ManifestError),
-    /// Every name the create may use is taken.
-    #[error("the user already has pods named {first} and {last} and every number between")]
-    NamesTaken {
-        /// The first name tried.
-        first: String,
-        /// The last name tried.
-        last: String,
-    },
-    /// The user has no pod of that name.
-    #[error("user {user} has no pod named {pod:?}")]
-    NoSuchPod {
-        /// The user.
-        user: String,
-        /// The name asked for.
-        pod: String,
-    },
-    /// The pod is already being deleted.
-    #[error("pod {0:?} is already being deleted")]
-    AlreadyDeleting(String),
-    /// The user's storage can't be made ready.
-    #[error("storage: {0}")]
-    Storage(String),
-    /// The API server refused or failed.
-    #[error(transparent)]
-    Cluster(#[from] ClusterError),
-    /// `get_podip_owner` was asked about something that is not a pod address.
-    #[error("{0}")]
-    BadAddress(String),
-    /// A manifest annotation of outfit's has a value it can't use.
-    #[error("{0}")]
-    Annotation(String),
-    /// The catalogue has no such entry.
-    #[error("the catalogue has no manifest {0:?}")]
-    UnknownManifest(String),
-    /// The caller may not do this.
-    #[error("{0}")]
-    Forbidden(String),
-    /// The create would pass one of the user's limits.
-    #[error(transparent)]
-    Limit(#[from] limits::LimitExceeded),
-}
-
-impl RequestError {
-    /// The phase a failed create stopped in; `None` when the request itself was wrong.
-    pub fn phase(&self) -> Option<Phase> {
-        match self {
-            Self::User(_)
-            | Self::BadAddress(_)
-            | Self::NoSuchPod { .. }
-            | Self::AlreadyDeleting(_)
-            | Self::UnknownManifest(_)
-            | Self::Forbidden(_)
-            | Self::Limit(_) => None,
-            Self::Fetch(_) | Self::Manifest(_) | Self::Annotation(_) => Some(Phase::Fetch),
-            Self::Storage(_) => Some(Phase::Storage),
-            Self::NamesTaken { .. } | Self::Cluster(_) => Some(Phase::Admission),
-        }
-    }
-}
-
-/// `create_pod`'s request.
-#[derive(Debug, Clone, Deserialize)]
-pub struct CreateRequest {
-    /// The manifest's URL.
-    pub yaml_url: String,
-    /// The user.
-    pub user_id: String,
-    /// Container name → env var → value.
-    #[serde(default)]
-    pub settings: Option<Settings>,
-}
-
-/// What a create answers.
-#[derive(Debug, Clone)]
-pub struct Created {
-    /// The pod's name.
-    pub pod_name: String,
-    /// Settings that were not applied, and the like.
-    pub warnings: Vec<String>,
-    /// The pod as the API server stored it (the cache may not show it yet).
-    pub pod: Pod,
-}
-
-/// `watch_create_pod`'s answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CreateOutcome {
-    /// Whether the pod is ready with its Services and tokens.
-    pub ready: bool,
-    /// Why not, when the create failed or timed out (never about another user's pod).
-    pub reason: Option<String>,
-}
-
-/// The backend.
-#[derive(Clone)]
-pub struct Backend {
-    config: Arc<Config>,
-    cluster: Cluster,
-    cache: Cache,
-    fetcher: Fetcher,
-    catalogue: Catalogue,
-    turns: Turns,
-}
-
-impl std::fmt::Debug for Backend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Backend").finish_non_exhaustive()
-    }
-}
-
-/// One lock per user: a user's creates take turns.
-#[derive(Clone, Default)]
-struct Turns(Arc<std::sync::Mutex<std::collections::HashMap<UserId, Arc<tokio::sync::Mutex<()>>>>>);
-
-impl Turns {
-    async fn take(&self, user: &UserId) -> tokio::sync::OwnedMutexGuard<()> {
-        let lock = {
-            let mut turns = self.0.lock().expect("turns");
-            // Forget users no create holds, so the map does not grow with every user ever seen.
-            turns.retain(|_, lock| Arc::strong_count(lock) > 1);
-            turns.entry(user.clone()).or_default().clone()
-        };
-        lock.lock_owned().await
-    }
-}
 
 /// How long a create's mark keeps the storage sweep off the user's storage: enough for the
 /// moments between making the storage and creating the pod, whatever the API server's pace.
 const STORAGE_WANTED: Duration = Duration::from_secs(30);
-/// What a delete found.
-enum Deletion {
-    /// No pod of the name that the caller may delete.
-    None,
-    /// The pod was already being deleted.
-    Already(Arc<Pod>),
-    /// Its delete was asked for.
-    Requested(Arc<Pod>),
-}
-
 /// How often the delete of a failed create's pod is tried while the API server is away.
 const UNDO_RETRY: Duration = Duration::from_secs(2);
 

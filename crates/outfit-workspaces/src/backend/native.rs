@@ -9,7 +9,7 @@ use kube::ResourceExt;
 use serde::Deserialize;
 use tokio::sync::watch;
 
-use super::{Backend, Created, Deletion, RequestError};
+use super::types::{Backend, Created, Deletion, RequestError};
 use crate::{
     auth::Identity,
     catalogue::{self, Item},

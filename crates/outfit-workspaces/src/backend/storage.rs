@@ -6,7 +6,7 @@ use std::time::Duration;
 use kube::ResourceExt;
 use tokio::time::Instant;
 
-use super::{Backend, RequestError};
+use super::types::{Backend, RequestError};
 use crate::{cluster::ClusterError, names, objects, user::UserId};
 
 /// How one try at the user's storage ended.

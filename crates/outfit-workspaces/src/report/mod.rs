@@ -3,134 +3,20 @@
 //! state, when it finished and what the cluster said, read from the pod, its storage claim and the
 //! Events about it. Pure: the stream and the long polls read the cache and ask here.
 
+mod events;
 mod steps;
-
-use self::steps::{create_steps, delete_steps};
+pub(crate) mod types;
 
 use std::sync::Arc;
 
-use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
-use serde::Serialize;
 
-use crate::{info, keys::REPORTER, progress::failure};
-
-/// Where a workspace stands as a whole.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    /// Its start has not finished.
-    Creating,
-    /// It is ready with its Services and tokens.
-    Ready,
-    /// Its start failed (it is being removed).
-    Failed,
-    /// It is being deleted.
-    Deleting,
-    /// It is gone.
-    Deleted,
-}
-
-impl Status {
-    /// Whether nothing more will happen: the stream ends here.
-    pub fn is_final(self) -> bool {
-        matches!(self, Self::Ready | Self::Failed | Self::Deleted)
-    }
-
-    /// The name used in answers and as the final event's name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Creating => "creating",
-            Self::Ready => "ready",
-            Self::Failed => "failed",
-            Self::Deleting => "deleting",
-            Self::Deleted => "deleted",
-        }
-    }
-}
-
-/// Where one step stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum StepState {
-    /// Not started: an earlier step is not done.
-    Pending,
-    /// Under way.
-    Active,
-    /// Finished.
-    Done,
-    /// The start failed here.
-    Failed,
-    /// Not needed for this workspace (no storage, say).
-    Skipped,
-}
-
-/// One step of a start or a delete.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Step {
-    /// The step's name.
-    pub name: &'static str,
-    /// Where it stands.
-    pub state: StepState,
-    /// What the cluster says about it; "" when nothing.
-    pub message: String,
-    /// When it finished, when the cluster says.
-    pub at: Option<Timestamp>,
-}
-
-/// A workspace's progress.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Report {
-    /// The workspace (pod) name.
-    pub workspace: String,
-    /// Where it stands as a whole.
-    pub status: Status,
-    /// How far, 0 to 100.
-    pub percent: u8,
-    /// The first step not finished; `None` once everything is.
-    pub phase: Option<&'static str>,
-    /// What is happening now, or why it failed.
-    pub message: String,
-    /// Every step, in order.
-    pub steps: Vec<Step>,
-    /// The last Warning Event about the pod from the cluster (not from the backend).
-    pub warning: Option<String>,
-}
-
-/// When an Event last happened.
-pub fn event_time(event: &Event) -> Option<Timestamp> {
-    event
-        .last_timestamp
-        .as_ref()
-        .map(|t| t.0)
-        .or(event.event_time.as_ref().map(|t| t.0))
-        .or(event.metadata.creation_timestamp.as_ref().map(|t| t.0))
-}
-
-/// The last Warning Event from the cluster among `events`, as "Reason: message".
-pub fn last_warning(events: &[Arc<Event>]) -> Option<String> {
-    events
-        .iter()
-        .filter(|e| e.type_.as_deref() == Some("Warning"))
-        .filter(|e| e.reporting_component.as_deref() != Some(REPORTER))
-        .max_by_key(|e| event_time(e))
-        .map(|e| {
-            format!(
-                "{}: {}",
-                e.reason.as_deref().unwrap_or_default(),
-                e.message.as_deref().unwrap_or_default()
-            )
-        })
-}
-
-/// The latest Event among `events` with one of `reasons`.
-fn latest<'a>(events: &'a [Arc<Event>], reasons: &[&str]) -> Option<&'a Event> {
-    events
-        .iter()
-        .filter(|e| e.reason.as_deref().is_some_and(|r| reasons.contains(&r)))
-        .max_by_key(|e| event_time(e))
-        .map(AsRef::as_ref)
-}
+use self::steps::{create_steps, delete_steps};
+pub use self::{
+    events::{event_time, last_warning},
+    types::{Report, Status, Step, StepState},
+};
+use crate::{info, progress::failure};
 
 /// The progress of `pod` (called `name`), with its storage `claim` (when it mounts one) and the
 /// Events about it. `None` for `pod` means it is gone: `deleted`.

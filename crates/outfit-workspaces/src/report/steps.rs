@@ -6,7 +6,10 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ContainerStatus, Event, PersistentVolumeClaim, Pod, PodCondition};
 
-use super::{Step, StepState, event_time, latest};
+use super::{
+    events::{event_time, latest},
+    types::{Step, StepState},
+};
 use crate::{
     keys,
     progress::{self, storage_claim_of},

@@ -1,14 +1,13 @@
-//! Isolation by default: what keeps one user's workspace away from the cluster and from other
-//! users' workspaces. The pod gets no Service environment and no ServiceAccount token unless
-//! its manifest asks, and a NetworkPolicy lets in only the ingress controller, the backend and
-//! (for ssh) the NodePort, and lets out DNS and the internet but not the internal ranges, save
-//! the user's own silo.
+//! The NetworkPolicy of each workspace pod: in from the ingress controller, the backend and (for
+//! ssh) anywhere on port 22; out to DNS and the internet but not the internal ranges, save the
+//! user's own silo. It reads the pod as [`manifest`] made it and names itself as [`objects`] names
+//! a pod's objects, so it sits above them; what it is configured with is in [`super::settings`].
 
 use std::{collections::BTreeMap, net::IpAddr};
 
 use k8s_openapi::{
     api::{
-        core::v1::{Pod, PodSpec},
+        core::v1::Pod,
         networking::v1::{
             IPBlock, NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyIngressRule, NetworkPolicyPeer,
             NetworkPolicyPort, NetworkPolicySpec,
@@ -20,6 +19,7 @@ use k8s_openapi::{
     },
 };
 
+use super::settings::NetworkIsolation;
 use crate::{cidr::Cidr, config::data_network_address, install, keys, manifest, names, objects};
 
 /// The label every namespace carries with its own name (set by the API server since 1.21).
@@ -28,30 +28,6 @@ const LABEL_NAMESPACE_NAME: &str = "kubernetes.io/metadata.name";
 const LABEL_APP_NAME: &str = "app.kubernetes.io/name";
 /// Where the cluster's DNS runs.
 const DNS_NAMESPACE: &str = "kube-system";
-
-/// How workspace pods are fenced in (`networkPolicy` and the keys after it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NetworkIsolation {
-    /// Whether each pod gets a NetworkPolicy. The caller checks it; [`network_policy`] does not.
-    pub enabled: bool,
-    /// The namespaces whose pods may reach a workspace: the ingress controller's.
-    pub ingress_namespaces: Vec<String>,
-    /// The namespace the backend runs in; its pods may reach a workspace.
-    pub backend_namespace: String,
-    /// Where a workspace may not connect: the cluster's and the site's internal ranges.
-    pub denied_egress_cidrs: Vec<Cidr>,
-    /// Where it may connect even inside the denied ranges.
-    pub allowed_egress_cidrs: Vec<Cidr>,
-}
-
-/// Turns off what a pod gets by default and a workspace has no use for, where the manifest does
-/// not say otherwise: the environment variables of every Service in the namespace (a map of the
-/// other users' workspaces) and the ServiceAccount token (an API credential in a pod the user
-/// controls). An explicit value in the manifest wins.
-pub fn apply_pod_defaults(spec: &mut PodSpec) {
-    spec.enable_service_links.get_or_insert(false);
-    spec.automount_service_account_token.get_or_insert(false);
-}
 
 /// The NetworkPolicy of `pod`: `<pod>-isolation`, owned by `owner` so that the garbage collector
 /// removes it with the pod, selecting that pod alone.
@@ -219,7 +195,7 @@ fn match_labels<const N: usize>(labels: [(&str, &str); N]) -> LabelSelector {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::core::v1::{Container, ContainerPort};
+    use k8s_openapi::api::core::v1::{Container, ContainerPort, PodSpec};
 
     use super::*;
 
@@ -283,22 +259,6 @@ mod tests {
             .filter_map(|peer| peer.ip_block.as_ref())
             .map(|b| (b.cidr.clone(), b.except.clone().unwrap_or_default()))
             .collect()
-    }
-
-    #[test]
-    fn pod_defaults_turn_off_service_links_and_the_token_unless_set() {
-        let mut spec = PodSpec::default();
-        apply_pod_defaults(&mut spec);
-        assert_eq!(spec.enable_service_links, Some(false));
-        assert_eq!(spec.automount_service_account_token, Some(false));
-        let mut spec = PodSpec {
-            enable_service_links: Some(true),
-            automount_service_account_token: Some(true),
-            ..PodSpec::default()
-        };
-        apply_pod_defaults(&mut spec);
-        assert_eq!(spec.enable_service_links, Some(true));
-        assert_eq!(spec.automount_service_account_token, Some(true));
     }
 
     #[test]

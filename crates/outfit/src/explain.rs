@@ -1,0 +1,122 @@
+//! `outfit explain`, and `outfit mutate --explain`: per object and per policy, whether it matched
+//! and the clause that decided it, what it changed, or why it changed nothing.
+//!
+//! Exit status: as `outfit mutate` (0 when every object was admitted, 1 when any was denied, 2 on
+//! bad input).
+
+use std::{
+    io::{self, Write},
+    process::ExitCode,
+};
+
+use clap::{Args, ValueEnum};
+use outfit_core::{Operation, PolicySet, Request, explain::Explanation};
+
+use crate::{
+    failure::EXIT_BAD_INPUT,
+    inputs::{InputError, Inputs},
+};
+
+/// Arguments of `outfit explain`.
+#[derive(Debug, Args)]
+pub(crate) struct ExplainArgs {
+    #[command(flatten)]
+    inputs: Inputs,
+
+    /// Output: text for people, or one JSON array of explanations (one per object).
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = ExplainFormat::Text)]
+    output: ExplainFormat,
+
+    /// The operation to explain the admission of.
+    #[arg(long, value_enum, default_value_t = OperationArg::Create)]
+    operation: OperationArg,
+}
+
+/// How explanations are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ExplainFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum OperationArg {
+    Create,
+    Update,
+}
+
+/// Runs `outfit explain`.
+pub(crate) fn run(args: &ExplainArgs) -> ExitCode {
+    match explain(args, &mut io::stdout().lock(), &mut io::stderr().lock()) {
+        Ok(status) => status,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
+
+fn explain(
+    args: &ExplainArgs,
+    stdout: &mut impl Write,
+    stderr: &mut impl Write,
+) -> Result<ExitCode, InputError> {
+    let policies = args.inputs.load_policies(stderr)?;
+    let objects = args.inputs.read_objects()?;
+    let operation = match args.operation {
+        OperationArg::Create => Operation::Create,
+        OperationArg::Update => Operation::Update,
+    };
+    let explanations: Vec<Explanation> = objects
+        .iter()
+        .map(|object| explain_one(&policies, &object.value, &args.inputs.namespace, operation))
+        .collect();
+    write(args.output, &explanations, stdout)?;
+    let denied = explanations
+        .iter()
+        .any(|e| e.outcome == outfit_core::explain::Outcome::Denied);
+    Ok(if denied {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The explanation of one object's admission.
+pub(crate) fn explain_one(
+    policies: &PolicySet,
+    object: &serde_json::Value,
+    namespace: &str,
+    operation: Operation,
+) -> Explanation {
+    policies.explain(&Request {
+        object: object.into(),
+        namespace,
+        operation,
+        user: None,
+    })
+}
+
+/// Writes explanations as text (one block per object) or as one JSON array.
+pub(crate) fn write(
+    format: ExplainFormat,
+    explanations: &[Explanation],
+    out: &mut impl Write,
+) -> Result<(), InputError> {
+    let text = match format {
+        ExplainFormat::Text => explanations
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n"),
+        ExplainFormat::Json => {
+            let mut json = serde_json::to_string_pretty(explanations).map_err(|e| InputError::Render {
+                format: "JSON",
+                message: e.to_string(),
+            })?;
+            json.push('\n');
+            json
+        }
+    };
+    out.write_all(text.as_bytes()).map_err(InputError::Output)
+}

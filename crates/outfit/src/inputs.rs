@@ -1,0 +1,141 @@
+//! What `outfit mutate` and `outfit explain` both read: the policies and the manifests, with the
+//! errors that stop either command before it prints anything.
+
+use std::{
+    io::{self, Read, Write},
+    path::PathBuf,
+};
+
+use clap::Args;
+use outfit_core::{
+    DocumentError, PolicySet,
+    document::{self, Document},
+    policy_set::LoadReport,
+    source,
+};
+use serde_json::Value;
+
+/// The policies and manifests of an offline command.
+#[derive(Debug, Args)]
+pub(crate) struct Inputs {
+    /// Policy file, or directory searched recursively for *.yaml, *.yml and *.json. Repeatable.
+    /// `Namespace` objects found there supply namespace labels for matching.
+    #[arg(long = "policies", value_name = "PATH", required = true)]
+    pub(crate) policies: Vec<PathBuf>,
+
+    /// Manifest to read (YAML or JSON, multi-document, `kind: List` allowed); `-` or none reads
+    /// stdin. Repeatable.
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    pub(crate) files: Vec<String>,
+
+    /// Namespace of objects and namespaced policies whose metadata names none.
+    #[arg(
+        short = 'n',
+        long = "namespace",
+        value_name = "NAMESPACE",
+        default_value = "default"
+    )]
+    pub(crate) namespace: String,
+}
+
+/// Why an offline command stopped before printing anything (exit status 2), or could not finish
+/// printing.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum InputError {
+    /// A policy or manifest file could not be read or parsed.
+    #[error(transparent)]
+    Document(#[from] DocumentError),
+    /// Policies failed validation; each was reported on stderr.
+    #[error("{count} invalid polic{}; nothing was mutated", if *count == 1 { "y" } else { "ies" })]
+    InvalidPolicies {
+        /// How many.
+        count: usize,
+    },
+    /// Standard input could not be read.
+    #[error("<stdin>: cannot read: {0}")]
+    Stdin(#[source] io::Error),
+    /// Standard output could not be written.
+    #[error("writing output: {0}")]
+    Output(#[source] io::Error),
+    /// An object could not be rendered.
+    #[error("rendering {format}: {message}")]
+    Render {
+        /// `YAML` or `JSON`.
+        format: &'static str,
+        /// The serializer's message.
+        message: String,
+    },
+    /// outfit's own patch did not apply to the object it was made for: a bug.
+    #[error("internal error: outfit's own patch does not apply ({0}); please report this")]
+    OwnPatch(#[source] json_patch::PatchError),
+}
+
+impl Inputs {
+    /// Loads the policies, writing skipped documents, warnings and rejected policies to `stderr`.
+    pub(crate) fn load_policies(&self, stderr: &mut impl Write) -> Result<PolicySet, InputError> {
+        let documents = source::read_paths(&self.policies)?;
+        let mut builder = PolicySet::builder().default_namespace(&self.namespace);
+        builder.add_all(&documents);
+        let (set, report) = builder.build();
+        let LoadReport {
+            errors,
+            warnings,
+            skipped,
+        } = report;
+        for (origin, what) in &skipped {
+            let _ = writeln!(
+                stderr,
+                "note: {origin}: skipping {what}: not a policy outfit reads"
+            );
+        }
+        for warning in &warnings {
+            let _ = writeln!(stderr, "warning: {warning}");
+        }
+        if !errors.is_empty() {
+            let count = errors.len();
+            for error in errors {
+                let _ = writeln!(stderr, "error: invalid policy: {error}");
+            }
+            return Err(InputError::InvalidPolicies { count });
+        }
+        Ok(set)
+    }
+
+    /// Reads every manifest (stdin when none is named).
+    pub(crate) fn read_objects(&self) -> Result<Vec<Document>, InputError> {
+        let stdin_only = ["-".to_owned()];
+        let files = if self.files.is_empty() {
+            &stdin_only[..]
+        } else {
+            &self.files
+        };
+        let mut objects = Vec::new();
+        for file in files {
+            let documents = if file == "-" {
+                let mut text = String::new();
+                io::stdin().read_to_string(&mut text).map_err(InputError::Stdin)?;
+                document::parse_stream(&text, "<stdin>")
+            } else {
+                source::read_file(file.as_ref())
+            };
+            objects.extend(documents?);
+        }
+        Ok(objects)
+    }
+}
+
+/// `<kind> <namespace>/<name>` for messages.
+pub(crate) fn describe(object: &Document, default_namespace: &str) -> String {
+    let field = |pointer: &str| {
+        object
+            .value
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let namespace = field("/metadata/namespace").unwrap_or(default_namespace);
+    let name = field("/metadata/name")
+        .or_else(|| field("/metadata/generateName"))
+        .unwrap_or("<unnamed>");
+    format!("{} {namespace}/{name}", object.kind())
+}
