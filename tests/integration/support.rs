@@ -1,20 +1,19 @@
-//! Helpers shared by the integration tests: running the `outfit` binary, and the Go JSON-patch
-//! applier the tests use as an independent RFC 6902 implementation.
+//! Helpers shared by the integration tests: running the `outfit` binary; the repository's paths
+//! and the Go JSON-patch applier come from `outfit-test-support`.
 
 use std::{
     io::Write,
-    path::{Path, PathBuf},
+    path::Path,
     process::{Command, Output, Stdio},
 };
 
 use serde_json::Value;
 
-/// The repository root.
-pub(crate) fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repository root")
+pub(crate) use outfit_test_support::{json_lines, repo_root};
+
+/// [`outfit_test_support::apply_patches_independently`], built into this binary's tmp directory.
+pub(crate) fn apply_patches_independently(pairs: &[(Value, Value)]) -> Vec<Value> {
+    outfit_test_support::apply_patches_independently(Path::new(env!("CARGO_TARGET_TMPDIR")), pairs)
 }
 
 /// Runs `outfit` with `args`, feeding `stdin`.
@@ -46,15 +45,3 @@ pub(crate) fn manifests(args: &[&str]) -> Vec<outfit_core::document::Document> {
     );
     outfit_core::document::parse_stream(&String::from_utf8(output.stdout).unwrap(), "manifests").unwrap()
 }
-
-/// Parses newline-delimited JSON.
-pub(crate) fn json_lines(text: &str) -> Vec<Value> {
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).expect("a JSON line"))
-        .collect()
-}
-
-#[path = "../tools/jsonpatch-apply/apply.rs"]
-mod jsonpatch_apply;
-pub(crate) use jsonpatch_apply::apply_patches_independently;

@@ -110,6 +110,8 @@ impl fmt::Display for LocationError {
     }
 }
 
+impl std::error::Error for LocationError {}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Token {
     Ident(String),

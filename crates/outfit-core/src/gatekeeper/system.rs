@@ -53,6 +53,8 @@ impl fmt::Display for MutationError {
     }
 }
 
+impl std::error::Error for MutationError {}
+
 impl Mutators {
     /// Sorts and indexes `items`. `loaded` is how many valid mutators were loaded, including those
     /// disabled by a conflict: Gatekeeper's iteration bound counts them too.

@@ -81,7 +81,8 @@ pub trait Setter {
 }
 
 /// Where a walk failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct WalkError(pub String);
 
 fn mismatch(expected: &str, found: &Value) -> WalkError {

@@ -50,13 +50,7 @@ pub(crate) fn assert_timed_out_after(what: &str, started: std::time::Instant, ti
     );
 }
 
-/// The repository root.
-pub(crate) fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repository root")
-}
+pub(crate) use outfit_test_support::repo_root;
 
 /// `tests/fixtures/admission`.
 pub(crate) fn fixtures() -> PathBuf {
@@ -318,6 +312,7 @@ pub(crate) async fn admin_get(addr: SocketAddr, path: &str) -> (StatusCode, Stri
     (status, String::from_utf8(bytes.to_vec()).expect("utf-8"))
 }
 
-#[path = "../../../../tests/tools/jsonpatch-apply/apply.rs"]
-mod jsonpatch_apply;
-pub(crate) use jsonpatch_apply::apply_patches_independently;
+/// [`outfit_test_support::apply_patches_independently`], built into this binary's tmp directory.
+pub(crate) fn apply_patches_independently(pairs: &[(Value, Value)]) -> Vec<Value> {
+    outfit_test_support::apply_patches_independently(Path::new(env!("CARGO_TARGET_TMPDIR")), pairs)
+}

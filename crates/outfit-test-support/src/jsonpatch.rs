@@ -1,5 +1,5 @@
-//! The Rust side of `tests/tools/jsonpatch-apply`, shared by the test binaries that check
-//! outfit's patches with it (each includes this file with `#[path]`).
+//! The Rust side of `tests/tools/jsonpatch-apply`: gopkg.in/evanphx/json-patch.v4, the library
+//! kube-apiserver applies webhook patches with, run over outfit's patches.
 
 use std::{
     io::Write,
@@ -10,13 +10,13 @@ use std::{
 
 use serde_json::Value;
 
-/// Builds the Go applier (gopkg.in/evanphx/json-patch.v4, the library kube-apiserver applies
-/// webhook patches with) once per test run. Every crate that includes this is in `crates/<name>`.
-fn binary() -> &'static Path {
+/// Builds the Go applier once per test process, into `tmp` (a test binary's
+/// `env!("CARGO_TARGET_TMPDIR")`).
+fn binary(tmp: &Path) -> &'static Path {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
     BINARY.get_or_init(|| {
-        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("jsonpatch-apply");
-        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/tools/jsonpatch-apply");
+        let out = tmp.join("jsonpatch-apply");
+        let source = crate::repo_root().join("tests/tools/jsonpatch-apply");
         let status = Command::new("go")
             .args(["build", "-o"])
             .arg(&out)
@@ -29,13 +29,14 @@ fn binary() -> &'static Path {
     })
 }
 
-/// Applies each `(document, patch)` pair with the Go implementation and returns the results.
-pub(crate) fn apply_patches_independently(pairs: &[(Value, Value)]) -> Vec<Value> {
+/// Applies each `(document, patch)` pair with the Go implementation and returns the results;
+/// `tmp` is where the applier is built (a test binary's `env!("CARGO_TARGET_TMPDIR")`).
+pub fn apply_patches_independently(tmp: &Path, pairs: &[(Value, Value)]) -> Vec<Value> {
     let input: String = pairs
         .iter()
         .map(|(doc, patch)| serde_json::json!({"doc": doc, "patch": patch}).to_string() + "\n")
         .collect();
-    let mut child = Command::new(binary())
+    let mut child = Command::new(binary(tmp))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()

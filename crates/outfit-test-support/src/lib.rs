@@ -1,0 +1,26 @@
+//! What outfit's test binaries share (a dev-dependency only, never in the product): the API
+//! server's own JSON-patch library as an independent check of outfit's patches, and the paths of
+//! the repository.
+
+mod jsonpatch;
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+pub use jsonpatch::apply_patches_independently;
+
+/// The repository's root directory.
+pub fn repo_root() -> PathBuf {
+    // This crate is crates/outfit-test-support.
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.canonicalize().unwrap_or(root)
+}
+
+/// Parses newline-delimited JSON.
+pub fn json_lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
