@@ -34,6 +34,8 @@ struct NamespaceDefaults {
 impl NamespaceDefaults {
     fn new(mut items: Vec<PodDefault>) -> Self {
         items.sort_by(|a, b| a.name().cmp(b.name()));
+        // Built by pushing: up to half of it spare, for as long as the set is loaded.
+        items.shrink_to_fit();
         let mut index = Self {
             items,
             ..Self::default()
@@ -350,11 +352,13 @@ impl PolicySetBuilder {
             }
         }
         let loaded = mutators.len();
-        let enabled = mutators
+        let mut enabled: Vec<Mutator> = mutators
             .into_iter()
             .zip(disabled)
             .filter_map(|(mutator, disabled)| (!disabled).then_some(mutator))
             .collect();
+        // Collected in place into the builder's list, which grew by doubling.
+        enabled.shrink_to_fit();
         Mutators::new(enabled, loaded)
     }
 }

@@ -159,6 +159,8 @@ impl LabelSelector {
                 requirements.push(requirement);
             }
         }
+        // Pushed one by one; kept as long as the policy is loaded.
+        requirements.shrink_to_fit();
         Ok(Self { requirements })
     }
 

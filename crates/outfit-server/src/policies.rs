@@ -18,7 +18,9 @@ use std::{
 };
 
 use arc_swap::ArcSwap;
-use outfit_core::{Document, DocumentError, PolicyError, PolicyKind, PolicySet, document, source};
+use outfit_core::{
+    Document, DocumentError, PolicyError, PolicyKind, PolicySet, PolicySetBuilder, document, source,
+};
 use tokio::{
     sync::{Notify, watch},
     time::Instant,
@@ -97,6 +99,31 @@ fn parse(snapshot: &Snapshot) -> Result<ParsedFiles, DocumentError> {
     })
 }
 
+/// The files' documents as one compile reads them: kept from an earlier parse, or parsed from a
+/// snapshot one file at a time, so that a set compiled without a cluster never has every file's
+/// documents in memory at once (at 20,000 policies they weigh several times the compiled set, and
+/// the allocator keeps the pages they took).
+#[derive(Clone, Copy)]
+enum FileDocuments<'a> {
+    Parsed(&'a [Document]),
+    Snapshot(&'a Snapshot),
+}
+
+impl FileDocuments<'_> {
+    /// Adds every document to `builder`, in order; the first file that does not parse fails.
+    fn add_to(self, builder: &mut PolicySetBuilder) -> Result<(), DocumentError> {
+        match self {
+            FileDocuments::Parsed(documents) => builder.add_all(documents),
+            FileDocuments::Snapshot(snapshot) => {
+                for (file, text) in &snapshot.files {
+                    builder.add_all(&document::parse_stream(text, &file.display().to_string())?);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The files a reload compiles: parsed already (kept from an earlier reload), or just read.
 enum Files {
     Parsed(Arc<ParsedFiles>),
@@ -130,12 +157,12 @@ fn content_fingerprint(files: u64, cluster: Option<&ClusterSnapshot>) -> u64 {
 /// object in the cluster is reported and left out, and the others keep working: nothing but the
 /// object's author can fix it, and one bad object must not stop every change after it.
 fn compile(
-    files: &[Document],
+    files: FileDocuments<'_>,
     cluster: Option<&ClusterSnapshot>,
     default_namespace: &str,
 ) -> Result<PolicySet, LoadError> {
     let mut builder = PolicySet::builder().default_namespace(default_namespace);
-    builder.add_all(files);
+    files.add_to(&mut builder)?;
     let file_errors = builder.report().errors.len();
     if let Some(cluster) = cluster {
         builder.add_all(&cluster.documents);
@@ -188,9 +215,17 @@ impl PolicyStore {
         metrics: Arc<Metrics>,
         cluster: Option<watch::Receiver<Arc<ClusterSnapshot>>>,
     ) -> Result<Self, LoadError> {
-        let parsed = Arc::new(parse(&snapshot(&paths)?)?);
+        let snapshot = snapshot(&paths)?;
+        let fingerprint = snapshot.fingerprint;
         let cluster_now = cluster.as_ref().map(|c| c.borrow().clone());
-        let set = compile(&parsed.documents, cluster_now.as_deref(), default_namespace)?;
+        let parsed = match cluster {
+            Some(_) => Some(Arc::new(parse(&snapshot)?)),
+            None => None,
+        };
+        let files = parsed
+            .as_ref()
+            .map_or(FileDocuments::Snapshot(&snapshot), |p| FileDocuments::Parsed(&p.documents));
+        let set = compile(files, cluster_now.as_deref(), default_namespace)?;
         let synced = cluster_now.as_ref().is_none_or(|c| c.synced);
         log_loaded(&set);
         metrics.set_policies(&set);
@@ -202,8 +237,8 @@ impl PolicyStore {
             paths,
             default_namespace: default_namespace.to_owned(),
             // Of the files alone, even with a cluster, so the first reload with one compiles again.
-            last_fingerprint: Mutex::new(parsed.fingerprint),
-            parsed: Mutex::new(cluster.is_some().then_some(parsed)),
+            last_fingerprint: Mutex::new(fingerprint),
+            parsed: Mutex::new(parsed),
             metrics,
             reloads: watch::Sender::new(ReloadCounts::default()),
             trigger: Notify::new(),
@@ -251,10 +286,7 @@ impl PolicyStore {
         if !self.remember(content_fingerprint(files.fingerprint(), cluster.as_deref())) {
             return;
         }
-        let compiled = self
-            .parsed(files)
-            .map_err(LoadError::from)
-            .and_then(|parsed| compile(&parsed.documents, cluster.as_deref(), &self.default_namespace));
+        let compiled = self.compile_files(files, cluster.as_deref());
         match compiled {
             Ok(set) => {
                 log_loaded(&set);
@@ -291,17 +323,18 @@ impl PolicyStore {
         })
     }
 
-    /// The documents of `files`, parsing them (and keeping the result) if they were just read.
-    fn parsed(&self, files: Files) -> Result<Arc<ParsedFiles>, DocumentError> {
+    /// Compiles `files` (and `cluster`'s policies). Files just read are parsed whole and kept when
+    /// reading from a cluster (a cluster change compiles them again), else parsed file by file.
+    fn compile_files(&self, files: Files, cluster: Option<&ClusterSnapshot>) -> Result<PolicySet, LoadError> {
+        let namespace = &self.default_namespace;
         match files {
-            Files::Parsed(parsed) => Ok(parsed),
-            Files::Read(snapshot) => {
+            Files::Parsed(parsed) => compile(FileDocuments::Parsed(&parsed.documents), cluster, namespace),
+            Files::Read(snapshot) if self.cluster.is_some() => {
                 let parsed = parse(&snapshot).map(Arc::new);
-                if self.cluster.is_some() {
-                    *self.parsed_files() = parsed.as_ref().ok().cloned();
-                }
-                parsed
+                *self.parsed_files() = parsed.as_ref().ok().cloned();
+                compile(FileDocuments::Parsed(&parsed?.documents), cluster, namespace)
             }
+            Files::Read(snapshot) => compile(FileDocuments::Snapshot(&snapshot), cluster, namespace),
         }
     }
 

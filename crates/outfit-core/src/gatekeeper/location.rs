@@ -75,7 +75,10 @@ pub struct Location {
 impl Location {
     /// Parses a location; the error points at the column (from 1) of the offending character.
     pub fn parse(input: &str) -> Result<Self, LocationError> {
-        Parser::new(input)?.path()
+        let mut location = Parser::new(input)?.path()?;
+        // Pushed node by node; kept as long as the mutator is loaded.
+        location.nodes.shrink_to_fit();
+        Ok(location)
     }
 
     /// The steps.

@@ -237,6 +237,7 @@ fn parse_env(
         cx.unique(&mut seen, name, "name", path.field("name"))?;
         out.push(Keyed::new(name.to_owned(), Value::Object(var.clone())));
     }
+    out.shrink_to_fit();
     Ok(out)
 }
 
@@ -299,6 +300,7 @@ fn parse_volumes(
         cx.unique(&mut seen, name, "name", path.field("name"))?;
         out.push(Keyed::new(name.to_owned(), Value::Object(volume.clone())));
     }
+    out.shrink_to_fit();
     Ok(out)
 }
 
@@ -323,6 +325,7 @@ fn parse_volume_mounts(
             Value::Object(mount.clone()),
         ));
     }
+    out.shrink_to_fit();
     Ok(out)
 }
 
@@ -395,6 +398,7 @@ fn parse_tolerations(
         seen.push(identity.clone());
         out.push(Keyed::new(identity, Value::Object(toleration.clone())));
     }
+    out.shrink_to_fit();
     Ok(out)
 }
 
@@ -422,6 +426,7 @@ fn parse_named(
         cx.unique(&mut seen, name, "name", path.field("name"))?;
         out.push(Keyed::new(name.to_owned(), Value::Object(item.clone())));
     }
+    out.shrink_to_fit();
     Ok(out)
 }
 

@@ -56,7 +56,8 @@ impl PolicyContext<'_> {
                     Value::String(s) => Ok(s.clone()),
                     _ => Err(self.wrong_type(FieldPath::new(format!("{at}[{i}]")), "a string")),
                 })
-                .collect(),
+                .collect::<Result<Vec<_>, _>>()
+                .map(exact),
             Some(_) => Err(self.wrong_type(FieldPath::new(at), "a list of strings")),
         }
     }
@@ -265,7 +266,15 @@ fn wildcards(cx: &PolicyContext<'_>, value: Option<&Value>, at: &str) -> Result<
         .iter()
         .enumerate()
         .map(|(i, s)| Wildcard::new(s).map_err(|e| cx.invalid(&format!("{at}[{i}]"), &e)))
-        .collect()
+        .collect::<Result<Vec<_>, _>>()
+        .map(exact)
+}
+
+/// A list collected from a fallible iterator starts at a capacity of four and doubles: each
+/// compiled mutator keeps a dozen such lists, mostly of one entry, for as long as it is loaded.
+fn exact<T>(mut items: Vec<T>) -> Vec<T> {
+    items.shrink_to_fit();
+    items
 }
 
 /// `match.kinds` that no `applyTo` entry can satisfy: the mutator never applies.
