@@ -263,7 +263,8 @@ impl PolicySet {
             return Ok(());
         }
         let metadata = pod.metadata();
-        if let Some(annotations) = metadata.and_then(|m| m.annotations.get()) {
+        let annotations = metadata.and_then(|m| m.annotations.get());
+        if let Some(annotations) = annotations {
             let excluded = annotations.get(EXCLUDE_ANNOTATION).and_then(raw_str).as_deref() == Some("true");
             if excluded || annotations.get(MIRROR_POD_ANNOTATION).is_some() {
                 return Ok(());
@@ -274,7 +275,16 @@ impl PolicySet {
             .filter(|ns| !ns.is_empty())
             .unwrap_or(request_namespace);
         let labels = metadata.and_then(|m| m.labels.get());
-        let matching = self.matching_pod_defaults(namespace, labels);
+        let mut matching = self.matching_pod_defaults(namespace, labels);
+        // Kubeflow registers its webhook without reinvocation: it applies a PodDefault to a pod
+        // once. A pod that records this very version of a PodDefault as applied (its marker
+        // annotation, valued with the PodDefault's resourceVersion) is one outfit sees again,
+        // after another mutation changed it; applying the PodDefault again could only conflict
+        // with what that mutation did to its entries (a Gatekeeper mutator rewriting its sidecar's
+        // image) or add to containers it added.
+        if let Some(annotations) = annotations {
+            matching.retain(|pd| !pd.recorded_in(annotations));
+        }
         if matching.is_empty() {
             return Ok(());
         }

@@ -222,9 +222,9 @@ impl PolicyStore {
             Some(_) => Some(Arc::new(parse(&snapshot)?)),
             None => None,
         };
-        let files = parsed
-            .as_ref()
-            .map_or(FileDocuments::Snapshot(&snapshot), |p| FileDocuments::Parsed(&p.documents));
+        let files = parsed.as_ref().map_or(FileDocuments::Snapshot(&snapshot), |p| {
+            FileDocuments::Parsed(&p.documents)
+        });
         let set = compile(files, cluster_now.as_deref(), default_namespace)?;
         let synced = cluster_now.as_ref().is_none_or(|c| c.synced);
         log_loaded(&set);

@@ -76,6 +76,12 @@ impl PolicySet {
                 |view| pod_default_clause(pd, view, request),
             ) {
                 Err(clause) => Verdict::NotMatched { clause },
+                Ok(()) if view.as_ref().is_some_and(|view| recorded(pd, view)) => Verdict::Unchanged {
+                    reason: format!(
+                        "the pod records this version as applied ({}): a PodDefault is applied once, as Kubeflow does",
+                        pd.marker_annotation()
+                    ),
+                },
                 Ok(()) => {
                     let alone = view.as_ref().map_or_else(unreachable_view, |view| {
                         pod_default_alone(pd, view, &text, original)
@@ -312,6 +318,13 @@ fn pod_default_clause(pd: &PodDefault, pod: &PodView<'_>, request: &Request<'_>)
         )),
         None => Ok(()),
     }
+}
+
+/// Whether the pod records `pd` (this version of it) as applied.
+fn recorded(pd: &PodDefault, pod: &PodView<'_>) -> bool {
+    pod.metadata()
+        .and_then(|m| m.annotations.get())
+        .is_some_and(|annotations| pd.recorded_in(annotations))
 }
 
 /// What one PodDefault alone does to the pod.

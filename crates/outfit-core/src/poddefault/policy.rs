@@ -3,7 +3,11 @@
 
 use serde_json::{Value, value::RawValue};
 
-use crate::{selector::LabelSelector, vocab::PolicyRef};
+use crate::{
+    selector::LabelSelector,
+    view::{Members, raw_str},
+    vocab::PolicyRef,
+};
 
 /// API group and version of PodDefault.
 pub const API_VERSION: &str = "kubeflow.org/v1alpha1";
@@ -130,6 +134,22 @@ impl PodDefault {
     /// The namespace whose pods it applies to.
     pub fn namespace(&self) -> &str {
         self.reference.namespace.as_deref().unwrap_or_default()
+    }
+
+    /// `poddefault.admission.kubeflow.org/poddefault-<name>`: the annotation that records, on a
+    /// pod, that this PodDefault was applied to it.
+    pub fn marker_annotation(&self) -> &str {
+        &self.marker_annotation
+    }
+
+    /// Whether a pod's annotations record this version of the PodDefault as applied: its
+    /// `poddefault.admission.kubeflow.org/poddefault-<name>` annotation, valued with its
+    /// resourceVersion (empty for a PodDefault read from a file).
+    pub(crate) fn recorded_in(&self, annotations: &Members<'_>) -> bool {
+        annotations
+            .get(&self.marker_annotation)
+            .and_then(raw_str)
+            .is_some_and(|version| version == self.resource_version)
     }
 
     /// The compiled `spec.selector`.

@@ -192,3 +192,34 @@ fn x7_injected_sidecars_get_nothing_on_reinvocation_either() {
     assert_eq!(twice, once);
     assert_eq!(twice["spec"]["containers"][1], json!({"name": "s", "image": "s"}));
 }
+
+#[test]
+fn x8_a_poddefault_the_pod_records_as_applied_is_not_applied_again() {
+    // Kubeflow's webhook is registered without reinvocation, so it applies a PodDefault once. With
+    // outfit's `reinvocationPolicy: IfNeeded`, the pod comes back after later mutations: here a
+    // rewrite of the PodDefault's sidecar image (a Gatekeeper AssignImage does that) and a
+    // container added by another webhook. Applied again, Kubeflow's merge would deny the pod (the
+    // sidecar no longer equals the PodDefault's) and give the new container the env.
+    let policy = pd(
+        "a",
+        json!({"selector": {}, "env": [{"name": "A", "value": "1"}],
+               "sidecars": [{"name": "s", "image": "s:1"}]}),
+    );
+    let base = pod(json!({}), json!({"containers": [{"name": "main", "image": "i"}]}));
+    let mut once = admitted(&base, std::slice::from_ref(&policy));
+    // The record carries the PodDefault's resourceVersion.
+    assert_eq!(
+        once["metadata"]["annotations"]["poddefault.admission.kubeflow.org/poddefault-a"],
+        policy["metadata"]["resourceVersion"]
+    );
+    once["spec"]["containers"][1]["image"] = json!("registry.internal/s:1");
+    once["spec"]["containers"]
+        .as_array_mut()
+        .expect("containers")
+        .push(json!({"name": "istio-proxy", "image": "proxy"}));
+    assert!(untouched(&once, std::slice::from_ref(&policy)));
+    // A record of another version (the PodDefault changed since) applies it again, as Kubeflow
+    // does (d22): here the rewritten sidecar is then a conflict.
+    once["metadata"]["annotations"]["poddefault.admission.kubeflow.org/poddefault-a"] = json!("older");
+    assert!(denied(&once, &[policy]).contains("spec.containers[name: s]"));
+}
