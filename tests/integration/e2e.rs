@@ -402,6 +402,74 @@ async fn the_api_server_stores_pods_as_outfit_mutates_them() {
     let _ = std::fs::remove_dir_all(&policies);
 }
 
+/// A PodDefault's sidecar that a Gatekeeper mutator then changes, with a second webhook after
+/// outfit's that changes the pod too: the API server calls outfit again (`reinvocationPolicy:
+/// IfNeeded`) and the second pass must neither deny the pod (the sidecar no longer equals the
+/// PodDefault's) nor change it (RELIABILITY.md, fuzzing finding 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poddefault_sidecar_a_mutator_changed_survives_reinvocation() {
+    let plane = ControlPlane::get();
+    let client = plane.admin_client().await;
+    let namespace = "e2e-reinvocation";
+    pod_namespace(&client, namespace, json!({})).await;
+    let dir = |name: &str| {
+        let dir = repo_root()
+            .join("target")
+            .join(format!("e2e-reinvocation-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    };
+    let (first, second) = (dir("first"), dir("second"));
+    std::fs::write(
+        first.join("policies.yaml"),
+        format!(
+            "apiVersion: kubeflow.org/v1alpha1\nkind: PodDefault\nmetadata: {{name: s3-mount, namespace: {namespace}}}\n\
+             spec:\n  selector: {{}}\n  sidecars: [{{name: s3-fuse, image: s3-fuse:1}}]\n---\n\
+             apiVersion: mutations.gatekeeper.sh/v1\nkind: Assign\nmetadata: {{name: every-container}}\n\
+             spec:\n  applyTo: [{{groups: [\"\"], versions: [v1], kinds: [Pod]}}]\n  match: {{namespaces: [{namespace}]}}\n\
+             \x20 location: \"spec.containers[name: *].env[name: INJECTED].value\"\n  parameters: {{assign: {{value: \"yes\"}}}}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        second.join("policies.yaml"),
+        format!(
+            "apiVersion: mutations.gatekeeper.sh/v1\nkind: AssignMetadata\nmetadata: {{name: second-webhook}}\n\
+             spec:\n  match: {{namespaces: [{namespace}]}}\n  location: metadata.labels.second-webhook\n\
+             \x20 parameters: {{assign: {{value: \"yes\"}}}}\n"
+        ),
+    )
+    .unwrap();
+    // Webhooks are called in the order of their configurations' names.
+    let outfit = Webhook::start(&first);
+    register(&client, &outfit, "e2e-reinvocation-1-outfit", namespace).await;
+    let other = Webhook::start(&second);
+    register(&client, &other, "e2e-reinvocation-2-other", namespace).await;
+
+    let pods = resource("", "v1", "Pod", "pods");
+    // Until the API server has picked up both configurations, pods come back without the second
+    // webhook's label; a denial on reinvocation fails `create` here.
+    let stored = eventually_created(&client, namespace, &pods, "reinvoked", |pod| {
+        pod["metadata"]["labels"]["second-webhook"] == "yes"
+            && pod["spec"]["containers"][1]["name"] == "s3-fuse"
+    })
+    .await;
+    assert_eq!(stored["metadata"]["labels"]["second-webhook"], "yes", "{stored}");
+    let containers = stored["spec"]["containers"].as_array().unwrap();
+    assert_eq!(containers.len(), 2, "{stored}");
+    for container in containers {
+        assert_eq!(
+            container["env"],
+            json!([{"name": "INJECTED", "value": "yes"}]),
+            "{container}"
+        );
+    }
+    assert_eq!(containers[1]["name"], "s3-fuse");
+    assert_eq!(containers[1]["image"], "s3-fuse:1");
+    let _ = std::fs::remove_dir_all(&first);
+    let _ = std::fs::remove_dir_all(&second);
+}
+
 /// The Gatekeeper NFS example from Coder's blog, applied as objects of the CRDs, mutates a
 /// two-container pod through the API server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
