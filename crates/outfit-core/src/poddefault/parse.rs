@@ -176,11 +176,13 @@ fn validate(
             .map_err(|why| cx.error(at.field("selector"), Problem::InvalidSelector(why)))?,
     };
 
+    // `desc` is for Kubeflow's UI; checked for its type, not kept.
+    cx.optional_str(spec, "desc", &at)?;
+
     let pod_default = PodDefault {
         marker_annotation: format!("{ANNOTATION_PREFIX}/poddefault-{name}"),
         resource_version,
         selector,
-        desc: cx.optional_str(spec, "desc", &at)?.map(str::to_owned),
         env: parse_env(cx, spec, &at)?,
         env_from: parse_env_from(cx, spec, &at)?,
         volumes: parse_volumes(cx, spec, &at)?,

@@ -102,7 +102,6 @@ pub struct PodDefault {
     /// `poddefault.admission.kubeflow.org/poddefault-<name>`, built once.
     pub(crate) marker_annotation: String,
     pub(crate) selector: LabelSelector,
-    pub(crate) desc: Option<String>,
     pub(crate) env: Vec<Keyed>,
     pub(crate) env_from: Vec<Rendered>,
     pub(crate) volumes: Vec<Keyed>,
@@ -155,10 +154,5 @@ impl PodDefault {
     /// The compiled `spec.selector`.
     pub fn selector(&self) -> &LabelSelector {
         &self.selector
-    }
-
-    /// `spec.desc`, the text Kubeflow's UI shows for this PodDefault.
-    pub fn description(&self) -> Option<&str> {
-        self.desc.as_deref()
     }
 }

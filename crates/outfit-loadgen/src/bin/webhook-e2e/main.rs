@@ -25,12 +25,10 @@
 //!    Gatekeeper Assigns of `examples/gatekeeper-nfs`, moved to that namespace, and a marker
 //!    PodDefault. The pods opt in to all but the s3-mount PodDefault, so six apply to every pod
 //!    (env, volumes, mounts, tolerations) and one is evaluated and skipped. With `--sidecar` they
-//!    opt in to s3-mount too, and every create is denied today: the set's Assign adds the NFS
-//!    mount to the injected sidecar, the API server re-runs its ServiceAccount plugin (which mounts
-//!    the token into the new container) and so reinvokes outfit (`outfit manifests` sets
-//!    reinvocationPolicy IfNeeded), and the second pass finds the sidecar changed: the known
-//!    limitation "PodDefaults and Gatekeeper mutators in one set are not reinvocation-safe" of
-//!    RELIABILITY.md, end to end.
+//!    opt in to s3-mount too: the set's Assign adds the NFS mount to the injected sidecar, the API
+//!    server re-runs its ServiceAccount plugin (which mounts the token into the new container) and
+//!    so reinvokes outfit (`outfit manifests` sets reinvocationPolicy IfNeeded). Until finding 2 of
+//!    RELIABILITY.md was fixed, the second pass found the sidecar changed and denied every pod.
 //! 4. **outfit, `--many-policies` (1,000) policies**: the same seven, and PodDefaults (nine in
 //!    ten, in the pods' namespace, selecting a label the pods lack) and Assigns (one in ten, for
 //!    other namespaces) that apply to nothing. `--many-policies 0` skips it.
@@ -97,8 +95,8 @@ struct Args {
     /// Stored pods read back per configuration to check their mutations.
     #[arg(long, default_value_t = 200)]
     verify: usize,
-    /// Also label the pods for the s3-mount PodDefault, whose sidecar outfit's reinvocation by the
-    /// API server then denies as a conflict (a known limitation, see RELIABILITY.md).
+    /// Also label the pods for the s3-mount PodDefault, whose sidecar a Gatekeeper Assign then
+    /// changes: outfit is reinvoked on every pod (RELIABILITY.md, fuzzing finding 2).
     #[arg(long)]
     sidecar: bool,
     #[command(flatten)]
