@@ -150,3 +150,34 @@ fn mutate_explain_writes_the_explanation_to_stderr_and_leaves_stdout_as_it_was()
     assert_eq!(priority["changes"][0]["after"], "workspace");
     assert!(priority["changes"][0].get("before").is_none());
 }
+
+#[test]
+fn explain_an_update_rules_out_poddefaults_by_operation() {
+    let dir = "tests/fixtures/explain-clauses";
+    let out = outfit(
+        &[
+            "explain",
+            "--policies",
+            &format!("{dir}/policies.yaml"),
+            "-f",
+            &format!("{dir}/input.yaml"),
+            "--operation",
+            "update",
+        ],
+        "",
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains(
+            "  PodDefault team-a/gpu-env: not matched: operation: UPDATE; PodDefaults apply on CREATE, as Kubeflow registers its webhook\n"
+        ),
+        "{text}"
+    );
+    // Gatekeeper mutators apply on UPDATE too: the CPU pod still gets its priority class.
+    assert!(
+        text.contains("Pod team-a/cpu-notebook: mutated\n")
+            && text.contains("      /spec/priorityClassName: (absent) -> \"workspace\"\n"),
+        "{text}"
+    );
+}

@@ -1,8 +1,9 @@
 //! `outfit explain`, and `outfit mutate --explain`: per object and per policy, whether it matched
 //! and the clause that decided it, what it changed, or why it changed nothing.
 //!
-//! Exit status: as `outfit mutate` (0 when every object was admitted, 1 when any was denied, 2 on
-//! bad input).
+//! Exit status: 0 when every object was admitted, 1 when any was denied, 2 when a file cannot be
+//! read. Unlike `outfit mutate`, an invalid policy does not stop it: the policy is reported on
+//! stderr and explained as disabled, since "why did my policy not apply" is often that.
 
 use std::{
     io::{self, Write},
@@ -10,7 +11,10 @@ use std::{
 };
 
 use clap::{Args, ValueEnum};
-use outfit_core::{Operation, PolicySet, Request, explain::Explanation};
+use outfit_core::{
+    Operation, PolicyError, PolicySet, Problem, Request,
+    explain::{Decision, Explanation, Verdict},
+};
 
 use crate::{
     failure::EXIT_BAD_INPUT,
@@ -61,15 +65,20 @@ fn explain(
     stdout: &mut impl Write,
     stderr: &mut impl Write,
 ) -> Result<ExitCode, InputError> {
-    let policies = args.inputs.load_policies(stderr)?;
+    let (policies, rejected) = args.inputs.load_policies_reporting(stderr)?;
     let objects = args.inputs.read_objects()?;
     let operation = match args.operation {
         OperationArg::Create => Operation::Create,
         OperationArg::Update => Operation::Update,
     };
+    let rejected = rejected_decisions(rejected);
     let explanations: Vec<Explanation> = objects
         .iter()
-        .map(|object| explain_one(&policies, &object.value, &args.inputs.namespace, operation))
+        .map(|object| {
+            let mut explanation = explain_one(&policies, &object.value, &args.inputs.namespace, operation);
+            explanation.policies.extend(rejected.iter().cloned());
+            explanation
+        })
         .collect();
     write(args.output, &explanations, stdout)?;
     let denied = explanations
@@ -80,6 +89,21 @@ fn explain(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Policies rejected when loaded, as verdicts. Those a schema conflict disabled are left to the
+/// set, which explains them already.
+fn rejected_decisions(rejected: Vec<PolicyError>) -> Vec<Decision> {
+    rejected
+        .into_iter()
+        .filter(|error| !matches!(error.problem, Problem::SchemaConflict { .. }))
+        .map(|error| Decision {
+            verdict: Verdict::Disabled {
+                reason: format!("rejected when loaded: {}: {}", error.field, error.problem),
+            },
+            policy: error.policy,
+        })
+        .collect()
 }
 
 /// The explanation of one object's admission.

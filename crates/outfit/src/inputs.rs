@@ -8,7 +8,7 @@ use std::{
 
 use clap::Args;
 use outfit_core::{
-    DocumentError, PolicySet,
+    DocumentError, PolicyError, PolicySet,
     document::{self, Document},
     policy_set::LoadReport,
     source,
@@ -71,8 +71,25 @@ pub(crate) enum InputError {
 }
 
 impl Inputs {
-    /// Loads the policies, writing skipped documents, warnings and rejected policies to `stderr`.
+    /// Loads the policies, writing skipped documents, warnings and rejected policies to `stderr`;
+    /// fails if any policy is rejected.
     pub(crate) fn load_policies(&self, stderr: &mut impl Write) -> Result<PolicySet, InputError> {
+        let (set, rejected) = self.load_policies_reporting(stderr)?;
+        if rejected.is_empty() {
+            Ok(set)
+        } else {
+            Err(InputError::InvalidPolicies {
+                count: rejected.len(),
+            })
+        }
+    }
+
+    /// As [`Inputs::load_policies`], but a rejected policy is left out and returned with the set
+    /// rather than failing the load (`outfit explain` explains it).
+    pub(crate) fn load_policies_reporting(
+        &self,
+        stderr: &mut impl Write,
+    ) -> Result<(PolicySet, Vec<PolicyError>), InputError> {
         let documents = source::read_paths(&self.policies)?;
         let mut builder = PolicySet::builder().default_namespace(&self.namespace);
         builder.add_all(&documents);
@@ -91,14 +108,10 @@ impl Inputs {
         for warning in &warnings {
             let _ = writeln!(stderr, "warning: {warning}");
         }
-        if !errors.is_empty() {
-            let count = errors.len();
-            for error in errors {
-                let _ = writeln!(stderr, "error: invalid policy: {error}");
-            }
-            return Err(InputError::InvalidPolicies { count });
+        for error in &errors {
+            let _ = writeln!(stderr, "error: invalid policy: {error}");
         }
-        Ok(set)
+        Ok((set, errors))
     }
 
     /// Reads every manifest (stdin when none is named).
