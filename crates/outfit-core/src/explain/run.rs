@@ -124,23 +124,10 @@ impl PolicySet {
         out: &mut Vec<Decision>,
     ) {
         let mutators = self.gatekeeper_mutators().items();
-        let namespace_labels = |namespace: &str| self.namespace_labels(namespace);
-        let mut changes: Vec<Option<Vec<Change>>> = vec![None; mutators.len()];
-        let mut verdicts: Vec<Option<Verdict>> = vec![None; mutators.len()];
         let ruled_out = whole_run_clause(&object, request);
-        for (position, mutator) in mutators.iter().enumerate() {
-            let clause = ruled_out.clone().or_else(|| {
-                let subject = Subject::new(&object, request.namespace, request.operation)?;
-                mutator.mismatch(&subject, &namespace_labels)
-            });
-            if let Some(clause) = clause {
-                verdicts[position] = Some(Verdict::NotMatched { clause });
-            } else if pod_defaults_denied {
-                verdicts[position] = Some(Verdict::Unchanged {
-                    reason: "not run: the PodDefaults' denial ends the admission first".to_owned(),
-                });
-            }
-        }
+        let mut verdicts =
+            self.verdicts_before_running(&object, request, ruled_out.as_ref(), pod_defaults_denied);
+        let mut changes: Vec<Option<Vec<Change>>> = vec![None; mutators.len()];
         if ruled_out.is_none() && !pod_defaults_denied {
             // Gatekeeper's loop: every matching mutator in order, until an iteration changes nothing.
             for _ in 0..=mutators.len() {
@@ -163,21 +150,13 @@ impl PolicySet {
             }
         }
         for (position, mutator) in mutators.iter().enumerate() {
-            let verdict = match (verdicts[position].take(), changes[position].take()) {
-                (Some(verdict), None) => verdict,
-                (_, Some(changes)) => Verdict::Changed { changes },
-                (None, None) => Verdict::Unchanged {
-                    reason: unchanged_reason(mutator, &object, request),
-                },
-            };
-            let verdict = match (verdict, denial) {
-                (Verdict::Changed { .. }, Some(denial)) if denial.policies.contains(mutator.reference()) => {
-                    Verdict::Denied {
-                        reason: denial.message.clone(),
-                    }
-                }
-                (verdict, _) => verdict,
-            };
+            let verdict = final_verdict(
+                mutator,
+                verdicts[position].take(),
+                changes[position].take(),
+                denial,
+                || unchanged_reason(mutator, &object, request),
+            );
             out.push(Decision {
                 policy: mutator.reference().clone(),
                 verdict,
@@ -191,6 +170,35 @@ impl PolicySet {
                 },
             });
         }
+    }
+
+    /// What is known of each mutator before any runs: the clause that rules it out, or that it
+    /// will not run because the PodDefaults denied the object.
+    fn verdicts_before_running(
+        &self,
+        object: &Value,
+        request: &Request<'_>,
+        ruled_out: Option<&Clause>,
+        pod_defaults_denied: bool,
+    ) -> Vec<Option<Verdict>> {
+        let namespace_labels = |namespace: &str| self.namespace_labels(namespace);
+        self.gatekeeper_mutators()
+            .items()
+            .iter()
+            .map(|mutator| {
+                let clause = ruled_out.cloned().or_else(|| {
+                    let subject = Subject::new(object, request.namespace, request.operation)?;
+                    mutator.mismatch(&subject, &namespace_labels)
+                });
+                match clause {
+                    Some(clause) => Some(Verdict::NotMatched { clause }),
+                    None if pod_defaults_denied => Some(Verdict::Unchanged {
+                        reason: "not run: the PodDefaults' denial ends the admission first".to_owned(),
+                    }),
+                    None => None,
+                }
+            })
+            .collect()
     }
 
     /// One mutator, once, on the object as it stands; returns whether it changed it.
@@ -229,6 +237,26 @@ impl PolicySet {
                 false
             }
         }
+    }
+}
+
+/// A mutator's verdict once the loop has run: a failure stands; else what it changed (a denial if
+/// the object was refused because of it); else why it matched and changed nothing.
+fn final_verdict(
+    mutator: &Mutator,
+    verdict: Option<Verdict>,
+    changes: Option<Vec<Change>>,
+    denial: Option<&Denial>,
+    unchanged: impl FnOnce() -> String,
+) -> Verdict {
+    match (verdict, changes) {
+        (Some(failed @ Verdict::Denied { .. }), _) => failed,
+        (_, Some(_)) if denial.is_some_and(|d| d.policies.contains(mutator.reference())) => Verdict::Denied {
+            reason: denial.map(|d| d.message.clone()).unwrap_or_default(),
+        },
+        (_, Some(changes)) => Verdict::Changed { changes },
+        (Some(verdict), None) => verdict,
+        (None, None) => Verdict::Unchanged { reason: unchanged() },
     }
 }
 
@@ -417,4 +445,73 @@ fn describe(object: &Value, default_namespace: &str) -> String {
         .or_else(|| field("/metadata/generateName"))
         .unwrap_or("<unnamed>");
     format!("{kind} {namespace}/{name}")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{collections::BTreeSet, path::Path};
+
+    use crate::{
+        engine::{Outcome as Decided, Request},
+        explain::Verdict,
+        policy_set::PolicySet,
+        source,
+        vocab::{Operation, PolicyRef},
+    };
+
+    /// The explanation never contradicts the engine: the policies it says changed the object are
+    /// exactly those `apply` lists as applied, on the examples and the fixtures made for explain.
+    #[test]
+    fn changed_verdicts_are_exactly_the_applied_policies() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let cases = [
+            (
+                "examples/workspace/policies",
+                "examples/workspace/pod.yaml",
+                "default",
+            ),
+            (
+                "examples/gatekeeper-nfs/policies.yaml",
+                "examples/gatekeeper-nfs/pod.yaml",
+                "default",
+            ),
+            (
+                "tests/fixtures/explain-clauses/policies.yaml",
+                "tests/fixtures/explain-clauses/input.yaml",
+                "default",
+            ),
+            (
+                "tests/fixtures/gatekeeper-image-set-labels/policies.yaml",
+                "tests/fixtures/gatekeeper-image-set-labels/input.yaml",
+                "team-a",
+            ),
+        ];
+        for (policies, input, namespace) in cases {
+            let documents = source::read_paths(&[root.join(policies)]).expect("policies read");
+            let mut builder = PolicySet::builder().default_namespace(namespace);
+            builder.add_all(&documents);
+            let (set, report) = builder.build();
+            assert!(report.errors.is_empty(), "{policies}: {:?}", report.errors);
+            for object in source::read_file(&root.join(input)).expect("input read") {
+                let request = Request {
+                    object: (&object.value).into(),
+                    namespace,
+                    operation: Operation::Create,
+                    user: None,
+                };
+                let applied: BTreeSet<PolicyRef> = match set.apply(&request) {
+                    Decided::Admitted(admission) => admission.applied.iter().map(|a| (**a).clone()).collect(),
+                    Decided::Denied(_) => BTreeSet::new(),
+                };
+                let changed: BTreeSet<PolicyRef> = set
+                    .explain(&request)
+                    .policies
+                    .into_iter()
+                    .filter(|d| matches!(d.verdict, Verdict::Changed { .. }))
+                    .map(|d| d.policy)
+                    .collect();
+                assert_eq!(changed, applied, "{input}: {}", object.name());
+            }
+        }
+    }
 }

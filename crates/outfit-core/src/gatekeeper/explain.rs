@@ -135,20 +135,24 @@ impl Match {
         if !self.namespace_selector_matches(subject, namespace_labels) {
             return Some(self.namespace_selector_mismatch(subject, namespace_labels));
         }
-        if !self.name_matches(subject) {
-            let pattern = self.name.as_ref().map_or("", |w| w.0.as_str());
-            let name = subject.name();
-            let detail = if name.is_empty() {
-                format!(
-                    "{pattern:?} does not match generateName {:?}",
-                    subject.metadata_str("generateName")
-                )
-            } else {
-                format!("{pattern:?} does not match name {name:?}")
-            };
-            return Some(Clause::new("spec.match.name", detail));
+        self.name_mismatch(subject)
+    }
+
+    fn name_mismatch(&self, subject: &Subject<'_>) -> Option<Clause> {
+        if self.name_matches(subject) {
+            return None;
         }
-        None
+        let pattern = self.name.as_ref().map_or("", |w| w.0.as_str());
+        let name = subject.name();
+        let detail = if name.is_empty() {
+            format!(
+                "{pattern:?} does not match generateName {:?}",
+                subject.metadata_str("generateName")
+            )
+        } else {
+            format!("{pattern:?} does not match name {name:?}")
+        };
+        Some(Clause::new("spec.match.name", detail))
     }
 
     fn namespace_mismatch(&self, subject: &Subject<'_>) -> Option<Clause> {
