@@ -10,12 +10,15 @@
 //! target of the benchmarks, the property tests and the fuzzers. The only I/O is [`source`], which
 //! reads policy files from disk for the CLI and the server's directory mode.
 
+pub mod decision;
 pub mod document;
-pub mod engine;
+mod engine;
 pub mod error;
 pub mod explain;
+pub mod family;
 pub mod fieldpath;
 pub mod gatekeeper;
+pub mod kinds;
 mod patch;
 pub mod poddefault;
 mod policy_context;
@@ -26,9 +29,9 @@ pub mod source;
 pub mod view;
 pub mod vocab;
 
+pub use decision::{Admission, AppliedPolicy, Denial, DenialReason, Object, Outcome, Request, UserInfo};
 pub use document::Document;
-pub use engine::{Admission, Denial, DenialReason, Object, Outcome, Request, UserInfo};
 pub use error::{DocumentError, LoadWarning, PolicyError, Problem};
-pub use policy_set::{AppliedPolicy, PolicySet, PolicySetBuilder};
+pub use policy_set::{PolicySet, PolicySetBuilder};
 pub use view::ObjectView;
 pub use vocab::{Operation, Origin, PolicyKind, PolicyRef};

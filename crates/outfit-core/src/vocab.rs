@@ -50,52 +50,89 @@ impl Operation {
     }
 }
 
-/// The kinds of policy outfit reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-pub enum PolicyKind {
-    /// Kubeflow `PodDefault` (`kubeflow.org/v1alpha1`).
-    PodDefault,
-    /// Gatekeeper `Assign` (`mutations.gatekeeper.sh`).
-    Assign,
-    /// Gatekeeper `AssignImage`.
-    AssignImage,
-    /// Gatekeeper `AssignMetadata`.
-    AssignMetadata,
-    /// Gatekeeper `ModifySet`.
-    ModifySet,
+/// What the API calls a kind of policy, and where it is served: one entry of the kinds table
+/// (`crate::kinds`), declared by the module that reads the kind.
+#[derive(Debug, PartialEq, Eq)]
+pub struct KindInfo {
+    /// The Kubernetes `kind`, e.g. `PodDefault`.
+    pub name: &'static str,
+    /// The API group, e.g. `kubeflow.org`.
+    pub group: &'static str,
+    /// The versions it is served in; the first is the one outfit watches.
+    pub versions: &'static [&'static str],
+    /// The resource's plural name, e.g. `poddefaults`.
+    pub plural: &'static str,
+    /// Whether its objects live in a namespace.
+    pub namespaced: bool,
 }
 
-impl PolicyKind {
-    /// Every kind, in the order policies of different kinds are applied.
-    /// PodDefaults come first; the Gatekeeper kinds follow in Gatekeeper's own order.
-    pub const ALL: &[PolicyKind] = &[
-        PolicyKind::PodDefault,
-        PolicyKind::Assign,
-        PolicyKind::AssignImage,
-        PolicyKind::AssignMetadata,
-        PolicyKind::ModifySet,
-    ];
+/// A kind of policy outfit reads: a handle on its [`KindInfo`]. Kinds compare, hash and order by
+/// name (Gatekeeper orders its mutators byte-wise by kind) and then by group.
+#[derive(Clone, Copy)]
+pub struct PolicyKind(&'static KindInfo);
 
-    /// Its position in [`PolicyKind::ALL`].
-    pub(crate) fn index(self) -> usize {
-        self as usize
+impl PolicyKind {
+    /// The kind described by `info`.
+    pub const fn new(info: &'static KindInfo) -> Self {
+        Self(info)
     }
 
     /// The Kubernetes `kind`.
     pub fn as_str(self) -> &'static str {
-        match self {
-            PolicyKind::PodDefault => "PodDefault",
-            PolicyKind::Assign => "Assign",
-            PolicyKind::AssignImage => "AssignImage",
-            PolicyKind::AssignMetadata => "AssignMetadata",
-            PolicyKind::ModifySet => "ModifySet",
-        }
+        self.0.name
+    }
+
+    /// Its group, versions, plural and scope.
+    pub fn info(self) -> &'static KindInfo {
+        self.0
+    }
+
+    fn key(self) -> (&'static str, &'static str) {
+        (self.0.name, self.0.group)
+    }
+}
+
+impl PartialEq for PolicyKind {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for PolicyKind {}
+
+impl std::hash::Hash for PolicyKind {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key().hash(state);
+    }
+}
+
+impl PartialOrd for PolicyKind {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for PolicyKind {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+impl fmt::Debug for PolicyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
 impl fmt::Display for PolicyKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for PolicyKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
     }
 }
 

@@ -3,8 +3,7 @@
 //! Rows name the vector of `shared/reference/gatekeeper.md` §4 they restate (`S*`, `Y*`, `K*`, ...).
 
 use outfit_core::{
-    Operation, Outcome, PolicyKind, PolicySet, Request, document::parse_stream, error::Problem,
-    policy_set::LoadReport,
+    Operation, Outcome, PolicySet, Request, document::parse_stream, error::Problem, policy_set::LoadReport,
 };
 use serde_json::{Value, json};
 
@@ -471,7 +470,7 @@ fn schema_conflicts_disable_both_mutators() {
             )
             + &assign("third", "spec.z", "1")),
     );
-    assert_eq!(set.count(PolicyKind::Assign), 1);
+    assert_eq!(set.count(outfit_core::gatekeeper::ASSIGN), 1);
 }
 
 #[test]

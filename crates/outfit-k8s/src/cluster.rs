@@ -24,20 +24,24 @@ use tokio::{
     task::JoinHandle,
 };
 
-use crate::crds;
-
-/// The resources outfit watches: the policy kinds (at their storage versions; the API server
-/// converts the others) and Namespaces. Group, version, kind and plural come from the types'
-/// `Resource` impls (the `#[kube(...)]` attributes in [`crate::crds`]).
+/// The resources outfit watches: every kind of the kinds table (`outfit_core::kinds`), at the
+/// version it lists first (the API server converts the others), and Namespaces.
 pub fn watched_resources() -> Vec<ApiResource> {
-    vec![
-        ApiResource::erase::<crds::PodDefault>(&()),
-        ApiResource::erase::<crds::Assign>(&()),
-        ApiResource::erase::<crds::AssignMetadata>(&()),
-        ApiResource::erase::<crds::ModifySet>(&()),
-        ApiResource::erase::<crds::AssignImage>(&()),
-        ApiResource::erase::<Namespace>(&()),
-    ]
+    let mut resources: Vec<ApiResource> = outfit_core::kinds::all()
+        .map(|kind| {
+            let info = kind.info();
+            let version = info.versions[0];
+            ApiResource {
+                group: info.group.to_owned(),
+                version: version.to_owned(),
+                api_version: format!("{}/{version}", info.group),
+                kind: info.name.to_owned(),
+                plural: info.plural.to_owned(),
+            }
+        })
+        .collect();
+    resources.push(ApiResource::erase::<Namespace>(&()));
+    resources
 }
 
 /// Every watched object at one moment.

@@ -435,6 +435,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_kind_of_the_table_has_its_crd_with_the_same_group_plural_and_versions() {
+        let crds = all();
+        let kinds: Vec<_> = outfit_core::kinds::all().collect();
+        assert_eq!(kinds.len(), crds.len(), "one CRD per kind of the table");
+        for kind in kinds {
+            let info = kind.info();
+            let crd = crds
+                .iter()
+                .find(|crd| crd.spec.names.kind == info.name)
+                .unwrap_or_else(|| panic!("no CRD for {kind}"));
+            assert_eq!(crd.spec.group, info.group, "{kind}");
+            assert_eq!(crd.spec.names.plural, info.plural, "{kind}");
+            assert_eq!(crd.spec.scope == "Namespaced", info.namespaced, "{kind}");
+            let served: Vec<&str> = crd.spec.versions.iter().map(|v| v.name.as_str()).collect();
+            assert_eq!(served, info.versions, "{kind}");
+            let storage = crd
+                .spec
+                .versions
+                .iter()
+                .find(|v| v.storage)
+                .map(|v| v.name.as_str());
+            assert_eq!(
+                storage,
+                Some(info.versions[0]),
+                "{kind}: the table's first version is the stored one"
+            );
+        }
+    }
+
+    #[test]
     fn crds_name_every_policy_kind_with_upstream_groups_and_versions() {
         let summary: Vec<(String, Vec<String>)> = all()
             .iter()

@@ -140,22 +140,30 @@ fn labels() -> Value {
 }
 
 /// Read-only access to the policy kinds and namespaces: outfit never writes to the API server.
-/// Groups and plurals come from the types' `Resource` impls, as the watches' do.
+/// Read access to every kind of the kinds table, a rule per group, as the watches read them.
 fn rbac(namespace: &str) -> Vec<Value> {
     let read = json!(["get", "list", "watch"]);
+    let mut by_group: Vec<(&str, Vec<&str>)> = Vec::new();
+    for kind in outfit_core::kinds::all() {
+        let info = kind.info();
+        match by_group.iter_mut().find(|(group, _)| *group == info.group) {
+            Some((_, plurals)) => plurals.push(info.plural),
+            None => by_group.push((info.group, vec![info.plural])),
+        }
+    }
+    let mut rules: Vec<Value> = by_group
+        .into_iter()
+        .map(|(group, plurals)| json!({"apiGroups": [group], "resources": plurals, "verbs": read}))
+        .collect();
+    rules.push(
+        json!({"apiGroups": [Namespace::group(&())], "resources": [Namespace::plural(&())], "verbs": read}),
+    );
     vec![
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NAME, "namespace": namespace, "labels": labels()}}),
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": {"name": NAME, "labels": labels()},
-            "rules": [
-                {"apiGroups": [crds::PodDefault::group(&())], "resources": [crds::PodDefault::plural(&())], "verbs": read},
-                {"apiGroups": [crds::Assign::group(&())], "resources": [
-                    crds::Assign::plural(&()), crds::AssignMetadata::plural(&()),
-                    crds::ModifySet::plural(&()), crds::AssignImage::plural(&()),
-                ], "verbs": read},
-                {"apiGroups": [Namespace::group(&())], "resources": [Namespace::plural(&())], "verbs": read},
-            ]
+            "rules": rules
         }),
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",

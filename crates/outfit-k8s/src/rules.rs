@@ -29,7 +29,10 @@ use k8s_openapi::{
     },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
-use outfit_core::{PolicyKind, PolicySet};
+use outfit_core::{
+    PolicySet,
+    gatekeeper::{ASSIGN_METADATA, GatekeeperSet},
+};
 use serde_json::{Value, json};
 
 /// The rules of the webhook.
@@ -159,8 +162,11 @@ pub fn resource_of(group: &str, kind: &str) -> Option<&'static str> {
 /// means every resource: a policy applies to every kind.
 pub fn from_policies(set: &PolicySet, extra: &[ResourceRule]) -> Result<Rules, UnknownKinds> {
     let mut wanted = Vec::new();
-    for mutator in set.gatekeeper_mutators().items() {
-        if mutator.reference().kind == PolicyKind::AssignMetadata {
+    let mutators = set
+        .family::<GatekeeperSet>()
+        .map_or(&[][..], |g| g.mutators().items());
+    for mutator in mutators {
+        if mutator.reference().kind == ASSIGN_METADATA {
             let entries = mutator.match_kinds();
             let any = |list: &[String]| list.is_empty() || list.iter().any(|x| x == "*");
             if entries.is_empty() || entries.iter().any(|e| any(&e.groups) || any(&e.kinds)) {

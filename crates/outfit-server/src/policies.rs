@@ -18,9 +18,7 @@ use std::{
 };
 
 use arc_swap::ArcSwap;
-use outfit_core::{
-    Document, DocumentError, PolicyError, PolicyKind, PolicySet, PolicySetBuilder, document, source,
-};
+use outfit_core::{Document, DocumentError, PolicyError, PolicySet, PolicySetBuilder, document, source};
 use tokio::{
     sync::{Notify, watch},
     time::Instant,
@@ -392,9 +390,10 @@ impl PolicyStore {
 }
 
 fn log_loaded(set: &PolicySet) {
-    let by_kind: Vec<String> = PolicyKind::ALL
+    let by_kind: Vec<String> = set
+        .kinds()
         .iter()
-        .map(|kind| format!("{kind}={}", set.count(*kind)))
+        .map(|&kind| format!("{kind}={}", set.count(kind)))
         .collect();
     tracing::info!(policies = set.len(), by_kind = %by_kind.join(","), "policies loaded");
 }

@@ -16,7 +16,8 @@ fn binary(tmp: &Path) -> &'static Path {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
     BINARY.get_or_init(|| {
         let out = tmp.join("jsonpatch-apply");
-        let source = crate::repo_root().join("tests/tools/jsonpatch-apply");
+        // This crate is crates/outfit-test-support.
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/tools/jsonpatch-apply");
         let status = Command::new("go")
             .args(["build", "-o"])
             .arg(&out)

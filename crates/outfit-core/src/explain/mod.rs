@@ -5,6 +5,7 @@
 //!
 //! [`PolicySet::apply`]: crate::PolicySet::apply
 
+pub(crate) mod changes;
 pub mod report;
 mod run;
 

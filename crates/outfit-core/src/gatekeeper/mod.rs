@@ -9,6 +9,7 @@
 mod action;
 pub mod conflicts;
 mod explain;
+mod family;
 pub mod image;
 mod index;
 mod keyed;
@@ -21,7 +22,11 @@ pub(crate) mod system;
 pub mod traverse;
 
 pub use action::{Action, AssignValue, MetadataField, Terminal};
-pub use mutator::{GROUP, IMAGE_VERSIONS, Mutator, VERSIONS};
+pub use family::{FAMILY, Gatekeeper, GatekeeperSet};
+pub use mutator::{
+    ASSIGN, ASSIGN_IMAGE, ASSIGN_METADATA, GROUP, IMAGE_VERSIONS, MODIFY_SET, Mutator, VERSIONS,
+};
+#[cfg(test)]
 pub(crate) use parse::parse;
 pub use system::{MutationError, Mutators};
 

@@ -10,7 +10,7 @@ use super::{
     setters::{self, Meta},
     traverse::{self, Tester, WalkError},
 };
-use crate::vocab::{Operation, Origin, PolicyRef};
+use crate::vocab::{KindInfo, Operation, Origin, PolicyKind, PolicyRef};
 
 /// The API group of every Gatekeeper mutator.
 pub const GROUP: &str = "mutations.gatekeeper.sh";
@@ -20,6 +20,32 @@ pub const VERSIONS: &[&str] = &["v1", "v1beta1", "v1alpha1"];
 
 /// Versions served for AssignImage.
 pub const IMAGE_VERSIONS: &[&str] = &["v1alpha1"];
+
+/// A Gatekeeper mutator kind: cluster-scoped, in [`GROUP`].
+const fn mutator_kind(
+    name: &'static str,
+    plural: &'static str,
+    versions: &'static [&'static str],
+) -> KindInfo {
+    KindInfo {
+        name,
+        group: GROUP,
+        versions,
+        plural,
+        namespaced: false,
+    }
+}
+
+/// `Assign` in the kinds table.
+pub const ASSIGN: PolicyKind = PolicyKind::new(&mutator_kind("Assign", "assign", VERSIONS));
+/// `AssignImage` in the kinds table.
+pub const ASSIGN_IMAGE: PolicyKind =
+    PolicyKind::new(&mutator_kind("AssignImage", "assignimage", IMAGE_VERSIONS));
+/// `AssignMetadata` in the kinds table.
+pub const ASSIGN_METADATA: PolicyKind =
+    PolicyKind::new(&mutator_kind("AssignMetadata", "assignmetadata", VERSIONS));
+/// `ModifySet` in the kinds table.
+pub const MODIFY_SET: PolicyKind = PolicyKind::new(&mutator_kind("ModifySet", "modifyset", VERSIONS));
 
 /// A validated, compiled Gatekeeper mutator.
 #[derive(Debug, Clone, PartialEq)]

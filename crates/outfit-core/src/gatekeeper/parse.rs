@@ -11,7 +11,7 @@ use super::{
     action::{Action, AssignValue, MetadataField},
     image::ImageParams,
     location::{Location, Node},
-    mutator::Mutator,
+    mutator::{ASSIGN, ASSIGN_IMAGE, ASSIGN_METADATA, MODIFY_SET, Mutator},
     traverse::{Condition, Tester},
 };
 use crate::{
@@ -28,10 +28,10 @@ const MAX_NAME: usize = 63;
 /// The kind named by a document of the `mutations.gatekeeper.sh` group, if it is a mutator.
 pub(crate) fn kind_of(kind: &str) -> Option<PolicyKind> {
     match kind {
-        "Assign" => Some(PolicyKind::Assign),
-        "AssignMetadata" => Some(PolicyKind::AssignMetadata),
-        "ModifySet" => Some(PolicyKind::ModifySet),
-        "AssignImage" => Some(PolicyKind::AssignImage),
+        "Assign" => Some(ASSIGN),
+        "AssignMetadata" => Some(ASSIGN_METADATA),
+        "ModifySet" => Some(MODIFY_SET),
+        "AssignImage" => Some(ASSIGN_IMAGE),
         _ => None,
     }
 }
@@ -41,7 +41,7 @@ pub(crate) fn parse(document: &Document, warnings: &mut Vec<LoadWarning>) -> Res
     let name = document.name();
     let kind = kind_of(document.kind()).ok_or_else(|| PolicyError {
         origin: document.origin.clone(),
-        policy: PolicyRef::new(PolicyKind::Assign, None, name),
+        policy: PolicyRef::new(ASSIGN, None, name),
         field: FieldPath::new("kind"),
         problem: Problem::Unsupported(format!(
             "{}; the Gatekeeper mutators are Assign, AssignMetadata, ModifySet and AssignImage",
@@ -80,7 +80,7 @@ fn validate(cx: &PolicyContext<'_>, kind: PolicyKind, name: &str) -> Result<Muta
         Some(_) => return Err(cx.wrong_type(FieldPath::new("spec"), "an object")),
     };
     let mut spec_fields = vec!["match", "location", "parameters"];
-    if kind != PolicyKind::AssignMetadata {
+    if kind != ASSIGN_METADATA {
         spec_fields.push("applyTo");
     }
     cx.warn_unknown(spec, "spec", &spec_fields);
@@ -92,7 +92,7 @@ fn compile(
     kind: PolicyKind,
     spec: &Map<String, Value>,
 ) -> Result<Mutator, PolicyError> {
-    let apply_to = if kind == PolicyKind::AssignMetadata {
+    let apply_to = if kind == ASSIGN_METADATA {
         Vec::new()
     } else {
         apply_to(cx, spec.get("applyTo"))?
@@ -110,14 +110,14 @@ fn compile(
         None | Some(Value::Null) => &empty,
         Some(_) => return Err(cx.wrong_type(FieldPath::new("spec.parameters"), "an object")),
     };
-    let action = match kind {
-        PolicyKind::Assign => assign(cx, &location, parameters)?,
-        PolicyKind::AssignMetadata => metadata(cx, &location, parameters)?,
-        PolicyKind::ModifySet => modify_set(cx, &location, parameters)?,
-        PolicyKind::AssignImage => assign_image(cx, &location, parameters)?,
-        PolicyKind::PodDefault => unreachable!("not a Gatekeeper kind"),
+    // `kind` is one of the four `kind_of` returns.
+    let action = match kind.as_str() {
+        "AssignMetadata" => metadata(cx, &location, parameters)?,
+        "ModifySet" => modify_set(cx, &location, parameters)?,
+        "AssignImage" => assign_image(cx, &location, parameters)?,
+        _ => assign(cx, &location, parameters)?,
     };
-    let tests = if kind == PolicyKind::AssignMetadata {
+    let tests = if kind == ASSIGN_METADATA {
         // AssignMetadata only adds: an implicit MustNotExist on the label or annotation itself.
         vec![(2, Condition::MustNotExist)]
     } else {

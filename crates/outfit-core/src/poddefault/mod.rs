@@ -5,6 +5,8 @@
 //! reported as warnings, because the API server would prune them from a stored PodDefault and the
 //! author would never know.
 
+mod family;
+mod index;
 mod merge;
 mod ops;
 mod parse;
@@ -12,10 +14,11 @@ mod policy;
 #[cfg(test)]
 mod tests;
 
+pub use family::{FAMILY, PodDefaultSet, PodDefaults};
 pub use merge::Conflict;
-pub(crate) use merge::{MergeError, PodText, plan};
+#[cfg(test)]
 pub(crate) use parse::parse;
 pub use policy::{
     ANNOTATION_PREFIX, API_VERSION, EXCLUDE_ANNOTATION, ISTIO_PROXY_CONTAINER, KIND, MIRROR_POD_ANNOTATION,
-    PodDefault,
+    POLICY_KIND, PodDefault,
 };

@@ -2,14 +2,14 @@
 
 use serde_json::{Map, Value};
 
-use super::policy::{ANNOTATION_PREFIX, Keyed, Mount, PodDefault, Rendered};
+use super::policy::{ANNOTATION_PREFIX, Keyed, Mount, POLICY_KIND, PodDefault, Rendered};
 use crate::{
     document::Document,
     error::{LoadWarning, PolicyError, Problem},
     fieldpath::FieldPath,
     policy_context::{ObjectEntries, PolicyContext},
     selector::{self, LabelSelector},
-    vocab::{PolicyKind, PolicyRef},
+    vocab::PolicyRef,
 };
 
 /// Every `spec` field Kubeflow's PodDefault type has.
@@ -136,7 +136,7 @@ pub(crate) fn parse(
         .and_then(Value::as_str)
         .filter(|ns| !ns.is_empty())
         .unwrap_or(default_namespace);
-    let reference = PolicyRef::new(PolicyKind::PodDefault, Some(namespace), name);
+    let reference = PolicyRef::new(POLICY_KIND, Some(namespace), name);
     let cx = PolicyContext::new(
         document,
         reference,

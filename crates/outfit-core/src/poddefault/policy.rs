@@ -6,13 +6,21 @@ use serde_json::{Value, value::RawValue};
 use crate::{
     selector::LabelSelector,
     view::{Members, raw_str},
-    vocab::PolicyRef,
+    vocab::{KindInfo, PolicyKind, PolicyRef},
 };
 
 /// API group and version of PodDefault.
 pub const API_VERSION: &str = "kubeflow.org/v1alpha1";
 /// Kind of PodDefault.
 pub const KIND: &str = "PodDefault";
+/// PodDefault in the kinds table.
+pub const POLICY_KIND: PolicyKind = PolicyKind::new(&KindInfo {
+    name: KIND,
+    group: "kubeflow.org",
+    versions: &["v1alpha1"],
+    plural: "poddefaults",
+    namespaced: true,
+});
 /// Prefix of the annotations Kubeflow's webhook reads and writes on pods.
 pub const ANNOTATION_PREFIX: &str = "poddefault.admission.kubeflow.org";
 /// A pod with this annotation set to exactly `"true"` is left alone.

@@ -9,7 +9,7 @@ mod outcome;
 
 use std::{sync::Arc, time::Duration};
 
-use outfit_core::{PolicyKind, PolicySet};
+use outfit_core::PolicySet;
 use prometheus_client::{
     encoding::{EncodeLabelSet, text::encode},
     metrics::{counter::Counter, family::Family, gauge::Gauge},
@@ -166,8 +166,8 @@ impl Metrics {
 
     /// Records the policies now serving.
     pub fn set_policies(&self, set: &PolicySet) {
-        for kind in PolicyKind::ALL {
-            let count = i64::try_from(set.count(*kind)).unwrap_or(i64::MAX);
+        for &kind in set.kinds() {
+            let count = i64::try_from(set.count(kind)).unwrap_or(i64::MAX);
             self.policies
                 .get_or_create(&KindLabels { kind: kind.as_str() })
                 .set(count);
@@ -181,7 +181,7 @@ impl Metrics {
 
     /// Records which kinds' CRDs the API server does not serve, by `kind` name.
     pub fn set_absent_kinds(&self, absent: &[String]) {
-        for kind in PolicyKind::ALL {
+        for kind in outfit_core::kinds::all() {
             let installed = !absent.iter().any(|a| a == kind.as_str());
             self.kinds_installed
                 .get_or_create(&KindLabels { kind: kind.as_str() })

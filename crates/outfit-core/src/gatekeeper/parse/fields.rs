@@ -24,7 +24,7 @@ impl PolicyContext<'_> {
 
     pub(crate) fn check_version(&self, kind: PolicyKind) -> Result<(), PolicyError> {
         let api_version = self.document.api_version();
-        let served = if kind == PolicyKind::AssignImage {
+        let served = if kind == crate::gatekeeper::mutator::ASSIGN_IMAGE {
             IMAGE_VERSIONS
         } else {
             VERSIONS

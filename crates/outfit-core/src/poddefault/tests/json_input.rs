@@ -6,7 +6,7 @@ use serde_json::{Value, json, value::RawValue};
 
 use super::{NS, load, pd};
 use crate::{
-    engine::{DenialReason, Outcome, Request},
+    decision::{DenialReason, Outcome, Request},
     vocab::Operation,
 };
 

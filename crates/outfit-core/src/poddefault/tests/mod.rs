@@ -13,8 +13,8 @@ mod validation;
 use serde_json::{Value, json, value::RawValue};
 
 use crate::{
+    decision::{Object, Outcome, Request},
     document::Document,
-    engine::{Object, Outcome, Request},
     policy_set::{LoadReport, PolicySet},
     view::ObjectView,
     vocab::Operation,

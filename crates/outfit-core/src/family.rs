@@ -1,0 +1,107 @@
+//! What a family of policy kinds is to the rest of outfit: how its documents are compiled, and the
+//! step of the engine (and of `explain`) that applies them. A family is one module (PodDefault in
+//! `poddefault`, the four Gatekeeper mutators in `gatekeeper`) and one line of the kinds table
+//! (`kinds`); the policy set, the engine, explain, and the cluster side follow from the table.
+
+use std::{any::Any, fmt};
+
+use serde_json::{Map, Value};
+
+use crate::{
+    decision::{Admission, Denial, Request},
+    document::Document,
+    error::{LoadWarning, PolicyError},
+    explain::report::Decision,
+    vocab::{FastMap, PolicyKind, PolicyRef},
+};
+
+/// A family of policy kinds.
+pub trait Family: Sync {
+    /// Its kinds.
+    fn kinds(&self) -> &'static [PolicyKind];
+
+    /// Whether a document of `group` and `kind` (any version) is this family's to compile or to
+    /// refuse. By default, exactly its kinds; a family may claim a whole group, so that an unknown
+    /// kind in it is an error rather than a document skipped.
+    fn claims(&self, group: &str, kind: &str) -> bool {
+        self.kinds()
+            .iter()
+            .any(|k| k.info().group == group && k.as_str() == kind)
+    }
+
+    /// A builder for one policy set.
+    fn builder(&self, options: &LoadOptions<'_>) -> Box<dyn FamilyBuilder>;
+}
+
+/// What loading takes from the caller.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadOptions<'a> {
+    /// The namespace of namespaced policies whose documents name none.
+    pub default_namespace: &'a str,
+}
+
+/// Compiles a family's documents into its part of a policy set.
+pub trait FamilyBuilder {
+    /// Compiles one document the family claims and keeps the policy, once `admit` accepts its
+    /// identity (the set refuses a second policy with the same kind, namespace and name).
+    fn add(
+        &mut self,
+        document: &Document,
+        warnings: &mut Vec<LoadWarning>,
+        admit: &mut dyn FnMut(&PolicyRef) -> Result<(), PolicyError>,
+    ) -> Result<PolicyRef, PolicyError>;
+
+    /// Builds the family's indexed set. Policies left out at this stage (Gatekeeper's schema
+    /// conflicts) are reported in `errors`.
+    fn build(self: Box<Self>, errors: &mut Vec<PolicyError>) -> Box<dyn FamilySet>;
+}
+
+/// What every family reads of the policy set besides its own policies.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'s> {
+    pub(crate) namespaces: &'s FastMap<String, Map<String, Value>>,
+}
+
+impl<'s> Context<'s> {
+    /// Labels of a namespace read from a `Namespace` object, if one was loaded.
+    pub fn namespace_labels(&self, namespace: &str) -> Option<&'s Map<String, Value>> {
+        self.namespaces.get(namespace)
+    }
+}
+
+/// A family's compiled, indexed policies: its step of the engine and of explain.
+pub trait FamilySet: fmt::Debug + Send + Sync + Any {
+    /// How many policies of `kind` it holds.
+    fn count(&self, kind: PolicyKind) -> usize;
+
+    /// Applies the family's policies to the request's object as the earlier families left it
+    /// (their changes are in `admission`), recording its own changes and the policies that made
+    /// them; or refuses the object.
+    fn apply<'p>(
+        &'p self,
+        request: &Request<'_>,
+        context: &Context<'p>,
+        admission: &mut Admission<'p>,
+    ) -> Result<(), Denial>;
+
+    /// Explains each of its policies (see [`ExplainState`]).
+    fn explain(&self, request: &Request<'_>, context: &Context<'_>, state: &mut ExplainState<'_>);
+
+    /// For callers that need the family's own type (`outfit manifests` reads the mutators' kinds).
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// One explanation in the making, passed from family to family in the table's order.
+#[derive(Debug)]
+pub struct ExplainState<'a> {
+    /// The request's object.
+    pub original: &'a Value,
+    /// The object as the earlier families left it; a family's explain leaves it as its step does.
+    pub current: Value,
+    /// The engine's denial, if it refused the object.
+    pub denial: Option<&'a Denial>,
+    /// Whether an earlier family refused the object (later ones do not run).
+    pub denied_before: bool,
+    /// The verdicts so far.
+    pub decisions: Vec<Decision>,
+}
