@@ -87,8 +87,45 @@ pub trait FamilySet: fmt::Debug + Send + Sync + Any {
     /// Explains each of its policies (see [`ExplainState`]).
     fn explain(&self, request: &Request<'_>, context: &Context<'_>, state: &mut ExplainState<'_>);
 
-    /// For callers that need the family's own type (`outfit manifests` reads the mutators' kinds).
+    /// The objects its policies may change, for the webhook's registration (`outfit manifests`).
+    fn targets(&self) -> Targets;
+
+    /// For callers that need the family's own type.
     fn as_any(&self) -> &dyn Any;
+}
+
+/// The objects a family's policies may change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Targets {
+    /// Objects of these kinds (pods are always registered, so a family of pods alone may say so
+    /// or not).
+    Kinds(Vec<TargetKind>),
+    /// Objects of any kind.
+    Everything,
+}
+
+impl Targets {
+    /// Both: everything if either is.
+    pub fn merge(self, other: Targets) -> Targets {
+        match (self, other) {
+            (Targets::Kinds(mut a), Targets::Kinds(b)) => {
+                a.extend(b);
+                Targets::Kinds(a)
+            }
+            _ => Targets::Everything,
+        }
+    }
+}
+
+/// A kind of object a policy may change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetKind {
+    /// Its API group (`""` for the core group).
+    pub group: String,
+    /// Its version, `*` for any.
+    pub version: String,
+    /// Its kind.
+    pub kind: String,
 }
 
 /// One explanation in the making, passed from family to family in the table's order.

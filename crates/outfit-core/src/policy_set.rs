@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use crate::{
     document::Document,
     error::{LoadWarning, PolicyError, Problem},
-    family::{Context, Family, FamilyBuilder, FamilySet, LoadOptions},
+    family::{Context, Family, FamilyBuilder, FamilySet, LoadOptions, Targets},
     fieldpath::FieldPath,
     kinds::FAMILIES,
     vocab::{FastMap, NAMESPACE_NAME_LABEL, Origin, PolicyKind, PolicyRef},
@@ -65,6 +65,15 @@ impl PolicySet {
         self.families
             .iter()
             .find_map(|family| <dyn Any>::downcast_ref::<T>(family.as_any()))
+    }
+
+    /// The objects the set's policies may change, every family's together.
+    pub fn targets(&self) -> Targets {
+        self.families
+            .iter()
+            .fold(Targets::Kinds(Vec::new()), |all, family| {
+                all.merge(family.targets())
+            })
     }
 
     /// Every kind the set's families read, in the table's order.

@@ -9,7 +9,7 @@ use outfit_core::{
     Admission, Denial, Document, LoadWarning, Object, Operation, Outcome, PolicyError, PolicyKind, PolicyRef,
     PolicySetBuilder, Request, document,
     explain::{Clause, Decision, Verdict},
-    family::{Context, ExplainState, Family, FamilyBuilder, FamilySet, LoadOptions},
+    family::{Context, ExplainState, Family, FamilyBuilder, FamilySet, LoadOptions, TargetKind, Targets},
     gatekeeper, poddefault,
     vocab::KindInfo,
 };
@@ -145,6 +145,14 @@ impl FamilySet for ToySet {
                 verdict,
             });
         }
+    }
+
+    fn targets(&self) -> Targets {
+        Targets::Kinds(vec![TargetKind {
+            group: String::new(),
+            version: "v1".to_owned(),
+            kind: "Pod".to_owned(),
+        }])
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -29,10 +29,7 @@ use k8s_openapi::{
     },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
-use outfit_core::{
-    PolicySet,
-    gatekeeper::{ASSIGN_METADATA, GatekeeperSet},
-};
+use outfit_core::{PolicySet, family::Targets};
 use serde_json::{Value, json};
 
 /// The rules of the webhook.
@@ -100,14 +97,6 @@ pub struct UnknownKinds {
     pub kinds: Vec<String>,
 }
 
-/// A kind some policy applies to.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Wanted {
-    group: String,
-    version: String,
-    kind: String,
-}
-
 macro_rules! known {
     ($($type:ty),* $(,)?) => {
         &[$((<$type>::GROUP, <$type>::KIND, <$type>::URL_PATH_SEGMENT)),*]
@@ -161,44 +150,10 @@ pub fn resource_of(group: &str, kind: &str) -> Option<&'static str> {
 /// The rules for the policies in `set`, plus the resources the user named in `extra`. `None`
 /// means every resource: a policy applies to every kind.
 pub fn from_policies(set: &PolicySet, extra: &[ResourceRule]) -> Result<Rules, UnknownKinds> {
-    let mut wanted = Vec::new();
-    let mutators = set
-        .family::<GatekeeperSet>()
-        .map_or(&[][..], |g| g.mutators().items());
-    for mutator in mutators {
-        if mutator.reference().kind == ASSIGN_METADATA {
-            let entries = mutator.match_kinds();
-            let any = |list: &[String]| list.is_empty() || list.iter().any(|x| x == "*");
-            if entries.is_empty() || entries.iter().any(|e| any(&e.groups) || any(&e.kinds)) {
-                return Ok(Rules::AllResources);
-            }
-            for entry in entries {
-                for group in &entry.groups {
-                    for kind in &entry.kinds {
-                        wanted.push(Wanted {
-                            group: group.clone(),
-                            version: "*".to_owned(),
-                            kind: kind.clone(),
-                        });
-                    }
-                }
-            }
-            continue;
-        }
-        for entry in mutator.apply_to() {
-            for group in &entry.groups {
-                for version in &entry.versions {
-                    for kind in &entry.kinds {
-                        wanted.push(Wanted {
-                            group: group.clone(),
-                            version: version.clone(),
-                            kind: kind.clone(),
-                        });
-                    }
-                }
-            }
-        }
-    }
+    let wanted = match set.targets() {
+        Targets::Everything => return Ok(Rules::AllResources),
+        Targets::Kinds(kinds) => kinds,
+    };
     let mut resources: BTreeSet<ResourceRule> = extra.iter().cloned().collect();
     let mut unknown = BTreeSet::new();
     for want in wanted {

@@ -23,7 +23,7 @@ use crate::{
         changes::changes_between,
         report::{Change, Clause, Decision, Verdict},
     },
-    family::{Context, ExplainState, Family, FamilyBuilder, FamilySet, LoadOptions},
+    family::{Context, ExplainState, Family, FamilyBuilder, FamilySet, LoadOptions, TargetKind, Targets},
     fieldpath::FieldPath,
     vocab::{Operation, PolicyKind, PolicyRef},
 };
@@ -239,6 +239,40 @@ impl FamilySet for GatekeeperSet {
                 },
             });
         }
+    }
+
+    /// `applyTo` of Assign, ModifySet and AssignImage (exact group, version, kind);
+    /// AssignMetadata's `match.kinds` (any version), or everything when it names none or a `*`.
+    fn targets(&self) -> Targets {
+        let mut kinds = Vec::new();
+        let target = |group: &str, version: &str, kind: &str| TargetKind {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            kind: kind.to_owned(),
+        };
+        for mutator in self.mutators.items() {
+            if mutator.reference().kind == ASSIGN_METADATA {
+                let entries = mutator.match_kinds();
+                let any = |list: &[String]| list.is_empty() || list.iter().any(|x| x == "*");
+                if entries.is_empty() || entries.iter().any(|e| any(&e.groups) || any(&e.kinds)) {
+                    return Targets::Everything;
+                }
+                for entry in entries {
+                    for group in &entry.groups {
+                        kinds.extend(entry.kinds.iter().map(|kind| target(group, "*", kind)));
+                    }
+                }
+                continue;
+            }
+            for entry in mutator.apply_to() {
+                for group in &entry.groups {
+                    for version in &entry.versions {
+                        kinds.extend(entry.kinds.iter().map(|kind| target(group, version, kind)));
+                    }
+                }
+            }
+        }
+        Targets::Kinds(kinds)
     }
 
     fn as_any(&self) -> &dyn Any {
