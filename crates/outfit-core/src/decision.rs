@@ -282,3 +282,13 @@ impl<'a> Named<'a> {
         }
     }
 }
+
+/// `<kind> <namespace>/<name>` for messages; `default_namespace` where the object names none.
+pub fn describe(object: &Value, default_namespace: &str) -> String {
+    let Named {
+        kind,
+        namespace,
+        name,
+    } = Named::of(object);
+    format!("{kind} {}/{name}", namespace.unwrap_or(default_namespace))
+}

@@ -23,6 +23,9 @@ use crate::{
 pub struct PolicySet {
     families: Vec<Box<dyn FamilySet>>,
     kinds: Vec<PolicyKind>,
+    /// How many policies the families hold, counted once when built: `is_empty` is asked on
+    /// every admission.
+    len: usize,
     namespaces: FastMap<String, Map<String, Value>>,
 }
 
@@ -88,7 +91,7 @@ impl PolicySet {
 
     /// How many policies the set holds.
     pub fn len(&self) -> usize {
-        self.kinds.iter().map(|&kind| self.count(kind)).sum()
+        self.len
     }
 
     /// Whether the set holds no policy.
@@ -223,7 +226,7 @@ impl PolicySetBuilder {
         let options = LoadOptions {
             default_namespace: &self.default_namespace,
         };
-        let families = self
+        let families: Vec<Box<dyn FamilySet>> = self
             .families
             .iter()
             .zip(self.builders)
@@ -233,15 +236,20 @@ impl PolicySetBuilder {
                     .build(&mut self.report.errors)
             })
             .collect();
-        let kinds = self
+        let kinds: Vec<PolicyKind> = self
             .families
             .iter()
             .flat_map(|f| f.kinds().iter().copied())
             .collect();
+        let len = kinds
+            .iter()
+            .map(|&kind| families.iter().map(|f| f.count(kind)).sum::<usize>())
+            .sum();
         (
             PolicySet {
                 families,
                 kinds,
+                len,
                 namespaces: self.namespaces,
             },
             self.report,

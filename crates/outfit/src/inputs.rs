@@ -13,7 +13,6 @@ use outfit_core::{
     policy_set::LoadReport,
     source,
 };
-use serde_json::Value;
 
 /// The policies and manifests of an offline command.
 #[derive(Debug, Args)]
@@ -139,16 +138,5 @@ impl Inputs {
 
 /// `<kind> <namespace>/<name>` for messages.
 pub(crate) fn describe(object: &Document, default_namespace: &str) -> String {
-    let field = |pointer: &str| {
-        object
-            .value
-            .pointer(pointer)
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-    };
-    let namespace = field("/metadata/namespace").unwrap_or(default_namespace);
-    let name = field("/metadata/name")
-        .or_else(|| field("/metadata/generateName"))
-        .unwrap_or("<unnamed>");
-    format!("{} {namespace}/{name}", object.kind())
+    outfit_core::decision::describe(&object.value, default_namespace)
 }

@@ -1,11 +1,9 @@
 //! Builds an [`Explanation`]: each family of the kinds table in turn, on the object as the
 //! earlier ones left it, in the engine's order.
 
-use serde_json::{Value, value::RawValue};
-
 use super::report::{Explanation, Outcome};
 use crate::{
-    decision::{Named, Object, Outcome as Decided, Request},
+    decision::{Outcome as Decided, Request, describe},
     family::ExplainState,
     policy_set::PolicySet,
 };
@@ -25,16 +23,17 @@ impl PolicySet {
             message: denial.map(|d| d.message.clone()),
             policies: Vec::new(),
         };
-        let original = match whole_object(request.object) {
+        let original = match request.object_value() {
             Ok(value) => value,
-            Err(message) => {
-                explanation.message = Some(message);
+            Err(unreadable) => {
+                explanation.message = Some(unreadable.message);
                 return explanation;
             }
         };
-        explanation.object = describe(&original, request.namespace);
+        let original = original.as_ref();
+        explanation.object = describe(original, request.namespace);
         let mut state = ExplainState {
-            original: &original,
+            original,
             current: original.clone(),
             denial,
             denied_before: false,
@@ -47,26 +46,6 @@ impl PolicySet {
         explanation.policies = state.decisions;
         explanation
     }
-}
-
-/// The object as a `Value`, however the caller has it.
-fn whole_object(object: Object<'_>) -> Result<Value, String> {
-    let text: &RawValue = match object {
-        Object::Value(value) => return Ok(value.clone()),
-        Object::Json(json) => json,
-        Object::Read { json, .. } => json().ok_or("the object's text is not available")?,
-    };
-    serde_json::from_str(text.get()).map_err(|e| format!("outfit cannot read the object: {e}"))
-}
-
-/// `<kind> <namespace>/<name>`.
-fn describe(object: &Value, default_namespace: &str) -> String {
-    let Named {
-        kind,
-        namespace,
-        name,
-    } = Named::of(object);
-    format!("{kind} {}/{name}", namespace.unwrap_or(default_namespace))
 }
 
 #[cfg(test)]

@@ -228,22 +228,19 @@ impl FamilySet for PodDefaultSet {
         let text_of = || Some(&*raw);
         let text = PodText::new(&text_of);
         for pd in all {
-            let verdict = match view.as_ref().map_or(
-                Err(Clause::new("kind", "the object cannot be read as a pod")),
-                |view| pod_default_clause(pd, view, request),
-            ) {
-                Err(clause) => Verdict::NotMatched { clause },
-                Ok(()) if view.as_ref().is_some_and(|view| recorded(pd, view)) => Verdict::Unchanged {
-                    reason: format!(
-                        "the pod records this version as applied ({}): a PodDefault is applied once, as Kubeflow does",
-                        pd.marker_annotation()
-                    ),
+            let verdict = match &view {
+                None => Verdict::NotMatched {
+                    clause: Clause::new("kind", "the object cannot be read as a pod"),
                 },
-                Ok(()) => {
-                    let alone = view.as_ref().map_or_else(unreachable_view, |view| {
-                        pod_default_alone(pd, view, &text, original)
-                    });
-                    match (&result, alone) {
+                Some(view) => match pod_default_clause(pd, view, request) {
+                    Err(clause) => Verdict::NotMatched { clause },
+                    Ok(()) if recorded(pd, view) => Verdict::Unchanged {
+                        reason: format!(
+                            "the pod records this version as applied ({}): a PodDefault is applied once, as Kubeflow does",
+                            pd.marker_annotation()
+                        ),
+                    },
+                    Ok(()) => match (&result, pod_default_alone(pd, view, &text, original)) {
                         // In conflict with another PodDefault, though fine alone.
                         (Err(denial), verdict)
                             if denial.policies.contains(pd.reference())
@@ -254,8 +251,8 @@ impl FamilySet for PodDefaultSet {
                             }
                         }
                         (_, verdict) => verdict,
-                    }
-                }
+                    },
+                },
             };
             state.decisions.push(Decision {
                 policy: pd.reference().clone(),
@@ -373,12 +370,6 @@ fn pod_default_alone(pd: &PodDefault, pod: &PodView<'_>, text: &PodText<'_>, ori
                 .collect::<Vec<_>>()
                 .join("; "),
         },
-    }
-}
-
-fn unreachable_view() -> Verdict {
-    Verdict::Denied {
-        reason: "outfit internal error: the pod could not be read; please report this".to_owned(),
     }
 }
 
