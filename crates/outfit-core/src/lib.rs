@@ -23,6 +23,7 @@ mod patch;
 pub mod poddefault;
 mod policy_context;
 pub mod policy_set;
+pub mod record;
 pub mod selector;
 pub mod semantic;
 pub mod source;

@@ -29,7 +29,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 pub use crate::{
     accept::Timeouts,
     metrics::Metrics,
-    policies::{LoadError, PolicyStore, ReloadCounts},
+    policies::{CompileOptions, LoadError, PolicyStore, ReloadCounts},
     tls::{CertStore, SelfSigned, TlsError},
     webhook::{Limits, Webhook},
 };
@@ -58,8 +58,9 @@ pub enum TlsSource {
 pub struct Config {
     /// Policy files or directories.
     pub policies: Vec<PathBuf>,
-    /// Namespace of namespaced policies whose documents name none.
-    pub default_namespace: String,
+    /// Namespace of namespaced policies whose documents name none, and whether admissions carry
+    /// outfit's annotation and warnings.
+    pub compile: CompileOptions,
     /// The webhook's HTTPS address.
     pub listen: SocketAddr,
     /// The admin port's plain-HTTP address, if any.
@@ -96,7 +97,10 @@ impl Config {
     pub fn new(policies: Vec<PathBuf>, tls: TlsSource) -> Self {
         Self {
             policies,
-            default_namespace: "default".to_owned(),
+            compile: CompileOptions {
+                annotate: true,
+                ..CompileOptions::from("default")
+            },
             listen: SocketAddr::from(([0, 0, 0, 0], 8443)),
             admin_listen: Some(SocketAddr::from(([0, 0, 0, 0], 8080))),
             tls,
@@ -197,7 +201,7 @@ impl Server {
             .map(|c| outfit_k8s::cluster::ClusterSource::start(c.0));
         let policies = Arc::new(PolicyStore::load(
             config.policies.clone(),
-            &config.default_namespace,
+            config.compile.clone(),
             metrics.clone(),
             cluster
                 .as_ref()

@@ -35,6 +35,12 @@ pub(crate) struct Inputs {
         default_value = "default"
     )]
     pub(crate) namespace: String,
+
+    /// Leave out the `outfit.dev/mutated-by` annotation that lists the policies (other than
+    /// PodDefaults, which Kubeflow's own annotations record) that changed an object, as
+    /// `outfit serve --no-annotation` does.
+    #[arg(long)]
+    pub(crate) no_annotation: bool,
 }
 
 /// Why an offline command stopped before printing anything (exit status 2), or could not finish
@@ -90,7 +96,9 @@ impl Inputs {
         stderr: &mut impl Write,
     ) -> Result<(PolicySet, Vec<PolicyError>), InputError> {
         let documents = source::read_paths(&self.policies)?;
-        let mut builder = PolicySet::builder().default_namespace(&self.namespace);
+        let mut builder = PolicySet::builder()
+            .default_namespace(&self.namespace)
+            .annotate(!self.no_annotation);
         builder.add_all(&documents);
         let (set, report) = builder.build();
         let LoadReport {

@@ -7,7 +7,7 @@
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 
 use clap::Args;
-use outfit_server::{Config, Limits, Server, Timeouts, TlsSource};
+use outfit_server::{CompileOptions, Config, Limits, Server, Timeouts, TlsSource};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -39,10 +39,19 @@ pub(crate) struct ServeArgs {
     #[arg(
         long,
         value_name = "NAMESPACE",
-        default_value_t = config_defaults().default_namespace,
+        default_value_t = config_defaults().compile.default_namespace,
         env = "OUTFIT_DEFAULT_NAMESPACE"
     )]
     default_namespace: String,
+
+    /// Leave out the `outfit.dev/mutated-by` annotation that lists the policies (other than
+    /// PodDefaults, which Kubeflow's own annotations record) that changed an object.
+    #[arg(long, env = "OUTFIT_NO_ANNOTATION")]
+    no_annotation: bool,
+
+    /// Send no AdmissionResponse warnings (a mutator that matched and changed nothing, say).
+    #[arg(long, env = "OUTFIT_NO_WARNINGS")]
+    no_warnings: bool,
 
     /// HTTPS address of the webhook (`POST /mutate`).
     #[arg(
@@ -198,7 +207,11 @@ impl ServeArgs {
                 .ok_or_else(|| format!("--{name} must be a positive number of seconds"))
         };
         let mut config = Config::new(self.policies.clone(), tls);
-        config.default_namespace.clone_from(&self.default_namespace);
+        config.compile = CompileOptions {
+            default_namespace: self.default_namespace.clone(),
+            annotate: !self.no_annotation,
+            warnings: !self.no_warnings,
+        };
         config.listen = self.listen;
         config.admin_listen = Some(self.admin_listen);
         config.poll_interval = seconds("poll-interval", self.poll_interval)?;

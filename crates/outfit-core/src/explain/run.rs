@@ -22,6 +22,10 @@ impl PolicySet {
             outcome,
             message: denial.map(|d| d.message.clone()),
             policies: Vec::new(),
+            warnings: match &decided {
+                Decided::Admitted(admission) => admission.warnings.clone(),
+                Decided::Denied(_) => Vec::new(),
+            },
         };
         let original = match request.object_value() {
             Ok(value) => value,
