@@ -11,6 +11,7 @@
 //! reads policy files from disk for the CLI and the server's directory mode.
 
 pub mod decision;
+mod diff;
 pub mod document;
 mod engine;
 pub mod error;

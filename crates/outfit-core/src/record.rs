@@ -10,11 +10,11 @@
 
 use std::{borrow::Cow, collections::BTreeSet};
 
-use json_patch::{AddOperation, PatchOperation, jsonptr::PointerBuf};
 use serde_json::{Map, Value};
 
 use crate::{
     decision::{Admission, AppliedPolicy, Denial, Request, internal_denial},
+    diff::{DiffKind, DiffOp, push_token},
     patch::Changes,
     vocab::{PolicyKind, PolicyRef},
 };
@@ -61,47 +61,61 @@ pub(crate) fn annotate<'p>(
         return Ok(());
     }
     let original = request.object_value()?;
-    // The object as admitted so far: the one the families kept, or their patch applied to a copy.
-    let mut mutated = match admission.mutated.take() {
-        Some(mutated) => mutated,
-        None => admission
-            .object(&original)
-            .map_err(|error| internal_denial(&error))?
-            .into_owned(),
+    // The object as admitted so far: the one a family kept, or the patch applied to a copy.
+    let (mut ops, mut mutated) = match std::mem::take(&mut admission.changes) {
+        Changes::Diff { ops, object } => (Some(ops), object),
+        changes => {
+            let mut object = original.as_ref().clone();
+            json_patch::patch(&mut object, &changes.to_patch()).map_err(|error| internal_denial(&error))?;
+            (None, object)
+        }
     };
     let before = listed(&mutated).unwrap_or("");
     let mut all: BTreeSet<Cow<'_, str>> = entries(before).map(Cow::Borrowed).collect();
     let count = all.len();
     all.extend(new.iter().map(|p| Cow::Owned(entry(p))));
-    if all.len() == count {
-        admission.mutated = (!admission.changes.is_empty()).then_some(mutated);
-        return Ok(());
+    if all.len() != count {
+        let value = all.into_iter().collect::<Vec<_>>().join(", ");
+        let path = insert(&mut mutated, value);
+        if let Some(ops) = &mut ops {
+            ops.push(DiffOp {
+                kind: DiffKind::Add,
+                path,
+            });
+        }
     }
-    let value = all.into_iter().collect::<Vec<_>>().join(", ");
-    let has_annotations = mutated
-        .pointer("/metadata/annotations")
-        .is_some_and(Value::is_object);
-    let operation = if has_annotations {
-        add(&["metadata", "annotations", ANNOTATION], Value::String(value))
-    } else {
-        let mut annotations = Map::new();
-        annotations.insert(ANNOTATION.to_owned(), Value::String(value));
-        add(&["metadata", "annotations"], Value::Object(annotations))
+    admission.changes = match ops {
+        Some(ops) => Changes::Diff { ops, object: mutated },
+        None => Changes::between(&original, mutated),
     };
-    json_patch::patch(&mut mutated, std::slice::from_ref(&operation))
-        .map_err(|error| internal_denial(&error))?;
-    let mut patch = admission.changes.to_patch();
-    patch.0.push(operation);
-    admission.changes = Changes::Owned(patch);
-    admission.mutated = Some(mutated);
     Ok(())
 }
 
-fn add(tokens: &[&str], value: Value) -> PatchOperation {
-    PatchOperation::Add(AddOperation {
-        path: PointerBuf::from_tokens(tokens.iter().copied()),
-        value,
-    })
+/// Sets the annotation on `object` to `value`; returns the path of the `add` that does it: the
+/// annotation's own, or the whole `metadata.annotations` when the object has none.
+fn insert(object: &mut Value, value: String) -> String {
+    let mut path = String::from("/metadata/annotations");
+    let metadata = match object.get_mut("metadata").and_then(Value::as_object_mut) {
+        Some(metadata) => metadata,
+        // Every object the API server admits has metadata; one that does not gets it.
+        None => {
+            object["metadata"] = Value::Object(Map::new());
+            path = String::from("/metadata");
+            object["metadata"].as_object_mut().expect("just set")
+        }
+    };
+    match metadata.get_mut("annotations").and_then(Value::as_object_mut) {
+        Some(annotations) => {
+            annotations.insert(ANNOTATION.to_owned(), Value::String(value));
+            push_token(&mut path, ANNOTATION);
+        }
+        None => {
+            let mut annotations = Map::new();
+            annotations.insert(ANNOTATION.to_owned(), Value::String(value));
+            metadata.insert("annotations".to_owned(), Value::Object(annotations));
+        }
+    }
+    path
 }
 
 #[cfg(test)]
