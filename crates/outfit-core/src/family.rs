@@ -38,10 +38,22 @@ pub trait Family: Sync {
 pub struct LoadOptions<'a> {
     /// The namespace of namespaced policies whose documents name none.
     pub default_namespace: &'a str,
+    /// The namespace of the filer injector's own ConfigMaps (`filers-list` and the sidecar
+    /// template); StatCan deploys it in `das`.
+    pub filer_namespace: &'a str,
+    /// Whether filer sidecars get the S3 keys as plain values, as StatCan's injector does, rather
+    /// than as `secretKeyRef`s.
+    pub filer_plain_secrets: bool,
 }
 
 /// Compiles a family's documents into its part of a policy set.
 pub trait FamilyBuilder {
+    /// Why a document of a kind the family claims is not its own after all (a ConfigMap of
+    /// another name than those it reads), as a note for the load report; `None` to compile it.
+    fn declines(&self, _document: &Document) -> Option<String> {
+        None
+    }
+
     /// Compiles one document the family claims and keeps the policy, once `admit` accepts its
     /// identity (the set refuses a second policy with the same kind, namespace and name).
     fn add(

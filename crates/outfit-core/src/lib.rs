@@ -17,6 +17,7 @@ pub mod error;
 pub mod explain;
 pub mod family;
 pub mod fieldpath;
+pub mod filer;
 pub mod gatekeeper;
 pub mod kinds;
 mod patch;

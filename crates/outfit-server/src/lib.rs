@@ -60,6 +60,11 @@ pub struct Config {
     pub policies: Vec<PathBuf>,
     /// Namespace of namespaced policies whose documents name none.
     pub default_namespace: String,
+    /// Namespace of the filer injector's `filers-list` and sidecar template (`das`).
+    pub filer_namespace: String,
+    /// S3 keys as plain env values in filer sidecars, as StatCan does (off: `secretKeyRef`s, and
+    /// Secrets are then watched as metadata only).
+    pub filer_plain_secrets: bool,
     /// The webhook's HTTPS address.
     pub listen: SocketAddr,
     /// The admin port's plain-HTTP address, if any.
@@ -97,6 +102,8 @@ impl Config {
         Self {
             policies,
             default_namespace: "default".to_owned(),
+            filer_namespace: "das".to_owned(),
+            filer_plain_secrets: false,
             listen: SocketAddr::from(([0, 0, 0, 0], 8443)),
             admin_listen: Some(SocketAddr::from(([0, 0, 0, 0], 8080))),
             tls,
@@ -191,13 +198,20 @@ impl Server {
     /// Loads the policies and the certificate and binds the ports.
     pub async fn bind(config: Config) -> Result<Self, ServerError> {
         let metrics = Metrics::new();
-        let cluster = config
-            .cluster
-            .clone()
-            .map(|c| outfit_k8s::cluster::ClusterSource::start(c.0));
+        let cluster = config.cluster.clone().map(|c| {
+            let options = outfit_k8s::cluster::WatchOptions {
+                values: config.filer_plain_secrets,
+            };
+            outfit_k8s::cluster::ClusterSource::start(c.0, options)
+        });
+        let settings = outfit_core::policy_set::LoadSettings {
+            default_namespace: config.default_namespace.clone(),
+            filer_namespace: config.filer_namespace.clone(),
+            filer_plain_secrets: config.filer_plain_secrets,
+        };
         let policies = Arc::new(PolicyStore::load(
             config.policies.clone(),
-            &config.default_namespace,
+            &settings,
             metrics.clone(),
             cluster
                 .as_ref()

@@ -18,7 +18,10 @@ use std::{
 };
 
 use arc_swap::ArcSwap;
-use outfit_core::{Document, DocumentError, PolicyError, PolicySet, PolicySetBuilder, document, source};
+use outfit_core::{
+    Document, DocumentError, PolicyError, PolicySet, PolicySetBuilder, document, policy_set::LoadSettings,
+    source,
+};
 use tokio::{
     sync::{Notify, watch},
     time::Instant,
@@ -157,9 +160,9 @@ fn content_fingerprint(files: u64, cluster: Option<&ClusterSnapshot>) -> u64 {
 fn compile(
     files: FileDocuments<'_>,
     cluster: Option<&ClusterSnapshot>,
-    default_namespace: &str,
+    settings: &LoadSettings,
 ) -> Result<PolicySet, LoadError> {
-    let mut builder = PolicySet::builder().default_namespace(default_namespace);
+    let mut builder = PolicySet::builder().settings(settings.clone());
     files.add_to(&mut builder)?;
     let file_errors = builder.report().errors.len();
     if let Some(cluster) = cluster {
@@ -187,7 +190,7 @@ fn compile(
 pub struct PolicyStore {
     current: Arc<ArcSwap<PolicySet>>,
     paths: Vec<PathBuf>,
-    default_namespace: String,
+    settings: LoadSettings,
     /// The fingerprint of the last snapshot tried, good or bad, so a bad one is reported once.
     last_fingerprint: Mutex<u64>,
     /// The files' documents as last parsed, so a cluster change does not read them again; `None`
@@ -209,7 +212,7 @@ impl PolicyStore {
     /// Loads the policies under `paths`; fails if any file is unreadable or any policy invalid.
     pub fn load(
         paths: Vec<PathBuf>,
-        default_namespace: &str,
+        settings: &LoadSettings,
         metrics: Arc<Metrics>,
         cluster: Option<watch::Receiver<Arc<ClusterSnapshot>>>,
     ) -> Result<Self, LoadError> {
@@ -223,7 +226,7 @@ impl PolicyStore {
         let files = parsed.as_ref().map_or(FileDocuments::Snapshot(&snapshot), |p| {
             FileDocuments::Parsed(&p.documents)
         });
-        let set = compile(files, cluster_now.as_deref(), default_namespace)?;
+        let set = compile(files, cluster_now.as_deref(), settings)?;
         let synced = cluster_now.as_ref().is_none_or(|c| c.synced);
         log_loaded(&set);
         metrics.set_policies(&set);
@@ -233,7 +236,7 @@ impl PolicyStore {
         Ok(Self {
             current: Arc::new(ArcSwap::from_pointee(set)),
             paths,
-            default_namespace: default_namespace.to_owned(),
+            settings: settings.clone(),
             // Of the files alone, even with a cluster, so the first reload with one compiles again.
             last_fingerprint: Mutex::new(fingerprint),
             parsed: Mutex::new(parsed),
@@ -324,7 +327,7 @@ impl PolicyStore {
     /// Compiles `files` (and `cluster`'s policies). Files just read are parsed whole and kept when
     /// reading from a cluster (a cluster change compiles them again), else parsed file by file.
     fn compile_files(&self, files: Files, cluster: Option<&ClusterSnapshot>) -> Result<PolicySet, LoadError> {
-        let namespace = &self.default_namespace;
+        let namespace = &self.settings;
         match files {
             Files::Parsed(parsed) => compile(FileDocuments::Parsed(&parsed.documents), cluster, namespace),
             Files::Read(snapshot) if self.cluster.is_some() => {
@@ -433,8 +436,13 @@ spec:
         std::fs::create_dir_all(&dir).expect("create dir");
         std::fs::write(dir.join("policy.yaml"), POLICY).expect("write");
         let (cluster_tx, cluster_rx) = watch::channel(cluster(1));
-        let store =
-            PolicyStore::load(vec![dir.clone()], "default", Metrics::new(), Some(cluster_rx)).expect("load");
+        let store = PolicyStore::load(
+            vec![dir.clone()],
+            &LoadSettings::default(),
+            Metrics::new(),
+            Some(cluster_rx),
+        )
+        .expect("load");
         std::fs::remove_dir_all(&dir).expect("remove dir");
 
         cluster_tx.send_replace(cluster(2));

@@ -23,6 +23,9 @@ pub struct Explanation {
     pub message: Option<String>,
     /// Every policy of the set, in the order the engine considers them.
     pub policies: Vec<Decision>,
+    /// The admission's warnings for the user (inputs a family skipped, and why).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// The webhook's answer for the object.
@@ -120,6 +123,9 @@ impl fmt::Display for Explanation {
         writeln!(f, "{}: {outcome}", self.object)?;
         if let Some(message) = &self.message {
             writeln!(f, "  {message}")?;
+        }
+        for warning in &self.warnings {
+            writeln!(f, "  warning: {warning}")?;
         }
         if self.policies.is_empty() {
             writeln!(f, "  (no policies loaded)")?;

@@ -22,6 +22,10 @@ impl PolicySet {
             outcome,
             message: denial.map(|d| d.message.clone()),
             policies: Vec::new(),
+            warnings: match &decided {
+                Decided::Admitted(admission) => admission.warnings.clone(),
+                Decided::Denied(_) => Vec::new(),
+            },
         };
         let original = match request.object_value() {
             Ok(value) => value,
@@ -71,6 +75,7 @@ mod tests {
                 "examples/workspace/pod.yaml",
                 "default",
             ),
+            ("examples/filer/policies", "examples/filer/pod.yaml", "default"),
             (
                 "examples/gatekeeper-nfs/policies.yaml",
                 "examples/gatekeeper-nfs/pod.yaml",

@@ -119,8 +119,13 @@ pub(crate) fn fixture_webhook() -> (Webhook, Arc<Metrics>) {
 
 pub(crate) fn webhook_for(policies: &Path, limits: Limits) -> (Webhook, Arc<Metrics>) {
     let metrics = Metrics::new();
-    let store = PolicyStore::load(vec![policies.to_path_buf()], "default", metrics.clone(), None)
-        .expect("policies load");
+    let store = PolicyStore::load(
+        vec![policies.to_path_buf()],
+        &Default::default(),
+        metrics.clone(),
+        None,
+    )
+    .expect("policies load");
     (Webhook::new(store.current(), metrics.clone(), limits), metrics)
 }
 
