@@ -1,0 +1,130 @@
+//! End to end: `outfit serve --from-cluster` as StatCan's filer injector on a real API server. The
+//! injector's ConfigMaps, a user namespace's `existing-shares` (two shares on two SVMs) and its
+//! `-conn-secret` Secrets are ordinary objects of the cluster, read through watches; a notebook pod
+//! created there is stored with two native sidecars, their volumes, and the mounts and env vars on
+//! its notebook container (not the first one), the S3 keys as `secretKeyRef`s.
+
+use serde_json::{Value, json};
+
+use crate::{
+    control_plane::{ControlPlane, create, pod_namespace, resource},
+    e2e::{Webhook, register},
+    support::repo_root,
+};
+
+/// The example's ConfigMaps and Secrets (`examples/filer/policies`), created in the cluster.
+async fn create_inputs(client: &kube::Client, user_namespace: &str) {
+    let policies = repo_root().join("examples/filer/policies");
+    let documents = outfit_core::source::read_paths(&[policies]).expect("the example's inputs");
+    let config_maps = resource("", "v1", "ConfigMap", "configmaps");
+    let secrets = resource("", "v1", "Secret", "secrets");
+    for document in documents {
+        let mut object = document.value;
+        let namespace = match object["metadata"]["namespace"].as_str() {
+            Some("das") => "das".to_owned(),
+            _ => user_namespace.to_owned(),
+        };
+        object["metadata"]["namespace"] = json!(namespace);
+        let kind = if object["kind"] == "Secret" {
+            &secrets
+        } else {
+            &config_maps
+        };
+        create(client, Some(&namespace), kind, object)
+            .await
+            .expect("create a filer input");
+    }
+}
+
+fn notebook(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "labels": {"notebook-name": "analysis"}},
+           "spec": {"containers": [
+               {"name": "helper", "image": "busybox"},
+               {"name": "analysis", "image": "jupyter",
+                "env": [{"name": "NB_PREFIX", "value": "/notebook/x/analysis"}]}]}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notebook_pod_gets_a_working_sidecar_per_share_with_secret_key_refs() {
+    let plane = ControlPlane::get();
+    let client = plane.admin_client().await;
+    let (shares, bare) = ("e2e-filer-alice", "e2e-filer-bare");
+    pod_namespace(&client, "das", json!({})).await;
+    pod_namespace(&client, shares, json!({})).await;
+    pod_namespace(&client, bare, json!({})).await;
+    create_inputs(&client, shares).await;
+    // Ready once the watches have listed: the inputs are in the first snapshot.
+    let webhook = Webhook::start_with(
+        &["--from-cluster"],
+        &[("KUBECONFIG", plane.state_dir.join("kubeconfig"))],
+    );
+    register(&client, &webhook, "filer", shares).await;
+    register(&client, &webhook, "filer-bare", bare).await;
+
+    let pods = resource("", "v1", "Pod", "pods");
+    let stored = create(&client, Some(shares), &pods, notebook("analysis-0"))
+        .await
+        .expect("the notebook pod is admitted");
+    let spec = &stored["spec"];
+    let sidecars = spec["initContainers"].as_array().expect("initContainers");
+    assert_eq!(sidecars.len(), 2, "one sidecar per share: {sidecars:?}");
+    for sidecar in sidecars {
+        assert_eq!(sidecar["restartPolicy"], "Always", "a native sidecar");
+        let env = sidecar["env"].as_array().unwrap();
+        let access = env.iter().find(|e| e["name"] == "AWS_ACCESS_KEY_ID").unwrap();
+        assert_eq!(access["valueFrom"]["secretKeyRef"]["key"], "S3_ACCESS");
+        let host = env.iter().find(|e| e["name"] == "BUCKET_HOST").unwrap();
+        assert!(host["value"].as_str().unwrap().ends_with(".s3.example.ca"));
+    }
+    let volume_names: Vec<&str> = spec["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["name"].as_str())
+        .filter(|n| n.starts_with("fuse-"))
+        .collect();
+    assert_eq!(volume_names.len(), 4, "two volumes per share: {volume_names:?}");
+
+    assert!(
+        spec["containers"][0]["env"].is_null(),
+        "the helper at index 0 is left alone"
+    );
+    let notebook_container = &spec["containers"][1];
+    let mounts: Vec<&str> = notebook_container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["mountPath"].as_str())
+        .filter(|p| p.starts_with("/home/jovyan/filers/"))
+        .collect();
+    assert_eq!(
+        mounts,
+        [
+            "/home/jovyan/filers/fld5filersvm/projects/alpha",
+            "/home/jovyan/filers/fld9svm/dir/share2"
+        ]
+    );
+    let env = notebook_container["env"].as_array().unwrap();
+    let secret = env.iter().find(|e| e["name"] == "fld9svm_secret").unwrap();
+    assert_eq!(
+        secret["valueFrom"]["secretKeyRef"],
+        json!({"name": "fld9svm-conn-secret", "key": "S3_SECRET"})
+    );
+    assert!(
+        !stored.to_string().contains("example-secret"),
+        "no plain secret value in the stored pod"
+    );
+    assert_eq!(
+        stored["metadata"]["annotations"]["filer-injector-webhook.das-zone.statcan/inject"],
+        "injected"
+    );
+
+    // A namespace without existing-shares: the same pod is stored as it came.
+    let untouched = create(&client, Some(bare), &pods, notebook("analysis-0"))
+        .await
+        .expect("admitted");
+    assert!(untouched["spec"]["initContainers"].is_null());
+    assert!(untouched["metadata"]["annotations"].is_null());
+    webhook.assert_running();
+}
