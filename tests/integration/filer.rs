@@ -2,7 +2,9 @@
 //! injector's ConfigMaps, a user namespace's `existing-shares` (two shares on two SVMs) and its
 //! `-conn-secret` Secrets are ordinary objects of the cluster, read through watches; a notebook pod
 //! created there is stored with two native sidecars, their volumes, and the mounts and env vars on
-//! its notebook container (not the first one), the S3 keys as `secretKeyRef`s.
+//! its notebook container (not the first one), the S3 keys as `secretKeyRef`s. outfit runs as a
+//! ServiceAccount bound to the ClusterRole `outfit manifests` prints, so the test also shows that
+//! role is enough (ConfigMaps listed and watched by `resourceNames`, Secrets as metadata).
 
 use serde_json::{Value, json};
 
@@ -36,6 +38,50 @@ async fn create_inputs(client: &kube::Client, user_namespace: &str) {
     }
 }
 
+/// The identity outfit runs as here, bound to the ClusterRole of `outfit manifests` under a name of
+/// its own (several tests share the API server).
+const ACCOUNT: &str = "outfit-filer-e2e";
+
+/// Binds `ACCOUNT` (in `das`) to a copy of outfit's ClusterRole, and returns a kubeconfig that acts
+/// as it (the admin's token, impersonating the ServiceAccount).
+async fn outfit_identity(client: &kube::Client, plane: &ControlPlane) -> std::path::PathBuf {
+    for mut object in crate::support::manifests(&[])
+        .into_iter()
+        .map(|d| d.value)
+        .filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "ClusterRoleBinding")
+    {
+        object["metadata"]["name"] = json!(ACCOUNT);
+        let plural = if object["kind"] == "ClusterRole" {
+            "clusterroles"
+        } else {
+            object["roleRef"]["name"] = json!(ACCOUNT);
+            object["subjects"] = json!([{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": "das"}]);
+            "clusterrolebindings"
+        };
+        let kind = object["kind"].as_str().unwrap().to_owned();
+        create(
+            client,
+            None,
+            &resource("rbac.authorization.k8s.io", "v1", &kind, plural),
+            object,
+        )
+        .await
+        .expect("grant outfit's ClusterRole");
+    }
+    let admin = std::fs::read_to_string(plane.kubeconfig()).expect("the admin kubeconfig");
+    let token_line = admin
+        .lines()
+        .find(|l| l.trim_start().starts_with("token:"))
+        .expect("a token");
+    let impersonating = admin.replace(
+        token_line,
+        &format!("{token_line}\n    as: system:serviceaccount:das:{ACCOUNT}"),
+    );
+    let path = plane.state_dir.join("kubeconfig-filer-e2e");
+    std::fs::write(&path, impersonating).expect("write the kubeconfig");
+    path
+}
+
 fn notebook(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": name, "labels": {"notebook-name": "analysis"}},
@@ -54,11 +100,9 @@ async fn a_notebook_pod_gets_a_working_sidecar_per_share_with_secret_key_refs() 
     pod_namespace(&client, shares, json!({})).await;
     pod_namespace(&client, bare, json!({})).await;
     create_inputs(&client, shares).await;
+    let kubeconfig = outfit_identity(&client, plane).await;
     // Ready once the watches have listed: the inputs are in the first snapshot.
-    let webhook = Webhook::start_with(
-        &["--from-cluster"],
-        &[("KUBECONFIG", plane.state_dir.join("kubeconfig"))],
-    );
+    let webhook = Webhook::start_with(&["--from-cluster"], &[("KUBECONFIG", kubeconfig)]);
     register(&client, &webhook, "filer", shares).await;
     register(&client, &webhook, "filer-bare", bare).await;
 
@@ -127,4 +171,9 @@ async fn a_notebook_pod_gets_a_working_sidecar_per_share_with_secret_key_refs() 
     assert!(untouched["spec"]["initContainers"].is_null());
     assert!(untouched["metadata"]["annotations"].is_null());
     webhook.assert_running();
+    assert!(
+        !webhook.log().contains("not allowed to watch"),
+        "outfit's ClusterRole lets it watch its inputs:\n{}",
+        webhook.log()
+    );
 }

@@ -40,6 +40,10 @@ pub struct Watched {
     pub suffix: Option<&'static str>,
     /// Whether only the objects' metadata is read.
     pub metadata_only: bool,
+    /// A kind the API server serves itself (no CRD) that a family reads beside the policies. A
+    /// refusal (403: a ClusterRole from before the family) counts as absent, logged, rather than
+    /// holding readiness back: the policies proper still serve.
+    pub built_in: bool,
 }
 
 /// What the watches read beyond what the kinds table asks for.
@@ -75,6 +79,7 @@ pub fn watched_resources(options: WatchOptions) -> Vec<Watched> {
             name: None,
             suffix: None,
             metadata_only: false,
+            built_in: matches!(info.served, Served::BuiltIn { .. }),
         };
         match &info.served {
             Served::Crd => watched.push(all),
@@ -100,6 +105,7 @@ pub fn watched_resources(options: WatchOptions) -> Vec<Watched> {
         name: None,
         suffix: None,
         metadata_only: false,
+        built_in: false,
     });
     watched
 }
@@ -259,7 +265,7 @@ async fn watch_kind(client: Client, index: usize, watched: Watched, updates: mps
             }
             Ok(watcher::Event::InitDone) => {
                 if absent {
-                    tracing::info!(kind = %resource.kind, "CRD installed; reading its policies");
+                    tracing::info!(kind = %resource.kind, "CRD installed (or access granted); reading its objects");
                     absent = false;
                 }
                 Update::Listed(index, listing.take().unwrap_or_default())
@@ -267,6 +273,13 @@ async fn watch_kind(client: Client, index: usize, watched: Watched, updates: mps
             Ok(watcher::Event::Apply((key, value))) if wanted(&key) => Update::Applied(index, key, value),
             Ok(watcher::Event::Apply(_)) => continue,
             Ok(watcher::Event::Delete((key, _))) => Update::Deleted(index, key),
+            Err(error) if watched.built_in && status_code(&error) == Some(403) => {
+                if !absent {
+                    tracing::warn!(kind = %resource.kind, name = watched.name, %error, "not allowed to watch; the family reading these objects sees none (outfit manifests grants it)");
+                    absent = true;
+                }
+                Update::Absent(index)
+            }
             Err(error) if is_not_found(&error) => {
                 if !absent {
                     tracing::info!(kind = %resource.kind, group = %resource.group, "CRD not installed; its policies are not read until it is");
@@ -327,10 +340,15 @@ impl kube::runtime::utils::Backoff for WatchBackoff {
 }
 
 fn is_not_found(error: &watcher::Error) -> bool {
+    status_code(error) == Some(404)
+}
+
+/// The HTTP status of a failed list or watch start.
+fn status_code(error: &watcher::Error) -> Option<u16> {
     match error {
         watcher::Error::InitialListFailed(kube::Error::Api(status))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(status)) => status.code == 404,
-        _ => false,
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status)) => Some(status.code),
+        _ => None,
     }
 }
 

@@ -194,6 +194,9 @@ impl FamilySet for FilerSet {
         let Some(plan) = self.plan_for(request) else {
             return Ok(());
         };
+        if not_a_notebook_by_its_view(request, admission) {
+            return Ok(());
+        }
         let original = request.object_value()?;
         let original = original.as_ref();
         let current = admission.object(original).map_err(|e| internal_denial(&e))?;
@@ -288,6 +291,17 @@ fn explain_here(plan: &NamespacePlan, state: &mut ExplainState<'_>) -> Verdict {
     let changes = changes_between(&state.current, &after);
     state.current = after;
     Verdict::Changed { changes }
+}
+
+/// Whether the webhook's view of the object, read with the review, already shows it is no notebook
+/// pod (no `notebook-name` label), so that the object is not parsed whole for nothing. Only when
+/// the earlier families changed nothing: a PodDefault may add the label.
+fn not_a_notebook_by_its_view(request: &Request<'_>, admission: &Admission<'_>) -> bool {
+    let Object::Read { view, .. } = request.object else {
+        return false;
+    };
+    let labels = view.0.metadata().and_then(|m| m.labels.get());
+    admission.is_unchanged() && labels.is_none_or(|labels| labels.get(NOTEBOOK_LABEL).is_none())
 }
 
 fn object_namespace(object: &Value) -> Option<&str> {

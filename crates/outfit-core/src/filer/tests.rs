@@ -567,3 +567,43 @@ fn explain_names_existing_shares_and_the_warnings() {
         "{explanation}"
     );
 }
+
+/// The webhook's forms of the object (its text, and the view read with the review) give the same
+/// pod as a parsed object; the namespace then comes from the request, as the API server sends it.
+#[test]
+fn the_webhooks_forms_of_the_object_give_the_same_result() {
+    use crate::{decision::Object, view::ObjectView, view::pod::PodView};
+    let set = set("");
+    for pod in [notebook("alice-research"), {
+        let mut plain = notebook("alice-research");
+        plain["metadata"]["labels"] = json!({});
+        plain
+    }] {
+        let (expected, _) = admit(&set, &pod, Operation::Create);
+        let text = serde_json::value::to_raw_value(&pod).unwrap();
+        let view = ObjectView(PodView::parse(text.get()).unwrap());
+        let json = || Some(&*text);
+        for object in [
+            Object::Json(&text),
+            Object::Read {
+                view: &view,
+                json: &json,
+            },
+        ] {
+            let request = Request {
+                object,
+                namespace: "alice-research",
+                operation: Operation::Create,
+                user: None,
+            };
+            let Outcome::Admitted(admission) = set.apply(&request) else {
+                panic!("denied")
+            };
+            assert_eq!(
+                admission.object(&pod).unwrap().into_owned(),
+                expected,
+                "{object:?}"
+            );
+        }
+    }
+}
