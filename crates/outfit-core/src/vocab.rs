@@ -95,16 +95,6 @@ pub enum Names {
     EndingWith(&'static str),
 }
 
-impl Names {
-    /// Whether `name` is one of them.
-    pub fn contain(&self, name: &str) -> bool {
-        match self {
-            Names::Exactly(names) => names.contains(&name),
-            Names::EndingWith(suffix) => name.ends_with(suffix),
-        }
-    }
-}
-
 /// A kind of policy outfit reads: a handle on its [`KindInfo`]. Kinds compare, hash and order by
 /// name (Gatekeeper orders its mutators byte-wise by kind) and then by group.
 #[derive(Clone, Copy)]

@@ -7,7 +7,7 @@ use std::{any::Any, borrow::Cow};
 use serde_json::{Map, Value, json};
 
 use super::{
-    inputs::{self, Input, Inputs},
+    inputs::{self, Input, Inputs, Namespaces},
     plan::{NamespacePlan, plan},
     upstream::{CONFIG_MAP, INJECT_ANNOTATION, NOTEBOOK_ENV, NOTEBOOK_LABEL, SECRET},
 };
@@ -37,7 +37,10 @@ impl Family for Filers {
 
     fn builder(&self, options: &LoadOptions<'_>) -> Box<dyn FamilyBuilder> {
         Box::new(Builder {
-            filer_namespace: options.filer_namespace.to_owned(),
+            namespaces: Namespaces {
+                injector: options.filer_namespace.to_owned(),
+                default: options.default_namespace.to_owned(),
+            },
             plain_secrets: options.filer_plain_secrets,
             inputs: Inputs::default(),
         })
@@ -45,14 +48,14 @@ impl Family for Filers {
 }
 
 struct Builder {
-    filer_namespace: String,
+    namespaces: Namespaces,
     plain_secrets: bool,
     inputs: Inputs,
 }
 
 impl FamilyBuilder for Builder {
     fn declines(&self, document: &Document) -> Option<String> {
-        Input::of(document, &self.filer_namespace).err()
+        Input::of(document, &self.namespaces).err()
     }
 
     fn add(
@@ -61,8 +64,8 @@ impl FamilyBuilder for Builder {
         warnings: &mut Vec<LoadWarning>,
         admit: &mut dyn FnMut(&PolicyRef) -> Result<(), PolicyError>,
     ) -> Result<PolicyRef, PolicyError> {
-        let namespace = inputs::namespace_of(document);
-        let input = Input::of(document, &self.filer_namespace);
+        let namespace = self.namespaces.of(document);
+        let input = Input::of(document, &self.namespaces);
         let kind = if matches!(input, Ok(Input::Secret)) {
             SECRET
         } else {
@@ -127,7 +130,7 @@ impl FamilyBuilder for Builder {
                     reference,
                     shares,
                     inputs,
-                    &self.filer_namespace,
+                    &self.namespaces.injector,
                     self.plain_secrets,
                 );
                 (namespace.clone(), plan)

@@ -57,9 +57,10 @@ pub(super) enum Input {
 
 impl Input {
     /// The input `document` is, or why it is not one (a ConfigMap or Secret of another name).
-    pub(super) fn of(document: &Document, filer_namespace: &str) -> Result<Self, String> {
+    pub(super) fn of(document: &Document, namespaces: &Namespaces) -> Result<Self, String> {
         let name = document.name();
-        let namespace = namespace_of(document);
+        let namespace = namespaces.of(document);
+        let filer_namespace = namespaces.injector.as_str();
         let kind = document.kind();
         if kind == SECRET.as_str() && name.ends_with(SECRET_SUFFIX) {
             return Ok(Input::Secret);
@@ -79,14 +80,24 @@ impl Input {
     }
 }
 
-/// The document's namespace (`default` when it names none, as kubectl would create it).
-pub(super) fn namespace_of(document: &Document) -> &str {
-    document
-        .value
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .filter(|ns| !ns.is_empty())
-        .unwrap_or("default")
+/// The namespaces documents are read in.
+pub(super) struct Namespaces {
+    /// The injector's (`das`).
+    pub(super) injector: String,
+    /// That of a document naming none (`outfit mutate -n`, `default`).
+    pub(super) default: String,
+}
+
+impl Namespaces {
+    /// The document's namespace.
+    pub(super) fn of<'d>(&'d self, document: &'d Document) -> &'d str {
+        document
+            .value
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .filter(|ns| !ns.is_empty())
+            .unwrap_or(&self.default)
+    }
 }
 
 /// `data[key]` of a ConfigMap, or why it is not there.
