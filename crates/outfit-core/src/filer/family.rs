@@ -348,6 +348,9 @@ fn trigger(object: &Value) -> Result<(), Clause> {
 /// to `injected`. Fails, changing nothing, on a pod whose lists are not lists.
 fn inject(pod: &mut Value, plan: &NamespacePlan) -> Result<(), String> {
     let notebook = notebook_container(pod)?;
+    if let Some(taken) = name_taken(pod, plan) {
+        return Err(format!("the pod already has {taken}; no sidecar added"));
+    }
     let spec = object_at(pod, "spec")?;
     list_at(spec, "initContainers")?;
     list_at(spec, "volumes")?;
@@ -364,6 +367,26 @@ fn inject(pod: &mut Value, plan: &NamespacePlan) -> Result<(), String> {
     let metadata = object_at(pod, "metadata")?;
     object_at_map(metadata, "annotations")?.insert(INJECT_ANNOTATION.to_owned(), json!("injected"));
     Ok(())
+}
+
+/// A container or volume of the pod named as one the plan adds (a pod whose sidecars were added
+/// before the inject annotation was removed): adding it again would get the pod refused.
+fn name_taken(pod: &Value, plan: &NamespacePlan) -> Option<String> {
+    let names = |pointer: &str| {
+        pod.pointer(pointer)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|item| item.get("name").and_then(Value::as_str))
+    };
+    let added = |list: &[Value], name: &str| list.iter().any(|item| item["name"] == name);
+    let containers = names("/spec/containers").chain(names("/spec/initContainers"));
+    if let Some(name) = containers.into_iter().find(|name| added(&plan.sidecars, name)) {
+        return Some(format!("a container named {name:?}"));
+    }
+    names("/spec/volumes")
+        .find(|name| added(&plan.volumes, name))
+        .map(|name| format!("a volume named {name:?}"))
 }
 
 /// The index of the notebook container: the first with an env var `NB_PREFIX`.

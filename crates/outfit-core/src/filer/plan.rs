@@ -183,6 +183,13 @@ fn add_share(
         secret: &svm.secret_key,
     });
     check_name(&filer_bucket).map_err(|why| format!("sidecar name {why}"))?;
+    // The same share listed twice, or two SVMs sharing their first 5 characters and a share path:
+    // StatCan would add two containers of one name, and the API server would refuse the pod.
+    if plan.sidecars.iter().any(|s| s["name"] == filer_bucket.as_str()) {
+        return Err(format!(
+            "sidecar name {filer_bucket:?} is taken by an earlier share"
+        ));
+    }
     for volume in &sidecar.volumes {
         let name = volume["name"].as_str().unwrap_or_default();
         check_name(name).map_err(|why| format!("volume name {why}"))?;

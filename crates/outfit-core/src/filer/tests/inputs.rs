@@ -272,3 +272,51 @@ fn the_injector_namespace_is_configurable() {
     let (pod, _) = admit(&set, &notebook("alice-research"), Operation::Create);
     assert_eq!(pod["spec"]["initContainers"].as_array().unwrap().len(), 2);
 }
+
+/// Fixed: a share listed twice (or two SVMs alike in their first 5 characters with one share
+/// path) makes StatCan add two containers of one name, and the API server refuses the pod; the
+/// second is skipped here with a warning.
+#[test]
+fn a_share_listed_twice_is_mounted_once() {
+    let twice = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: existing-shares, namespace: bob-lab}
+data: {fld7svm: '["b", "b"]'}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: fld7svm-conn-secret, namespace: bob-lab}
+"#;
+    let (pod, warnings) = admit(&set(twice), &notebook("bob-lab"), Operation::Create);
+    assert_eq!(
+        names(&pod["spec"]["initContainers"]),
+        [format!("fld7s-{}", bucket("b"))]
+    );
+    assert_eq!(
+        warnings,
+        [format!(
+            "ConfigMap bob-lab/existing-shares: SVM fld7svm: share \"b\" not mounted: sidecar name \"fld7s-{}\" is taken by an earlier share",
+            bucket("b")
+        )]
+    );
+}
+
+/// A pod that has the sidecars already (its inject annotation removed) is left as it is, with a
+/// warning, rather than given containers of the same names, which the API server would refuse.
+#[test]
+fn a_pod_with_the_sidecars_already_is_left_alone() {
+    let set = set("");
+    let (injected, _) = admit(&set, &notebook("alice-research"), Operation::Create);
+    let mut again = injected.clone();
+    again["metadata"]["annotations"] = json!({});
+    let (pod, warnings) = admit(&set, &again, Operation::Create);
+    assert_eq!(pod, again);
+    assert_eq!(
+        warnings,
+        [format!(
+            "the pod already has a container named \"fld5f-{}\"; no sidecar added",
+            bucket("projects/alpha")
+        )]
+    );
+}
