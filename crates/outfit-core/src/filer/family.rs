@@ -115,7 +115,7 @@ impl FamilyBuilder for Builder {
             // Declined before `add` is called.
             Err(_) => return Ok(reference),
         }
-        inputs.config_maps += 1;
+        inputs.config_map_count += 1;
         Ok(reference)
     }
 
@@ -138,7 +138,7 @@ impl FamilyBuilder for Builder {
             .collect();
         Box::new(FilerSet {
             namespaces,
-            config_maps: inputs.config_maps,
+            config_maps: inputs.config_map_count,
             secrets: inputs.secret_count,
         })
     }

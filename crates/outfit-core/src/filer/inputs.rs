@@ -31,7 +31,7 @@ pub(super) struct Inputs {
     /// The `-conn-secret` Secrets by namespace and name.
     pub(super) secrets: BTreeMap<(String, String), SecretValues>,
     /// How many ConfigMaps and Secrets were taken.
-    pub(super) config_maps: usize,
+    pub(super) config_map_count: usize,
     pub(super) secret_count: usize,
 }
 
