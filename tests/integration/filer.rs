@@ -100,6 +100,14 @@ async fn a_notebook_pod_gets_a_working_sidecar_per_share_with_secret_key_refs() 
     pod_namespace(&client, shares, json!({})).await;
     pod_namespace(&client, bare, json!({})).await;
     create_inputs(&client, shares).await;
+    // A ConfigMap and a Secret of other names, which are not inputs (the ConfigMap is not even
+    // watched: the watches select by name).
+    for (kind, plural) in [("ConfigMap", "configmaps"), ("Secret", "secrets")] {
+        let other = json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": "unrelated"}});
+        create(&client, Some(shares), &resource("", "v1", kind, plural), other)
+            .await
+            .expect("create an unrelated object");
+    }
     let kubeconfig = outfit_identity(&client, plane).await;
     // Ready once the watches have listed: the inputs are in the first snapshot.
     let webhook = Webhook::start_with(&["--from-cluster"], &[("KUBECONFIG", kubeconfig)]);
@@ -170,7 +178,14 @@ async fn a_notebook_pod_gets_a_working_sidecar_per_share_with_secret_key_refs() 
         .expect("admitted");
     assert!(untouched["spec"]["initContainers"].is_null());
     assert!(untouched["metadata"]["annotations"].is_null());
-    webhook.assert_running();
+    // The inputs in force: the three ConfigMaps and the two conn Secrets, not the unrelated ones.
+    let metrics = webhook.metrics();
+    for counted in [
+        "outfit_policies{kind=\"ConfigMap\"} 3",
+        "outfit_policies{kind=\"Secret\"} 2",
+    ] {
+        assert!(metrics.contains(counted), "{counted} in:\n{metrics}");
+    }
     assert!(
         !webhook.log().contains("not allowed to watch"),
         "outfit's ClusterRole lets it watch its inputs:\n{}",
