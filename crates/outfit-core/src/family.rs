@@ -1,7 +1,8 @@
 //! What a family of policy kinds is to the rest of outfit: how its documents are compiled, and the
 //! step of the engine (and of `explain`) that applies them. A family is one module (PodDefault in
-//! `poddefault`, the four Gatekeeper mutators in `gatekeeper`) and one line of the kinds table
-//! (`kinds`); the policy set, the engine, explain, and the cluster side follow from the table.
+//! `poddefault`, StatCan's filer sidecars in `filer`, the four Gatekeeper mutators in
+//! `gatekeeper`) and one line of the kinds table (`kinds`); the policy set, the engine, explain,
+//! and the cluster side follow from the table.
 
 use std::{any::Any, fmt};
 
