@@ -236,7 +236,41 @@ async fn register_with(
     create(client, None, &configs, configuration.clone())
         .await
         .expect("register the webhook");
+    wait_until_called(client, webhook, namespace).await;
     configuration
+}
+
+/// Waits until the API server calls `webhook` for pods of `namespace`: it picks up a new webhook
+/// configuration through a watch, a moment after the create returns, and a test that creates its
+/// object at once would race it. Probes with server-side dry runs, which store nothing.
+async fn wait_until_called(client: &Client, webhook: &Webhook, namespace: &str) {
+    let requests = |text: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with("outfit_admission_requests_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let before = requests(&webhook.metrics());
+    let pods: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &resource("", "v1", "Pod", "pods"));
+    let probe: DynamicObject = serde_json::from_value(pod("webhook-probe", json!({}), json!([]))).unwrap();
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        // The answer does not matter (a test's policies may deny the probe); the call does.
+        let _ = pods.create(&dry_run, &probe).await;
+        if requests(&webhook.metrics()) > before {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the API server never called the webhook"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// A Gatekeeper Assign on Services: `outfit manifests --policies` registers the webhook for
@@ -277,6 +311,11 @@ async fn an_assign_on_services_mutates_the_services_the_api_server_stores() {
         .await
         .expect("create the Service");
     assert_eq!(stored["spec"]["sessionAffinity"], "ClientIP", "{stored}");
+    // outfit's record of what changed it (Gatekeeper keeps none unless --mutation-annotations).
+    assert_eq!(
+        stored["metadata"]["annotations"]["outfit.dev/mutated-by"], "Assign//sticky-sessions",
+        "{stored}"
+    );
     std::fs::remove_dir_all(&policies).ok();
 }
 

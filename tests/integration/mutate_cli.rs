@@ -121,6 +121,12 @@ fn mutate_explain_writes_the_explanation_to_stderr_and_leaves_stdout_as_it_was()
     let expected =
         std::fs::read_to_string(crate::support::repo_root().join(dir).join("expected-explain.txt")).unwrap();
     assert_eq!(String::from_utf8(explained.stderr).unwrap(), expected);
+    // Without --explain, the same warning stands alone.
+    assert_eq!(
+        String::from_utf8(plain.stderr).unwrap(),
+        "warning: Pod team-a/gpu-notebook: Assign workspace-priority matched and changed nothing: \
+         its spec.parameters.pathTests stopped it\n"
+    );
 
     let json = outfit(
         &[

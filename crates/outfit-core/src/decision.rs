@@ -90,8 +90,6 @@ pub struct Admission<'p> {
     pub applied: Vec<AppliedPolicy<'p>>,
     /// Messages for the requesting user.
     pub warnings: Vec<String>,
-    /// The mutated object, kept when the engine had to build it anyway.
-    pub(crate) mutated: Option<Value>,
 }
 
 impl Admission<'_> {
@@ -100,7 +98,6 @@ impl Admission<'_> {
             changes: Changes::default(),
             applied: Vec::new(),
             warnings: Vec::new(),
-            mutated: None,
         }
     }
 
@@ -126,7 +123,6 @@ impl Admission<'_> {
                 .map(|a| Cow::Owned(a.into_owned()))
                 .collect(),
             warnings: self.warnings,
-            mutated: self.mutated,
         }
     }
 
@@ -138,13 +134,13 @@ impl Admission<'_> {
     }
 
     /// The admitted object. `original` must be the request's object: unless the engine kept the
-    /// mutated object, it is built here by applying the patch to a copy (the webhook only needs the
-    /// patch, so it never pays for this).
+    /// mutated object (a family that works on whole objects ran), it is built here by applying the
+    /// patch to a copy (the webhook only needs the patch, so it never pays for this).
     pub fn object<'a>(&'a self, original: &'a Value) -> Result<Cow<'a, Value>, json_patch::PatchError> {
         if self.changes.is_empty() {
             return Ok(Cow::Borrowed(original));
         }
-        if let Some(mutated) = &self.mutated {
+        if let Some(mutated) = self.changes.mutated() {
             return Ok(Cow::Borrowed(mutated));
         }
         let mut object = original.clone();
@@ -157,7 +153,7 @@ impl<'p> Admission<'p> {
     /// For a family's step that works on a whole object: `mutated` is the request's object
     /// (`original`) as the earlier steps and this one left it, and `applied` the policies of this
     /// step that changed it. The patch becomes the diff of the two, replacing the earlier steps'
-    /// operations (they are part of `mutated`).
+    /// operations (they are part of `mutated`), and keeps `mutated` to read its values from.
     pub fn record(
         &mut self,
         original: &Value,
@@ -167,9 +163,8 @@ impl<'p> Admission<'p> {
         let before = self.applied.len();
         self.applied.extend(applied);
         if self.applied.len() > before {
-            self.changes = Changes::Owned(json_patch::diff(original, &mutated));
+            self.changes = Changes::between(original, mutated);
         }
-        self.mutated = (!self.changes.is_empty()).then_some(mutated);
     }
 }
 

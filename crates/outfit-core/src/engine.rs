@@ -7,6 +7,7 @@
 use crate::{
     decision::{Admission, Outcome, Request},
     policy_set::PolicySet,
+    record,
 };
 
 impl PolicySet {
@@ -18,6 +19,14 @@ impl PolicySet {
             if let Err(denial) = family.apply(request, &context, &mut admission) {
                 return Outcome::Denied(denial);
             }
+        }
+        if self.annotate
+            && let Err(denial) = record::annotate(&mut admission, request, &self.self_recorded)
+        {
+            return Outcome::Denied(denial);
+        }
+        if !self.warn {
+            admission.warnings.clear();
         }
         Outcome::Admitted(admission)
     }

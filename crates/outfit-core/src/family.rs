@@ -32,6 +32,12 @@ pub trait Family: Sync {
 
     /// A builder for one policy set.
     fn builder(&self, options: &LoadOptions<'_>) -> Box<dyn FamilyBuilder>;
+
+    /// Whether its step records on the object which of its policies changed it (Kubeflow's
+    /// PodDefault annotations), so that outfit's own annotation (`record`) leaves them out.
+    fn records_itself(&self) -> bool {
+        false
+    }
 }
 
 /// What loading takes from the caller.
@@ -73,9 +79,25 @@ pub trait FamilyBuilder {
 #[derive(Debug, Clone, Copy)]
 pub struct Context<'s> {
     pub(crate) namespaces: &'s FastMap<String, Map<String, Value>>,
+    pub(crate) annotate: bool,
+    pub(crate) warn: bool,
 }
 
 impl<'s> Context<'s> {
+    /// Whether admissions list the policies that changed the object in its `outfit.dev/mutated-by`
+    /// annotation (`record`). Only then can a policy that matched and changed nothing be told
+    /// from one that changed the object on an earlier invocation of the webhook, so only then is it
+    /// worth a warning.
+    pub fn annotates(&self) -> bool {
+        self.annotate
+    }
+
+    /// Whether admissions carry warnings for the requesting user (a family may skip the work of
+    /// writing them when not).
+    pub fn warns(&self) -> bool {
+        self.warn
+    }
+
     /// Labels of a namespace read from a `Namespace` object, if one was loaded.
     pub fn namespace_labels(&self, namespace: &str) -> Option<&'s Map<String, Value>> {
         self.namespaces.get(namespace)

@@ -11,6 +11,7 @@
 //! reads policy files from disk for the CLI and the server's directory mode.
 
 pub mod decision;
+mod diff;
 pub mod document;
 mod engine;
 pub mod error;
@@ -24,6 +25,7 @@ mod patch;
 pub mod poddefault;
 mod policy_context;
 pub mod policy_set;
+pub mod record;
 pub mod selector;
 pub mod semantic;
 pub mod source;

@@ -4,21 +4,35 @@
 //! borrow those values from the [`PolicySet`](crate::PolicySet) and are serialized straight to
 //! JSON for the webhook, with no copy of any value and no intermediate `json_patch::Patch`. A
 //! `json_patch::Patch` is built on demand for callers that apply the patch themselves (the CLI, the
-//! tests). When a Gatekeeper mutator changes the object, the patch is a diff and already owned.
+//! tests). When a Gatekeeper mutator changes the object, the patch is a diff of the request's
+//! object against the mutated one, kept with the mutated object its values are read from.
 
 use std::fmt::Write as _;
 
-use json_patch::{AddOperation, Patch, PatchOperation, jsonptr::PointerBuf};
+use json_patch::{
+    AddOperation, Patch, PatchOperation, RemoveOperation, ReplaceOperation, jsonptr::PointerBuf,
+};
 use serde_json::{Map, Value, value::RawValue};
 
-use crate::view::raw_value;
+use crate::{
+    diff::{self, DiffKind, DiffOp, push_token},
+    view::raw_value,
+};
 
 /// The changes an admission makes to its object.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Changes<'p> {
     /// `add` operations with values borrowed from the policies.
     Adds(Vec<AddOp<'p>>),
-    /// An owned patch: a diff of the request object against the mutated one, or a copy.
+    /// The object as the policies left it, and the operations that turn the request's object
+    /// into it, their values read from it when written.
+    Diff {
+        /// The operations.
+        ops: Vec<DiffOp>,
+        /// The mutated object.
+        object: Value,
+    },
+    /// An owned patch: a copy of borrowed `add`s.
     Owned(Patch),
 }
 
@@ -29,10 +43,27 @@ impl Default for Changes<'_> {
 }
 
 impl Changes<'_> {
+    /// The changes that turn `original` into `mutated`.
+    pub(crate) fn between(original: &Value, mutated: Value) -> Self {
+        Changes::Diff {
+            ops: diff::diff(original, &mutated),
+            object: mutated,
+        }
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         match self {
             Changes::Adds(ops) => ops.is_empty(),
+            Changes::Diff { ops, .. } => ops.is_empty(),
             Changes::Owned(patch) => patch.0.is_empty(),
+        }
+    }
+
+    /// The mutated object, when the changes keep it.
+    pub(crate) fn mutated(&self) -> Option<&Value> {
+        match self {
+            Changes::Diff { object, .. } => Some(object),
+            Changes::Adds(_) | Changes::Owned(_) => None,
         }
     }
 
@@ -40,6 +71,7 @@ impl Changes<'_> {
     pub(crate) fn into_owned(self) -> Changes<'static> {
         match self {
             Changes::Adds(_) => Changes::Owned(self.to_patch()),
+            Changes::Diff { ops, object } => Changes::Diff { ops, object },
             Changes::Owned(patch) => Changes::Owned(patch),
         }
     }
@@ -52,6 +84,7 @@ impl Changes<'_> {
     pub(crate) fn write_json(&self, out: &mut Vec<u8>) {
         let ops = match self {
             Changes::Adds(ops) => ops,
+            Changes::Diff { ops, object } => return write_diff(ops, object, out),
             Changes::Owned(patch) => {
                 // A patch of JSON values always serializes.
                 let _ = serde_json::to_writer(out, patch);
@@ -76,6 +109,7 @@ impl Changes<'_> {
     pub(crate) fn json_len_hint(&self) -> usize {
         match self {
             Changes::Adds(ops) => ops.iter().map(AddOp::json_len_hint).sum::<usize>() + 2,
+            Changes::Diff { ops, .. } => 128 * ops.len(),
             Changes::Owned(patch) => 128 * patch.0.len(),
         }
     }
@@ -84,8 +118,43 @@ impl Changes<'_> {
     pub(crate) fn to_patch(&self) -> Patch {
         match self {
             Changes::Adds(ops) => Patch(ops.iter().map(AddOp::to_operation).collect()),
+            Changes::Diff { ops, object } => Patch(ops.iter().map(|op| diff_operation(op, object)).collect()),
             Changes::Owned(patch) => patch.clone(),
         }
+    }
+}
+
+/// Writes a diff's operations, each value serialized from where it sits in `object`.
+fn write_diff(ops: &[DiffOp], object: &Value, out: &mut Vec<u8>) {
+    out.push(b'[');
+    for (i, op) in ops.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(br#"{"op":""#);
+        out.extend_from_slice(op.kind.as_str().as_bytes());
+        out.extend_from_slice(br#"","path":"#);
+        write_string(out, &op.path);
+        if let Some(value) = op.value_in(object) {
+            out.extend_from_slice(br#","value":"#);
+            // A JSON value always serializes.
+            let _ = serde_json::to_writer(&mut *out, value);
+        }
+        out.push(b'}');
+    }
+    out.push(b']');
+}
+
+/// One diff operation as a `json_patch` operation, its value copied from `object`.
+fn diff_operation(op: &DiffOp, object: &Value) -> PatchOperation {
+    // The path was built from escaped tokens, so it always parses.
+    let path = PointerBuf::parse(&op.path).unwrap_or_default();
+    // An add's or replace's path names its value's place in the object (see `diff`).
+    let value = op.value_in(object).cloned().unwrap_or(Value::Null);
+    match op.kind {
+        DiffKind::Add => PatchOperation::Add(AddOperation { path, value }),
+        DiffKind::Replace => PatchOperation::Replace(ReplaceOperation { path, value }),
+        DiffKind::Remove => PatchOperation::Remove(RemoveOperation { path }),
     }
 }
 
@@ -185,18 +254,6 @@ impl<'p> AddOp<'p> {
         let path = PointerBuf::parse(&self.path).unwrap_or_default();
         PatchOperation::Add(AddOperation { path, value })
     }
-}
-
-/// Appends `/token` to a JSON pointer, escaping `~` and `/` as RFC 6901 requires.
-fn push_token(path: &mut String, token: &str) {
-    path.push('/');
-    let mut rest = token;
-    while let Some(at) = rest.find(['~', '/']) {
-        path.push_str(&rest[..at]);
-        path.push_str(if rest.as_bytes()[at] == b'~' { "~0" } else { "~1" });
-        rest = &rest[at + 1..];
-    }
-    path.push_str(rest);
 }
 
 impl OpValue<'_> {

@@ -27,6 +27,12 @@ pub struct PolicySet {
     /// every admission.
     len: usize,
     namespaces: FastMap<String, Map<String, Value>>,
+    /// Whether admissions add outfit's annotation (`record`).
+    pub(crate) annotate: bool,
+    /// Whether admissions carry warnings for the requesting user.
+    pub(crate) warn: bool,
+    /// The kinds whose family keeps its own record on the object.
+    pub(crate) self_recorded: Vec<PolicyKind>,
 }
 
 impl Default for PolicySet {
@@ -55,6 +61,8 @@ impl PolicySet {
     pub(crate) fn context(&self) -> Context<'_> {
         Context {
             namespaces: &self.namespaces,
+            annotate: self.annotate,
+            warn: self.warn,
         }
     }
 
@@ -162,6 +170,8 @@ pub struct PolicySetBuilder {
     namespaces: FastMap<String, Map<String, Value>>,
     seen: HashMap<PolicyRef, Origin>,
     report: LoadReport,
+    annotate: bool,
+    warn: bool,
 }
 
 impl std::fmt::Debug for PolicySetBuilder {
@@ -190,6 +200,8 @@ impl PolicySetBuilder {
             namespaces: FastMap::default(),
             seen: HashMap::new(),
             report: LoadReport::default(),
+            annotate: false,
+            warn: true,
         }
     }
 
@@ -202,6 +214,19 @@ impl PolicySetBuilder {
     /// Every setting at once.
     pub fn settings(mut self, settings: LoadSettings) -> Self {
         self.settings = settings;
+        self
+    }
+
+    /// Whether admissions list the policies that changed an object in its `outfit.dev/mutated-by`
+    /// annotation (off unless set: the CLI and the webhook turn it on by default).
+    pub fn annotate(mut self, annotate: bool) -> Self {
+        self.annotate = annotate;
+        self
+    }
+
+    /// Whether admissions carry warnings for the requesting user (on unless set).
+    pub fn warnings(mut self, warn: bool) -> Self {
+        self.warn = warn;
         self
     }
 
@@ -281,12 +306,21 @@ impl PolicySetBuilder {
             .iter()
             .map(|&kind| families.iter().map(|f| f.count(kind)).sum::<usize>())
             .sum();
+        let self_recorded = self
+            .families
+            .iter()
+            .filter(|f| f.records_itself())
+            .flat_map(|f| f.kinds().iter().copied())
+            .collect();
         (
             PolicySet {
                 families,
                 kinds,
                 len,
                 namespaces: self.namespaces,
+                annotate: self.annotate,
+                warn: self.warn,
+                self_recorded,
             },
             self.report,
         )

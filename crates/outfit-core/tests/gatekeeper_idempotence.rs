@@ -107,7 +107,8 @@ fn build(mutators: &[(String, Value)]) -> PolicySet {
             }
         })
         .collect();
-    let mut builder = PolicySet::builder();
+    // With outfit's annotation, as `outfit serve` runs: the annotation must not break idempotence.
+    let mut builder = PolicySet::builder().annotate(true);
     builder.add_all(&documents);
     builder.build().0
 }

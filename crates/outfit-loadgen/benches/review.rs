@@ -24,13 +24,7 @@ fn policy_set(count: usize) -> std::sync::Arc<PolicySet> {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
     mix::generate_policies(&dir, count, NAMESPACES).expect("policies");
-    let store = PolicyStore::load(
-        vec![dir.clone()],
-        &outfit_core::policy_set::LoadSettings::default(),
-        Metrics::new(),
-        None,
-    )
-    .expect("loads");
+    let store = PolicyStore::load(vec![dir.clone()], "default", Metrics::new(), None).expect("loads");
     let set = store.current().load_full();
     let _ = std::fs::remove_dir_all(&dir);
     set

@@ -29,7 +29,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 pub use crate::{
     accept::Timeouts,
     metrics::Metrics,
-    policies::{LoadError, PolicyStore, ReloadCounts},
+    policies::{CompileOptions, LoadError, PolicyStore, ReloadCounts},
     tls::{CertStore, SelfSigned, TlsError},
     webhook::{Limits, Webhook},
 };
@@ -58,13 +58,9 @@ pub enum TlsSource {
 pub struct Config {
     /// Policy files or directories.
     pub policies: Vec<PathBuf>,
-    /// Namespace of namespaced policies whose documents name none.
-    pub default_namespace: String,
-    /// Namespace of the filer injector's `filers-list` and sidecar template (`das`).
-    pub filer_namespace: String,
-    /// S3 keys as plain env values in filer sidecars, as StatCan does (off: `secretKeyRef`s, and
-    /// Secrets are then watched as metadata only).
-    pub filer_plain_secrets: bool,
+    /// Namespace of namespaced policies whose documents name none, and whether admissions carry
+    /// outfit's annotation and warnings.
+    pub compile: CompileOptions,
     /// The webhook's HTTPS address.
     pub listen: SocketAddr,
     /// The admin port's plain-HTTP address, if any.
@@ -101,9 +97,10 @@ impl Config {
     pub fn new(policies: Vec<PathBuf>, tls: TlsSource) -> Self {
         Self {
             policies,
-            default_namespace: "default".to_owned(),
-            filer_namespace: "das".to_owned(),
-            filer_plain_secrets: false,
+            compile: CompileOptions {
+                annotate: true,
+                ..CompileOptions::from("default")
+            },
             listen: SocketAddr::from(([0, 0, 0, 0], 8443)),
             admin_listen: Some(SocketAddr::from(([0, 0, 0, 0], 8080))),
             tls,
@@ -200,18 +197,13 @@ impl Server {
         let metrics = Metrics::new();
         let cluster = config.cluster.clone().map(|c| {
             let options = outfit_k8s::cluster::WatchOptions {
-                values: config.filer_plain_secrets,
+                values: config.compile.filer_plain_secrets,
             };
             outfit_k8s::cluster::ClusterSource::start(c.0, options)
         });
-        let settings = outfit_core::policy_set::LoadSettings {
-            default_namespace: config.default_namespace.clone(),
-            filer_namespace: config.filer_namespace.clone(),
-            filer_plain_secrets: config.filer_plain_secrets,
-        };
         let policies = Arc::new(PolicyStore::load(
             config.policies.clone(),
-            &settings,
+            config.compile.clone(),
             metrics.clone(),
             cluster
                 .as_ref()

@@ -160,9 +160,16 @@ fn content_fingerprint(files: u64, cluster: Option<&ClusterSnapshot>) -> u64 {
 fn compile(
     files: FileDocuments<'_>,
     cluster: Option<&ClusterSnapshot>,
-    settings: &LoadSettings,
+    options: &CompileOptions,
 ) -> Result<PolicySet, LoadError> {
-    let mut builder = PolicySet::builder().settings(settings.clone());
+    let mut builder = PolicySet::builder()
+        .settings(LoadSettings {
+            default_namespace: options.default_namespace.clone(),
+            filer_namespace: options.filer_namespace.clone(),
+            filer_plain_secrets: options.filer_plain_secrets,
+        })
+        .annotate(options.annotate)
+        .warnings(options.warnings);
     files.add_to(&mut builder)?;
     let file_errors = builder.report().errors.len();
     if let Some(cluster) = cluster {
@@ -185,12 +192,41 @@ fn compile(
     }
 }
 
+/// How the store compiles its policy sets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompileOptions {
+    /// Namespace of namespaced policies whose documents name none.
+    pub default_namespace: String,
+    /// Whether admissions list the policies that changed an object in `outfit.dev/mutated-by`.
+    pub annotate: bool,
+    /// Whether admissions carry warnings for the requesting user.
+    pub warnings: bool,
+    /// Namespace of the filer injector's `filers-list` and sidecar template (`das`).
+    pub filer_namespace: String,
+    /// S3 keys as plain env values in filer sidecars, as StatCan does (off: `secretKeyRef`s, and
+    /// Secrets are then watched as metadata only).
+    pub filer_plain_secrets: bool,
+}
+
+impl From<&str> for CompileOptions {
+    /// The policies' default namespace, warnings on and no annotation (the library's defaults).
+    fn from(default_namespace: &str) -> Self {
+        Self {
+            default_namespace: default_namespace.to_owned(),
+            annotate: false,
+            warnings: true,
+            filer_namespace: LoadSettings::default().filer_namespace,
+            filer_plain_secrets: false,
+        }
+    }
+}
+
 /// The serving policy set, with what is needed to reload it.
 #[derive(Debug)]
 pub struct PolicyStore {
     current: Arc<ArcSwap<PolicySet>>,
     paths: Vec<PathBuf>,
-    settings: LoadSettings,
+    options: CompileOptions,
     /// The fingerprint of the last snapshot tried, good or bad, so a bad one is reported once.
     last_fingerprint: Mutex<u64>,
     /// The files' documents as last parsed, so a cluster change does not read them again; `None`
@@ -212,10 +248,11 @@ impl PolicyStore {
     /// Loads the policies under `paths`; fails if any file is unreadable or any policy invalid.
     pub fn load(
         paths: Vec<PathBuf>,
-        settings: &LoadSettings,
+        options: impl Into<CompileOptions>,
         metrics: Arc<Metrics>,
         cluster: Option<watch::Receiver<Arc<ClusterSnapshot>>>,
     ) -> Result<Self, LoadError> {
+        let options = options.into();
         let snapshot = snapshot(&paths)?;
         let fingerprint = snapshot.fingerprint;
         let cluster_now = cluster.as_ref().map(|c| c.borrow().clone());
@@ -226,7 +263,7 @@ impl PolicyStore {
         let files = parsed.as_ref().map_or(FileDocuments::Snapshot(&snapshot), |p| {
             FileDocuments::Parsed(&p.documents)
         });
-        let set = compile(files, cluster_now.as_deref(), settings)?;
+        let set = compile(files, cluster_now.as_deref(), &options)?;
         let synced = cluster_now.as_ref().is_none_or(|c| c.synced);
         log_loaded(&set);
         metrics.set_policies(&set);
@@ -236,7 +273,7 @@ impl PolicyStore {
         Ok(Self {
             current: Arc::new(ArcSwap::from_pointee(set)),
             paths,
-            settings: settings.clone(),
+            options,
             // Of the files alone, even with a cluster, so the first reload with one compiles again.
             last_fingerprint: Mutex::new(fingerprint),
             parsed: Mutex::new(parsed),
@@ -327,15 +364,15 @@ impl PolicyStore {
     /// Compiles `files` (and `cluster`'s policies). Files just read are parsed whole and kept when
     /// reading from a cluster (a cluster change compiles them again), else parsed file by file.
     fn compile_files(&self, files: Files, cluster: Option<&ClusterSnapshot>) -> Result<PolicySet, LoadError> {
-        let namespace = &self.settings;
+        let options = &self.options;
         match files {
-            Files::Parsed(parsed) => compile(FileDocuments::Parsed(&parsed.documents), cluster, namespace),
+            Files::Parsed(parsed) => compile(FileDocuments::Parsed(&parsed.documents), cluster, options),
             Files::Read(snapshot) if self.cluster.is_some() => {
                 let parsed = parse(&snapshot).map(Arc::new);
                 *self.parsed_files() = parsed.as_ref().ok().cloned();
-                compile(FileDocuments::Parsed(&parsed?.documents), cluster, namespace)
+                compile(FileDocuments::Parsed(&parsed?.documents), cluster, options)
             }
-            Files::Read(snapshot) => compile(FileDocuments::Snapshot(&snapshot), cluster, namespace),
+            Files::Read(snapshot) => compile(FileDocuments::Snapshot(&snapshot), cluster, options),
         }
     }
 
@@ -436,13 +473,8 @@ spec:
         std::fs::create_dir_all(&dir).expect("create dir");
         std::fs::write(dir.join("policy.yaml"), POLICY).expect("write");
         let (cluster_tx, cluster_rx) = watch::channel(cluster(1));
-        let store = PolicyStore::load(
-            vec![dir.clone()],
-            &LoadSettings::default(),
-            Metrics::new(),
-            Some(cluster_rx),
-        )
-        .expect("load");
+        let store =
+            PolicyStore::load(vec![dir.clone()], "default", Metrics::new(), Some(cluster_rx)).expect("load");
         std::fs::remove_dir_all(&dir).expect("remove dir");
 
         cluster_tx.send_replace(cluster(2));

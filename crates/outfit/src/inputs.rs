@@ -45,6 +45,12 @@ pub(crate) struct Inputs {
     /// `secretKeyRef`s to the SVM's Secret (the keys are then readable in the pod spec).
     #[arg(long)]
     pub(crate) filer_plain_secrets: bool,
+
+    /// Leave out the `outfit.dev/mutated-by` annotation that lists the policies (other than
+    /// PodDefaults, which Kubeflow's own annotations record) that changed an object, as
+    /// `outfit serve --no-annotation` does.
+    #[arg(long)]
+    pub(crate) no_annotation: bool,
 }
 
 /// Why an offline command stopped before printing anything (exit status 2), or could not finish
@@ -100,11 +106,13 @@ impl Inputs {
         stderr: &mut impl Write,
     ) -> Result<(PolicySet, Vec<PolicyError>), InputError> {
         let documents = source::read_paths(&self.policies)?;
-        let mut builder = PolicySet::builder().settings(LoadSettings {
-            default_namespace: self.namespace.clone(),
-            filer_namespace: self.filer_namespace.clone(),
-            filer_plain_secrets: self.filer_plain_secrets,
-        });
+        let mut builder = PolicySet::builder()
+            .settings(LoadSettings {
+                default_namespace: self.namespace.clone(),
+                filer_namespace: self.filer_namespace.clone(),
+                filer_plain_secrets: self.filer_plain_secrets,
+            })
+            .annotate(!self.no_annotation);
         builder.add_all(&documents);
         let (set, report) = builder.build();
         let LoadReport {

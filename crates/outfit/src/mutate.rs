@@ -73,7 +73,13 @@ fn mutate(
         };
         match policies.apply(&request) {
             Outcome::Admitted(admission) => {
-                for warning in &admission.warnings {
+                // With --explain, the explanation carries them (and stays JSON with =json).
+                let warnings = if args.explain.is_none() {
+                    &admission.warnings[..]
+                } else {
+                    &[]
+                };
+                for warning in warnings {
                     let _ = writeln!(
                         stderr,
                         "warning: {}: {warning}",

@@ -7,7 +7,7 @@
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 
 use clap::Args;
-use outfit_server::{Config, Limits, Server, Timeouts, TlsSource};
+use outfit_server::{CompileOptions, Config, Limits, Server, Timeouts, TlsSource};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -40,20 +40,29 @@ pub(crate) struct ServeArgs {
     #[arg(
         long,
         value_name = "NAMESPACE",
-        default_value_t = config_defaults().default_namespace,
+        default_value_t = config_defaults().compile.default_namespace,
         env = "OUTFIT_DEFAULT_NAMESPACE"
     )]
     default_namespace: String,
 
     /// Namespace of the filer injector's ConfigMaps `filers-list` and
     /// `filer-sidecar-injector-json` (StatCan deploys it in `das`).
-    #[arg(long, value_name = "NAMESPACE", default_value_t = config_defaults().filer_namespace, env = "OUTFIT_FILER_NAMESPACE")]
+    #[arg(long, value_name = "NAMESPACE", default_value_t = config_defaults().compile.filer_namespace, env = "OUTFIT_FILER_NAMESPACE")]
     filer_namespace: String,
 
     /// Give filer sidecars the S3 keys as plain env values, as StatCan's injector does, instead of
     /// `secretKeyRef`s (with --from-cluster, Secrets are then read whole, not as metadata).
     #[arg(long, env = "OUTFIT_FILER_PLAIN_SECRETS")]
     filer_plain_secrets: bool,
+
+    /// Leave out the `outfit.dev/mutated-by` annotation that lists the policies (other than
+    /// PodDefaults, which Kubeflow's own annotations record) that changed an object.
+    #[arg(long, env = "OUTFIT_NO_ANNOTATION")]
+    no_annotation: bool,
+
+    /// Send no AdmissionResponse warnings (a mutator that matched and changed nothing, say).
+    #[arg(long, env = "OUTFIT_NO_WARNINGS")]
+    no_warnings: bool,
 
     /// HTTPS address of the webhook (`POST /mutate`).
     #[arg(
@@ -209,9 +218,13 @@ impl ServeArgs {
                 .ok_or_else(|| format!("--{name} must be a positive number of seconds"))
         };
         let mut config = Config::new(self.policies.clone(), tls);
-        config.default_namespace.clone_from(&self.default_namespace);
-        config.filer_namespace.clone_from(&self.filer_namespace);
-        config.filer_plain_secrets = self.filer_plain_secrets;
+        config.compile = CompileOptions {
+            default_namespace: self.default_namespace.clone(),
+            annotate: !self.no_annotation,
+            warnings: !self.no_warnings,
+            filer_namespace: self.filer_namespace.clone(),
+            filer_plain_secrets: self.filer_plain_secrets,
+        };
         config.listen = self.listen;
         config.admin_listen = Some(self.admin_listen);
         config.poll_interval = seconds("poll-interval", self.poll_interval)?;

@@ -23,7 +23,7 @@ pub struct Explanation {
     pub message: Option<String>,
     /// Every policy of the set, in the order the engine considers them.
     pub policies: Vec<Decision>,
-    /// The admission's warnings for the user (inputs a family skipped, and why).
+    /// The warnings the webhook sends the requesting user with its answer.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }

@@ -35,6 +35,13 @@ impl Family for Filers {
         &[CONFIG_MAP, SECRET]
     }
 
+    /// StatCan's injector marks the pod `injected` (its inject annotation); outfit does the same,
+    /// and that mark, not `outfit.dev/mutated-by`, is what keeps a reinvocation from adding the
+    /// sidecars twice.
+    fn records_itself(&self) -> bool {
+        true
+    }
+
     fn builder(&self, options: &LoadOptions<'_>) -> Box<dyn FamilyBuilder> {
         Box::new(Builder {
             namespaces: Namespaces {

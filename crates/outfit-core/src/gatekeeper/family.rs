@@ -25,8 +25,34 @@ use crate::{
     },
     family::{Context, ExplainState, Family, FamilyBuilder, FamilySet, LoadOptions, TargetKind, Targets},
     fieldpath::FieldPath,
+    record,
     vocab::{Operation, PolicyKind, PolicyRef},
 };
+
+impl Mutators {
+    /// Warns of each mutator at `unchanged` (they matched and changed nothing), unless the object
+    /// lists it as having changed it before: then this is a reinvocation and all is as it should.
+    fn warn_unchanged(
+        &self,
+        unchanged: &[u32],
+        original: &Value,
+        object: &Value,
+        request: &Request<'_>,
+        warnings: &mut Vec<String>,
+    ) {
+        let listed = record::listed(original).unwrap_or("");
+        for &position in unchanged {
+            let mutator = &self.items()[position as usize];
+            let reference = &mutator.reference;
+            let entry = record::entry(reference);
+            if record::entries(listed).any(|e| e == entry) {
+                continue;
+            }
+            let why = unchanged_reason(mutator, object, request);
+            warnings.push(format!("{reference} matched and changed nothing: {why}"));
+        }
+    }
+}
 
 /// The Gatekeeper family.
 #[derive(Debug)]
@@ -174,9 +200,14 @@ impl FamilySet for GatekeeperSet {
         };
         let mut mutated = after_earlier;
         let mut applied = Vec::new();
+        let mut unchanged = Vec::new();
         mutators
-            .run(original, &mut mutated, &input, &mut applied)
+            .run(original, &mut mutated, &input, &mut applied, &mut unchanged)
             .map_err(|error| gatekeeper_denial(original, error))?;
+        if context.annotates() && context.warns() && !unchanged.is_empty() {
+            let object = mutated.as_ref().unwrap_or(original);
+            mutators.warn_unchanged(&unchanged, original, object, request, &mut admission.warnings);
+        }
         if let Some(object) = mutated {
             admission.record(original, object, applied);
         }

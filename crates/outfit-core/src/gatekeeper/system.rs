@@ -94,8 +94,9 @@ impl Mutators {
         working: &mut Option<Value>,
         input: &RunInput<'_, 'n>,
         applied: &mut Vec<Cow<'s, PolicyRef>>,
+        unchanged: &mut Vec<u32>,
     ) -> Result<(), MutationError> {
-        self.run_with(base, working, input, applied, RunState::new(false))
+        self.run_with(base, working, input, applied, unchanged, RunState::new(false))
     }
 
     /// [`Mutators::run`] visiting every mutator and scanning every keyed list, as Gatekeeper
@@ -107,8 +108,9 @@ impl Mutators {
         working: &mut Option<Value>,
         input: &RunInput<'_, 'n>,
         applied: &mut Vec<Cow<'s, PolicyRef>>,
+        unchanged: &mut Vec<u32>,
     ) -> Result<(), MutationError> {
-        self.run_with(base, working, input, applied, RunState::new(true))
+        self.run_with(base, working, input, applied, unchanged, RunState::new(true))
     }
 
     fn run_with<'s, 'n>(
@@ -117,6 +119,7 @@ impl Mutators {
         working: &mut Option<Value>,
         input: &RunInput<'_, 'n>,
         applied: &mut Vec<Cow<'s, PolicyRef>>,
+        unchanged: &mut Vec<u32>,
         mut state: RunState<'s>,
     ) -> Result<(), MutationError> {
         if self.items.is_empty() || !matches!(input.operation, Operation::Create | Operation::Update) {
@@ -154,6 +157,15 @@ impl Mutators {
                         .collect(),
                 });
             }
+        }
+        // The mutators that matched and never changed the object, each once.
+        unchanged.append(&mut state.unchanged);
+        unchanged.sort_unstable();
+        unchanged.dedup();
+        if !unchanged.is_empty() && !changed_by.is_empty() {
+            let mut changed = changed_by.clone();
+            changed.sort_unstable();
+            unchanged.retain(|p| changed.binary_search(p).is_err());
         }
         if untouched && working.as_ref() == Some(base) {
             // Gatekeeper: an object equal to its input was not mutated.
@@ -216,7 +228,7 @@ impl Mutators {
             let object = working.get_or_insert_with(|| base.clone());
             match mutator.apply(&setter, object, &mut state.lists) {
                 Ok(true) => return Ok(Some(position)),
-                Ok(false) => {}
+                Ok(false) => state.unchanged.push(position),
                 Err(error) => {
                     return Err(MutationError::Failed {
                         mutator: mutator.reference.clone(),
@@ -237,7 +249,9 @@ impl Mutators {
         probe: bool,
     ) -> Option<u32> {
         let RunState {
-            candidates, lists, ..
+            candidates,
+            lists,
+            unchanged,
         } = state;
         let candidates = candidates.get(self, subject);
         let mut next = after.map_or(0, |a| candidates.partition_point(|&p| p <= a));
@@ -245,11 +259,13 @@ impl Mutators {
             next += 1;
             *after = Some(position);
             let mutator = &self.items[position as usize];
-            if mutator.matches(subject, input.namespace_labels)
-                && (!probe || mutator.would_change_in(subject, lists))
-            {
+            if !mutator.matches(subject, input.namespace_labels) {
+                continue;
+            }
+            if !probe || mutator.would_change_in(subject, lists) {
                 return Some(position);
             }
+            unchanged.push(position);
         }
         None
     }
@@ -270,6 +286,8 @@ struct Cursor<'a> {
 struct RunState<'s> {
     candidates: CandidateCache<'s>,
     lists: KeyedLists,
+    /// Mutators that matched and changed nothing when visited (maybe changing it later).
+    unchanged: Vec<u32>,
 }
 
 impl RunState<'_> {
@@ -285,6 +303,7 @@ impl RunState<'_> {
             } else {
                 KeyedLists::default()
             },
+            unchanged: Vec::new(),
         }
     }
 }

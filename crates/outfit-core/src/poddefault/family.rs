@@ -47,6 +47,11 @@ impl Family for PodDefaults {
             items: Vec::new(),
         })
     }
+
+    /// Kubeflow's webhook annotates the pod with each PodDefault it applied; outfit does the same.
+    fn records_itself(&self) -> bool {
+        true
+    }
 }
 
 struct Builder {

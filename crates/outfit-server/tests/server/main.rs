@@ -11,3 +11,5 @@ mod reload;
 mod support;
 /// The TLS socket: self-signed CA, certificate rotation through a symlink swap.
 mod tls;
+/// outfit's annotation and the warnings sent with an answer, and the switches that turn them off.
+mod warnings;

@@ -71,13 +71,7 @@ async fn a_changed_policy_directory_is_swapped_in_and_a_bad_one_is_not() {
     copy_dir(&fixtures().join("policies"), dir.path());
     let metrics = Metrics::new();
     let store = Arc::new(
-        PolicyStore::load(
-            vec![dir.path().to_path_buf()],
-            &Default::default(),
-            metrics.clone(),
-            None,
-        )
-        .expect("load"),
+        PolicyStore::load(vec![dir.path().to_path_buf()], "default", metrics.clone(), None).expect("load"),
     );
     let webhook = Webhook::new(store.current(), metrics.clone(), Limits::default());
     let shutdown = CancellationToken::new();
@@ -144,13 +138,8 @@ async fn a_changed_policy_directory_is_swapped_in_and_a_bad_one_is_not() {
 fn an_invalid_policy_at_startup_is_an_error_naming_it() {
     let dir = TempDir::new("policy-invalid");
     std::fs::write(dir.path().join("broken.yaml"), BROKEN_DEFAULT).expect("write");
-    let error = PolicyStore::load(
-        vec![dir.path().to_path_buf()],
-        &Default::default(),
-        Metrics::new(),
-        None,
-    )
-    .expect_err("invalid");
+    let error = PolicyStore::load(vec![dir.path().to_path_buf()], "default", Metrics::new(), None)
+        .expect_err("invalid");
     let message = error.to_string();
     assert!(message.contains("1 invalid policy"), "{message}");
     assert!(

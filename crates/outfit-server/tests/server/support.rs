@@ -16,7 +16,9 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, StatusCode, client::conn::http1};
 use hyper_util::rt::TokioIo;
-use outfit_server::{Config, Handle, Limits, Metrics, PolicyStore, Server, Timeouts, TlsSource, Webhook};
+use outfit_server::{
+    CompileOptions, Config, Handle, Limits, Metrics, PolicyStore, Server, Timeouts, TlsSource, Webhook,
+};
 use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::{CertificateDer, ServerName, pem::PemObject};
 use serde_json::Value;
@@ -118,14 +120,18 @@ pub(crate) fn fixture_webhook() -> (Webhook, Arc<Metrics>) {
 }
 
 pub(crate) fn webhook_for(policies: &Path, limits: Limits) -> (Webhook, Arc<Metrics>) {
+    webhook_with(policies, limits, "default".into())
+}
+
+/// As [`webhook_for`], compiling as `options` say (`outfit serve`'s annotation and warnings).
+pub(crate) fn webhook_with(
+    policies: &Path,
+    limits: Limits,
+    options: CompileOptions,
+) -> (Webhook, Arc<Metrics>) {
     let metrics = Metrics::new();
-    let store = PolicyStore::load(
-        vec![policies.to_path_buf()],
-        &Default::default(),
-        metrics.clone(),
-        None,
-    )
-    .expect("policies load");
+    let store = PolicyStore::load(vec![policies.to_path_buf()], options, metrics.clone(), None)
+        .expect("policies load");
     (Webhook::new(store.current(), metrics.clone(), limits), metrics)
 }
 

@@ -183,9 +183,9 @@ type RunResult<'s> = (Result<(), MutationError>, Option<Value>, Vec<Cow<'s, Poli
 fn run<'s>(set: &'s Mutators, object: &Value, input: &RunInput<'_, '_>, exhaustive: bool) -> RunResult<'s> {
     let (mut working, mut applied) = (None, Vec::new());
     let result = if exhaustive {
-        set.run_exhaustive(object, &mut working, input, &mut applied)
+        set.run_exhaustive(object, &mut working, input, &mut applied, &mut Vec::new())
     } else {
-        set.run(object, &mut working, input, &mut applied)
+        set.run(object, &mut working, input, &mut applied, &mut Vec::new())
     };
     (result, working, applied)
 }

@@ -135,9 +135,9 @@ proptest! {
         let set = Mutators::new(items, loaded);
         let object = pod(spec);
         let input = RunInput { namespace: "ns", operation: Operation::Create, namespace_labels: &|_| None };
-        let (mut a, mut b) = ((None, Vec::new()), (None, Vec::new()));
-        let indexed = set.run(&object, &mut a.0, &input, &mut a.1);
-        let exhaustive = set.run_exhaustive(&object, &mut b.0, &input, &mut b.1);
+        let (mut a, mut b) = ((None, Vec::new(), Vec::new()), (None, Vec::new(), Vec::new()));
+        let indexed = set.run(&object, &mut a.0, &input, &mut a.1, &mut a.2);
+        let exhaustive = set.run_exhaustive(&object, &mut b.0, &input, &mut b.1, &mut b.2);
         prop_assert_eq!(indexed, exhaustive);
         prop_assert_eq!(a, b);
     }
