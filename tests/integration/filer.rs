@@ -82,6 +82,28 @@ async fn outfit_identity(client: &kube::Client, plane: &ControlPlane) -> std::pa
     path
 }
 
+/// Creates a pod with a raw request, for the `Warning` headers of the API server's answer (kubectl
+/// prints them as `Warning: ...`): the HTTP status and the warnings.
+async fn create_telling_warnings(client: &kube::Client, namespace: &str, pod: Value) -> (u16, Vec<String>) {
+    let request = kube::core::Request::new(format!("/api/v1/namespaces/{namespace}/pods"))
+        .create(
+            &kube::api::PostParams::default(),
+            serde_json::to_vec(&pod).unwrap(),
+        )
+        .expect("a request");
+    let response = client
+        .send(request.map(kube::client::Body::from))
+        .await
+        .expect("the API server answers");
+    let warnings = response
+        .headers()
+        .get_all("warning")
+        .iter()
+        .map(|w| w.to_str().expect("ASCII").to_owned())
+        .collect();
+    (response.status().as_u16(), warnings)
+}
+
 fn notebook(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": name, "labels": {"notebook-name": "analysis"}},
@@ -95,11 +117,23 @@ fn notebook(name: &str) -> Value {
 async fn a_notebook_pod_gets_a_working_sidecar_per_share_with_secret_key_refs() {
     let plane = ControlPlane::get();
     let client = plane.admin_client().await;
-    let (shares, bare) = ("e2e-filer-alice", "e2e-filer-bare");
+    let (shares, bare, broken) = ("e2e-filer-alice", "e2e-filer-bare", "e2e-filer-broken");
     pod_namespace(&client, "das", json!({})).await;
     pod_namespace(&client, shares, json!({})).await;
     pod_namespace(&client, bare, json!({})).await;
+    pod_namespace(&client, broken, json!({})).await;
     create_inputs(&client, shares).await;
+    // A share list whose SVM has no Secret in its namespace.
+    let broken_shares = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "existing-shares"},
+                               "data": {"fld5filersvm": "[\"projects/alpha\"]"}});
+    create(
+        &client,
+        Some(broken),
+        &resource("", "v1", "ConfigMap", "configmaps"),
+        broken_shares,
+    )
+    .await
+    .expect("create a broken share list");
     // A ConfigMap and a Secret of other names, which are not inputs (the ConfigMap is not even
     // watched: the watches select by name).
     for (kind, plural) in [("ConfigMap", "configmaps"), ("Secret", "secrets")] {
@@ -113,6 +147,7 @@ async fn a_notebook_pod_gets_a_working_sidecar_per_share_with_secret_key_refs() 
     let webhook = Webhook::start_with(&["--from-cluster"], &[("KUBECONFIG", kubeconfig)]);
     register(&client, &webhook, "filer", shares).await;
     register(&client, &webhook, "filer-bare", bare).await;
+    register(&client, &webhook, "filer-broken", broken).await;
 
     let pods = resource("", "v1", "Pod", "pods");
     let stored = create(&client, Some(shares), &pods, notebook("analysis-0"))
@@ -178,10 +213,19 @@ async fn a_notebook_pod_gets_a_working_sidecar_per_share_with_secret_key_refs() 
         .expect("admitted");
     assert!(untouched["spec"]["initContainers"].is_null());
     assert!(untouched["metadata"]["annotations"].is_null());
-    // The inputs in force: the three ConfigMaps and the two conn Secrets, not the unrelated ones.
+    // A broken share list: the pod is created, unchanged, and the user is told why.
+    let (status, warnings) = create_telling_warnings(&client, broken, notebook("analysis-0")).await;
+    assert_eq!(status, 201, "created");
+    assert_eq!(
+        warnings,
+        ["299 - \"filer SVM fld5filersvm not mounted: Secret fld5filersvm-conn-secret not found\""]
+    );
+
+    // The inputs in force: the injector's two ConfigMaps, two existing-shares and the two conn
+    // Secrets, not the unrelated ones.
     let metrics = webhook.metrics();
     for counted in [
-        "outfit_policies{kind=\"ConfigMap\"} 3",
+        "outfit_policies{kind=\"ConfigMap\"} 4",
         "outfit_policies{kind=\"Secret\"} 2",
     ] {
         assert!(metrics.contains(counted), "{counted} in:\n{metrics}");

@@ -58,7 +58,6 @@ pub(super) fn plan(
         reference: Some(reference.clone()),
         ..NamespacePlan::default()
     };
-    let here = format!("ConfigMap {namespace}/{EXISTING_SHARES}");
     let template = match &inputs.template {
         Some(Ok(template)) => template,
         Some(Err(why)) => {
@@ -69,14 +68,14 @@ pub(super) fn plan(
         }
         None => {
             plan.warnings.push(format!(
-                "filer shares not mounted: ConfigMap {filer_namespace}/{TEMPLATE} (the sidecar template) not found"
+                "filer shares not mounted: ConfigMap {filer_namespace}/{TEMPLATE} not found"
             ));
             return plan;
         }
     };
     let short_ns = short_namespace(namespace);
     for (svm_name, listed) in shares {
-        let skip = |why: String| format!("{here}: SVM {svm_name}: shares not mounted: {why}");
+        let skip = |why: String| format!("filer SVM {svm_name} not mounted: {why}");
         let svm = match resolve(namespace, svm_name, inputs, filer_namespace, plain_secrets) {
             Ok(svm) => svm,
             Err(why) => {
@@ -87,7 +86,8 @@ pub(super) fn plan(
         let listed = match listed {
             Ok(listed) => listed,
             Err(why) => {
-                plan.warnings.push(skip(format!("data.{svm_name}: {why}")));
+                plan.warnings
+                    .push(skip(format!("{EXISTING_SHARES} data.{svm_name}: {why}")));
                 continue;
             }
         };
@@ -98,9 +98,8 @@ pub(super) fn plan(
             .push(json!({"name": format!("{svm_name}_url"), "value": svm.url}));
         for share in listed {
             if let Err(why) = add_share(&mut plan, template, &svm, share, &short_ns) {
-                plan.warnings.push(format!(
-                    "{here}: SVM {svm_name}: share {share:?} not mounted: {why}"
-                ));
+                plan.warnings
+                    .push(format!("filer share {svm_name}/{share} not mounted: {why}"));
             }
         }
     }
@@ -128,19 +127,19 @@ fn resolve<'i>(
     let values = inputs
         .secrets
         .get(&(namespace.to_owned(), secret.clone()))
-        .ok_or_else(|| format!("Secret {namespace}/{secret} not found"))?;
+        .ok_or_else(|| format!("Secret {secret} not found"))?;
     let (access, secret_key) = match (values, plain_secrets) {
         (SecretValues::Known { access, secret: key }, _) => {
             let present = |value: &Option<String>, name: &str| match value.as_deref() {
                 Some(v) if !v.is_empty() => Ok(v.to_owned()),
-                _ => Err(format!("Secret {namespace}/{secret}: {name} is missing or empty")),
+                _ => Err(format!("Secret {secret}: {name} is missing or empty")),
             };
             (present(access, ACCESS_KEY)?, present(key, SECRET_KEY)?)
         }
         (SecretValues::Unknown, false) => (String::new(), String::new()),
         (SecretValues::Unknown, true) => {
             return Err(format!(
-                "Secret {namespace}/{secret}: its values were not read, and plain values were asked for"
+                "Secret {secret}: its values were not read, and plain values were asked for"
             ));
         }
     };

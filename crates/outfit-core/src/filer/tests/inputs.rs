@@ -32,8 +32,8 @@ data: {S3_ACCESS: QUtJQTI=, S3_SECRET: ""}
     assert_eq!(
         warnings,
         [
-            "ConfigMap bob-lab/existing-shares: SVM fld5filersvm: shares not mounted: Secret bob-lab/fld5filersvm-conn-secret not found",
-            "ConfigMap bob-lab/existing-shares: SVM fld9_svm: shares not mounted: Secret bob-lab/fld9-svm-conn-secret: S3_SECRET is missing or empty"
+            "filer SVM fld5filersvm not mounted: Secret fld5filersvm-conn-secret not found",
+            "filer SVM fld9_svm not mounted: Secret fld9-svm-conn-secret: S3_SECRET is missing or empty"
         ]
     );
 }
@@ -66,7 +66,7 @@ fn an_invalid_generated_name_skips_the_share() {
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(
         warnings[0].starts_with(&format!(
-            "ConfigMap bob-lab/existing-shares: SVM fld9_svm: share \"b\" not mounted: sidecar name \"fld9_-{}\"",
+            "filer share fld9_svm/b not mounted: sidecar name \"fld9_-{}\"",
             bucket("b")
         )),
         "{warnings:?}"
@@ -95,7 +95,6 @@ fn carol(listed: &str) -> String {
 fn a_malformed_share_list_or_an_unknown_vserver_skips_that_svm() {
     let shares = carol("{fld5filersvm: 'not json', unknown: '[\"x\"]', fld7svm: '[\"y\"]'}");
     let (pod, warnings) = admit(&set(&shares), &notebook("carol"), Operation::Create);
-    let here = "ConfigMap carol/existing-shares";
     assert_eq!(
         pod["spec"]["initContainers"].as_array().unwrap().len(),
         1,
@@ -103,13 +102,11 @@ fn a_malformed_share_list_or_an_unknown_vserver_skips_that_svm() {
     );
     assert_eq!(warnings.len(), 2, "{warnings:?}");
     assert!(warnings[0].starts_with(&format!(
-        "{here}: SVM fld5filersvm: shares not mounted: data.fld5filersvm: not a JSON array of strings"
+        "filer SVM fld5filersvm not mounted: existing-shares data.fld5filersvm: not a JSON array of strings"
     )));
     assert_eq!(
         warnings[1],
-        format!(
-            "{here}: SVM unknown: shares not mounted: no vserver \"unknown\" in ConfigMap das/filers-list"
-        )
+        format!("filer SVM unknown not mounted: no vserver \"unknown\" in ConfigMap das/filers-list")
     );
 }
 
@@ -125,18 +122,14 @@ fn a_missing_filers_list_or_template_skips_the_shares() {
     assert_eq!(pod, notebook("carol"));
     assert_eq!(
         warnings,
-        [
-            "ConfigMap carol/existing-shares: SVM fld7svm: shares not mounted: ConfigMap das/filers-list not found"
-        ]
+        ["filer SVM fld7svm not mounted: ConfigMap das/filers-list not found"]
     );
     let (set, _) = build(&format!("{filers}\n---\n{shares}"));
     let (pod, warnings) = admit(&set, &notebook("carol"), Operation::Create);
     assert_eq!(pod, notebook("carol"));
     assert_eq!(
         warnings,
-        [
-            "filer shares not mounted: ConfigMap das/filer-sidecar-injector-json (the sidecar template) not found"
-        ]
+        ["filer shares not mounted: ConfigMap das/filer-sidecar-injector-json not found"]
     );
 }
 
@@ -149,10 +142,8 @@ fn a_url_without_its_scheme_skips_the_svm() {
     assert_eq!(pod, notebook("carol"));
     assert_eq!(
         warnings,
-        [
-            "ConfigMap carol/existing-shares: SVM fld7svm: shares not mounted: ConfigMap das/filers-list: \
-          URL \"https:/\" does not start with https:// or http://"
-        ]
+        ["filer SVM fld7svm not mounted: ConfigMap das/filers-list: \
+          URL \"https:/\" does not start with https:// or http://"]
     );
 }
 
@@ -296,7 +287,7 @@ metadata: {name: fld7svm-conn-secret, namespace: bob-lab}
     assert_eq!(
         warnings,
         [format!(
-            "ConfigMap bob-lab/existing-shares: SVM fld7svm: share \"b\" not mounted: sidecar name \"fld7s-{}\" is taken by an earlier share",
+            "filer share fld7svm/b not mounted: sidecar name \"fld7s-{}\" is taken by an earlier share",
             bucket("b")
         )]
     );
