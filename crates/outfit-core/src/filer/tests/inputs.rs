@@ -101,12 +101,12 @@ fn a_malformed_share_list_or_an_unknown_vserver_skips_that_svm() {
         "fld7svm still mounts"
     );
     assert_eq!(warnings.len(), 2, "{warnings:?}");
-    assert!(warnings[0].starts_with(&format!(
+    assert!(warnings[0].starts_with(
         "filer SVM fld5filersvm not mounted: existing-shares data.fld5filersvm: not a JSON array of strings"
-    )));
+    ));
     assert_eq!(
         warnings[1],
-        format!("filer SVM unknown not mounted: no vserver \"unknown\" in ConfigMap das/filers-list")
+        "filer SVM unknown not mounted: no vserver \"unknown\" in ConfigMap das/filers-list"
     );
 }
 
