@@ -255,3 +255,40 @@ fn the_webhooks_forms_of_the_object_give_the_same_result() {
         }
     }
 }
+
+/// The filer family runs before the Gatekeeper mutators (the kinds table's order), so a mutator
+/// sees the sidecars, as it would after StatCan's webhook: here an AssignImage moves them to a
+/// mirror. A mutator of what the request's pod already had keeps the sidecars too (Gatekeeper's
+/// step once ran on the request's object when a whole-object step came before it, and its diff
+/// dropped the sidecars).
+#[test]
+fn gatekeeper_mutators_see_the_sidecars() {
+    let mirror = r#"
+apiVersion: mutations.gatekeeper.sh/v1alpha1
+kind: AssignImage
+metadata: {name: mirror}
+spec:
+  applyTo: [{groups: [""], versions: ["v1"], kinds: ["Pod"]}]
+  location: "spec.initContainers[name: *].image"
+  parameters: {assignDomain: mirror.example.ca}
+---
+apiVersion: mutations.gatekeeper.sh/v1alpha1
+kind: AssignImage
+metadata: {name: mirror-containers}
+spec:
+  applyTo: [{groups: [""], versions: ["v1"], kinds: ["Pod"]}]
+  location: "spec.containers[name: nb].image"
+  parameters: {assignDomain: mirror.example.ca}
+"#;
+    let (pod, _) = admit(&set(mirror), &notebook("alice-research"), Operation::Create);
+    let images: Vec<&str> = pod["spec"]["initContainers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["image"].as_str())
+        .collect();
+    assert_eq!(
+        images,
+        ["mirror.example.ca/goofys:5gb", "mirror.example.ca/goofys:5gb"]
+    );
+}
