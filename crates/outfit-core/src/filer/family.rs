@@ -195,7 +195,7 @@ impl FamilySet for FilerSet {
     fn apply<'p>(
         &'p self,
         request: &Request<'_>,
-        _context: &Context<'p>,
+        context: &Context<'p>,
         admission: &mut Admission<'p>,
     ) -> Result<(), Denial> {
         if request.operation != Operation::Create {
@@ -214,9 +214,11 @@ impl FamilySet for FilerSet {
             return Ok(());
         }
         // The earlier families' result, copied only when there is something to add.
-        let mut object = (!plan.is_empty()).then(|| current.into_owned());
-        admission.warnings.extend(plan.warnings.iter().cloned());
-        let Some(mut object) = object.take() else {
+        let object = (!plan.is_empty()).then(|| current.into_owned());
+        if context.warns() {
+            admission.warnings.extend(plan.warnings.iter().cloned());
+        }
+        let Some(mut object) = object else {
             return Ok(());
         };
         if let Err(why) = inject(&mut object, plan) {
