@@ -86,7 +86,7 @@ async fn crds_validate_policies_and_the_cluster_source_follows_them() {
     let namespace = "e2e-cluster-source";
     pod_namespace(&client, namespace, json!({"team": "a"})).await;
 
-    let source = ClusterSource::start(client.clone());
+    let source = ClusterSource::start(client.clone(), Default::default());
     wait_for(&source, "the first sync", |s| s.synced).await;
 
     let pod_defaults = resource("kubeflow.org", "v1alpha1", "PodDefault", "poddefaults");

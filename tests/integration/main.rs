@@ -13,6 +13,7 @@ mod control_plane;
 mod e2e;
 mod e2e_cluster;
 mod e2e_outage;
+mod filer;
 mod flood;
 mod mutate_cli;
 mod mutate_fixtures;

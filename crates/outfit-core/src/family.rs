@@ -1,7 +1,8 @@
 //! What a family of policy kinds is to the rest of outfit: how its documents are compiled, and the
 //! step of the engine (and of `explain`) that applies them. A family is one module (PodDefault in
-//! `poddefault`, the four Gatekeeper mutators in `gatekeeper`) and one line of the kinds table
-//! (`kinds`); the policy set, the engine, explain, and the cluster side follow from the table.
+//! `poddefault`, StatCan's filer sidecars in `filer`, the four Gatekeeper mutators in
+//! `gatekeeper`) and one line of the kinds table (`kinds`); the policy set, the engine, explain,
+//! and the cluster side follow from the table.
 
 use std::{any::Any, fmt};
 
@@ -44,10 +45,22 @@ pub trait Family: Sync {
 pub struct LoadOptions<'a> {
     /// The namespace of namespaced policies whose documents name none.
     pub default_namespace: &'a str,
+    /// The namespace of the filer injector's own ConfigMaps (`filers-list` and the sidecar
+    /// template); StatCan deploys it in `das`.
+    pub filer_namespace: &'a str,
+    /// Whether filer sidecars get the S3 keys as plain values, as StatCan's injector does, rather
+    /// than as `secretKeyRef`s.
+    pub filer_plain_secrets: bool,
 }
 
 /// Compiles a family's documents into its part of a policy set.
 pub trait FamilyBuilder {
+    /// Why a document of a kind the family claims is not its own after all (a ConfigMap of
+    /// another name than those it reads), as a note for the load report; `None` to compile it.
+    fn declines(&self, _document: &Document) -> Option<String> {
+        None
+    }
+
     /// Compiles one document the family claims and keeps the policy, once `admit` accepts its
     /// identity (the set refuses a second policy with the same kind, namespace and name).
     fn add(

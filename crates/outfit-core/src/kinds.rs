@@ -3,11 +3,12 @@
 //! policy set, the engine, `outfit explain`, the cluster watches and `outfit manifests` follow
 //! from the table.
 
-use crate::{family::Family, gatekeeper, poddefault, vocab::PolicyKind};
+use crate::{family::Family, filer, gatekeeper, poddefault, vocab::PolicyKind};
 
 /// The families, in application order: PodDefaults first (they read the request's raw object),
-/// then the Gatekeeper mutators on the result.
-pub static FAMILIES: &[&dyn Family] = &[&poddefault::FAMILY, &gatekeeper::FAMILY];
+/// then the filer sidecars (StatCan's injector) before the Gatekeeper mutators, so that a mutator
+/// sees and may adjust the sidecars (their image, say) as it would after StatCan's webhook.
+pub static FAMILIES: &[&dyn Family] = &[&poddefault::FAMILY, &filer::FAMILY, &gatekeeper::FAMILY];
 
 /// Every kind of the table, in its order.
 pub fn all() -> impl Iterator<Item = PolicyKind> {

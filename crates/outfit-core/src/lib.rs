@@ -1,10 +1,10 @@
 //! outfit's policy engine.
 //!
-//! Policies (Kubeflow `PodDefault`, Gatekeeper mutators) are parsed and validated once into an
-//! immutable, indexed [`PolicySet`]; [`PolicySet::apply`] then decides one raw Kubernetes object
-//! (JSON text, a `serde_json::Value`, or a view read with the document around it; never a typed
-//! round trip, so unknown and null fields survive) and returns the RFC 6902 patch that mutates it,
-//! or a denial.
+//! Policies (Kubeflow `PodDefault`, StatCan's filer sidecars, Gatekeeper mutators) are parsed and
+//! validated once into an immutable, indexed [`PolicySet`]; [`PolicySet::apply`] then decides one
+//! raw Kubernetes object (JSON text, a `serde_json::Value`, or a view read with the document around
+//! it; never a typed round trip, so unknown and null fields survive) and returns the RFC 6902 patch
+//! that mutates it, or a denial.
 //!
 //! This crate does no network I/O and knows nothing of tokio or a Kubernetes client: it is the
 //! target of the benchmarks, the property tests and the fuzzers. The only I/O is [`source`], which
@@ -18,6 +18,7 @@ pub mod error;
 pub mod explain;
 pub mod family;
 pub mod fieldpath;
+pub mod filer;
 pub mod gatekeeper;
 pub mod kinds;
 mod patch;

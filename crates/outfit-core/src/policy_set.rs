@@ -130,9 +130,40 @@ pub struct LoadReport {
     pub skipped: Vec<(Origin, String)>,
 }
 
+/// What the caller decides about loading, rather than the documents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadSettings {
+    /// The namespace of namespaced policies whose documents name none (`default`).
+    pub default_namespace: String,
+    /// The namespace of the filer injector's `filers-list` and sidecar template (`das`).
+    pub filer_namespace: String,
+    /// S3 keys as plain env values in filer sidecars, as StatCan does (off: `secretKeyRef`s).
+    pub filer_plain_secrets: bool,
+}
+
+impl Default for LoadSettings {
+    fn default() -> Self {
+        Self {
+            default_namespace: "default".to_owned(),
+            filer_namespace: "das".to_owned(),
+            filer_plain_secrets: false,
+        }
+    }
+}
+
+impl LoadSettings {
+    fn options(&self) -> LoadOptions<'_> {
+        LoadOptions {
+            default_namespace: &self.default_namespace,
+            filer_namespace: &self.filer_namespace,
+            filer_plain_secrets: self.filer_plain_secrets,
+        }
+    }
+}
+
 /// Collects documents, compiling each policy as it is added, then builds a [`PolicySet`].
 pub struct PolicySetBuilder {
-    default_namespace: String,
+    settings: LoadSettings,
     families: &'static [&'static dyn Family],
     /// One per family, made when its first document arrives (or at `build`).
     builders: Vec<Option<Box<dyn FamilyBuilder>>>,
@@ -146,7 +177,7 @@ pub struct PolicySetBuilder {
 impl std::fmt::Debug for PolicySetBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PolicySetBuilder")
-            .field("default_namespace", &self.default_namespace)
+            .field("settings", &self.settings)
             .field("policies", &self.seen.len())
             .field("report", &self.report)
             .finish_non_exhaustive()
@@ -163,7 +194,7 @@ impl PolicySetBuilder {
     /// A builder for the policies of another kinds table than the built-in one (a test's, say).
     pub fn with_families(families: &'static [&'static dyn Family]) -> Self {
         Self {
-            default_namespace: "default".to_owned(),
+            settings: LoadSettings::default(),
             families,
             builders: families.iter().map(|_| None).collect(),
             namespaces: FastMap::default(),
@@ -176,7 +207,13 @@ impl PolicySetBuilder {
 
     /// The namespace of namespaced policies whose documents name none (`default` unless set).
     pub fn default_namespace(mut self, namespace: &str) -> Self {
-        namespace.clone_into(&mut self.default_namespace);
+        namespace.clone_into(&mut self.settings.default_namespace);
+        self
+    }
+
+    /// Every setting at once.
+    pub fn settings(mut self, settings: LoadSettings) -> Self {
+        self.settings = settings;
         self
     }
 
@@ -220,11 +257,12 @@ impl PolicySetBuilder {
         let (api_version, kind) = (document.api_version(), document.kind());
         let group = api_version.split_once('/').map_or("", |(group, _)| group);
         if let Some(index) = self.families.iter().position(|f| f.claims(group, kind)) {
-            let options = LoadOptions {
-                default_namespace: &self.default_namespace,
-            };
             let family = self.families[index];
-            let builder = self.builders[index].get_or_insert_with(|| family.builder(&options));
+            let settings = &self.settings;
+            let builder = self.builders[index].get_or_insert_with(|| family.builder(&settings.options()));
+            if let Some(why) = builder.declines(document) {
+                return Ok(Added::Skipped(why));
+            }
             let seen = &mut self.seen;
             let mut admit = |reference: &PolicyRef| remember(seen, reference, document);
             let reference = builder.add(document, &mut self.report.warnings, &mut admit)?;
@@ -248,9 +286,7 @@ impl PolicySetBuilder {
     /// Builds the indexed set, and returns it with the load report. Policies a family leaves out
     /// while building (both sides of a Gatekeeper schema conflict) are reported as errors.
     pub fn build(mut self) -> (PolicySet, LoadReport) {
-        let options = LoadOptions {
-            default_namespace: &self.default_namespace,
-        };
+        let options = self.settings.options();
         let families: Vec<Box<dyn FamilySet>> = self
             .families
             .iter()

@@ -64,6 +64,35 @@ pub struct KindInfo {
     pub plural: &'static str,
     /// Whether its objects live in a namespace.
     pub namespaced: bool,
+    /// Who serves it, and so what outfit installs and watches of it.
+    pub served: Served,
+}
+
+/// Who serves a kind of the table.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Served {
+    /// A CustomResourceDefinition (`outfit manifests` installs it); every object is watched.
+    Crd,
+    /// The API server itself (ConfigMaps, Secrets): no CRD, and only the objects a family reads
+    /// are watched.
+    BuiltIn {
+        /// Which objects, by name.
+        names: Names,
+        /// Whether the metadata alone is watched (the family needs to know the object exists, not
+        /// what it holds), unless the caller asks for the values.
+        metadata_only: bool,
+    },
+}
+
+/// The objects of a built-in kind a family reads.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Names {
+    /// Exactly these: one watch per name (a `metadata.name` field selector), and RBAC granted on
+    /// these names alone.
+    Exactly(&'static [&'static str]),
+    /// Names ending so: every object is listed (a field selector cannot match a suffix) and the
+    /// others are dropped as they arrive.
+    EndingWith(&'static str),
 }
 
 /// A kind of policy outfit reads: a handle on its [`KindInfo`]. Kinds compare, hash and order by

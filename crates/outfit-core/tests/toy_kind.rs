@@ -11,7 +11,7 @@ use outfit_core::{
     explain::{Clause, Decision, Verdict},
     family::{Context, ExplainState, Family, FamilyBuilder, FamilySet, LoadOptions, TargetKind, Targets},
     gatekeeper, poddefault,
-    vocab::KindInfo,
+    vocab::{KindInfo, Served},
 };
 use serde_json::{Value, json};
 
@@ -22,6 +22,7 @@ const LABEL_ALL: PolicyKind = PolicyKind::new(&KindInfo {
     versions: &["v1"],
     plural: "labelalls",
     namespaced: true,
+    served: Served::Crd,
 });
 
 #[derive(Debug)]

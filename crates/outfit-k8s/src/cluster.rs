@@ -7,41 +7,107 @@
 //! - While the API server is unreachable the last snapshot stays in force; the watches retry with
 //!   backoff and a relist replaces each kind's objects whole, so deletions made meanwhile are seen.
 //! - `synced` turns true once every kind has listed once; readiness waits for it.
+//! - Built-in kinds a family reads (the filer injector's ConfigMaps and Secrets) are watched only
+//!   for the objects it reads: by name, and as metadata alone when the values are not needed.
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::Namespace;
+use futures::{StreamExt, stream::BoxStream};
+use k8s_openapi::{api::core::v1::Namespace, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 use kube::{
     Client,
-    api::{Api, ApiResource, DynamicObject},
+    api::{Api, ApiResource, DynamicObject, PartialObjectMeta},
     runtime::{WatchStreamExt, watcher},
 };
-use outfit_core::{Document, Origin};
-use serde_json::Value;
+use outfit_core::{
+    Document, Origin,
+    vocab::{Names, Served},
+};
+use serde_json::{Value, json};
 use tokio::{
     sync::{mpsc, watch},
     task::JoinHandle,
 };
 
-/// The resources outfit watches: every kind of the kinds table (`outfit_core::kinds`), at the
-/// version it lists first (the API server converts the others), and Namespaces.
-pub fn watched_resources() -> Vec<ApiResource> {
-    let mut resources: Vec<ApiResource> = outfit_core::kinds::all()
-        .map(|kind| {
-            let info = kind.info();
-            let version = info.versions[0];
-            ApiResource {
-                group: info.group.to_owned(),
-                version: version.to_owned(),
-                api_version: format!("{}/{version}", info.group),
-                kind: info.name.to_owned(),
-                plural: info.plural.to_owned(),
+/// One watch of the API server.
+#[derive(Debug, Clone)]
+pub struct Watched {
+    /// The resource.
+    pub resource: ApiResource,
+    /// A `metadata.name` field selector: only the object(s) of this name.
+    pub name: Option<&'static str>,
+    /// Only objects whose name ends so are kept (the others are dropped as they arrive).
+    pub suffix: Option<&'static str>,
+    /// Whether only the objects' metadata is read.
+    pub metadata_only: bool,
+    /// A kind the API server serves itself (no CRD) that a family reads beside the policies. A
+    /// refusal (403: a ClusterRole from before the family) counts as absent, logged, rather than
+    /// holding readiness back: the policies proper still serve.
+    pub built_in: bool,
+}
+
+/// What the watches read beyond what the kinds table asks for.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WatchOptions {
+    /// Read whole objects even of the kinds the table watches as metadata only: the filer
+    /// injector's plain-values switch needs the Secrets' values.
+    pub values: bool,
+}
+
+/// What outfit watches: every kind of the kinds table (`outfit_core::kinds`), at the version it
+/// lists first (the API server converts the others), and Namespaces. A built-in kind is watched
+/// only for the objects its family reads: one watch per name where the names are known, so that
+/// not every ConfigMap of the cluster is cached, and as metadata where the values are not needed.
+pub fn watched_resources(options: WatchOptions) -> Vec<Watched> {
+    let mut watched = Vec::new();
+    for kind in outfit_core::kinds::all() {
+        let info = kind.info();
+        let version = info.versions[0];
+        let resource = ApiResource {
+            group: info.group.to_owned(),
+            version: version.to_owned(),
+            api_version: if info.group.is_empty() {
+                version.to_owned()
+            } else {
+                format!("{}/{version}", info.group)
+            },
+            kind: info.name.to_owned(),
+            plural: info.plural.to_owned(),
+        };
+        let all = Watched {
+            resource,
+            name: None,
+            suffix: None,
+            metadata_only: false,
+            built_in: matches!(info.served, Served::BuiltIn { .. }),
+        };
+        match &info.served {
+            Served::Crd => watched.push(all),
+            Served::BuiltIn { names, metadata_only } => {
+                let metadata_only = *metadata_only && !options.values;
+                match names {
+                    Names::Exactly(names) => watched.extend(names.iter().map(|name| Watched {
+                        name: Some(name),
+                        metadata_only,
+                        ..all.clone()
+                    })),
+                    Names::EndingWith(suffix) => watched.push(Watched {
+                        suffix: Some(suffix),
+                        metadata_only,
+                        ..all
+                    }),
+                }
             }
-        })
-        .collect();
-    resources.push(ApiResource::erase::<Namespace>(&()));
-    resources
+        }
+    }
+    watched.push(Watched {
+        resource: ApiResource::erase::<Namespace>(&()),
+        name: None,
+        suffix: None,
+        metadata_only: false,
+        built_in: false,
+    });
+    watched
 }
 
 /// Every watched object at one moment.
@@ -77,8 +143,8 @@ pub struct ClusterSource {
 
 impl ClusterSource {
     /// Starts watching. Must run inside a tokio runtime.
-    pub fn start(client: Client) -> Self {
-        let resources = watched_resources();
+    pub fn start(client: Client, options: WatchOptions) -> Self {
+        let resources = watched_resources(options);
         let (updates_tx, updates_rx) = mpsc::unbounded_channel();
         let (snapshot_tx, snapshots) = watch::channel(Arc::new(Snapshot::default()));
         let mut tasks: Vec<JoinHandle<()>> = resources
@@ -93,6 +159,7 @@ impl ClusterSource {
                 ))
             })
             .collect();
+        let resources = resources.into_iter().map(|w| w.resource).collect();
         tasks.push(tokio::spawn(aggregate(resources, updates_rx, snapshot_tx)));
         Self { snapshots, tasks }
     }
@@ -111,56 +178,108 @@ impl Drop for ClusterSource {
     }
 }
 
-fn key_of(object: &DynamicObject) -> (String, String) {
-    (
-        object.metadata.namespace.clone().unwrap_or_default(),
-        object.metadata.name.clone().unwrap_or_default(),
-    )
-}
+/// An object as the watches pass it on: its key and its raw value.
+type Keyed = ((String, String), Value);
 
-/// The raw object, with `apiVersion` and `kind` filled in (list items of built-in kinds omit them).
-fn raw(resource: &ApiResource, object: &DynamicObject) -> Value {
-    let mut value = serde_json::to_value(object).unwrap_or_default();
+/// The key and the raw object, with `apiVersion` and `kind` filled in (list items of built-in
+/// kinds omit them, and a metadata-only watch names `PartialObjectMetadata`).
+fn keyed(resource: &ApiResource, metadata: &ObjectMeta, object: Value) -> Keyed {
+    let key = (
+        metadata.namespace.clone().unwrap_or_default(),
+        metadata.name.clone().unwrap_or_default(),
+    );
+    let mut value = object;
     value["apiVersion"] = Value::String(resource.api_version.clone());
     value["kind"] = Value::String(resource.kind.clone());
-    value
+    (key, value)
 }
 
-async fn watch_kind(
+/// The watch's events, objects keyed, whole or metadata only as `watched` says.
+fn events(
     client: Client,
-    index: usize,
-    resource: ApiResource,
-    updates: mpsc::UnboundedSender<Update>,
-) {
-    let api: Api<DynamicObject> = Api::all_with(client, &resource);
+    watched: &Watched,
+) -> BoxStream<'static, Result<watcher::Event<Keyed>, watcher::Error>> {
+    let resource = watched.resource.clone();
+    let mut config = watcher::Config::default();
+    if let Some(name) = watched.name {
+        config = config.fields(&format!("metadata.name={name}"));
+    }
+    if watched.metadata_only {
+        // Metadata-only requests, since `Api<PartialObjectMeta<_>>` makes them.
+        let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, &resource);
+        watcher(api, config)
+            .map(move |event| {
+                event.map(|event| {
+                    convert(event, |object: PartialObjectMeta<DynamicObject>| {
+                        let value =
+                            json!({"metadata": serde_json::to_value(&object.metadata).unwrap_or_default()});
+                        keyed(&resource, &object.metadata, value)
+                    })
+                })
+            })
+            .backoff(WatchBackoff::default())
+            .boxed()
+    } else {
+        let api: Api<DynamicObject> = Api::all_with(client, &resource);
+        watcher(api, config)
+            .map(move |event| {
+                event.map(|event| {
+                    convert(event, |object: DynamicObject| {
+                        let value = serde_json::to_value(&object).unwrap_or_default();
+                        keyed(&resource, &object.metadata, value)
+                    })
+                })
+            })
+            .backoff(WatchBackoff::default())
+            .boxed()
+    }
+}
+
+fn convert<K>(event: watcher::Event<K>, f: impl Fn(K) -> Keyed) -> watcher::Event<Keyed> {
+    match event {
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(object) => watcher::Event::InitApply(f(object)),
+        watcher::Event::InitDone => watcher::Event::InitDone,
+        watcher::Event::Apply(object) => watcher::Event::Apply(f(object)),
+        watcher::Event::Delete(object) => watcher::Event::Delete(f(object)),
+    }
+}
+
+async fn watch_kind(client: Client, index: usize, watched: Watched, updates: mpsc::UnboundedSender<Update>) {
+    let resource = &watched.resource;
+    let wanted = |key: &(String, String)| watched.suffix.is_none_or(|suffix| key.1.ends_with(suffix));
     let mut listing: Option<BTreeMap<(String, String), Value>> = None;
     let mut absent = false;
-    let mut events = watcher(api, watcher::Config::default())
-        .backoff(WatchBackoff::default())
-        .boxed();
+    let mut events = events(client, &watched);
     while let Some(event) = events.next().await {
         let update = match event {
             Ok(watcher::Event::Init) => {
                 listing = Some(BTreeMap::new());
                 continue;
             }
-            Ok(watcher::Event::InitApply(object)) => {
-                if let Some(listing) = listing.as_mut() {
-                    listing.insert(key_of(&object), raw(&resource, &object));
+            Ok(watcher::Event::InitApply((key, value))) => {
+                if let Some(listing) = listing.as_mut().filter(|_| wanted(&key)) {
+                    listing.insert(key, value);
                 }
                 continue;
             }
             Ok(watcher::Event::InitDone) => {
                 if absent {
-                    tracing::info!(kind = %resource.kind, "CRD installed; reading its policies");
+                    tracing::info!(kind = %resource.kind, "CRD installed (or access granted); reading its objects");
                     absent = false;
                 }
                 Update::Listed(index, listing.take().unwrap_or_default())
             }
-            Ok(watcher::Event::Apply(object)) => {
-                Update::Applied(index, key_of(&object), raw(&resource, &object))
+            Ok(watcher::Event::Apply((key, value))) if wanted(&key) => Update::Applied(index, key, value),
+            Ok(watcher::Event::Apply(_)) => continue,
+            Ok(watcher::Event::Delete((key, _))) => Update::Deleted(index, key),
+            Err(error) if watched.built_in && status_code(&error) == Some(403) => {
+                if !absent {
+                    tracing::warn!(kind = %resource.kind, name = watched.name, %error, "not allowed to watch; the family reading these objects sees none (outfit manifests grants it)");
+                    absent = true;
+                }
+                Update::Absent(index)
             }
-            Ok(watcher::Event::Delete(object)) => Update::Deleted(index, key_of(&object)),
             Err(error) if is_not_found(&error) => {
                 if !absent {
                     tracing::info!(kind = %resource.kind, group = %resource.group, "CRD not installed; its policies are not read until it is");
@@ -221,10 +340,15 @@ impl kube::runtime::utils::Backoff for WatchBackoff {
 }
 
 fn is_not_found(error: &watcher::Error) -> bool {
+    status_code(error) == Some(404)
+}
+
+/// The HTTP status of a failed list or watch start.
+fn status_code(error: &watcher::Error) -> Option<u16> {
     match error {
         watcher::Error::InitialListFailed(kube::Error::Api(status))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(status)) => status.code == 404,
-        _ => false,
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status)) => Some(status.code),
+        _ => None,
     }
 }
 
@@ -312,11 +436,51 @@ mod tests {
         assert_eq!(backoff.next(), Some(Duration::from_millis(250)));
     }
 
+    /// The filer injector's ConfigMaps are watched by name (not every ConfigMap of the cluster),
+    /// its Secrets as metadata unless their values are asked for.
+    #[test]
+    fn built_in_kinds_are_watched_by_name_and_as_metadata() {
+        let summary = |options| {
+            watched_resources(options)
+                .into_iter()
+                .filter(|w| w.resource.group.is_empty() && w.resource.kind != "Namespace")
+                .map(|w| {
+                    (
+                        w.resource.api_version,
+                        w.resource.plural,
+                        w.name,
+                        w.suffix,
+                        w.metadata_only,
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        let v1 = || "v1".to_owned();
+        let configmaps = |name| (v1(), "configmaps".to_owned(), Some(name), None, false);
+        assert_eq!(
+            summary(WatchOptions::default()),
+            [
+                configmaps("existing-shares"),
+                configmaps("filers-list"),
+                configmaps("filer-sidecar-injector-json"),
+                (v1(), "secrets".to_owned(), None, Some("-conn-secret"), true),
+            ]
+        );
+        let with_values = summary(WatchOptions { values: true });
+        assert_eq!(
+            with_values[3],
+            (v1(), "secrets".to_owned(), None, Some("-conn-secret"), false)
+        );
+    }
+
     /// A PodDefault read from the cluster with an invalid selector is reported by its kind,
     /// namespace and name (a file's document index would point at nothing), and the others load.
     #[tokio::test]
     async fn a_bad_policy_from_the_cluster_is_named_by_kind_namespace_and_name() {
-        let resources = watched_resources();
+        let resources: Vec<ApiResource> = watched_resources(WatchOptions::default())
+            .into_iter()
+            .map(|w| w.resource)
+            .collect();
         let (updates, updates_rx) = mpsc::unbounded_channel();
         let (snapshot_tx, mut snapshots) = watch::channel(Arc::new(Snapshot::default()));
         let aggregator = tokio::spawn(aggregate(resources.clone(), updates_rx, snapshot_tx));

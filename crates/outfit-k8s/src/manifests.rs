@@ -6,6 +6,7 @@ use std::fmt;
 use base64::{Engine, prelude::BASE64_STANDARD};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Resource;
+use outfit_core::vocab::{Names, Served};
 use serde_json::{Value, json};
 
 use crate::{
@@ -140,15 +141,28 @@ fn labels() -> Value {
 }
 
 /// Read-only access to the policy kinds and namespaces: outfit never writes to the API server.
-/// Read access to every kind of the kinds table, a rule per group, as the watches read them.
+/// Read access to every CRD kind of the kinds table, a rule per group, as the watches read them;
+/// the built-in kinds a family reads (ConfigMaps, Secrets) get exactly what is watched: list and
+/// watch, on the names watched when they are known (RBAC authorizes a list or watch by
+/// `resourceNames` when it carries the matching `metadata.name` field selector).
 fn rbac(namespace: &str) -> Vec<Value> {
     let read = json!(["get", "list", "watch"]);
     let mut by_group: Vec<(&str, Vec<&str>)> = Vec::new();
+    let mut built_in = Vec::new();
     for kind in outfit_core::kinds::all() {
         let info = kind.info();
-        match by_group.iter_mut().find(|(group, _)| *group == info.group) {
-            Some((_, plurals)) => plurals.push(info.plural),
-            None => by_group.push((info.group, vec![info.plural])),
+        match &info.served {
+            Served::Crd => match by_group.iter_mut().find(|(group, _)| *group == info.group) {
+                Some((_, plurals)) => plurals.push(info.plural),
+                None => by_group.push((info.group, vec![info.plural])),
+            },
+            Served::BuiltIn { names, .. } => {
+                let mut rule = json!({"apiGroups": [info.group], "resources": [info.plural], "verbs": ["list", "watch"]});
+                if let Names::Exactly(names) = names {
+                    rule["resourceNames"] = json!(names);
+                }
+                built_in.push(rule);
+            }
         }
     }
     let mut rules: Vec<Value> = by_group
@@ -158,6 +172,7 @@ fn rbac(namespace: &str) -> Vec<Value> {
     rules.push(
         json!({"apiGroups": [Namespace::group(&())], "resources": [Namespace::plural(&())], "verbs": read}),
     );
+    rules.extend(built_in);
     vec![
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NAME, "namespace": namespace, "labels": labels()}}),
         json!({
@@ -269,12 +284,26 @@ mod tests {
         );
         let role = objects.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
         for rule in role["rules"].as_array().unwrap() {
-            assert_eq!(
-                rule["verbs"],
-                json!(["get", "list", "watch"]),
-                "outfit only reads"
+            let verbs = rule["verbs"].as_array().unwrap();
+            assert!(
+                verbs
+                    .iter()
+                    .all(|v| ["get", "list", "watch"].contains(&v.as_str().unwrap())),
+                "outfit only reads: {rule}"
             );
         }
+        // The filer injector's inputs: list and watch only, and ConfigMaps by name.
+        let rules = role["rules"].as_array().unwrap();
+        let built_in = |plural: &str| rules.iter().find(|r| r["resources"] == json!([plural])).unwrap();
+        assert_eq!(
+            built_in("configmaps"),
+            &json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"],
+                    "resourceNames": ["existing-shares", "filers-list", "filer-sidecar-injector-json"]})
+        );
+        assert_eq!(
+            built_in("secrets"),
+            &json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["list", "watch"]})
+        );
     }
 
     #[test]

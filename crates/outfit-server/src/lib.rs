@@ -195,10 +195,12 @@ impl Server {
     /// Loads the policies and the certificate and binds the ports.
     pub async fn bind(config: Config) -> Result<Self, ServerError> {
         let metrics = Metrics::new();
-        let cluster = config
-            .cluster
-            .clone()
-            .map(|c| outfit_k8s::cluster::ClusterSource::start(c.0));
+        let cluster = config.cluster.clone().map(|c| {
+            let options = outfit_k8s::cluster::WatchOptions {
+                values: config.compile.filer_plain_secrets,
+            };
+            outfit_k8s::cluster::ClusterSource::start(c.0, options)
+        });
         let policies = Arc::new(PolicyStore::load(
             config.policies.clone(),
             config.compile.clone(),

@@ -18,7 +18,10 @@ use std::{
 };
 
 use arc_swap::ArcSwap;
-use outfit_core::{Document, DocumentError, PolicyError, PolicySet, PolicySetBuilder, document, source};
+use outfit_core::{
+    Document, DocumentError, PolicyError, PolicySet, PolicySetBuilder, document, policy_set::LoadSettings,
+    source,
+};
 use tokio::{
     sync::{Notify, watch},
     time::Instant,
@@ -160,7 +163,11 @@ fn compile(
     options: &CompileOptions,
 ) -> Result<PolicySet, LoadError> {
     let mut builder = PolicySet::builder()
-        .default_namespace(&options.default_namespace)
+        .settings(LoadSettings {
+            default_namespace: options.default_namespace.clone(),
+            filer_namespace: options.filer_namespace.clone(),
+            filer_plain_secrets: options.filer_plain_secrets,
+        })
         .annotate(options.annotate)
         .warnings(options.warnings);
     files.add_to(&mut builder)?;
@@ -194,6 +201,11 @@ pub struct CompileOptions {
     pub annotate: bool,
     /// Whether admissions carry warnings for the requesting user.
     pub warnings: bool,
+    /// Namespace of the filer injector's `filers-list` and sidecar template (`das`).
+    pub filer_namespace: String,
+    /// S3 keys as plain env values in filer sidecars, as StatCan does (off: `secretKeyRef`s, and
+    /// Secrets are then watched as metadata only).
+    pub filer_plain_secrets: bool,
 }
 
 impl From<&str> for CompileOptions {
@@ -203,6 +215,8 @@ impl From<&str> for CompileOptions {
             default_namespace: default_namespace.to_owned(),
             annotate: false,
             warnings: true,
+            filer_namespace: LoadSettings::default().filer_namespace,
+            filer_plain_secrets: false,
         }
     }
 }

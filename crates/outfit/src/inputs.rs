@@ -10,7 +10,7 @@ use clap::Args;
 use outfit_core::{
     DocumentError, PolicyError, PolicySet,
     document::{self, Document},
-    policy_set::LoadReport,
+    policy_set::{LoadReport, LoadSettings},
     source,
 };
 
@@ -35,6 +35,16 @@ pub(crate) struct Inputs {
         default_value = "default"
     )]
     pub(crate) namespace: String,
+
+    /// Namespace of the filer injector's ConfigMaps `filers-list` and
+    /// `filer-sidecar-injector-json` (StatCan deploys it in `das`).
+    #[arg(long, value_name = "NAMESPACE", default_value = "das")]
+    pub(crate) filer_namespace: String,
+
+    /// Give filer sidecars the S3 keys as plain env values, as StatCan's injector does, instead of
+    /// `secretKeyRef`s to the SVM's Secret (the keys are then readable in the pod spec).
+    #[arg(long)]
+    pub(crate) filer_plain_secrets: bool,
 
     /// Leave out the `outfit.dev/mutated-by` annotation that lists the policies (other than
     /// PodDefaults, which Kubeflow's own annotations record) that changed an object, as
@@ -97,7 +107,11 @@ impl Inputs {
     ) -> Result<(PolicySet, Vec<PolicyError>), InputError> {
         let documents = source::read_paths(&self.policies)?;
         let mut builder = PolicySet::builder()
-            .default_namespace(&self.namespace)
+            .settings(LoadSettings {
+                default_namespace: self.namespace.clone(),
+                filer_namespace: self.filer_namespace.clone(),
+                filer_plain_secrets: self.filer_plain_secrets,
+            })
             .annotate(!self.no_annotation);
         builder.add_all(&documents);
         let (set, report) = builder.build();

@@ -29,7 +29,8 @@ pub(crate) struct ServeArgs {
     )]
     policies: Vec<PathBuf>,
 
-    /// Also read PodDefaults, Gatekeeper mutators and Namespace labels from the API server
+    /// Also read PodDefaults, Gatekeeper mutators, Namespace labels and the filer injector's
+    /// ConfigMaps and Secrets from the API server
     /// (in-cluster config, or KUBECONFIG), watched: changes apply without a restart, the last
     /// policies keep serving while the API server is away, and /readyz waits for the first read.
     #[arg(long, env = "OUTFIT_FROM_CLUSTER")]
@@ -43,6 +44,16 @@ pub(crate) struct ServeArgs {
         env = "OUTFIT_DEFAULT_NAMESPACE"
     )]
     default_namespace: String,
+
+    /// Namespace of the filer injector's ConfigMaps `filers-list` and
+    /// `filer-sidecar-injector-json` (StatCan deploys it in `das`).
+    #[arg(long, value_name = "NAMESPACE", default_value_t = config_defaults().compile.filer_namespace, env = "OUTFIT_FILER_NAMESPACE")]
+    filer_namespace: String,
+
+    /// Give filer sidecars the S3 keys as plain env values, as StatCan's injector does, instead of
+    /// `secretKeyRef`s (with --from-cluster, Secrets are then read whole, not as metadata).
+    #[arg(long, env = "OUTFIT_FILER_PLAIN_SECRETS")]
+    filer_plain_secrets: bool,
 
     /// Leave out the `outfit.dev/mutated-by` annotation that lists the policies (other than
     /// PodDefaults, which Kubeflow's own annotations record) that changed an object.
@@ -211,6 +222,8 @@ impl ServeArgs {
             default_namespace: self.default_namespace.clone(),
             annotate: !self.no_annotation,
             warnings: !self.no_warnings,
+            filer_namespace: self.filer_namespace.clone(),
+            filer_plain_secrets: self.filer_plain_secrets,
         };
         config.listen = self.listen;
         config.admin_listen = Some(self.admin_listen);

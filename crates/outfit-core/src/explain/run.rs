@@ -75,6 +75,7 @@ mod tests {
                 "examples/workspace/pod.yaml",
                 "default",
             ),
+            ("examples/filer/policies", "examples/filer/pod.yaml", "default"),
             (
                 "examples/gatekeeper-nfs/policies.yaml",
                 "examples/gatekeeper-nfs/pod.yaml",

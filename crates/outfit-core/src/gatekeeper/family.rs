@@ -4,7 +4,7 @@
 //! order and convergence loop, on the object as the earlier families left it), and its
 //! explanation.
 
-use std::{any::Any, borrow::Cow};
+use std::any::Any;
 
 use serde_json::Value;
 
@@ -186,11 +186,14 @@ impl FamilySet for GatekeeperSet {
         }
         let original = request.object_value()?;
         let original = original.as_ref();
-        // The earlier families' result, when they changed anything (built by applying their patch).
-        let after_earlier = match admission.object(original) {
-            Ok(Cow::Owned(object)) => Some(object),
-            Ok(Cow::Borrowed(_)) => None,
-            Err(error) => return Err(internal_denial(&error)),
+        // The earlier families' result, when they changed anything: built by applying their patch,
+        // or a copy of the object a whole-object step (the filer sidecars) kept. Running on the
+        // request's object instead would drop their changes from the diff `record` makes.
+        let after_earlier = if admission.is_unchanged() {
+            None
+        } else {
+            let object = admission.object(original).map_err(|e| internal_denial(&e))?;
+            Some(object.into_owned())
         };
         let namespace_labels = |namespace: &str| context.namespace_labels(namespace);
         let input = RunInput {

@@ -10,7 +10,7 @@ use super::{
     setters::{self, Meta},
     traverse::{self, Tester, WalkError},
 };
-use crate::vocab::{KindInfo, Operation, Origin, PolicyKind, PolicyRef};
+use crate::vocab::{KindInfo, Operation, Origin, PolicyKind, PolicyRef, Served};
 
 /// The API group of every Gatekeeper mutator.
 pub const GROUP: &str = "mutations.gatekeeper.sh";
@@ -33,6 +33,7 @@ const fn mutator_kind(
         versions,
         plural,
         namespaced: false,
+        served: Served::Crd,
     }
 }
 

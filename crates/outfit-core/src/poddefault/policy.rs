@@ -6,7 +6,7 @@ use serde_json::{Value, value::RawValue};
 use crate::{
     selector::LabelSelector,
     view::{Members, raw_str},
-    vocab::{KindInfo, PolicyKind, PolicyRef},
+    vocab::{KindInfo, PolicyKind, PolicyRef, Served},
 };
 
 /// API group and version of PodDefault.
@@ -20,6 +20,7 @@ pub const POLICY_KIND: PolicyKind = PolicyKind::new(&KindInfo {
     versions: &["v1alpha1"],
     plural: "poddefaults",
     namespaced: true,
+    served: Served::Crd,
 });
 /// Prefix of the annotations Kubeflow's webhook reads and writes on pods.
 pub const ANNOTATION_PREFIX: &str = "poddefault.admission.kubeflow.org";
