@@ -51,6 +51,10 @@ pub trait FamilyBuilder {
         admit: &mut dyn FnMut(&PolicyRef) -> Result<(), PolicyError>,
     ) -> Result<PolicyRef, PolicyError>;
 
+    /// Reports what only the family's documents together show (a PodPolicy naming an Audience
+    /// that is not loaded), once every document is added and before [`FamilyBuilder::build`].
+    fn finish(&mut self, _warnings: &mut Vec<LoadWarning>) {}
+
     /// Builds the family's indexed set. Policies left out at this stage (Gatekeeper's schema
     /// conflicts) are reported in `errors`.
     fn build(self: Box<Self>, errors: &mut Vec<PolicyError>) -> Box<dyn FamilySet>;

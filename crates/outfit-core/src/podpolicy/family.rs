@@ -1,0 +1,323 @@
+//! PodPolicy and Audience as a family of the kinds table: compiling them (Audiences resolved by
+//! name when the set is built, in any order), the engine's step (on pod CREATE: every matching
+//! PodPolicy, in name order, on the pod as the PodDefaults left it), and its explanation.
+
+use std::{any::Any, borrow::Cow};
+
+use serde_json::Value;
+
+use super::{
+    identity::requester,
+    merge::{Conflict, Merger},
+    parse::{parse_audience, parse_pod_policy},
+    policy::{AUDIENCE_KIND, Audience, POD_POLICY_KIND, PodPolicy},
+};
+use crate::{
+    decision::{Admission, Denial, DenialReason, Named, Request},
+    document::Document,
+    error::{LoadWarning, PolicyError},
+    explain::{
+        changes::changes_between,
+        report::{Clause, Decision, Verdict},
+    },
+    family::{Context, ExplainState, Family, FamilyBuilder, FamilySet, LoadOptions, TargetKind, Targets},
+    vocab::{FastMap, Operation, Origin, PolicyKind, PolicyRef},
+};
+
+/// The PodPolicy family (PodPolicy and Audience).
+#[derive(Debug)]
+pub struct PodPolicies;
+
+/// Its entry in the kinds table.
+pub static FAMILY: PodPolicies = PodPolicies;
+
+impl Family for PodPolicies {
+    fn kinds(&self) -> &'static [PolicyKind] {
+        &[POD_POLICY_KIND, AUDIENCE_KIND]
+    }
+
+    fn builder(&self, _options: &LoadOptions<'_>) -> Box<dyn FamilyBuilder> {
+        Box::new(Builder::default())
+    }
+}
+
+#[derive(Default)]
+struct Builder {
+    policies: Vec<(PodPolicy, Origin)>,
+    audiences: Vec<Audience>,
+}
+
+impl FamilyBuilder for Builder {
+    fn add(
+        &mut self,
+        document: &Document,
+        _warnings: &mut Vec<LoadWarning>,
+        admit: &mut dyn FnMut(&PolicyRef) -> Result<(), PolicyError>,
+    ) -> Result<PolicyRef, PolicyError> {
+        if document.kind() == AUDIENCE_KIND.as_str() {
+            let audience = parse_audience(document)?;
+            admit(&audience.reference)?;
+            let reference = audience.reference.clone();
+            self.audiences.push(audience);
+            return Ok(reference);
+        }
+        let policy = parse_pod_policy(document)?;
+        admit(&policy.reference)?;
+        let reference = policy.reference.clone();
+        self.policies.push((policy, document.origin.clone()));
+        Ok(reference)
+    }
+
+    fn finish(&mut self, warnings: &mut Vec<LoadWarning>) {
+        // The cluster loads objects in any order: a policy naming an Audience that is not (yet)
+        // there matches nobody through it, and says so.
+        for (policy, origin) in &self.policies {
+            for name in policy.audiences() {
+                if !self.audiences.iter().any(|a| a.reference.name == name) {
+                    warnings.push(LoadWarning {
+                        origin: origin.clone(),
+                        message: format!(
+                            "{}: spec.match.requesters: Audience {name} is not loaded; it matches nobody until it is",
+                            policy.reference
+                        ),
+                    });
+                }
+            }
+        }
+    }
+
+    fn build(self: Box<Self>, _errors: &mut Vec<PolicyError>) -> Box<dyn FamilySet> {
+        let mut policies: Vec<PodPolicy> = self.policies.into_iter().map(|(p, _)| p).collect();
+        policies.sort_by(|a, b| a.reference.name.cmp(&b.reference.name));
+        let audience_count = self.audiences.len();
+        let audiences = self
+            .audiences
+            .into_iter()
+            .map(|a| (a.reference.name.clone(), a))
+            .collect();
+        Box::new(PodPolicySet {
+            policies,
+            audiences,
+            audience_count,
+        })
+    }
+}
+
+/// The compiled PodPolicies, in application order (by name), and the Audiences by name.
+#[derive(Debug, Default)]
+pub struct PodPolicySet {
+    policies: Vec<PodPolicy>,
+    audiences: FastMap<String, Audience>,
+    audience_count: usize,
+}
+
+impl PodPolicySet {
+    /// Every PodPolicy, in application order.
+    pub fn policies(&self) -> &[PodPolicy] {
+        &self.policies
+    }
+
+    /// Whether `policy` applies to `pod` (as the earlier families left it): `Ok` with why the
+    /// requester matched, or the clause that rules it out, in the order the engine checks them.
+    fn decide(&self, policy: &PodPolicy, pod: &Value, request: &Request<'_>) -> Result<String, Clause> {
+        if request.operation != Operation::Create {
+            return Err(Clause::new(
+                "operation",
+                format!(
+                    "{}; PodPolicies apply when a pod is created",
+                    request.operation.as_str()
+                ),
+            ));
+        }
+        if pod.get("apiVersion").and_then(Value::as_str) != Some("v1")
+            || pod.get("kind").and_then(Value::as_str) != Some("Pod")
+        {
+            return Err(Clause::new("kind", "PodPolicies apply to v1 Pods only"));
+        }
+        let metadata = pod.get("metadata");
+        let namespace = metadata
+            .and_then(|m| m.get("namespace"))
+            .and_then(Value::as_str)
+            .filter(|ns| !ns.is_empty())
+            .unwrap_or(request.namespace);
+        if !policy.namespaces.is_empty() && !policy.namespaces.iter().any(|w| w.matches(namespace)) {
+            return Err(Clause::new(
+                "spec.match.namespaces",
+                format!("the pod's namespace {namespace:?} is not listed"),
+            ));
+        }
+        if let Some(w) = policy.excluded_namespaces.iter().find(|w| w.matches(namespace)) {
+            return Err(Clause::new(
+                "spec.match.excludedNamespaces",
+                format!("the pod's namespace {namespace:?} matches {:?}", w.0),
+            ));
+        }
+        let labels = metadata.and_then(|m| m.get("labels")).and_then(Value::as_object);
+        if let Some(unmet) = policy.selector.unmet(labels) {
+            return Err(Clause::new(
+                "spec.match.selector",
+                format!("requires {unmet}; the pod has {}", unmet.found(labels)),
+            ));
+        }
+        let (who, untrusted) = requester(policy.owner.as_ref(), request.user, metadata);
+        let audiences = |name: &str| self.audiences.get(name).map(|a| &a.members);
+        match policy.requesters.decide(who.as_ref(), audiences) {
+            Ok(why) => Ok(why),
+            Err((_, detail)) if untrusted.is_some() => Err(Clause::new(
+                "spec.match.owner",
+                format!("{}; {detail}", untrusted.unwrap_or_default()),
+            )),
+            Err((field, detail)) => Err(Clause::new(field, detail)),
+        }
+    }
+
+    fn matching<'s>(&'s self, pod: &Value, request: &Request<'_>) -> Vec<&'s PodPolicy> {
+        self.policies
+            .iter()
+            .filter(|p| self.decide(p, pod, request).is_ok())
+            .collect()
+    }
+}
+
+impl FamilySet for PodPolicySet {
+    fn count(&self, kind: PolicyKind) -> usize {
+        if kind == POD_POLICY_KIND {
+            self.policies.len()
+        } else if kind == AUDIENCE_KIND {
+            self.audience_count
+        } else {
+            0
+        }
+    }
+
+    fn apply<'p>(
+        &'p self,
+        request: &Request<'_>,
+        _context: &Context<'p>,
+        admission: &mut Admission<'p>,
+    ) -> Result<(), Denial> {
+        if request.operation != Operation::Create || self.policies.is_empty() {
+            return Ok(());
+        }
+        let original = request.object_value()?;
+        let mut object = match admission.object(&original) {
+            Ok(object) => object.into_owned(),
+            Err(error) => return Err(crate::decision::internal_denial(&error)),
+        };
+        let matching = self.matching(&object, request);
+        if matching.is_empty() {
+            return Ok(());
+        }
+        let mut merger = Merger::default();
+        let mut applied = Vec::new();
+        for policy in &matching {
+            if merger.add(&mut object, policy) {
+                applied.push(Cow::Borrowed(&policy.reference));
+            }
+        }
+        if !merger.conflicts.is_empty() {
+            return Err(denial(&original, request.namespace, &merger.conflicts));
+        }
+        admission.record(&original, object, applied);
+        Ok(())
+    }
+
+    fn explain(&self, request: &Request<'_>, _context: &Context<'_>, state: &mut ExplainState<'_>) {
+        let mut object = state.current.clone();
+        let mut merger = Merger::default();
+        let mut decisions = Vec::with_capacity(self.policies.len());
+        for policy in &self.policies {
+            let verdict = match self.decide(policy, &state.current, request) {
+                Err(clause) => Verdict::NotMatched { clause },
+                Ok(_) if state.denied_before => Verdict::Unchanged {
+                    reason: "not run: an earlier denial ends the admission first".to_owned(),
+                },
+                Ok(why) => {
+                    let before = object.clone();
+                    let conflicts = merger.conflicts.len();
+                    merger.add(&mut object, policy);
+                    if merger.conflicts.len() > conflicts {
+                        let mine: Vec<String> = merger.conflicts[conflicts..]
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect();
+                        Verdict::Denied {
+                            reason: mine.join("; "),
+                        }
+                    } else {
+                        let changes = changes_between(&before, &object);
+                        if changes.is_empty() {
+                            Verdict::Unchanged {
+                                reason: format!("matched ({why}); the pod already has everything it adds"),
+                            }
+                        } else {
+                            Verdict::Changed { changes }
+                        }
+                    }
+                }
+            };
+            decisions.push(Decision {
+                policy: policy.reference.clone(),
+                verdict,
+            });
+        }
+        // A policy in conflict with a later one is refused with it.
+        for conflict in &merger.conflicts {
+            if let Some(other) = conflict.other
+                && let Some(decision) = decisions.iter_mut().find(|d| d.policy == *other)
+                && !matches!(decision.verdict, Verdict::Denied { .. })
+            {
+                decision.verdict = Verdict::Denied {
+                    reason: conflict.to_string(),
+                };
+            }
+        }
+        if !merger.conflicts.is_empty() {
+            state.denied_before = true;
+        } else if !state.denied_before {
+            state.current = object;
+        }
+        state.decisions.extend(decisions);
+    }
+
+    fn targets(&self) -> Targets {
+        let pods = TargetKind {
+            group: String::new(),
+            version: "v1".to_owned(),
+            kind: "Pod".to_owned(),
+        };
+        Targets::Kinds(if self.policies.is_empty() {
+            Vec::new()
+        } else {
+            vec![pods]
+        })
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// The pod is refused: every conflict, each naming its place and both sides.
+fn denial(pod: &Value, namespace: &str, conflicts: &[Conflict<'_>]) -> Denial {
+    let mut policies: Vec<PolicyRef> = Vec::new();
+    for conflict in conflicts {
+        for policy in std::iter::once(conflict.policy).chain(conflict.other) {
+            if !policies.contains(policy) {
+                policies.push(policy.clone());
+            }
+        }
+    }
+    let named = Named::of(pod);
+    let conflicts: Vec<String> = conflicts.iter().map(ToString::to_string).collect();
+    Denial {
+        message: format!(
+            "conflict applying PodPolicies to pod {}/{}: {}",
+            named.namespace.unwrap_or(namespace),
+            named.name,
+            conflicts.join("; ")
+        ),
+        policies,
+        reason: DenialReason::Policy,
+    }
+}
