@@ -193,7 +193,7 @@ fn admin_ready(addr: &str) -> bool {
 }
 
 /// Registers `webhook` with the API server through `outfit manifests --webhook-url`.
-async fn register(client: &Client, webhook: &Webhook, name: &str, namespace: &str) {
+pub(crate) async fn register(client: &Client, webhook: &Webhook, name: &str, namespace: &str) {
     register_with(client, webhook, name, namespace, &[]).await;
 }
 
