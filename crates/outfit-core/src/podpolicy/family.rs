@@ -7,18 +7,19 @@ use std::{any::Any, borrow::Cow};
 use serde_json::Value;
 
 use super::{
-    identity::requester,
+    matching::{Asked, check},
     merge::{Conflict, Merger},
     parse::{parse_audience, parse_pod_policy},
     policy::{AUDIENCE_KIND, Audience, POD_POLICY_KIND, PodPolicy},
+    requesters::Members,
 };
 use crate::{
-    decision::{Admission, Denial, DenialReason, Named, Request},
+    decision::{Admission, Denial, DenialReason, Named, Request, internal_denial},
     document::Document,
     error::{LoadWarning, PolicyError},
     explain::{
         changes::changes_between,
-        report::{Clause, Decision, Verdict},
+        report::{Decision, Verdict},
     },
     family::{Context, ExplainState, Family, FamilyBuilder, FamilySet, LoadOptions, TargetKind, Targets},
     vocab::{FastMap, Operation, Origin, PolicyKind, PolicyRef},
@@ -93,7 +94,7 @@ impl FamilyBuilder for Builder {
         let audiences = self
             .audiences
             .into_iter()
-            .map(|a| (a.reference.name.clone(), a))
+            .map(|a| (a.reference.name, a.members))
             .collect();
         Box::new(PodPolicySet {
             policies,
@@ -107,7 +108,8 @@ impl FamilyBuilder for Builder {
 #[derive(Debug, Default)]
 pub struct PodPolicySet {
     policies: Vec<PodPolicy>,
-    audiences: FastMap<String, Audience>,
+    /// The Audiences' members, by name.
+    audiences: FastMap<String, Members>,
     audience_count: usize,
 }
 
@@ -117,64 +119,10 @@ impl PodPolicySet {
         &self.policies
     }
 
-    /// Whether `policy` applies to `pod` (as the earlier families left it): `Ok` with why the
-    /// requester matched, or the clause that rules it out, in the order the engine checks them.
-    fn decide(&self, policy: &PodPolicy, pod: &Value, request: &Request<'_>) -> Result<String, Clause> {
-        if request.operation != Operation::Create {
-            return Err(Clause::new(
-                "operation",
-                format!(
-                    "{}; PodPolicies apply when a pod is created",
-                    request.operation.as_str()
-                ),
-            ));
-        }
-        if pod.get("apiVersion").and_then(Value::as_str) != Some("v1")
-            || pod.get("kind").and_then(Value::as_str) != Some("Pod")
-        {
-            return Err(Clause::new("kind", "PodPolicies apply to v1 Pods only"));
-        }
-        let metadata = pod.get("metadata");
-        let namespace = metadata
-            .and_then(|m| m.get("namespace"))
-            .and_then(Value::as_str)
-            .filter(|ns| !ns.is_empty())
-            .unwrap_or(request.namespace);
-        if !policy.namespaces.is_empty() && !policy.namespaces.iter().any(|w| w.matches(namespace)) {
-            return Err(Clause::new(
-                "spec.match.namespaces",
-                format!("the pod's namespace {namespace:?} is not listed"),
-            ));
-        }
-        if let Some(w) = policy.excluded_namespaces.iter().find(|w| w.matches(namespace)) {
-            return Err(Clause::new(
-                "spec.match.excludedNamespaces",
-                format!("the pod's namespace {namespace:?} matches {:?}", w.0),
-            ));
-        }
-        let labels = metadata.and_then(|m| m.get("labels")).and_then(Value::as_object);
-        if let Some(unmet) = policy.selector.unmet(labels) {
-            return Err(Clause::new(
-                "spec.match.selector",
-                format!("requires {unmet}; the pod has {}", unmet.found(labels)),
-            ));
-        }
-        let (who, untrusted) = requester(policy.owner.as_ref(), request.user, metadata);
-        let audiences = |name: &str| self.audiences.get(name).map(|a| &a.members);
-        match policy.requesters.decide(who.as_ref(), audiences) {
-            Ok(why) => Ok(why),
-            Err((_, detail)) if untrusted.is_some() => Err(Clause::new(
-                "spec.match.owner",
-                format!("{}; {detail}", untrusted.unwrap_or_default()),
-            )),
-            Err((field, detail)) => Err(Clause::new(field, detail)),
-        }
-    }
-
-    fn matching<'s>(&'s self, pod: &Value, request: &Request<'_>) -> Vec<&'s PodPolicy> {
+    fn matching<'s>(&'s self, pod: &Value, asked: Asked<'_>) -> Vec<&'s PodPolicy> {
         self.policies
             .iter()
-            .filter(|p| self.decide(p, pod, request).is_ok())
+            .filter(|p| check(p, pod, asked, &self.audiences).is_ok())
             .collect()
     }
 }
@@ -200,14 +148,19 @@ impl FamilySet for PodPolicySet {
             return Ok(());
         }
         let original = request.object_value()?;
-        let mut object = match admission.object(&original) {
-            Ok(object) => object.into_owned(),
-            Err(error) => return Err(crate::decision::internal_denial(&error)),
+        let current = admission
+            .object(&original)
+            .map_err(|error| internal_denial(&error))?;
+        let asked = Asked {
+            operation: request.operation,
+            namespace: request.namespace,
+            user: request.user,
         };
-        let matching = self.matching(&object, request);
+        let matching = self.matching(&current, asked);
         if matching.is_empty() {
             return Ok(());
         }
+        let mut object = current.into_owned();
         let mut merger = Merger::default();
         let mut applied = Vec::new();
         for policy in &matching {
@@ -226,9 +179,16 @@ impl FamilySet for PodPolicySet {
         let mut object = state.current.clone();
         let mut merger = Merger::default();
         let mut decisions = Vec::with_capacity(self.policies.len());
+        let asked = Asked {
+            operation: request.operation,
+            namespace: request.namespace,
+            user: request.user,
+        };
         for policy in &self.policies {
-            let verdict = match self.decide(policy, &state.current, request) {
-                Err(clause) => Verdict::NotMatched { clause },
+            let verdict = match check(policy, &state.current, asked, &self.audiences) {
+                Err(miss) => Verdict::NotMatched {
+                    clause: miss.clause(policy, &self.audiences),
+                },
                 Ok(_) if state.denied_before => Verdict::Unchanged {
                     reason: "not run: an earlier denial ends the admission first".to_owned(),
                 },

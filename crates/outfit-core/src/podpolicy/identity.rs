@@ -1,5 +1,6 @@
-//! Who a pod is for, and whether a PodPolicy's `requesters` include them: identity globs, the
-//! requester (the request's user, or the owner a trusted provisioner names), Audiences.
+//! Who a pod is for: identity globs, the requester (the request's user, or the owner a trusted
+//! provisioner names on the pod), and which entry of a list of identities matches them. Matching
+//! allocates nothing: what matched is returned as references, put into words only by explain.
 
 use std::{borrow::Cow, fmt};
 
@@ -26,7 +27,7 @@ impl Glob {
         Ok(Self(pattern.to_owned()))
     }
 
-    /// A `namespace/name` pattern of a service account.
+    /// A `namespace/name` pattern of a service account (globs on either side).
     pub(crate) fn service_account(pattern: &str) -> Result<Self, String> {
         let glob = Self::new(pattern)?;
         match pattern.split_once('/') {
@@ -41,24 +42,36 @@ impl Glob {
 
     /// Whether `candidate` matches.
     pub(crate) fn matches(&self, candidate: &str) -> bool {
-        let mut parts = self.0.split('*');
-        let first = parts.next().unwrap_or_default();
-        let Some(mut rest) = candidate.strip_prefix(first) else {
-            return false;
-        };
-        let parts: Vec<&str> = parts.collect();
-        let Some((last, middle)) = parts.split_last() else {
-            // No `*`: the whole candidate must be the pattern.
-            return rest.is_empty();
-        };
-        for part in middle {
-            match rest.find(part) {
-                Some(at) => rest = &rest[at + part.len()..],
-                None => return false,
-            }
-        }
-        rest.len() >= last.len() && rest.ends_with(last)
+        glob_matches(&self.0, candidate)
     }
+
+    /// Whether a service account matches a `namespace/name` pattern.
+    fn matches_account(&self, namespace: &str, name: &str) -> bool {
+        self.0
+            .split_once('/')
+            .is_some_and(|(ns, n)| glob_matches(ns, namespace) && glob_matches(n, name))
+    }
+}
+
+fn glob_matches(pattern: &str, candidate: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = candidate.strip_prefix(first) else {
+        return false;
+    };
+    let Some(mut last) = parts.next() else {
+        // No `*`: the whole candidate must be the pattern.
+        return rest.is_empty();
+    };
+    for part in parts {
+        // `last` is a middle part: find it, leftmost, and go on after it.
+        match rest.find(last) {
+            Some(at) => rest = &rest[at + last.len()..],
+            None => return false,
+        }
+        last = part;
+    }
+    rest.ends_with(last)
 }
 
 impl fmt::Display for Glob {
@@ -75,26 +88,48 @@ pub(crate) struct Identities {
     pub(crate) service_accounts: Vec<Glob>,
 }
 
+/// The entry of an [`Identities`] a requester matched.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Entry<'a> {
+    User(&'a Glob),
+    /// The glob, and the requester's group it matched.
+    Group(&'a Glob, &'a str),
+    ServiceAccount(&'a Glob),
+}
+
+impl fmt::Display for Entry<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Entry::User(glob) => write!(f, "users {glob}"),
+            Entry::Group(glob, group) => write!(f, "groups {glob} (group {group:?})"),
+            Entry::ServiceAccount(glob) => write!(f, "serviceAccounts {glob}"),
+        }
+    }
+}
+
 impl Identities {
     pub(crate) fn is_empty(&self) -> bool {
         self.users.is_empty() && self.groups.is_empty() && self.service_accounts.is_empty()
     }
 
-    /// The entry `who` matches, in words (`group "gpu-users"`), if any.
-    pub(crate) fn find(&self, who: &Who<'_>) -> Option<String> {
-        if let Some(account) = who.service_account()
-            && let Some(glob) = self.service_accounts.iter().find(|g| g.matches(&account))
+    /// The entry `who` matches, if any.
+    pub(crate) fn find<'a>(&'a self, who: &Who<'a>) -> Option<Entry<'a>> {
+        if let Some((namespace, name)) = who.service_account()
+            && let Some(glob) = self
+                .service_accounts
+                .iter()
+                .find(|g| g.matches_account(namespace, name))
         {
-            return Some(format!("serviceAccounts {glob}"));
+            return Some(Entry::ServiceAccount(glob));
         }
         if let Some(glob) = self.users.iter().find(|g| g.matches(who.name)) {
-            return Some(format!("users {glob}"));
+            return Some(Entry::User(glob));
         }
         who.groups.iter().find_map(|group| {
             self.groups
                 .iter()
                 .find(|g| g.matches(group))
-                .map(|glob| format!("groups {glob} (group {group:?})"))
+                .map(|glob| Entry::Group(glob, group))
         })
     }
 }
@@ -118,110 +153,6 @@ impl fmt::Display for Identities {
             first = false;
         }
         Ok(())
-    }
-}
-
-/// A PodPolicy's `spec.match.requesters`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Requesters {
-    pub(crate) include: Identities,
-    pub(crate) audiences: Vec<String>,
-    pub(crate) exclude: Identities,
-    pub(crate) excluded_audiences: Vec<String>,
-}
-
-/// Why `requesters` leave a requester out: the field and the detail.
-pub(crate) type Refusal = (&'static str, String);
-
-impl Requesters {
-    /// Whether `who` is among the requesters: `Ok` with the entry that includes them, or `Err`
-    /// with the field that leaves them out.
-    pub(crate) fn decide<'m>(
-        &self,
-        who: Option<&Who<'_>>,
-        audiences: impl Fn(&str) -> Option<&'m Members>,
-    ) -> Result<String, Refusal> {
-        if let Some(who) = who {
-            if let Some(entry) = self.exclude.find(who) {
-                return Err((
-                    "spec.match.requesters.exclude",
-                    format!("{who} is excluded by {entry}"),
-                ));
-            }
-            for name in &self.excluded_audiences {
-                if let Some(entry) = audiences(name).and_then(|a| a.admits(who)) {
-                    return Err((
-                        "spec.match.requesters.exclude.audiences",
-                        format!("{who} is excluded as a member of Audience {name} ({entry})"),
-                    ));
-                }
-            }
-        }
-        if self.include.is_empty() && self.audiences.is_empty() {
-            return Ok("every requester".to_owned());
-        }
-        let Some(who) = who else {
-            return Err((
-                "spec.match.requesters",
-                "the request names no user (with `outfit mutate` and `outfit explain`: --user, --group)"
-                    .to_owned(),
-            ));
-        };
-        if let Some(entry) = self.include.find(who) {
-            return Ok(format!("{who} matches {entry}"));
-        }
-        let mut missing = Vec::new();
-        for name in &self.audiences {
-            match audiences(name) {
-                Some(audience) => {
-                    if let Some(entry) = audience.admits(who) {
-                        return Ok(format!("{who} is a member of Audience {name} ({entry})"));
-                    }
-                }
-                None => missing.push(name.as_str()),
-            }
-        }
-        let mut detail = format!("{who} is not among {}", self.describe_included());
-        if !missing.is_empty() {
-            detail.push_str(&format!(
-                "; Audience {} is not loaded (matches nobody)",
-                missing.join(", ")
-            ));
-        }
-        if who.owner.is_some() && self.include.users.is_empty() && self.audiences.is_empty() {
-            detail.push_str(
-                "; an owner named by a provisioner has no groups: list owners in users or an Audience",
-            );
-        }
-        Err(("spec.match.requesters", detail))
-    }
-
-    fn describe_included(&self) -> String {
-        let mut parts = Vec::new();
-        if !self.include.is_empty() {
-            parts.push(self.include.to_string());
-        }
-        if !self.audiences.is_empty() {
-            parts.push(format!("audiences [{}]", self.audiences.join(", ")));
-        }
-        parts.join(", ")
-    }
-}
-
-/// An Audience's requesters: who is in it, and who is left out of it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Members {
-    pub(crate) include: Identities,
-    pub(crate) exclude: Identities,
-}
-
-impl Members {
-    /// The entry that makes `who` a member, if they are one (and not excluded).
-    pub(crate) fn admits(&self, who: &Who<'_>) -> Option<String> {
-        if self.exclude.find(who).is_some() {
-            return None;
-        }
-        self.include.find(who)
     }
 }
 
@@ -265,12 +196,12 @@ impl fmt::Display for OwnerField {
 }
 
 /// The requester a PodPolicy matches: the request's user, or the owner a provisioner names.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Who<'a> {
     pub(crate) name: &'a str,
     pub(crate) groups: &'a [Cow<'a, str>],
     /// Set when `name` is the owner recorded on the pod: the field, and the provisioner.
-    pub(crate) owner: Option<(String, &'a str)>,
+    pub(crate) owner: Option<(&'a OwnerField, &'a str)>,
 }
 
 impl<'a> Who<'a> {
@@ -283,19 +214,18 @@ impl<'a> Who<'a> {
         }
     }
 
-    /// `namespace/name` when the requester is a service account.
-    fn service_account(&self) -> Option<String> {
+    /// Namespace and name when the requester is a service account (an owner never is).
+    fn service_account(&self) -> Option<(&'a str, &'a str)> {
         if self.owner.is_some() {
             return None;
         }
-        let (namespace, name) = self.name.strip_prefix(SERVICE_ACCOUNT_PREFIX)?.split_once(':')?;
-        Some(format!("{namespace}/{name}"))
+        self.name.strip_prefix(SERVICE_ACCOUNT_PREFIX)?.split_once(':')
     }
 }
 
 impl fmt::Display for Who<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.owner {
+        match self.owner {
             Some((field, provisioner)) => write!(
                 f,
                 "owner {:?} ({field}, trusted from provisioner {provisioner:?})",
@@ -310,43 +240,52 @@ impl fmt::Display for Who<'_> {
     }
 }
 
+/// An owner the pod names, not taken: who sent the pod (`None`: nobody known) is no provisioner.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Untrusted<'a> {
+    owner: &'a Owner,
+    named: &'a str,
+    sender: Option<Who<'a>>,
+}
+
+impl fmt::Display for Untrusted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Untrusted { owner, named, sender } = self;
+        write!(f, "the pod's owner {} = {named:?} is not trusted: ", owner.field)?;
+        match sender {
+            Some(sender) => write!(
+                f,
+                "{sender} is not among the provisioners ({})",
+                owner.provisioners
+            ),
+            None => f.write_str("the request names no user"),
+        }
+    }
+}
+
 /// Who the pod is for under `owner`: the owner the pod names when a provisioner sent it, else the
-/// request's user. The second value says why an owner the pod names was not trusted.
+/// request's user; and the owner the pod names that was not trusted, if any.
 pub(crate) fn requester<'a>(
-    owner: Option<&Owner>,
+    owner: Option<&'a Owner>,
     user: Option<&'a UserInfo<'a>>,
     metadata: Option<&'a Value>,
-) -> (Option<Who<'a>>, Option<String>) {
+) -> (Option<Who<'a>>, Option<Untrusted<'a>>) {
     let real = user.map(Who::user);
     let Some(owner) = owner else {
         return (real, None);
     };
-    let named = owner.field.read(metadata);
-    match (real, named) {
-        (Some(real), Some(name)) => match owner.provisioners.find(&real) {
-            Some(_) => {
-                let who = Who {
-                    name,
-                    groups: &[],
-                    owner: Some((owner.field.to_string(), real.name)),
-                };
-                (Some(who), None)
-            }
-            None => {
-                let why = format!(
-                    "the pod's owner {} = {name:?} is not trusted: {real} is not among the provisioners ({})",
-                    owner.field, owner.provisioners
-                );
-                (Some(real), Some(why))
-            }
-        },
-        (None, Some(name)) => (
-            None,
-            Some(format!(
-                "the pod's owner {} = {name:?} is not trusted: the request names no user",
-                owner.field
-            )),
-        ),
-        (real, None) => (real, None),
+    let Some(named) = owner.field.read(metadata) else {
+        return (real, None);
+    };
+    match real {
+        Some(sender) if owner.provisioners.find(&sender).is_some() => {
+            let who = Who {
+                name: named,
+                groups: &[],
+                owner: Some((&owner.field, sender.name)),
+            };
+            (Some(who), None)
+        }
+        sender => (sender, Some(Untrusted { owner, named, sender })),
     }
 }

@@ -9,15 +9,18 @@
 //! named list of requesters that many PodPolicies can share. A requester who does not match is
 //! refused silently: the policy does not apply, the pod is admitted as it came.
 //!
-//! `parse` reads and validates the documents, `identity` decides who the requester is and whether
-//! they match, `merge` adds a policy's values to a pod with the conflict rules, and `family` is
-//! the step of the engine and of explain.
+//! `parse` reads and validates the documents; `identity` says who the requester is, `requesters`
+//! whether a policy's requesters include them, and `matching` whether a policy applies to a pod;
+//! `merge` adds a policy's values to a pod with the conflict rules; `family` is the step of the
+//! engine and of explain.
 
 mod family;
 mod identity;
+mod matching;
 mod merge;
 mod parse;
 mod policy;
+mod requesters;
 #[cfg(test)]
 mod tests;
 

@@ -5,8 +5,9 @@
 use serde_json::{Map, Value};
 
 use super::{
-    identity::{Glob, Identities, Members, Owner, OwnerField, Requesters},
+    identity::{Glob, Identities, Owner, OwnerField},
     policy::{API_VERSION, AUDIENCE_KIND, Additions, Audience, POD_POLICY_KIND, PodPolicy},
+    requesters::{Members, Requesters},
 };
 use crate::{
     document::Document,

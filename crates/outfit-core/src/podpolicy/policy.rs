@@ -2,7 +2,10 @@
 
 use serde_json::Value;
 
-use super::identity::{Members, Owner, Requesters};
+use super::{
+    identity::Owner,
+    requesters::{Members, Requesters},
+};
 use crate::{
     gatekeeper::matching::Wildcard,
     selector::LabelSelector,

@@ -401,3 +401,76 @@ fn quantities_follow_apimachinery_syntax() {
         assert!(!is_quantity(bad), "{bad}");
     }
 }
+
+/// outfit's workspace backend records the exact user id in an annotation (its `user`/`domain`
+/// labels split it); its service account is the provisioner.
+const WORKSPACES: &str = r#"
+apiVersion: outfit.dev/v1alpha1
+kind: PodPolicy
+metadata: {name: university-gpus}
+spec:
+  match:
+    requesters:
+      users: ["*@ku.dk"]
+      exclude: {audiences: [suspended]}
+    owner:
+      annotation: outfit.dev/user-id
+      provisioners: {serviceAccounts: [outfit-system/outfit-workspaces]}
+  add: {runtimeClassName: nvidia, env: [{name: GPU, value: "yes"}]}
+---
+apiVersion: outfit.dev/v1alpha1
+kind: Audience
+metadata: {name: suspended}
+spec: {users: [mallory@ku.dk]}
+"#;
+
+#[test]
+fn the_workspace_backends_owner_annotation_and_excluded_audiences() {
+    let set = set(WORKSPACES);
+    let backend = user(
+        "system:serviceaccount:outfit-system:outfit-workspaces",
+        &["system:serviceaccounts"],
+    );
+    let owned_by = |owner: &str| {
+        let mut pod = pod();
+        pod["metadata"]["annotations"] = json!({"outfit.dev/user-id": owner});
+        pod
+    };
+    let admitted = admit(&set, &owned_by("alice@ku.dk"), Some(&backend)).unwrap();
+    assert_eq!(admitted["spec"]["runtimeClassName"], "nvidia");
+    assert_eq!(
+        admitted["spec"]["containers"][1]["env"],
+        json!([{"name": "GPU", "value": "yes"}])
+    );
+
+    let (field, detail) = clause(&set, &owned_by("mallory@ku.dk"), Some(&backend));
+    assert_eq!(field, "spec.match.requesters.exclude.audiences");
+    assert!(
+        detail.contains(r#"owner "mallory@ku.dk" (annotation outfit.dev/user-id"#),
+        "{detail}"
+    );
+
+    // A provisioner's pod that names no owner is the provisioner's own.
+    let (field, detail) = clause(&set, &pod(), Some(&backend));
+    assert_eq!(field, "spec.match.requesters");
+    assert!(
+        detail.starts_with(r#"user "system:serviceaccount:outfit-system:outfit-workspaces""#),
+        "{detail}"
+    );
+}
+
+#[test]
+fn a_policy_without_requesters_applies_to_everyone_and_says_why_it_changed_nothing() {
+    let set = set(r#"
+apiVersion: outfit.dev/v1alpha1
+kind: PodPolicy
+metadata: {name: everyone}
+spec: {add: {labels: {app: ws}}}
+"#);
+    assert_eq!(admit(&set, &pod(), None), Ok(pod()));
+    let explanation = set.explain(&request(&pod(), None));
+    let Verdict::Unchanged { reason } = &explanation.policies[0].verdict else {
+        panic!("{explanation}")
+    };
+    assert!(reason.starts_with("matched (every requester)"), "{reason}");
+}
