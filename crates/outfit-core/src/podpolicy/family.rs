@@ -211,7 +211,10 @@ impl FamilySet for PodPolicySet {
                                 reason: format!("matched ({why}); the pod already has everything it adds"),
                             }
                         } else {
-                            Verdict::Changed { changes }
+                            Verdict::ChangedFor {
+                                requester: why.clause(),
+                                changes,
+                            }
                         }
                     }
                 }

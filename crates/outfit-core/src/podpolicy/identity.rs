@@ -101,6 +101,7 @@ impl fmt::Display for Entry<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Entry::User(glob) => write!(f, "users {glob}"),
+            Entry::Group(glob, group) if glob.0 == *group => write!(f, "groups {glob}"),
             Entry::Group(glob, group) => write!(f, "groups {glob} (group {group:?})"),
             Entry::ServiceAccount(glob) => write!(f, "serviceAccounts {glob}"),
         }

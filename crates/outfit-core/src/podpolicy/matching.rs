@@ -2,10 +2,12 @@
 //! the namespace, the selector, the requester. The verdict borrows what decided it, so the
 //! admission path allocates nothing here; explain turns a miss into a [`Clause`].
 
+use std::fmt;
+
 use serde_json::{Map, Value};
 
 use super::{
-    identity::{Untrusted, Who, requester},
+    identity::{Entry, Untrusted, Who, requester},
     policy::PodPolicy,
     requesters::{AudienceLookup, Included, Left},
 };
@@ -38,6 +40,13 @@ pub(crate) enum Miss<'a> {
     },
 }
 
+/// A PodPolicy applies: to whom, and why they are among its requesters.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Matched<'a> {
+    included: Included<'a>,
+    who: Option<Who<'a>>,
+}
+
 /// Whether `policy` applies to `pod` (as the earlier families left it): `Ok` with why the
 /// requester is included, or the first check that rules it out.
 pub(crate) fn check<'a>(
@@ -45,7 +54,7 @@ pub(crate) fn check<'a>(
     pod: &'a Value,
     asked: Asked<'a>,
     audiences: AudienceLookup<'a>,
-) -> Result<Included<'a>, Miss<'a>> {
+) -> Result<Matched<'a>, Miss<'a>> {
     if asked.operation != Operation::Create {
         return Err(Miss::Operation(asked.operation));
     }
@@ -74,7 +83,39 @@ pub(crate) fn check<'a>(
     policy
         .requesters
         .decide(who.as_ref(), audiences)
+        .map(|included| Matched { included, who })
         .map_err(|left| Miss::Requester { left, who, untrusted })
+}
+
+impl Matched<'_> {
+    /// The requester clause that included the pod's requester, as explain shows it.
+    pub(crate) fn clause(&self) -> Clause {
+        let who = self
+            .who
+            .map_or_else(|| "the requester".to_owned(), |who| who.to_string());
+        let (field, glob) = match self.included {
+            Included::Everyone => {
+                return Clause::new("spec.match.requesters", "every requester (none is named)");
+            }
+            Included::Audience(name, entry) => {
+                return Clause::new(
+                    "spec.match.requesters.audiences",
+                    format!("{who} is in Audience {name} ({entry})"),
+                );
+            }
+            Included::Entry(Entry::User(glob)) => ("spec.match.requesters.users", glob),
+            Included::Entry(Entry::Group(glob, _)) => ("spec.match.requesters.groups", glob),
+            Included::Entry(Entry::ServiceAccount(glob)) => ("spec.match.requesters.serviceAccounts", glob),
+        };
+        Clause::new(field, format!("{who} matches {glob}"))
+    }
+}
+
+impl fmt::Display for Matched<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Clause { field, detail } = self.clause();
+        write!(f, "{field}: {detail}")
+    }
 }
 
 impl Miss<'_> {

@@ -90,6 +90,22 @@ fn gpu_users_get_a_gpu_others_are_refused_silently() {
     assert_eq!(admitted["spec"]["nodeSelector"], json!({"accelerator": "nvidia"}));
     assert_eq!(admitted["spec"]["tolerations"][0]["key"], "nvidia.com/gpu");
 
+    // Explain names the requester clause that let alice in, and agrees with the engine.
+    let explanation = set.explain(&request(&pod(), Some(&alice)));
+    let Verdict::ChangedFor { requester, changes } = &explanation.policies[0].verdict else {
+        panic!("{explanation}")
+    };
+    assert_eq!(requester.field, "spec.match.requesters.groups");
+    assert_eq!(
+        requester.detail,
+        r#"user "alice" (groups team-a, gpu-users) matches "gpu-users""#
+    );
+    assert_eq!(
+        changes.len(),
+        4,
+        "a limit per container, the node selector, the toleration"
+    );
+
     let bob = user("bob", &["team-b"]);
     assert_eq!(
         admit(&set, &pod(), Some(&bob)),
@@ -472,5 +488,8 @@ spec: {add: {labels: {app: ws}}}
     let Verdict::Unchanged { reason } = &explanation.policies[0].verdict else {
         panic!("{explanation}")
     };
-    assert!(reason.starts_with("matched (every requester)"), "{reason}");
+    assert!(
+        reason.starts_with("matched (spec.match.requesters: every requester (none is named))"),
+        "{reason}"
+    );
 }
