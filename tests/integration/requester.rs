@@ -159,6 +159,27 @@ async fn carol_leaves_the_audience(admin: &Client, coder: &Client) {
     }
 }
 
+/// The CRD's schema stops at the API server what outfit would reject at load: a service account
+/// that is not `namespace/name`, a policy that adds nothing.
+async fn the_schema_refuses_what_outfit_would_reject(admin: &Client) {
+    let policies = resource("outfit.dev", "v1alpha1", "PodPolicy", "podpolicies");
+    let cases = [
+        (
+            json!({"match": {"requesters": {"serviceAccounts": ["coder"]}}, "add": {}}),
+            "spec.match.requesters.serviceAccounts[0]",
+        ),
+        (json!({"match": {}}), "spec.add: Required value"),
+    ];
+    for (spec, expected) in cases {
+        let policy = json!({"apiVersion": "outfit.dev/v1alpha1", "kind": "PodPolicy",
+                            "metadata": {"name": "invalid"}, "spec": spec});
+        let error = create(admin, None, &policies, policy)
+            .await
+            .expect_err("the API server refuses it");
+        assert!(error.to_string().contains(expected), "{expected}: {error}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gpus_go_to_authorised_users_only_with_real_user_info() {
     let plane = ControlPlane::get();
@@ -167,6 +188,7 @@ async fn gpus_go_to_authorised_users_only_with_real_user_info() {
     pod_namespace(&admin, NAMESPACE, json!({})).await;
     allow_everyone_to_create_pods(&admin).await;
     install_example(&admin).await;
+    the_schema_refuses_what_outfit_would_reject(&admin).await;
     // Ready only once the cluster's policies are read: the PodPolicy is in force from the start.
     let webhook = Webhook::start_with(&["--from-cluster"], &[("KUBECONFIG", plane.kubeconfig())]);
     register(&admin, &webhook, "requester", NAMESPACE).await;
