@@ -7,7 +7,7 @@ use std::{any::Any, borrow::Cow};
 use serde_json::Value;
 
 use super::{
-    matching::{Asked, check},
+    matching::{Asked, Matched, check},
     merge::{Conflict, Merger},
     parse::{parse_audience, parse_pod_policy},
     policy::{AUDIENCE_KIND, Audience, POD_POLICY_KIND, PodPolicy},
@@ -192,49 +192,14 @@ impl FamilySet for PodPolicySet {
                 Ok(_) if state.denied_before => Verdict::Unchanged {
                     reason: "not run: an earlier denial ends the admission first".to_owned(),
                 },
-                Ok(why) => {
-                    let before = object.clone();
-                    let conflicts = merger.conflicts.len();
-                    merger.add(&mut object, policy);
-                    if merger.conflicts.len() > conflicts {
-                        let mine: Vec<String> = merger.conflicts[conflicts..]
-                            .iter()
-                            .map(ToString::to_string)
-                            .collect();
-                        Verdict::Denied {
-                            reason: mine.join("; "),
-                        }
-                    } else {
-                        let changes = changes_between(&before, &object);
-                        if changes.is_empty() {
-                            Verdict::Unchanged {
-                                reason: format!("matched ({why}); the pod already has everything it adds"),
-                            }
-                        } else {
-                            Verdict::ChangedFor {
-                                requester: why.clause(),
-                                changes,
-                            }
-                        }
-                    }
-                }
+                Ok(matched) => explain_applied(policy, matched, &mut merger, &mut object),
             };
             decisions.push(Decision {
                 policy: policy.reference.clone(),
                 verdict,
             });
         }
-        // A policy in conflict with a later one is refused with it.
-        for conflict in &merger.conflicts {
-            if let Some(other) = conflict.other
-                && let Some(decision) = decisions.iter_mut().find(|d| d.policy == *other)
-                && !matches!(decision.verdict, Verdict::Denied { .. })
-            {
-                decision.verdict = Verdict::Denied {
-                    reason: conflict.to_string(),
-                };
-            }
-        }
+        deny_earlier_sides(&merger.conflicts, &mut decisions);
         if !merger.conflicts.is_empty() {
             state.denied_before = true;
         } else if !state.denied_before {
@@ -258,6 +223,52 @@ impl FamilySet for PodPolicySet {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+}
+
+/// What a matching policy does to `object` after the earlier ones (`merger` knows what they set).
+fn explain_applied<'p>(
+    policy: &'p PodPolicy,
+    matched: Matched<'_>,
+    merger: &mut Merger<'p>,
+    object: &mut Value,
+) -> Verdict {
+    let before = object.clone();
+    let conflicts = merger.conflicts.len();
+    merger.add(object, policy);
+    if merger.conflicts.len() > conflicts {
+        let mine: Vec<String> = merger.conflicts[conflicts..]
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        return Verdict::Denied {
+            reason: mine.join("; "),
+        };
+    }
+    let changes = changes_between(&before, object);
+    if changes.is_empty() {
+        Verdict::Unchanged {
+            reason: format!("matched ({matched}); the pod already has everything it adds"),
+        }
+    } else {
+        Verdict::ChangedFor {
+            requester: matched.clause(),
+            changes,
+        }
+    }
+}
+
+/// A policy in conflict with a later one is refused with it.
+fn deny_earlier_sides(conflicts: &[Conflict<'_>], decisions: &mut [Decision]) {
+    for conflict in conflicts {
+        if let Some(other) = conflict.other
+            && let Some(decision) = decisions.iter_mut().find(|d| d.policy == *other)
+            && !matches!(decision.verdict, Verdict::Denied { .. })
+        {
+            decision.verdict = Verdict::Denied {
+                reason: conflict.to_string(),
+            };
+        }
     }
 }
 
