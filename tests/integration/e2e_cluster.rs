@@ -11,7 +11,7 @@ use crate::control_plane::{ControlPlane, api, create, pod_namespace, resource};
 
 /// Installs every CRD `outfit manifests` prints and waits until the API server serves them.
 pub(crate) async fn install_crds(client: &Client) {
-    assert_eq!(install_crds_where(client, |_| true).await, 5);
+    assert_eq!(install_crds_where(client, |_| true).await, 7);
 }
 
 /// Installs the CRDs `outfit manifests` prints whose name `wanted` accepts, waits until the API

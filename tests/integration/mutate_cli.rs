@@ -187,3 +187,73 @@ fn explain_an_update_rules_out_poddefaults_by_operation() {
         "{text}"
     );
 }
+
+/// `--user` and `--group` stand for `request.userInfo`: the seed 000 example gives a GPU to the
+/// gpu-users group only, and says which requester clause decided.
+#[test]
+fn user_and_group_simulate_the_requester() {
+    const GPU_POLICIES: &str = "examples/gpu-users/policies.yaml";
+    const GPU_POD: &str = "examples/gpu-users/pod.yaml";
+    let patch = |who: &[&str]| {
+        let out = outfit(
+            &[
+                &["mutate", "--policies", GPU_POLICIES, "-f", GPU_POD, "-o", "patch"],
+                who,
+            ]
+            .concat(),
+            "",
+        );
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let authorised = patch(&["--user", "alice", "--group", "team-a", "--group", "gpu-users"]);
+    assert!(
+        authorised.contains(r#""path":"/spec/containers/0/resources/limits/nvidia.com~1gpu","value":"1""#),
+        "{authorised}"
+    );
+    assert_eq!(
+        patch(&["--user", "bob", "--group", "team-b"]),
+        "[]\n",
+        "not authorised"
+    );
+    assert_eq!(
+        patch(&["--user", "intern-dan", "--group", "gpu-users"]),
+        "[]\n",
+        "excluded"
+    );
+    assert_eq!(patch(&[]), "[]\n", "no user: nobody to authorise");
+
+    let clause = |who: &[&str]| {
+        let out = outfit(
+            &[
+                &["explain", "--policies", GPU_POLICIES, "-f", GPU_POD, "-o", "json"],
+                who,
+            ]
+            .concat(),
+            "",
+        );
+        let explanation: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        explanation[0]["policies"][0]["clause"]["field"].clone()
+    };
+    assert_eq!(clause(&["--user", "bob"]), "spec.match.requesters");
+    assert_eq!(
+        clause(&["--user", "intern-dan", "--group", "gpu-users"]),
+        "spec.match.requesters.exclude"
+    );
+
+    // A group belongs to a user.
+    let orphan = outfit(
+        &[
+            "mutate",
+            "--policies",
+            GPU_POLICIES,
+            "-f",
+            GPU_POD,
+            "--group",
+            "gpu-users",
+        ],
+        "",
+    );
+    assert_eq!(orphan.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&orphan.stderr).contains("--user"));
+}

@@ -70,6 +70,10 @@ pub trait FamilyBuilder {
         admit: &mut dyn FnMut(&PolicyRef) -> Result<(), PolicyError>,
     ) -> Result<PolicyRef, PolicyError>;
 
+    /// Reports what only the family's documents together show (a PodPolicy naming an Audience
+    /// that is not loaded), once every document is added and before [`FamilyBuilder::build`].
+    fn finish(&mut self, _warnings: &mut Vec<LoadWarning>) {}
+
     /// Builds the family's indexed set. Policies left out at this stage (Gatekeeper's schema
     /// conflicts) are reported in `errors`.
     fn build(self: Box<Self>, errors: &mut Vec<PolicyError>) -> Box<dyn FamilySet>;
@@ -140,6 +144,11 @@ pub enum Targets {
 }
 
 impl Targets {
+    /// Pods, when the family holds any policy (`any`); else nothing.
+    pub fn pods_if(any: bool) -> Targets {
+        Targets::Kinds(if any { vec![TargetKind::pod()] } else { Vec::new() })
+    }
+
     /// Both: everything if either is.
     pub fn merge(self, other: Targets) -> Targets {
         match (self, other) {
@@ -161,6 +170,17 @@ pub struct TargetKind {
     pub version: String,
     /// Its kind.
     pub kind: String,
+}
+
+impl TargetKind {
+    /// `v1` Pods.
+    pub fn pod() -> Self {
+        Self {
+            group: String::new(),
+            version: "v1".to_owned(),
+            kind: "Pod".to_owned(),
+        }
+    }
 }
 
 /// One explanation in the making, passed from family to family in the table's order.

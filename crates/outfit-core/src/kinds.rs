@@ -3,12 +3,19 @@
 //! policy set, the engine, `outfit explain`, the cluster watches and `outfit manifests` follow
 //! from the table.
 
-use crate::{family::Family, filer, gatekeeper, poddefault, vocab::PolicyKind};
+use crate::{family::Family, filer, gatekeeper, poddefault, podpolicy, vocab::PolicyKind};
 
-/// The families, in application order: PodDefaults first (they read the request's raw object),
-/// then the filer sidecars (StatCan's injector) before the Gatekeeper mutators, so that a mutator
-/// sees and may adjust the sidecars (their image, say) as it would after StatCan's webhook.
-pub static FAMILIES: &[&dyn Family] = &[&poddefault::FAMILY, &filer::FAMILY, &gatekeeper::FAMILY];
+/// The families, in application order: PodDefaults first (they read the request's raw object);
+/// outfit's PodPolicies next (after the PodDefaults, whose labels they may select on); then the
+/// filer sidecars (StatCan's injector); the Gatekeeper mutators last, so that their convergence
+/// loop sees, and may adjust, the GPUs, tolerations and sidecars the others added (a sidecar's
+/// image, say), as it would after those webhooks.
+pub static FAMILIES: &[&dyn Family] = &[
+    &poddefault::FAMILY,
+    &podpolicy::FAMILY,
+    &filer::FAMILY,
+    &gatekeeper::FAMILY,
+];
 
 /// Every kind of the table, in its order.
 pub fn all() -> impl Iterator<Item = PolicyKind> {

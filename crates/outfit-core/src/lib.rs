@@ -23,6 +23,7 @@ pub mod gatekeeper;
 pub mod kinds;
 mod patch;
 pub mod poddefault;
+pub mod podpolicy;
 mod policy_context;
 pub mod policy_set;
 pub mod record;

@@ -292,9 +292,9 @@ impl PolicySetBuilder {
             .iter()
             .zip(self.builders)
             .map(|(family, builder)| {
-                builder
-                    .unwrap_or_else(|| family.builder(&options))
-                    .build(&mut self.report.errors)
+                let mut builder = builder.unwrap_or_else(|| family.builder(&options));
+                builder.finish(&mut self.report.warnings);
+                builder.build(&mut self.report.errors)
             })
             .collect();
         let kinds: Vec<PolicyKind> = self

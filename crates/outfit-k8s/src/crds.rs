@@ -353,10 +353,11 @@ pub struct MutatorStatus {
 /// Versions Gatekeeper serves for Assign, AssignMetadata and ModifySet (all the same schema).
 const MUTATOR_VERSIONS: &[&str] = &["v1", "v1beta1", "v1alpha1"];
 
-/// Every CRD outfit reads: PodDefault, then the Gatekeeper mutators.
+/// Every CRD outfit reads: PodDefault, the Gatekeeper mutators, then outfit's own.
 pub fn all() -> Vec<CustomResourceDefinition> {
     let mut crds = vec![PodDefault::crd()];
     crds.extend(gatekeeper());
+    crds.extend(crate::podpolicy_crds::all());
     crds
 }
 
@@ -502,6 +503,8 @@ mod tests {
                     &["v1*", "v1beta1", "v1alpha1"]
                 ),
                 expect("assignimage.mutations.gatekeeper.sh", &["v1alpha1*"]),
+                expect("podpolicies.outfit.dev", &["v1alpha1*"]),
+                expect("audiences.outfit.dev", &["v1alpha1*"]),
             ]
         );
     }

@@ -8,4 +8,5 @@
 pub mod cluster;
 pub mod crds;
 pub mod manifests;
+pub mod podpolicy_crds;
 pub mod rules;

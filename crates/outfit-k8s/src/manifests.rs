@@ -131,6 +131,8 @@ fn crd_objects(selection: CrdSelection) -> Vec<Value> {
     if selection.gatekeeper {
         crds.extend(crds::gatekeeper());
     }
+    // outfit's own kinds: no other project installs them.
+    crds.extend(crate::podpolicy_crds::all());
     crds.into_iter()
         .map(|crd| serde_json::to_value(crd).expect("CRDs serialize"))
         .collect()
@@ -267,7 +269,7 @@ mod tests {
         let kinds: Vec<&str> = objects.iter().map(|o| o["kind"].as_str().unwrap()).collect();
         assert_eq!(
             kinds.iter().filter(|k| **k == "CustomResourceDefinition").count(),
-            5
+            7
         );
         let webhook = &objects
             .iter()
@@ -317,13 +319,13 @@ mod tests {
             ..InstallOptions::default()
         };
         let objects = local_webhook(&options, "https://127.0.0.1:8443/mutate");
-        assert_eq!(objects.len(), 5);
+        assert_eq!(objects.len(), 7);
         assert!(
             objects
                 .iter()
                 .all(|o| o["metadata"]["name"] != "poddefaults.kubeflow.org")
         );
-        let webhook = &objects[4]["webhooks"][0];
+        let webhook = &objects[6]["webhooks"][0];
         assert_eq!(
             webhook["clientConfig"],
             json!({"url": "https://127.0.0.1:8443/mutate"})

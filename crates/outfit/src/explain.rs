@@ -12,7 +12,7 @@ use std::{
 
 use clap::{Args, ValueEnum};
 use outfit_core::{
-    Operation, PolicyError, PolicySet, Problem, Request,
+    Operation, PolicyError, PolicySet, Problem, Request, UserInfo,
     explain::{Decision, Explanation, Verdict},
 };
 
@@ -72,10 +72,17 @@ fn explain(
         OperationArg::Update => Operation::Update,
     };
     let rejected = rejected_decisions(rejected);
+    let user = args.inputs.user_info();
     let explanations: Vec<Explanation> = objects
         .iter()
         .map(|object| {
-            let mut explanation = explain_one(&policies, &object.value, &args.inputs.namespace, operation);
+            let mut explanation = explain_one(
+                &policies,
+                &object.value,
+                &args.inputs.namespace,
+                operation,
+                user.as_ref(),
+            );
             explanation.policies.extend(rejected.iter().cloned());
             explanation
         })
@@ -112,12 +119,13 @@ pub(crate) fn explain_one(
     object: &serde_json::Value,
     namespace: &str,
     operation: Operation,
+    user: Option<&UserInfo<'_>>,
 ) -> Explanation {
     policies.explain(&Request {
         object: object.into(),
         namespace,
         operation,
-        user: None,
+        user,
     })
 }
 

@@ -2,13 +2,14 @@
 //! errors that stop either command before it prints anything.
 
 use std::{
+    borrow::Cow,
     io::{self, Read, Write},
     path::PathBuf,
 };
 
 use clap::Args;
 use outfit_core::{
-    DocumentError, PolicyError, PolicySet,
+    DocumentError, PolicyError, PolicySet, UserInfo,
     document::{self, Document},
     policy_set::{LoadReport, LoadSettings},
     source,
@@ -51,6 +52,16 @@ pub(crate) struct Inputs {
     /// `outfit serve --no-annotation` does.
     #[arg(long)]
     pub(crate) no_annotation: bool,
+
+    /// The requesting user to simulate (`request.userInfo.username`; a service account is
+    /// `system:serviceaccount:NAMESPACE:NAME`): PodPolicies match on who the pod is for. Without
+    /// it the request names no user, and policies limited to some requesters do not apply.
+    #[arg(long = "user", value_name = "NAME")]
+    pub(crate) user: Option<String>,
+
+    /// A group of the simulated user (`request.userInfo.groups`). Repeatable.
+    #[arg(long = "group", value_name = "NAME", requires = "user")]
+    pub(crate) groups: Vec<String>,
 }
 
 /// Why an offline command stopped before printing anything (exit status 2), or could not finish
@@ -133,6 +144,14 @@ impl Inputs {
             let _ = writeln!(stderr, "error: invalid policy: {error}");
         }
         Ok((set, errors))
+    }
+
+    /// The simulated `request.userInfo`, if `--user` is given.
+    pub(crate) fn user_info(&self) -> Option<UserInfo<'_>> {
+        self.user.as_deref().map(|name| UserInfo {
+            username: Cow::Borrowed(name),
+            groups: self.groups.iter().map(|g| Cow::Borrowed(g.as_str())).collect(),
+        })
     }
 
     /// Reads every manifest (stdin when none is named).

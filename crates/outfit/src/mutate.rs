@@ -64,12 +64,13 @@ fn mutate(
     let mut out = String::new();
     let mut denied = false;
     let mut explanations = Vec::new();
+    let user = inputs.user_info();
     for object in &objects {
         let request = Request {
             object: (&object.value).into(),
             namespace: &inputs.namespace,
             operation: Operation::Create,
-            user: None,
+            user: user.as_ref(),
         };
         match policies.apply(&request) {
             Outcome::Admitted(admission) => {
@@ -104,6 +105,7 @@ fn mutate(
                 &object.value,
                 &inputs.namespace,
                 Operation::Create,
+                user.as_ref(),
             ));
         }
     }

@@ -64,6 +64,16 @@ pub enum Verdict {
         /// Each field it set, added or removed.
         changes: Vec<Change>,
     },
+    /// It applied to the pod because of who the pod is for, and changed these fields: outfit's
+    /// PodPolicy, whose match depends on the requester. Serialized as `changed`, with the
+    /// requester clause beside the changes.
+    #[serde(rename = "changed")]
+    ChangedFor {
+        /// The requester clause that included the pod's requester.
+        requester: Clause,
+        /// Each field it set, added or removed.
+        changes: Vec<Change>,
+    },
     /// It applied and changed nothing; `reason` says why.
     Unchanged {
         /// Why, in words.
@@ -136,8 +146,13 @@ impl fmt::Display for Explanation {
                 Verdict::NotMatched { clause } => {
                     writeln!(f, "not matched: {}: {}", clause.field, clause.detail)?
                 }
-                Verdict::Changed { changes } => {
-                    writeln!(f, "changed")?;
+                Verdict::Changed { changes } | Verdict::ChangedFor { changes, .. } => {
+                    match &decision.verdict {
+                        Verdict::ChangedFor { requester, .. } => {
+                            writeln!(f, "changed ({}: {})", requester.field, requester.detail)?
+                        }
+                        _ => writeln!(f, "changed")?,
+                    }
                     for change in changes {
                         writeln!(
                             f,

@@ -113,7 +113,7 @@ mod tests {
                     .explain(&request)
                     .policies
                     .into_iter()
-                    .filter(|d| matches!(d.verdict, Verdict::Changed { .. }))
+                    .filter(|d| matches!(d.verdict, Verdict::Changed { .. } | Verdict::ChangedFor { .. }))
                     .map(|d| d.policy)
                     .collect();
                 assert_eq!(changed, applied, "{input}: {}", object.name());

@@ -19,7 +19,7 @@ use crate::{
         changes::changes_between,
         report::{Clause, Decision, Verdict},
     },
-    family::{Context, ExplainState, Family, FamilyBuilder, FamilySet, LoadOptions, TargetKind, Targets},
+    family::{Context, ExplainState, Family, FamilyBuilder, FamilySet, LoadOptions, Targets},
     vocab::{FastMap, Operation, PolicyKind, PolicyRef},
 };
 
@@ -269,16 +269,7 @@ impl FamilySet for FilerSet {
     }
 
     fn targets(&self) -> Targets {
-        let pods = TargetKind {
-            group: String::new(),
-            version: "v1".to_owned(),
-            kind: "Pod".to_owned(),
-        };
-        Targets::Kinds(if self.namespaces.is_empty() {
-            Vec::new()
-        } else {
-            vec![pods]
-        })
+        Targets::pods_if(!self.namespaces.is_empty())
     }
 
     fn as_any(&self) -> &dyn Any {

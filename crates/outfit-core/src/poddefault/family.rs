@@ -21,7 +21,7 @@ use crate::{
         changes::changes_between,
         report::{Clause, Decision, Verdict},
     },
-    family::{Context, ExplainState, Family, FamilyBuilder, FamilySet, LoadOptions, TargetKind, Targets},
+    family::{Context, ExplainState, Family, FamilyBuilder, FamilySet, LoadOptions, Targets},
     fieldpath::FieldPath,
     patch::Changes,
     selector::Labels,
@@ -275,12 +275,7 @@ impl FamilySet for PodDefaultSet {
     }
 
     fn targets(&self) -> Targets {
-        let pods = TargetKind {
-            group: String::new(),
-            version: "v1".to_owned(),
-            kind: "Pod".to_owned(),
-        };
-        Targets::Kinds(if self.len == 0 { Vec::new() } else { vec![pods] })
+        Targets::pods_if(self.len > 0)
     }
 
     fn as_any(&self) -> &dyn Any {
