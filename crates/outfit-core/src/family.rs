@@ -16,8 +16,12 @@ use crate::{
     vocab::{FastMap, PolicyKind, PolicyRef},
 };
 
+/// A kinds table: the families a policy set, a server and the install manifests know, in the
+/// order the engine applies them (`kinds::FAMILIES` is outfit's; a test may add to it).
+pub type Table = &'static [&'static dyn Family];
+
 /// A family of policy kinds.
-pub trait Family: Sync {
+pub trait Family: Sync + fmt::Debug {
     /// Its kinds.
     fn kinds(&self) -> &'static [PolicyKind];
 
@@ -32,6 +36,13 @@ pub trait Family: Sync {
 
     /// A builder for one policy set.
     fn builder(&self, options: &LoadOptions<'_>) -> Box<dyn FamilyBuilder>;
+
+    /// The CustomResourceDefinitions of its kinds that a CRD serves, as a YAML stream (the
+    /// kind's module keeps it beside its code), for `outfit manifests`; none by default, as for a
+    /// family of built-in kinds.
+    fn crds(&self) -> &'static str {
+        ""
+    }
 
     /// Whether its step records on the object which of its policies changed it (Kubeflow's
     /// PodDefault annotations), so that outfit's own annotation (`record`) leaves them out.

@@ -21,6 +21,7 @@ use kube::{
 };
 use outfit_core::{
     Document, Origin,
+    family::Table,
     vocab::{Names, Served},
 };
 use serde_json::{Value, json};
@@ -46,12 +47,23 @@ pub struct Watched {
     pub built_in: bool,
 }
 
-/// What the watches read beyond what the kinds table asks for.
-#[derive(Debug, Clone, Copy, Default)]
+/// What the watches read: the kinds of a table, and more than it asks for.
+#[derive(Debug, Clone, Copy)]
 pub struct WatchOptions {
+    /// The kinds table whose kinds are watched (`outfit_core::kinds::FAMILIES`).
+    pub families: Table,
     /// Read whole objects even of the kinds the table watches as metadata only: the filer
     /// injector's plain-values switch needs the Secrets' values.
     pub values: bool,
+}
+
+impl Default for WatchOptions {
+    fn default() -> Self {
+        Self {
+            families: outfit_core::kinds::FAMILIES,
+            values: false,
+        }
+    }
 }
 
 /// What outfit watches: every kind of the kinds table (`outfit_core::kinds`), at the version it
@@ -60,7 +72,7 @@ pub struct WatchOptions {
 /// not every ConfigMap of the cluster is cached, and as metadata where the values are not needed.
 pub fn watched_resources(options: WatchOptions) -> Vec<Watched> {
     let mut watched = Vec::new();
-    for kind in outfit_core::kinds::all() {
+    for kind in outfit_core::kinds::of(options.families) {
         let info = kind.info();
         let version = info.versions[0];
         let resource = ApiResource {
@@ -466,7 +478,10 @@ mod tests {
                 (v1(), "secrets".to_owned(), None, Some("-conn-secret"), true),
             ]
         );
-        let with_values = summary(WatchOptions { values: true });
+        let with_values = summary(WatchOptions {
+            values: true,
+            ..WatchOptions::default()
+        });
         assert_eq!(
             with_values[3],
             (v1(), "secrets".to_owned(), None, Some("-conn-secret"), false)

@@ -6,7 +6,10 @@ use std::fmt;
 use base64::{Engine, prelude::BASE64_STANDARD};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Resource;
-use outfit_core::vocab::{Names, Served};
+use outfit_core::{
+    family::Table,
+    vocab::{Names, Served},
+};
 use serde_json::{Value, json};
 
 use crate::{
@@ -34,15 +37,6 @@ impl fmt::Display for FailurePolicy {
     }
 }
 
-/// Which CRDs to include.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CrdSelection {
-    /// `poddefaults.kubeflow.org` (leave out beside Kubeflow, which installs it).
-    pub poddefault: bool,
-    /// The Gatekeeper mutator CRDs (leave out beside Gatekeeper, which installs them).
-    pub gatekeeper: bool,
-}
-
 /// Choices that shape the manifests.
 #[derive(Debug, Clone)]
 pub struct InstallOptions {
@@ -58,8 +52,11 @@ pub struct InstallOptions {
     pub timeout_seconds: u32,
     /// PEM CA bundle the API server trusts for outfit's serving certificate.
     pub ca_bundle_pem: Option<String>,
-    /// CRDs to include.
-    pub crds: CrdSelection,
+    /// The kinds table: its kinds' CRDs are installed, and read by the ClusterRole.
+    pub families: Table,
+    /// API groups whose CRDs another project installs (`kubeflow.org` beside Kubeflow,
+    /// `mutations.gatekeeper.sh` beside Gatekeeper): left out.
+    pub without_crds: Vec<String>,
     /// The requests the API server sends to outfit.
     pub rules: Rules,
 }
@@ -75,10 +72,8 @@ impl Default for InstallOptions {
             failure_policy: FailurePolicy::Fail,
             timeout_seconds: 5,
             ca_bundle_pem: None,
-            crds: CrdSelection {
-                poddefault: true,
-                gatekeeper: true,
-            },
+            families: outfit_core::kinds::FAMILIES,
+            without_crds: Vec::new(),
             rules: Rules::Pods,
         }
     }
@@ -95,9 +90,9 @@ pub const TLS_SECRET: &str = "outfit-tls";
 
 /// Every object of an in-cluster install, in apply order.
 pub fn install(options: &InstallOptions) -> Vec<Value> {
-    let mut objects = crd_objects(options.crds);
+    let mut objects = crds::of(options.families, &options.without_crds);
     objects.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": options.namespace}}));
-    objects.extend(rbac(&options.namespace));
+    objects.extend(rbac(options.families, &options.namespace));
     objects.push(deployment(options));
     objects.push(json!({
         "apiVersion": "v1", "kind": "Service",
@@ -118,24 +113,9 @@ pub fn install(options: &InstallOptions) -> Vec<Value> {
 /// A MutatingWebhookConfiguration that sends requests to outfit running outside the cluster at
 /// `url` (`https://127.0.0.1:8443/mutate` for a local control plane).
 pub fn local_webhook(options: &InstallOptions, url: &str) -> Vec<Value> {
-    let mut objects = crd_objects(options.crds);
+    let mut objects = crds::of(options.families, &options.without_crds);
     objects.push(webhook_configuration(options, json!({"url": url})));
     objects
-}
-
-fn crd_objects(selection: CrdSelection) -> Vec<Value> {
-    let mut crds = Vec::new();
-    if selection.poddefault {
-        crds.push(<crds::PodDefault as kube::CustomResourceExt>::crd());
-    }
-    if selection.gatekeeper {
-        crds.extend(crds::gatekeeper());
-    }
-    // outfit's own kinds: no other project installs them.
-    crds.extend(crate::podpolicy_crds::all());
-    crds.into_iter()
-        .map(|crd| serde_json::to_value(crd).expect("CRDs serialize"))
-        .collect()
 }
 
 fn labels() -> Value {
@@ -147,11 +127,11 @@ fn labels() -> Value {
 /// the built-in kinds a family reads (ConfigMaps, Secrets) get exactly what is watched: list and
 /// watch, on the names watched when they are known (RBAC authorizes a list or watch by
 /// `resourceNames` when it carries the matching `metadata.name` field selector).
-fn rbac(namespace: &str) -> Vec<Value> {
+fn rbac(families: Table, namespace: &str) -> Vec<Value> {
     let read = json!(["get", "list", "watch"]);
     let mut by_group: Vec<(&str, Vec<&str>)> = Vec::new();
     let mut built_in = Vec::new();
-    for kind in outfit_core::kinds::all() {
+    for kind in outfit_core::kinds::of(families) {
         let info = kind.info();
         match &info.served {
             Served::Crd => match by_group.iter_mut().find(|(group, _)| *group == info.group) {
@@ -312,10 +292,7 @@ mod tests {
     fn local_mode_points_at_a_url_and_crds_can_be_left_out() {
         let options = InstallOptions {
             failure_policy: FailurePolicy::Ignore,
-            crds: CrdSelection {
-                poddefault: false,
-                gatekeeper: true,
-            },
+            without_crds: vec!["kubeflow.org".to_owned()],
             ..InstallOptions::default()
         };
         let objects = local_webhook(&options, "https://127.0.0.1:8443/mutate");

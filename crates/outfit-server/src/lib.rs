@@ -197,6 +197,7 @@ impl Server {
         let metrics = Metrics::new();
         let cluster = config.cluster.clone().map(|c| {
             let options = outfit_k8s::cluster::WatchOptions {
+                families: config.compile.families,
                 values: config.compile.filer_plain_secrets,
             };
             outfit_k8s::cluster::ClusterSource::start(c.0, options)

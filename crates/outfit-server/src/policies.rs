@@ -19,8 +19,8 @@ use std::{
 
 use arc_swap::ArcSwap;
 use outfit_core::{
-    Document, DocumentError, PolicyError, PolicySet, PolicySetBuilder, document, policy_set::LoadSettings,
-    source,
+    Document, DocumentError, PolicyError, PolicySet, PolicySetBuilder, document, family::Table,
+    policy_set::LoadSettings, source,
 };
 use tokio::{
     sync::{Notify, watch},
@@ -162,7 +162,7 @@ fn compile(
     cluster: Option<&ClusterSnapshot>,
     options: &CompileOptions,
 ) -> Result<PolicySet, LoadError> {
-    let mut builder = PolicySet::builder()
+    let mut builder = PolicySetBuilder::with_families(options.families)
         .settings(LoadSettings {
             default_namespace: options.default_namespace.clone(),
             filer_namespace: options.filer_namespace.clone(),
@@ -193,8 +193,10 @@ fn compile(
 }
 
 /// How the store compiles its policy sets.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct CompileOptions {
+    /// The kinds table (`outfit_core::kinds::FAMILIES`; a test may add a kind).
+    pub families: Table,
     /// Namespace of namespaced policies whose documents name none.
     pub default_namespace: String,
     /// Whether admissions list the policies that changed an object in `outfit.dev/mutated-by`.
@@ -212,6 +214,7 @@ impl From<&str> for CompileOptions {
     /// The policies' default namespace, warnings on and no annotation (the library's defaults).
     fn from(default_namespace: &str) -> Self {
         Self {
+            families: outfit_core::kinds::FAMILIES,
             default_namespace: default_namespace.to_owned(),
             annotate: false,
             warnings: true,

@@ -4,7 +4,7 @@ use std::{path::PathBuf, process::ExitCode};
 
 use clap::{Args, ValueEnum};
 use outfit_k8s::{
-    manifests::{self, CrdSelection, FailurePolicy, InstallOptions},
+    manifests::{self, FailurePolicy, InstallOptions},
     rules::{self, Rules},
 };
 
@@ -38,13 +38,18 @@ pub(crate) struct ManifestsArgs {
     #[arg(long, value_name = "PATH")]
     ca_file: Option<PathBuf>,
 
-    /// Leave out the PodDefault CRD (Kubeflow already installed it).
+    /// Leave out the PodDefault CRD (Kubeflow already installed it): `--without-crds kubeflow.org`.
     #[arg(long)]
     without_poddefault_crd: bool,
 
-    /// Leave out the Gatekeeper mutator CRDs (Gatekeeper already installed them).
+    /// Leave out the Gatekeeper mutator CRDs (Gatekeeper already installed them):
+    /// `--without-crds mutations.gatekeeper.sh`.
     #[arg(long)]
     without_gatekeeper_crds: bool,
+
+    /// Leave out the CRDs of this API group (another project installs them). Repeatable.
+    #[arg(long = "without-crds", value_name = "GROUP")]
+    without_crds: Vec<String>,
 
     /// Local mode: print only the CRDs and a webhook configuration that calls outfit at this URL
     /// (for outfit running outside the cluster, e.g. `https://127.0.0.1:8443/mutate`).
@@ -121,10 +126,8 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
         },
         timeout_seconds: args.timeout_seconds,
         ca_bundle_pem,
-        crds: CrdSelection {
-            poddefault: !args.without_poddefault_crd,
-            gatekeeper: !args.without_gatekeeper_crds,
-        },
+        families: outfit_core::kinds::FAMILIES,
+        without_crds: without_crds(args),
         rules,
     };
     let objects = if args.workspaces {
@@ -172,4 +175,16 @@ fn webhook_rules(args: &ManifestsArgs) -> Result<Rules, String> {
         return Err(format!("{error} ({} policies rejected)", report.errors.len()));
     }
     rules::from_policies(&set, &args.webhook_resource).map_err(|e| e.to_string())
+}
+
+/// The API groups whose CRDs are left out, the two older flags included.
+fn without_crds(args: &ManifestsArgs) -> Vec<String> {
+    let mut groups = args.without_crds.clone();
+    if args.without_poddefault_crd {
+        groups.push(outfit_core::poddefault::POLICY_KIND.info().group.to_owned());
+    }
+    if args.without_gatekeeper_crds {
+        groups.push(outfit_core::gatekeeper::GROUP.to_owned());
+    }
+    groups
 }

@@ -224,6 +224,7 @@ impl ServeArgs {
             warnings: !self.no_warnings,
             filer_namespace: self.filer_namespace.clone(),
             filer_plain_secrets: self.filer_plain_secrets,
+            ..config.compile
         };
         config.listen = self.listen;
         config.admin_listen = Some(self.admin_listen);

@@ -62,6 +62,10 @@ pub struct Gatekeeper;
 pub static FAMILY: Gatekeeper = Gatekeeper;
 
 impl Family for Gatekeeper {
+    fn crds(&self) -> &'static str {
+        include_str!("crds.yaml")
+    }
+
     fn kinds(&self) -> &'static [PolicyKind] {
         &[ASSIGN, ASSIGN_IMAGE, ASSIGN_METADATA, MODIFY_SET]
     }

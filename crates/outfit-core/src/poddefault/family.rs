@@ -37,6 +37,10 @@ pub struct PodDefaults;
 pub static FAMILY: PodDefaults = PodDefaults;
 
 impl Family for PodDefaults {
+    fn crds(&self) -> &'static str {
+        include_str!("crd.yaml")
+    }
+
     fn kinds(&self) -> &'static [PolicyKind] {
         &[POLICY_KIND]
     }

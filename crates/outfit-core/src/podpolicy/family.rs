@@ -33,6 +33,10 @@ pub struct PodPolicies;
 pub static FAMILY: PodPolicies = PodPolicies;
 
 impl Family for PodPolicies {
+    fn crds(&self) -> &'static str {
+        include_str!("crds.yaml")
+    }
+
     fn kinds(&self) -> &'static [PolicyKind] {
         &[POD_POLICY_KIND, AUDIENCE_KIND]
     }

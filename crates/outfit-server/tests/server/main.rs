@@ -11,5 +11,7 @@ mod reload;
 mod support;
 /// The TLS socket: self-signed CA, certificate rotation through a symlink swap.
 mod tls;
+/// A kind added through the kinds table alone: loaded, applied, explained, served, installed.
+mod toy_kind;
 /// outfit's annotation and the warnings sent with an answer, and the switches that turn them off.
 mod warnings;

@@ -1,19 +1,30 @@
 //! A kind added through the kinds table alone (issue 12): the `Toy` family below is one module's
-//! worth of code, and `TABLE` is the built-in table plus one line. The policy set loads its
-//! documents, counts them, applies them after the built-in families and explains them, with
-//! nothing else in outfit-core told about it.
+//! worth of code, and `TABLE` is the built-in table plus one line. With nothing else told about
+//! it, the policy set loads its documents, counts them, applies them after the built-in families
+//! and explains them (what `outfit mutate` and `outfit explain` do); the webhook serves them
+//! (`outfit serve`); and `outfit manifests` installs its CRD, lets the ClusterRole read it, and
+//! the cluster source watches it.
 
 use std::{any::Any, borrow::Cow};
 
+use base64::Engine as _;
+use hyper::StatusCode;
 use outfit_core::{
     Admission, Denial, Document, LoadWarning, Object, Operation, Outcome, PolicyError, PolicyKind, PolicyRef,
     PolicySetBuilder, Request, document,
     explain::{Clause, Decision, Verdict},
-    family::{Context, ExplainState, Family, FamilyBuilder, FamilySet, LoadOptions, TargetKind, Targets},
-    gatekeeper, poddefault,
+    family::{Context, ExplainState, Family, FamilyBuilder, FamilySet, LoadOptions, Table, Targets},
+    filer, gatekeeper, poddefault, podpolicy,
     vocab::{KindInfo, Served},
 };
+use outfit_k8s::{
+    cluster::{WatchOptions, watched_resources},
+    manifests::{self, InstallOptions},
+};
+use outfit_server::{CompileOptions, Limits};
 use serde_json::{Value, json};
+
+use crate::support::{TempDir, apply_patches_independently, post, webhook_with};
 
 /// `LabelAll`: sets one label on every pod of its namespace.
 const LABEL_ALL: PolicyKind = PolicyKind::new(&KindInfo {
@@ -38,6 +49,28 @@ struct Policy {
 impl Family for Toy {
     fn kinds(&self) -> &'static [PolicyKind] {
         &[LABEL_ALL]
+    }
+
+    fn crds(&self) -> &'static str {
+        "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: labelalls.toy.outfit.dev}
+spec:
+  group: toy.outfit.dev
+  names: {kind: LabelAll, plural: labelalls, singular: labelall}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties: {key: {type: string}, value: {type: string}}
+"
     }
 
     fn builder(&self, options: &LoadOptions<'_>) -> Box<dyn FamilyBuilder> {
@@ -149,11 +182,7 @@ impl FamilySet for ToySet {
     }
 
     fn targets(&self) -> Targets {
-        Targets::Kinds(vec![TargetKind {
-            group: String::new(),
-            version: "v1".to_owned(),
-            kind: "Pod".to_owned(),
-        }])
+        Targets::pods_if(true)
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -164,7 +193,13 @@ impl FamilySet for ToySet {
 static TOY: Toy = Toy;
 
 /// The built-in table and one line.
-static TABLE: &[&dyn Family] = &[&poddefault::FAMILY, &gatekeeper::FAMILY, &TOY];
+static TABLE: Table = &[
+    &poddefault::FAMILY,
+    &podpolicy::FAMILY,
+    &filer::FAMILY,
+    &gatekeeper::FAMILY,
+    &TOY,
+];
 
 const POLICIES: &str = r#"
 apiVersion: kubeflow.org/v1alpha1
@@ -254,4 +289,80 @@ fn a_kind_added_through_the_table_loads_applies_and_explains() {
         panic!("denied")
     };
     assert!(second.is_unchanged(), "{:?}", second.patch());
+}
+
+fn pod() -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team-a"},
+           "spec": {"containers": [{"name": "main", "image": "i"}]}})
+}
+
+#[tokio::test]
+async fn the_webhook_serves_a_kind_added_through_the_table() {
+    let dir = TempDir::new("toy-kind");
+    std::fs::write(dir.path().join("policies.yaml"), POLICIES).unwrap();
+    let options = CompileOptions {
+        families: TABLE,
+        annotate: true,
+        ..CompileOptions::from("default")
+    };
+    let (webhook, _) = webhook_with(dir.path(), Limits::default(), options);
+    let review = json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "u-toy", "operation": "CREATE", "namespace": "team-a",
+                    "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                    "resource": {"group": "", "version": "v1", "resource": "pods"},
+                    "object": pod()}
+    });
+    let (status, answer) = post(&webhook, "/mutate", serde_json::to_vec(&review).unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    let response = &answer["response"];
+    assert_eq!(response["allowed"], true, "{response}");
+    let patch = base64::engine::general_purpose::STANDARD
+        .decode(response["patch"].as_str().expect("a patch"))
+        .unwrap();
+    let patch: Value = serde_json::from_slice(&patch).unwrap();
+    let admitted = apply_patches_independently(&[(pod(), patch)]).remove(0);
+    assert_eq!(admitted["metadata"]["labels"]["owner"], "platform");
+    assert_eq!(admitted["spec"]["containers"][0]["env"][0]["name"], "HTTPS_PROXY");
+    // outfit's record lists the toy (the PodDefault records itself, as Kubeflow does).
+    assert_eq!(
+        admitted["metadata"]["annotations"]["outfit.dev/mutated-by"],
+        "LabelAll/team-a/owner"
+    );
+}
+
+#[test]
+fn the_install_manifests_and_the_watches_follow_a_kind_added_through_the_table() {
+    let objects = manifests::install(&InstallOptions {
+        families: TABLE,
+        ..InstallOptions::default()
+    });
+    let crd = objects
+        .iter()
+        .find(|o| o["metadata"]["name"] == "labelalls.toy.outfit.dev")
+        .expect("the toy's CRD is installed");
+    assert_eq!(crd["kind"], "CustomResourceDefinition");
+    let role = objects.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
+    assert!(
+        role["rules"].as_array().unwrap().contains(&json!({
+            "apiGroups": ["toy.outfit.dev"], "resources": ["labelalls"], "verbs": ["get", "list", "watch"]
+        })),
+        "{role}"
+    );
+    let watched = watched_resources(WatchOptions {
+        families: TABLE,
+        ..WatchOptions::default()
+    });
+    assert!(
+        watched
+            .iter()
+            .any(|w| w.resource.plural == "labelalls" && w.resource.api_version == "toy.outfit.dev/v1")
+    );
+    // The built-in table knows nothing of it.
+    let builtin = manifests::install(&InstallOptions::default());
+    assert!(
+        builtin
+            .iter()
+            .all(|o| o["metadata"]["name"] != "labelalls.toy.outfit.dev")
+    );
 }
