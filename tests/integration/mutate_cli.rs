@@ -257,3 +257,46 @@ fn user_and_group_simulate_the_requester() {
     assert_eq!(orphan.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&orphan.stderr).contains("--user"));
 }
+
+/// The daemons and `outfit manifests` refuse bad flags with exit status 2 and a message naming
+/// the flag (or the policy) at fault, before binding anything.
+#[test]
+fn bad_flags_of_serve_and_manifests_exit_2_naming_the_flag() {
+    let certs = std::env::temp_dir().join(format!("outfit-flags-{}", std::process::id()));
+    let certs = certs.to_str().unwrap();
+    let serve = |extra: &[&str]| {
+        let mut args = vec![
+            "serve",
+            "--policies",
+            "examples/workspace/policies",
+            "--self-signed",
+            certs,
+        ];
+        args.extend_from_slice(extra);
+        outfit(&args, "")
+    };
+    let cases = [
+        (
+            serve(&["--poll-interval", "0"]),
+            "--poll-interval must be a positive number of seconds",
+        ),
+        (serve(&["--log", "bad[["]), "--log \"bad[[\": "),
+        (
+            outfit(
+                &[
+                    "manifests",
+                    "--policies",
+                    "tests/fixtures/poddefault-invalid-policy/policies.yaml",
+                ],
+                "",
+            ),
+            "PodDefault team-a/broken: spec.selector: invalid label selector",
+        ),
+    ];
+    for (out, expected) in cases {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(expected), "{expected:?} not in {stderr}");
+    }
+    std::fs::remove_dir_all(certs).ok();
+}

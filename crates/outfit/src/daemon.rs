@@ -8,7 +8,7 @@ use clap::ValueEnum;
 use tracing_appender::non_blocking::WorkerGuard;
 use tracing_subscriber::EnvFilter;
 
-use crate::failure::{EXIT_BAD_INPUT, Failure};
+use crate::failure::{EXIT_BAD_INPUT, Failure, FlagError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum LogFormat {
@@ -49,8 +49,11 @@ where
 /// only formats its line and queues it, so a slow reader of stderr (a container runtime's pipe)
 /// never holds up a request; when the queue is full, lines are dropped rather than waited for.
 /// The guard flushes what is queued when dropped, at exit.
-fn init_logs(log: &str, format: LogFormat) -> Result<WorkerGuard, String> {
-    let filter = EnvFilter::try_new(log).map_err(|e| format!("--log {log:?}: {e}"))?;
+fn init_logs(log: &str, format: LogFormat) -> Result<WorkerGuard, FlagError> {
+    let filter = EnvFilter::try_new(log).map_err(|source| FlagError::LogFilter {
+        filter: log.to_owned(),
+        source,
+    })?;
     let (writer, guard) = tracing_appender::non_blocking(std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

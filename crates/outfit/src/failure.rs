@@ -1,5 +1,7 @@
-//! How a command fails: the exit statuses every command shares, at the bottom of the binary's
-//! modules so that each command and the daemon helpers can use them.
+//! How a command fails: the exit statuses every command shares, and why flags are refused, at the
+//! bottom of the binary's modules so that each command and the daemon helpers can use them.
+
+use outfit_core::{DocumentError, PolicyError};
 
 /// Exit status for bad input: unreadable files, invalid YAML or JSON, invalid policies.
 pub(crate) const EXIT_BAD_INPUT: u8 = 2;
@@ -26,5 +28,48 @@ impl Failure {
             code: 1,
             message: message.into(),
         }
+    }
+}
+
+/// Flags, or what they name, that a command cannot run with (exit status 2).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FlagError {
+    /// `--log` is not a tracing filter.
+    #[error("--log {filter:?}: {source}")]
+    LogFilter {
+        /// The flag's value.
+        filter: String,
+        /// The parser's complaint.
+        #[source]
+        source: tracing_subscriber::filter::ParseError,
+    },
+    /// No certificate to serve with.
+    #[error("give --tls-cert and --tls-key, or --self-signed DIR")]
+    NoCertificate,
+    /// A duration flag that is not a positive number of seconds.
+    #[error("--{flag} must be a positive number of seconds")]
+    NotSeconds {
+        /// The flag, without its dashes.
+        flag: &'static str,
+    },
+    /// A policy file named by `--policies` cannot be read or parsed.
+    #[error(transparent)]
+    Policies(#[from] DocumentError),
+    /// A policy named by `--policies` is invalid.
+    #[error("{first} ({count} policies rejected)")]
+    InvalidPolicies {
+        /// The first rejected.
+        first: Box<PolicyError>,
+        /// How many were.
+        count: usize,
+    },
+    /// The policies apply to kinds whose resource names outfit cannot tell.
+    #[error(transparent)]
+    UnknownKinds(#[from] outfit_k8s::rules::UnknownKinds),
+}
+
+impl From<FlagError> for Failure {
+    fn from(error: FlagError) -> Self {
+        Failure::bad_input(error.to_string())
     }
 }

@@ -8,7 +8,7 @@ use outfit_k8s::{
     rules::{self, Rules},
 };
 
-use crate::failure::EXIT_BAD_INPUT;
+use crate::failure::{EXIT_BAD_INPUT, FlagError};
 
 /// Arguments of `outfit manifests`.
 #[derive(Debug, Args)]
@@ -156,7 +156,7 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
 }
 
 /// The webhook's rules: from the policies given, or Gatekeeper's everything.
-fn webhook_rules(args: &ManifestsArgs) -> Result<Rules, String> {
+fn webhook_rules(args: &ManifestsArgs) -> Result<Rules, FlagError> {
     if args.all_resources {
         return Ok(Rules::AllResources);
     }
@@ -167,14 +167,16 @@ fn webhook_rules(args: &ManifestsArgs) -> Result<Rules, String> {
             Rules::Resources(args.webhook_resource.clone())
         });
     }
-    let documents = outfit_core::source::read_paths(&args.policies).map_err(|e| e.to_string())?;
+    let documents = outfit_core::source::read_paths(&args.policies)?;
     let mut builder = outfit_core::PolicySet::builder();
     builder.add_all(documents.iter());
-    let (set, report) = builder.build();
-    if let Some(error) = report.errors.first() {
-        return Err(format!("{error} ({} policies rejected)", report.errors.len()));
+    let (set, mut report) = builder.build();
+    if !report.errors.is_empty() {
+        let count = report.errors.len();
+        let first = Box::new(report.errors.swap_remove(0));
+        return Err(FlagError::InvalidPolicies { first, count });
     }
-    rules::from_policies(&set, &args.webhook_resource).map_err(|e| e.to_string())
+    Ok(rules::from_policies(&set, &args.webhook_resource)?)
 }
 
 /// The API groups whose CRDs are left out, the two older flags included.

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     daemon::{self, LogFormat},
-    failure::Failure,
+    failure::{Failure, FlagError},
 };
 
 /// Arguments of `outfit serve`.
@@ -199,7 +199,7 @@ fn config_defaults() -> Config {
 }
 
 impl ServeArgs {
-    fn config(&self) -> Result<Config, String> {
+    fn config(&self) -> Result<Config, FlagError> {
         let tls = match (&self.tls_cert, &self.tls_key, &self.self_signed) {
             (Some(cert), Some(key), _) => TlsSource::Files {
                 cert: cert.clone(),
@@ -209,13 +209,13 @@ impl ServeArgs {
                 dir: dir.clone(),
                 dns_names: self.dns_names.clone(),
             },
-            _ => return Err("give --tls-cert and --tls-key, or --self-signed DIR".to_owned()),
+            _ => return Err(FlagError::NoCertificate),
         };
-        let seconds = |name: &str, value: f64| {
+        let seconds = |name: &'static str, value: f64| {
             Duration::try_from_secs_f64(value)
                 .ok()
                 .filter(|d| !d.is_zero())
-                .ok_or_else(|| format!("--{name} must be a positive number of seconds"))
+                .ok_or(FlagError::NotSeconds { flag: name })
         };
         let mut config = Config::new(self.policies.clone(), tls);
         config.compile = CompileOptions {
@@ -249,7 +249,7 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
 }
 
 async fn serve(args: &ServeArgs) -> Result<(), Failure> {
-    let mut config = args.config().map_err(Failure::bad_input)?;
+    let mut config = args.config()?;
     if args.from_cluster {
         let client = kube::Client::try_default().await.map_err(|e| {
             Failure::bad_input(format!(
