@@ -22,6 +22,9 @@ use crate::{
 #[derive(Debug)]
 pub struct PolicySet {
     families: Vec<Box<dyn FamilySet>>,
+    /// The positions of the families that hold a policy: the only ones the engine runs (a family
+    /// with none changes nothing, and the empty ones cost a call each on every admission).
+    holding: Vec<usize>,
     kinds: Vec<PolicyKind>,
     /// How many policies the families hold, counted once when built: `is_empty` is asked on
     /// every admission.
@@ -69,6 +72,11 @@ impl PolicySet {
     /// The families' parts, in the kinds table's order.
     pub(crate) fn families(&self) -> impl Iterator<Item = &dyn FamilySet> {
         self.families.iter().map(|family| &**family)
+    }
+
+    /// The parts of the families that hold a policy, in the kinds table's order.
+    pub(crate) fn holding(&self) -> impl Iterator<Item = &dyn FamilySet> {
+        self.holding.iter().map(|&position| &*self.families[position])
     }
 
     /// The part of one family, by its type (`outfit manifests` reads the Gatekeeper mutators').
@@ -302,10 +310,12 @@ impl PolicySetBuilder {
             .iter()
             .flat_map(|f| f.kinds().iter().copied())
             .collect();
-        let len = kinds
+        let counts: Vec<usize> = families
             .iter()
-            .map(|&kind| families.iter().map(|f| f.count(kind)).sum::<usize>())
-            .sum();
+            .map(|f| kinds.iter().map(|&kind| f.count(kind)).sum())
+            .collect();
+        let len = counts.iter().sum();
+        let holding = (0..families.len()).filter(|&p| counts[p] > 0).collect();
         let self_recorded = self
             .families
             .iter()
@@ -315,6 +325,7 @@ impl PolicySetBuilder {
         (
             PolicySet {
                 families,
+                holding,
                 kinds,
                 len,
                 namespaces: self.namespaces,
