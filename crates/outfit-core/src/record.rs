@@ -135,4 +135,86 @@ mod tests {
             ["Assign//add-nfs", "PodDefault/team/gpu"]
         );
     }
+
+    /// An Assign of `spec.priority`, and one from the PodDefault family (which records itself).
+    fn set() -> crate::PolicySet {
+        let documents = crate::document::parse_stream(
+            "apiVersion: mutations.gatekeeper.sh/v1
+kind: Assign
+metadata: {name: priority}
+spec:
+  applyTo: [{groups: [''], versions: [v1], kinds: [Pod]}]
+  location: spec.priority
+  parameters: {assign: {value: 7}}
+---
+apiVersion: kubeflow.org/v1alpha1
+kind: PodDefault
+metadata: {name: env, namespace: default}
+spec: {selector: {}, env: [{name: A, value: b}]}
+",
+            "policies.yaml",
+        )
+        .unwrap();
+        let mut builder = crate::PolicySet::builder().annotate(true);
+        builder.add_all(&documents);
+        builder.build().0
+    }
+
+    fn admit(set: &crate::PolicySet, object: &serde_json::Value) -> serde_json::Value {
+        let request = Request {
+            object: object.into(),
+            namespace: "default",
+            operation: crate::Operation::Create,
+            user: None,
+        };
+        match set.apply(&request) {
+            crate::Outcome::Admitted(admission) => {
+                // The webhook's JSON patch gives the same object as the kept one.
+                let patch: json_patch::Patch = serde_json::from_slice(&admission.patch_json()).unwrap();
+                let mut patched = object.clone();
+                json_patch::patch(&mut patched, &patch).unwrap();
+                assert_eq!(&patched, admission.object(object).unwrap().as_ref());
+                patched
+            }
+            crate::Outcome::Denied(denial) => panic!("{}", denial.message),
+        }
+    }
+
+    #[test]
+    fn the_annotation_lists_what_changed_the_object_extends_a_list_and_survives_a_reinvocation() {
+        let set = set();
+        for (metadata, expected) in [
+            // No annotations yet: the map is added (the PodDefault adds its own in the same patch).
+            (serde_json::json!({"name": "p"}), "Assign//priority"),
+            // An annotation of someone else's is kept beside it.
+            (
+                serde_json::json!({"name": "p", "annotations": {"team": "a"}}),
+                "Assign//priority",
+            ),
+            // An earlier list (another webhook's call, another set) is extended and sorted.
+            (
+                serde_json::json!({"name": "p", "annotations": {ANNOTATION: "ModifySet//args"}}),
+                "Assign//priority, ModifySet//args",
+            ),
+        ] {
+            let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+                                         "spec": {"containers": [{"name": "c", "image": "i"}]}});
+            let admitted = admit(&set, &pod);
+            assert_eq!(
+                admitted["metadata"]["annotations"][ANNOTATION], expected,
+                "{admitted}"
+            );
+            assert_eq!(admitted["spec"]["priority"], 7);
+            // Kubeflow's record of the PodDefault, which outfit's leaves to it.
+            assert_eq!(
+                admitted["metadata"]["annotations"]["poddefault.admission.kubeflow.org/poddefault-env"],
+                ""
+            );
+            if let Some(team) = pod["metadata"]["annotations"].get("team") {
+                assert_eq!(&admitted["metadata"]["annotations"]["team"], team);
+            }
+            // The API server's reinvocation: nothing to add, nothing changed.
+            assert_eq!(admit(&set, &admitted), admitted);
+        }
+    }
 }
