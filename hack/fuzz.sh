@@ -143,7 +143,8 @@ for path in policy_files:
                 locations.add(test["subPath"])
 for path in sorted(glob.glob("docs/*.md")):
     for block in doc_blocks(path):
-        if "PodDefault" in block or "mutations.gatekeeper.sh" in block:
+        if any(kind in block for kind in ["PodDefault", "mutations.gatekeeper.sh", "outfit.dev/v1alpha1",
+                                          "existing-shares", "filers-list"]):
             add("policies", block)
             for match in re.findall(r"location:\s*(.+)", block):
                 locations.add(match.strip().strip("'\""))

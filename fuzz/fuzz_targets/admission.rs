@@ -1,6 +1,7 @@
 //! Any bytes as the body of `POST /mutate`: `outfit_server::admission::review`, the webhook's whole
-//! admission path from the raw body to the encoded answer, with three fixed policy sets
-//! (PodDefaults, Gatekeeper mutators, both).
+//! admission path from the raw body to the encoded answer, with four fixed policy sets
+//! (PodDefaults, Gatekeeper mutators, both, and every kind with outfit's annotation as `outfit
+//! serve` runs by default: PodPolicies and the filer injector's inputs too).
 //!
 //! Invariants, for every body the webhook answers (rather than refusing with 400):
 //! - the answer is an `admission.k8s.io/v1` AdmissionReview whose `response.uid` is the request's;

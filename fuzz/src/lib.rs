@@ -51,11 +51,30 @@ const GATEKEEPER: &[(&str, &str)] = &[
     ),
 ];
 
+/// outfit's own kinds: the seed 000 PodPolicy and Audience (GPUs for `gpu-users`), and the filer
+/// injector's inputs with a namespace's two shares.
+const OUTFIT_KINDS: &[(&str, &str)] = &[
+    (
+        "examples/gpu-users/policies.yaml",
+        include_str!("../../examples/gpu-users/policies.yaml"),
+    ),
+    (
+        "examples/filer/policies/injector.yaml",
+        include_str!("../../examples/filer/policies/injector.yaml"),
+    ),
+    (
+        "examples/filer/policies/alice-research.yaml",
+        include_str!("../../examples/filer/policies/alice-research.yaml"),
+    ),
+];
+
 /// Objects the policies target admits with whatever policies it loaded: the pods of the examples
 /// and of the CLI fixtures.
 const OBJECTS: &[&str] = &[
     include_str!("../../examples/workspace/pod.yaml"),
     include_str!("../../examples/gatekeeper-nfs/pod.yaml"),
+    include_str!("../../examples/gpu-users/pod.yaml"),
+    include_str!("../../examples/filer/pod.yaml"),
     include_str!("../../tests/fixtures/gatekeeper-image-set-labels/input.yaml"),
     include_str!("../../tests/fixtures/gatekeeper-keyed-ports/input.yaml"),
     include_str!("../../tests/fixtures/poddefault-conflict/input.yaml"),
@@ -75,7 +94,10 @@ pub struct FixedSet {
 }
 
 fn load(files: &[&[(&str, &str)]]) -> PolicySet {
-    let mut builder = PolicySet::builder();
+    load_with(files, PolicySet::builder())
+}
+
+fn load_with(files: &[&[(&str, &str)]], mut builder: outfit_core::PolicySetBuilder) -> PolicySet {
     for (name, text) in files.iter().copied().flatten() {
         let documents = document::parse_stream(text, name).expect("fixture parses");
         builder.add_all(&documents);
@@ -85,7 +107,7 @@ fn load(files: &[&[(&str, &str)]]) -> PolicySet {
     set
 }
 
-/// PodDefaults only, Gatekeeper mutators only, and both.
+/// PodDefaults only, Gatekeeper mutators only, both, and every kind with outfit's annotation.
 pub static FIXED_SETS: LazyLock<Vec<FixedSet>> = LazyLock::new(|| {
     vec![
         FixedSet {
@@ -101,6 +123,15 @@ pub static FIXED_SETS: LazyLock<Vec<FixedSet>> = LazyLock::new(|| {
         FixedSet {
             name: "PodDefaults and Gatekeeper",
             set: load(&[POD_DEFAULTS, GATEKEEPER]),
+            idempotent: true,
+        },
+        // As `outfit serve` runs by default: every family, and outfit's annotation.
+        FixedSet {
+            name: "every kind, annotated",
+            set: load_with(
+                &[POD_DEFAULTS, OUTFIT_KINDS, GATEKEEPER],
+                PolicySet::builder().annotate(true),
+            ),
             idempotent: true,
         },
     ]

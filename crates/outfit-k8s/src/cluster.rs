@@ -284,7 +284,10 @@ async fn watch_kind(client: Client, index: usize, watched: Watched, updates: mps
             }
             Ok(watcher::Event::Apply((key, value))) if wanted(&key) => Update::Applied(index, key, value),
             Ok(watcher::Event::Apply(_)) => continue,
-            Ok(watcher::Event::Delete((key, _))) => Update::Deleted(index, key),
+            // As for an Apply: an object the family does not read (a Secret of another name) was
+            // never in the snapshot, and its deletion must not make a new one.
+            Ok(watcher::Event::Delete((key, _))) if wanted(&key) => Update::Deleted(index, key),
+            Ok(watcher::Event::Delete(_)) => continue,
             Err(error) if watched.built_in && status_code(&error) == Some(403) => {
                 if !absent {
                     tracing::warn!(kind = %resource.kind, name = watched.name, %error, "not allowed to watch; the family reading these objects sees none (outfit manifests grants it)");

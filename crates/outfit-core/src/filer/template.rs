@@ -61,12 +61,13 @@ impl Template {
             .into_iter()
             .next()
             .ok_or("containers: must hold the sidecar container")?;
+        // The volume whose `field` is an object (`fill` writes into the CSI one's attributes).
         let of_type = |field: &str| {
             volumes
                 .iter()
-                .find(|v| v.contains_key(field))
+                .find(|v| v.get(field).is_some_and(Value::is_object))
                 .cloned()
-                .ok_or(format!("volumes: no {field} volume"))
+                .ok_or(format!("volumes: no {field} volume (an object)"))
         };
         Ok(Self {
             fd_passing: of_type("emptyDir")?,

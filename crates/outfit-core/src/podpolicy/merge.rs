@@ -9,7 +9,10 @@ use std::{collections::HashMap, fmt};
 
 use serde_json::{Map, Value};
 
-use super::policy::{Additions, PodPolicy};
+use super::{
+    policy::{Additions, PodPolicy},
+    quantity,
+};
 use crate::{semantic, vocab::PolicyRef};
 
 /// Two values for one place.
@@ -65,6 +68,7 @@ impl<'p> Merger<'p> {
                         Value::String(value.clone()),
                         format!("{name}[{key}]"),
                         by,
+                        same,
                     );
                 }
             }
@@ -74,12 +78,19 @@ impl<'p> Merger<'p> {
             let selector = object_at(spec, "nodeSelector");
             for (key, value) in &add.node_selector {
                 let field = format!("spec.nodeSelector[{key}]");
-                changed |= self.put(selector, key, Value::String(value.clone()), field, by);
+                changed |= self.put(selector, key, Value::String(value.clone()), field, by, same);
             }
         }
         if let Some(class) = &add.runtime_class_name {
             let field = "spec.runtimeClassName".to_owned();
-            changed |= self.put(spec, "runtimeClassName", Value::String(class.clone()), field, by);
+            changed |= self.put(
+                spec,
+                "runtimeClassName",
+                Value::String(class.clone()),
+                field,
+                by,
+                same,
+            );
         }
         changed |= self.keyed(spec, "volumes", &add.volumes, "spec.volumes", by);
         if !add.tolerations.is_empty() {
@@ -126,7 +137,8 @@ impl<'p> Merger<'p> {
             let map = object_at(object_at(container, "resources"), kind);
             for (resource, quantity) in quantities {
                 let field = format!("{at}.resources.{kind}[{resource}]");
-                changed |= self.put(map, resource, Value::String(quantity.clone()), field, by);
+                let value = Value::String(quantity.clone());
+                changed |= self.put(map, resource, value, field, by, quantity::same_amount);
             }
         }
         changed |= self.keyed(container, "env", &add.env, &format!("{at}.env"), by);
@@ -140,7 +152,8 @@ impl<'p> Merger<'p> {
         changed
     }
 
-    /// Puts `value` at `key` of `map` unless an equal value is there; a different one conflicts.
+    /// Puts `value` at `key` of `map` unless a value `same` calls equal is there; a different one
+    /// conflicts.
     fn put(
         &mut self,
         map: &mut Map<String, Value>,
@@ -148,6 +161,7 @@ impl<'p> Merger<'p> {
         value: Value,
         field: String,
         by: &'p PolicyRef,
+        same: fn(&Value, &Value) -> bool,
     ) -> bool {
         match map.get(key) {
             None | Some(Value::Null) => {

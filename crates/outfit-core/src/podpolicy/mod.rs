@@ -20,6 +20,7 @@ mod matching;
 mod merge;
 mod parse;
 mod policy;
+mod quantity;
 mod requesters;
 #[cfg(test)]
 mod tests;

@@ -493,3 +493,75 @@ spec: {add: {labels: {app: ws}}}
         "{reason}"
     );
 }
+
+/// The API server stores quantities in canonical form (`0.5` as `500m`): the pod it sends again,
+/// or a pod asking for the same amount in another spelling, is no conflict.
+#[test]
+fn a_quantity_in_another_spelling_is_the_same_amount() {
+    let set = set(r#"
+apiVersion: outfit.dev/v1alpha1
+kind: PodPolicy
+metadata: {name: half-a-cpu}
+spec:
+  add:
+    resources: {limits: {cpu: "0.5", memory: 1024Mi}}
+"#);
+    let admitted = admit(&set, &pod(), None).expect("admitted");
+    assert_eq!(
+        admitted["spec"]["containers"][0]["resources"]["limits"]["cpu"],
+        "0.5"
+    );
+    let mut stored = admitted.clone();
+    for container in stored["spec"]["containers"].as_array_mut().unwrap() {
+        container["resources"]["limits"] = json!({"cpu": "500m", "memory": "1Gi"});
+    }
+    assert_eq!(
+        admit(&set, &stored, None),
+        Ok(stored.clone()),
+        "canonical spellings, same amounts"
+    );
+    let mut more = stored.clone();
+    more["spec"]["containers"][0]["resources"]["limits"]["cpu"] = json!("600m");
+    let refused = admit(&set, &more, None).expect_err("a different amount conflicts");
+    assert!(refused.contains("limits[cpu]"), "{refused}");
+}
+
+/// A Gatekeeper mutator runs after the PodPolicies and adds a sidecar; the PodPolicy gives every
+/// container a GPU, the sidecar too. One admission settles it (the engine runs the families again
+/// on their result), so that the API server's reinvocation changes nothing (found by the admission
+/// fuzz target with every kind loaded).
+#[test]
+fn a_container_a_later_family_adds_gets_what_the_policy_gives_in_the_same_admission() {
+    let set = set(r#"
+apiVersion: outfit.dev/v1alpha1
+kind: PodPolicy
+metadata: {name: gpu-everywhere}
+spec:
+  add:
+    resources: {limits: {nvidia.com/gpu: 1}}
+---
+apiVersion: mutations.gatekeeper.sh/v1
+kind: Assign
+metadata: {name: log-sidecar}
+spec:
+  applyTo: [{groups: [""], versions: [v1], kinds: [Pod]}]
+  location: "spec.containers[name: logger]"
+  parameters:
+    pathTests: [{subPath: "spec.containers[name: logger]", condition: MustNotExist}]
+    assign: {value: {name: logger, image: fluent-bit}}
+"#);
+    let admitted = admit(&set, &pod(), None).expect("admitted");
+    let containers = admitted["spec"]["containers"].as_array().unwrap();
+    assert_eq!(containers.len(), 3, "{admitted}");
+    for container in containers {
+        assert_eq!(
+            container["resources"]["limits"]["nvidia.com/gpu"], "1",
+            "{container}"
+        );
+    }
+    assert_eq!(
+        admit(&set, &admitted, None),
+        Ok(admitted.clone()),
+        "a reinvocation changes nothing"
+    );
+}
