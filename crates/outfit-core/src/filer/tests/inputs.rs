@@ -311,3 +311,23 @@ fn a_pod_with_the_sidecars_already_is_left_alone() {
         )]
     );
 }
+
+/// A template whose CSI volume is not an object (`"csi": "x"`) is refused when read, with a
+/// warning naming it; filling it in panicked while the set was built (found in review).
+#[test]
+fn a_template_volume_that_is_not_an_object_is_refused_not_a_panic() {
+    let start = FILER_INPUTS
+        .find("\"csi\": {")
+        .expect("the template's CSI volume");
+    let end = start + FILER_INPUTS[start..].find("}}}]}").expect("its end");
+    let inputs = format!(
+        "{}\"csi\": \"x\"}}]}}{}",
+        &FILER_INPUTS[..start],
+        &FILER_INPUTS[end + 5..]
+    );
+    let (set, _) = build(&format!("{inputs}\n---\n{}", carol("{fld7svm: '[\"y\"]'}")));
+    let (pod, warnings) = admit(&set, &notebook("carol"), Operation::Create);
+    assert_eq!(pod, notebook("carol"));
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("no csi volume (an object)"), "{warnings:?}");
+}
