@@ -60,35 +60,41 @@ pub(crate) fn annotate<'p>(
     if new.is_empty() {
         return Ok(());
     }
-    let original = request.object_value()?;
-    // The object as admitted so far: the one a family kept, or the patch applied to a copy.
-    let (mut ops, mut mutated) = match std::mem::take(&mut admission.changes) {
-        Changes::Diff { ops, object } => (Some(ops), object),
+    // The object as admitted so far: the one a family kept (the request's object is then not
+    // needed), or the patch applied to a copy of the request's.
+    admission.changes = match std::mem::take(&mut admission.changes) {
+        Changes::Diff { mut ops, mut object } => {
+            if let Some(path) = extend(&mut object, &new) {
+                ops.push(DiffOp {
+                    kind: DiffKind::Add,
+                    path,
+                });
+            }
+            Changes::Diff { ops, object }
+        }
         changes => {
+            let original = request.object_value()?;
             let mut object = original.as_ref().clone();
             json_patch::patch(&mut object, &changes.to_patch()).map_err(|error| internal_denial(&error))?;
-            (None, object)
+            extend(&mut object, &new);
+            Changes::between(&original, object)
         }
     };
-    let before = listed(&mutated).unwrap_or("");
+    Ok(())
+}
+
+/// Adds the `new` policies to the list `object` carries; returns the path of the `add` that sets
+/// it, or `None` when it lists them all already.
+fn extend(object: &mut Value, new: &[&AppliedPolicy<'_>]) -> Option<String> {
+    let before = listed(object).unwrap_or("");
     let mut all: BTreeSet<Cow<'_, str>> = entries(before).map(Cow::Borrowed).collect();
     let count = all.len();
     all.extend(new.iter().map(|p| Cow::Owned(entry(p))));
-    if all.len() != count {
-        let value = all.into_iter().collect::<Vec<_>>().join(", ");
-        let path = insert(&mut mutated, value);
-        if let Some(ops) = &mut ops {
-            ops.push(DiffOp {
-                kind: DiffKind::Add,
-                path,
-            });
-        }
+    if all.len() == count {
+        return None;
     }
-    admission.changes = match ops {
-        Some(ops) => Changes::Diff { ops, object: mutated },
-        None => Changes::between(&original, mutated),
-    };
-    Ok(())
+    let value = all.into_iter().collect::<Vec<_>>().join(", ");
+    Some(insert(object, value))
 }
 
 /// Sets the annotation on `object` to `value`; returns the path of the `add` that does it: the
