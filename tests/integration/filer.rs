@@ -123,9 +123,9 @@ async fn a_notebook_pod_gets_a_working_sidecar_per_share_with_secret_key_refs() 
     pod_namespace(&client, bare, json!({})).await;
     pod_namespace(&client, broken, json!({})).await;
     create_inputs(&client, shares).await;
-    // A share list whose SVM has no Secret in its namespace.
+    // A share list naming an SVM the injector's filers-list does not have.
     let broken_shares = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "existing-shares"},
-                               "data": {"fld5filersvm": "[\"projects/alpha\"]"}});
+                               "data": {"fld0nosuch": "[\"projects/alpha\"]"}});
     create(
         &client,
         Some(broken),
@@ -218,18 +218,24 @@ async fn a_notebook_pod_gets_a_working_sidecar_per_share_with_secret_key_refs() 
     assert_eq!(status, 201, "created");
     assert_eq!(
         warnings,
-        ["299 - \"filer SVM fld5filersvm not mounted: Secret fld5filersvm-conn-secret not found\""]
+        [
+            "299 - \"filer SVM fld0nosuch not mounted: no vserver \\\"fld0nosuch\\\" in ConfigMap das/filers-list\""
+        ]
     );
 
-    // The inputs in force: the injector's two ConfigMaps, two existing-shares and the two conn
-    // Secrets, not the unrelated ones.
+    // The inputs in force: the injector's two ConfigMaps and the two existing-shares, not the
+    // unrelated ConfigMap; no Secret at all (with secretKeyRefs outfit neither reads nor may read
+    // one: the kubelet does).
     let metrics = webhook.metrics();
-    for counted in [
-        "outfit_policies{kind=\"ConfigMap\"} 4",
-        "outfit_policies{kind=\"Secret\"} 2",
-    ] {
-        assert!(metrics.contains(counted), "{counted} in:\n{metrics}");
-    }
+    assert!(
+        metrics.contains("outfit_policies{kind=\"ConfigMap\"} 4"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("outfit_policies{kind=\"Secret\"} 1")
+            && !metrics.contains("outfit_policies{kind=\"Secret\"} 2"),
+        "{metrics}"
+    );
     assert!(
         !webhook.log().contains("not allowed to watch"),
         "outfit's ClusterRole lets it watch its inputs:\n{}",

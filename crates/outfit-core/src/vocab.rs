@@ -78,9 +78,11 @@ pub enum Served {
     BuiltIn {
         /// Which objects, by name.
         names: Names,
-        /// Whether the metadata alone is watched (the family needs to know the object exists, not
-        /// what it holds), unless the caller asks for the values.
-        metadata_only: bool,
+        /// Whether the family reads these objects only for values the caller asks for (the filer
+        /// injector's Secrets, for `--filer-plain-secrets`): otherwise they are neither watched
+        /// nor granted to outfit, since RBAC has no metadata-only read and a grant to list them
+        /// would be a grant to read every one of them.
+        values_only: bool,
     },
 }
 

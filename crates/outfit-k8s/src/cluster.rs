@@ -16,7 +16,7 @@ use futures::{StreamExt, stream::BoxStream};
 use k8s_openapi::{api::core::v1::Namespace, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 use kube::{
     Client,
-    api::{Api, ApiResource, DynamicObject, PartialObjectMeta},
+    api::{Api, ApiResource, DynamicObject},
     runtime::{WatchStreamExt, watcher},
 };
 use outfit_core::{
@@ -24,7 +24,7 @@ use outfit_core::{
     family::Table,
     vocab::{Names, Served},
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::{
     sync::{mpsc, watch},
     task::JoinHandle,
@@ -39,8 +39,6 @@ pub struct Watched {
     pub name: Option<&'static str>,
     /// Only objects whose name ends so are kept (the others are dropped as they arrive).
     pub suffix: Option<&'static str>,
-    /// Whether only the objects' metadata is read.
-    pub metadata_only: bool,
     /// A kind the API server serves itself (no CRD) that a family reads beside the policies. A
     /// refusal (403: a ClusterRole from before the family) counts as absent, logged, rather than
     /// holding readiness back: the policies proper still serve.
@@ -52,8 +50,8 @@ pub struct Watched {
 pub struct WatchOptions {
     /// The kinds table whose kinds are watched (`outfit_core::kinds::FAMILIES`).
     pub families: Table,
-    /// Read whole objects even of the kinds the table watches as metadata only: the filer
-    /// injector's plain-values switch needs the Secrets' values.
+    /// Also watch the kinds a family reads only for their values (`Served::BuiltIn::values_only`):
+    /// the filer injector's plain-values switch needs the Secrets.
     pub values: bool,
 }
 
@@ -90,33 +88,30 @@ pub fn watched_resources(options: WatchOptions) -> Vec<Watched> {
             resource,
             name: None,
             suffix: None,
-            metadata_only: false,
             built_in: matches!(info.served, Served::BuiltIn { .. }),
         };
         match &info.served {
             Served::Crd => watched.push(all),
-            Served::BuiltIn { names, metadata_only } => {
-                let metadata_only = *metadata_only && !options.values;
-                match names {
-                    Names::Exactly(names) => watched.extend(names.iter().map(|name| Watched {
-                        name: Some(name),
-                        metadata_only,
-                        ..all.clone()
-                    })),
-                    Names::EndingWith(suffix) => watched.push(Watched {
-                        suffix: Some(suffix),
-                        metadata_only,
-                        ..all
-                    }),
-                }
-            }
+            // Read only for values nobody asked for: not watched at all.
+            Served::BuiltIn {
+                values_only: true, ..
+            } if !options.values => {}
+            Served::BuiltIn { names, .. } => match names {
+                Names::Exactly(names) => watched.extend(names.iter().map(|name| Watched {
+                    name: Some(name),
+                    ..all.clone()
+                })),
+                Names::EndingWith(suffix) => watched.push(Watched {
+                    suffix: Some(suffix),
+                    ..all
+                }),
+            },
         }
     }
     watched.push(Watched {
         resource: ApiResource::erase::<Namespace>(&()),
         name: None,
         suffix: None,
-        metadata_only: false,
         built_in: false,
     });
     watched
@@ -194,7 +189,7 @@ impl Drop for ClusterSource {
 type Keyed = ((String, String), Value);
 
 /// The key and the raw object, with `apiVersion` and `kind` filled in (list items of built-in
-/// kinds omit them, and a metadata-only watch names `PartialObjectMetadata`).
+/// kinds omit them).
 fn keyed(resource: &ApiResource, metadata: &ObjectMeta, object: Value) -> Keyed {
     let key = (
         metadata.namespace.clone().unwrap_or_default(),
@@ -206,7 +201,7 @@ fn keyed(resource: &ApiResource, metadata: &ObjectMeta, object: Value) -> Keyed 
     (key, value)
 }
 
-/// The watch's events, objects keyed, whole or metadata only as `watched` says.
+/// The watch's events, objects keyed.
 fn events(
     client: Client,
     watched: &Watched,
@@ -216,35 +211,18 @@ fn events(
     if let Some(name) = watched.name {
         config = config.fields(&format!("metadata.name={name}"));
     }
-    if watched.metadata_only {
-        // Metadata-only requests, since `Api<PartialObjectMeta<_>>` makes them.
-        let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, &resource);
-        watcher(api, config)
-            .map(move |event| {
-                event.map(|event| {
-                    convert(event, |object: PartialObjectMeta<DynamicObject>| {
-                        let value =
-                            json!({"metadata": serde_json::to_value(&object.metadata).unwrap_or_default()});
-                        keyed(&resource, &object.metadata, value)
-                    })
+    let api: Api<DynamicObject> = Api::all_with(client, &resource);
+    watcher(api, config)
+        .map(move |event| {
+            event.map(|event| {
+                convert(event, |object: DynamicObject| {
+                    let value = serde_json::to_value(&object).unwrap_or_default();
+                    keyed(&resource, &object.metadata, value)
                 })
             })
-            .backoff(WatchBackoff::default())
-            .boxed()
-    } else {
-        let api: Api<DynamicObject> = Api::all_with(client, &resource);
-        watcher(api, config)
-            .map(move |event| {
-                event.map(|event| {
-                    convert(event, |object: DynamicObject| {
-                        let value = serde_json::to_value(&object).unwrap_or_default();
-                        keyed(&resource, &object.metadata, value)
-                    })
-                })
-            })
-            .backoff(WatchBackoff::default())
-            .boxed()
-    }
+        })
+        .backoff(WatchBackoff::default())
+        .boxed()
 }
 
 fn convert<K>(event: watcher::Event<K>, f: impl Fn(K) -> Keyed) -> watcher::Event<Keyed> {
@@ -452,33 +430,24 @@ mod tests {
     }
 
     /// The filer injector's ConfigMaps are watched by name (not every ConfigMap of the cluster),
-    /// its Secrets as metadata unless their values are asked for.
+    /// its Secrets not at all unless their values are asked for.
     #[test]
-    fn built_in_kinds_are_watched_by_name_and_as_metadata() {
+    fn built_in_kinds_are_watched_by_name_and_secrets_only_for_values() {
         let summary = |options| {
             watched_resources(options)
                 .into_iter()
                 .filter(|w| w.resource.group.is_empty() && w.resource.kind != "Namespace")
-                .map(|w| {
-                    (
-                        w.resource.api_version,
-                        w.resource.plural,
-                        w.name,
-                        w.suffix,
-                        w.metadata_only,
-                    )
-                })
+                .map(|w| (w.resource.api_version, w.resource.plural, w.name, w.suffix))
                 .collect::<Vec<_>>()
         };
         let v1 = || "v1".to_owned();
-        let configmaps = |name| (v1(), "configmaps".to_owned(), Some(name), None, false);
+        let configmaps = |name| (v1(), "configmaps".to_owned(), Some(name), None);
         assert_eq!(
             summary(WatchOptions::default()),
             [
                 configmaps("existing-shares"),
                 configmaps("filers-list"),
                 configmaps("filer-sidecar-injector-json"),
-                (v1(), "secrets".to_owned(), None, Some("-conn-secret"), true),
             ]
         );
         let with_values = summary(WatchOptions {
@@ -487,7 +456,7 @@ mod tests {
         });
         assert_eq!(
             with_values[3],
-            (v1(), "secrets".to_owned(), None, Some("-conn-secret"), false)
+            (v1(), "secrets".to_owned(), None, Some("-conn-secret"))
         );
     }
 

@@ -57,6 +57,10 @@ pub struct InstallOptions {
     /// API groups whose CRDs another project installs (`kubeflow.org` beside Kubeflow,
     /// `mutations.gatekeeper.sh` beside Gatekeeper): left out.
     pub without_crds: Vec<String>,
+    /// Grant read access to the built-in objects a family reads only for their values (the
+    /// filer injector's Secrets, for `outfit serve --filer-plain-secrets`); off, they are not
+    /// readable by outfit at all.
+    pub values: bool,
     /// The requests the API server sends to outfit.
     pub rules: Rules,
 }
@@ -74,6 +78,7 @@ impl Default for InstallOptions {
             ca_bundle_pem: None,
             families: outfit_core::kinds::FAMILIES,
             without_crds: Vec::new(),
+            values: false,
             rules: Rules::Pods,
         }
     }
@@ -92,7 +97,7 @@ pub const TLS_SECRET: &str = "outfit-tls";
 pub fn install(options: &InstallOptions) -> Vec<Value> {
     let mut objects = crds::of(options.families, &options.without_crds);
     objects.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": options.namespace}}));
-    objects.extend(rbac(options.families, &options.namespace));
+    objects.extend(rbac(options, &options.namespace));
     objects.push(deployment(options));
     objects.push(json!({
         "apiVersion": "v1", "kind": "Service",
@@ -127,13 +132,18 @@ fn labels() -> Value {
 /// the built-in kinds a family reads (ConfigMaps, Secrets) get exactly what is watched: list and
 /// watch, on the names watched when they are known (RBAC authorizes a list or watch by
 /// `resourceNames` when it carries the matching `metadata.name` field selector).
-fn rbac(families: Table, namespace: &str) -> Vec<Value> {
+fn rbac(options: &InstallOptions, namespace: &str) -> Vec<Value> {
     let read = json!(["get", "list", "watch"]);
     let mut by_group: Vec<(&str, Vec<&str>)> = Vec::new();
     let mut built_in = Vec::new();
-    for kind in outfit_core::kinds::of(families) {
+    for kind in outfit_core::kinds::of(options.families) {
         let info = kind.info();
         match &info.served {
+            // Read only for values nobody asked for: not readable at all (a grant to list them
+            // would be a grant to read every one: RBAC has no metadata-only verb).
+            Served::BuiltIn {
+                values_only: true, ..
+            } if !options.values => {}
             Served::Crd => match by_group.iter_mut().find(|(group, _)| *group == info.group) {
                 Some((_, plurals)) => plurals.push(info.plural),
                 None => by_group.push((info.group, vec![info.plural])),
@@ -282,9 +292,22 @@ mod tests {
             &json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"],
                     "resourceNames": ["existing-shares", "filers-list", "filer-sidecar-injector-json"]})
         );
-        assert_eq!(
-            built_in("secrets"),
-            &json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["list", "watch"]})
+        // Secrets: not readable at all, unless their values are asked for (plain S3 keys).
+        assert!(
+            rules.iter().all(|r| r["resources"] != json!(["secrets"])),
+            "{role}"
+        );
+        let with_values = install(&InstallOptions {
+            values: true,
+            ..InstallOptions::default()
+        });
+        let role = with_values.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
+        assert!(
+            role["rules"]
+                .as_array()
+                .unwrap()
+                .contains(&json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["list", "watch"]})),
+            "{role}"
         );
     }
 

@@ -206,7 +206,7 @@ pub struct CompileOptions {
     /// Namespace of the filer injector's `filers-list` and sidecar template (`das`).
     pub filer_namespace: String,
     /// S3 keys as plain env values in filer sidecars, as StatCan does (off: `secretKeyRef`s, and
-    /// Secrets are then watched as metadata only).
+    /// no Secret is read).
     pub filer_plain_secrets: bool,
 }
 

@@ -47,6 +47,12 @@ pub(crate) struct ManifestsArgs {
     #[arg(long)]
     without_gatekeeper_crds: bool,
 
+    /// Let outfit read the filer injector's `-conn-secret` Secrets, for `outfit serve
+    /// --filer-plain-secrets` (S3 keys copied into pods as StatCan does). Without it outfit cannot
+    /// read any Secret: RBAC has no metadata-only read, so the grant is every Secret's values.
+    #[arg(long)]
+    filer_plain_secrets: bool,
+
     /// Leave out the CRDs of this API group (another project installs them). Repeatable.
     #[arg(long = "without-crds", value_name = "GROUP")]
     without_crds: Vec<String>,
@@ -128,6 +134,7 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
         ca_bundle_pem,
         families: outfit_core::kinds::FAMILIES,
         without_crds: without_crds(args),
+        values: args.filer_plain_secrets,
         rules,
     };
     let objects = if args.workspaces {

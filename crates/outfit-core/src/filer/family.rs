@@ -61,8 +61,19 @@ struct Builder {
 }
 
 impl FamilyBuilder for Builder {
+    /// Other ConfigMaps and Secrets; and, unless plain values are asked for, the `-conn-secret`
+    /// Secrets too: a `secretKeyRef` needs nothing of them (the kubelet reads the Secret), and the
+    /// webhook does not read them in a cluster (nor may it), so neither does `outfit mutate`.
     fn declines(&self, document: &Document) -> Option<String> {
-        Input::of(document, &self.namespaces).err()
+        match Input::of(document, &self.namespaces) {
+            Ok(Input::Secret) if !self.plain_secrets => Some(format!(
+                "Secret {}/{} (v1): read only with --filer-plain-secrets; with secretKeyRefs the kubelet reads it",
+                self.namespaces.of(document),
+                document.name()
+            )),
+            Ok(_) => None,
+            Err(why) => Some(why),
+        }
     }
 
     fn add(

@@ -38,7 +38,8 @@ pub(super) struct Inputs {
 /// What a Secret is known to hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum SecretValues {
-    /// Its metadata alone was read (a metadata-only watch): only its existence is known.
+    /// It carries neither `data` nor `stringData` (its metadata alone, say): only its existence
+    /// is known.
     Unknown,
     /// `S3_ACCESS` and `S3_SECRET`, each when present.
     Known {

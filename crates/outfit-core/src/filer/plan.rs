@@ -124,30 +124,39 @@ fn resolve<'i>(
         .ok_or_else(|| format!("no vserver {svm:?} in ConfigMap {filer_namespace}/{FILERS_LIST}"))?;
     let host = bucket_host(url).map_err(|why| format!("ConfigMap {filer_namespace}/{FILERS_LIST}: {why}"))?;
     let secret = secret_name(svm);
+    let source = |key: &str, value: String| {
+        if plain_secrets {
+            json!({"value": value})
+        } else {
+            json!({"valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
+        }
+    };
+    if !plain_secrets {
+        // The kubelet reads the Secret, and reports one that is missing or lacks a key.
+        return Ok(Svm {
+            name: svm,
+            url,
+            host,
+            access: source(ACCESS_KEY, String::new()),
+            secret_key: source(SECRET_KEY, String::new()),
+        });
+    }
     let values = inputs
         .secrets
         .get(&(namespace.to_owned(), secret.clone()))
         .ok_or_else(|| format!("Secret {secret} not found"))?;
-    let (access, secret_key) = match (values, plain_secrets) {
-        (SecretValues::Known { access, secret: key }, _) => {
+    let (access, secret_key) = match values {
+        SecretValues::Known { access, secret: key } => {
             let present = |value: &Option<String>, name: &str| match value.as_deref() {
                 Some(v) if !v.is_empty() => Ok(v.to_owned()),
                 _ => Err(format!("Secret {secret}: {name} is missing or empty")),
             };
             (present(access, ACCESS_KEY)?, present(key, SECRET_KEY)?)
         }
-        (SecretValues::Unknown, false) => (String::new(), String::new()),
-        (SecretValues::Unknown, true) => {
+        SecretValues::Unknown => {
             return Err(format!(
                 "Secret {secret}: its values were not read, and plain values were asked for"
             ));
-        }
-    };
-    let source = |key: &str, value: String| {
-        if plain_secrets {
-            json!({"value": value})
-        } else {
-            json!({"valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
         }
     };
     Ok(Svm {

@@ -38,12 +38,13 @@ pub const CONFIG_MAP: PolicyKind = PolicyKind::new(&KindInfo {
     namespaced: true,
     served: Served::BuiltIn {
         names: Names::Exactly(&[EXISTING_SHARES, FILERS_LIST, TEMPLATE]),
-        metadata_only: false,
+        values_only: false,
     },
 });
 
-/// Secrets in the kinds table: the `-conn-secret` ones, metadata only unless plain values are
-/// asked for (a `secretKeyRef` needs the Secret to exist, not its values).
+/// Secrets in the kinds table: the `-conn-secret` ones, read only when plain values are asked for
+/// (a `secretKeyRef` needs nothing of them: the kubelet reads the Secret, and reports a missing
+/// one).
 pub const SECRET: PolicyKind = PolicyKind::new(&KindInfo {
     name: "Secret",
     group: "",
@@ -52,6 +53,6 @@ pub const SECRET: PolicyKind = PolicyKind::new(&KindInfo {
     namespaced: true,
     served: Served::BuiltIn {
         names: Names::EndingWith(SECRET_SUFFIX),
-        metadata_only: true,
+        values_only: true,
     },
 });

@@ -10,10 +10,11 @@ use crate::{
     vocab::Operation,
 };
 
-/// StatCan: an SVM whose `-conn-secret` is missing is skipped (its other SVMs still mount); with
-/// known values, an empty key skips it too. The `_` of an SVM becomes `-` in the Secret's name.
+/// StatCan (which reads the Secrets, as outfit does with `--filer-plain-secrets`): an SVM whose
+/// `-conn-secret` is missing is skipped (its other SVMs still mount); an empty key skips it too.
+/// The `_` of an SVM becomes `-` in the Secret's name.
 #[test]
-fn an_svm_without_its_secret_is_skipped_with_a_warning() {
+fn with_plain_values_an_svm_without_its_secret_is_skipped_with_a_warning() {
     let extra = r#"
 apiVersion: v1
 kind: ConfigMap
@@ -27,7 +28,12 @@ kind: Secret
 metadata: {name: fld9-svm-conn-secret, namespace: bob-lab}
 data: {S3_ACCESS: QUtJQTI=, S3_SECRET: ""}
 "#;
-    let (pod, warnings) = admit(&set(extra), &notebook("bob-lab"), Operation::Create);
+    let plain = LoadSettings {
+        filer_plain_secrets: true,
+        ..LoadSettings::default()
+    };
+    let (plain_set, _) = load(extra, plain);
+    let (pod, warnings) = admit(&plain_set, &notebook("bob-lab"), Operation::Create);
     assert_eq!(pod, notebook("bob-lab"), "nothing to mount");
     assert_eq!(
         warnings,
@@ -38,10 +44,28 @@ data: {S3_ACCESS: QUtJQTI=, S3_SECRET: ""}
     );
 }
 
-/// Deviation, documented: a Secret read as metadata alone (outfit's watch with `secretKeyRef`s)
-/// counts by its existence; its keys cannot be checked. `http://` URLs lose no character.
+/// Deviation, documented: with `secretKeyRef`s (the default) outfit does not read Secrets at all
+/// (nor may it in a cluster: RBAC has no metadata-only read), so an SVM without its Secret is
+/// mounted and the kubelet reports the missing Secret; StatCan skipped the SVM.
 #[test]
-fn a_metadata_only_secret_is_enough_for_secret_key_refs() {
+fn with_secret_key_refs_secrets_are_not_read_and_every_svm_is_mounted() {
+    let extra = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: existing-shares, namespace: bob-lab}\n\
+                 data: {fld5filersvm: '[\"a\"]'}\n";
+    let (pod, warnings) = admit(&set(extra), &notebook("bob-lab"), Operation::Create);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let env = &pod["spec"]["containers"][1]["env"];
+    assert!(
+        env.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["valueFrom"]["secretKeyRef"]["name"] == "fld5filersvm-conn-secret"),
+        "{env}"
+    );
+}
+
+/// `http://` URLs lose no character.
+#[test]
+fn an_http_url_is_the_bucket_host_whole() {
     let (pod, warnings) = admit(
         &set(&one_share("fld7svm")),
         &notebook("bob-lab"),
@@ -244,9 +268,23 @@ metadata: {name: tls, namespace: alice-research}
         report.skipped
     );
     assert!(set.is_empty());
-    let (set, _) = load("", LoadSettings::default());
+    let (set, report) = load("", LoadSettings::default());
     assert_eq!(set.count(CONFIG_MAP), 3);
-    assert_eq!(set.count(SECRET), 1);
+    // The conn Secret is read only for plain values.
+    assert_eq!(set.count(SECRET), 0);
+    assert!(
+        report
+            .skipped
+            .iter()
+            .any(|(_, what)| what.contains("read only with --filer-plain-secrets")),
+        "{:?}",
+        report.skipped
+    );
+    let plain = LoadSettings {
+        filer_plain_secrets: true,
+        ..LoadSettings::default()
+    };
+    assert_eq!(load("", plain).0.count(SECRET), 1);
 }
 
 /// The injector's namespace is a setting (`das` by default, as StatCan deploys it).
