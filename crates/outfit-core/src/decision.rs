@@ -260,6 +260,14 @@ pub(crate) struct Named<'a> {
     pub(crate) name: &'a str,
 }
 
+/// The namespace an object names (`metadata.namespace`, when not empty).
+pub(crate) fn object_namespace(object: &Value) -> Option<&str> {
+    object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .filter(|ns| !ns.is_empty())
+}
+
 impl<'a> Named<'a> {
     pub(crate) fn of(object: &'a Value) -> Self {
         let field = |pointer: &str| {
@@ -270,7 +278,7 @@ impl<'a> Named<'a> {
         };
         Self {
             kind: field("/kind").unwrap_or("object"),
-            namespace: field("/metadata/namespace"),
+            namespace: object_namespace(object),
             name: field("/metadata/name")
                 .or_else(|| field("/metadata/generateName"))
                 .unwrap_or("<unnamed>"),

@@ -12,7 +12,7 @@ use super::{
     upstream::{CONFIG_MAP, INJECT_ANNOTATION, NOTEBOOK_ENV, NOTEBOOK_LABEL, SECRET},
 };
 use crate::{
-    decision::{Admission, Denial, Object, Request, internal_denial},
+    decision::{Admission, Denial, Object, Request, internal_denial, object_namespace},
     document::Document,
     error::{LoadWarning, PolicyError},
     explain::{
@@ -316,13 +316,6 @@ fn not_a_notebook_by_its_view(request: &Request<'_>, admission: &Admission<'_>) 
     };
     let labels = view.0.metadata().and_then(|m| m.labels.get());
     admission.is_unchanged() && labels.is_none_or(|labels| labels.get(NOTEBOOK_LABEL).is_none())
-}
-
-fn object_namespace(object: &Value) -> Option<&str> {
-    object
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .filter(|ns| !ns.is_empty())
 }
 
 /// Whether StatCan's injector acts on the object (webhook.go `mutationRequired`): a Pod with the

@@ -14,7 +14,7 @@ use super::{
         TEMPLATE, TEMPLATE_KEY,
     },
 };
-use crate::{document::Document, vocab::PolicyRef};
+use crate::{decision::object_namespace, document::Document, vocab::PolicyRef};
 
 /// One SVM's entry of `existing-shares`: its shares, or why they cannot be read.
 pub(super) type Shares = Result<Vec<String>, String>;
@@ -92,12 +92,7 @@ pub(super) struct Namespaces {
 impl Namespaces {
     /// The document's namespace.
     pub(super) fn of<'d>(&'d self, document: &'d Document) -> &'d str {
-        document
-            .value
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .filter(|ns| !ns.is_empty())
-            .unwrap_or(&self.default)
+        object_namespace(&document.value).unwrap_or(&self.default)
     }
 }
 

@@ -40,12 +40,11 @@ impl Mutators {
         request: &Request<'_>,
         warnings: &mut Vec<String>,
     ) {
-        let listed = record::listed(original).unwrap_or("");
+        let listed: Vec<&str> = record::entries(record::listed(original).unwrap_or("")).collect();
         for &position in unchanged {
             let mutator = &self.items()[position as usize];
             let reference = &mutator.reference;
-            let entry = record::entry(reference);
-            if record::entries(listed).any(|e| e == entry) {
+            if !listed.is_empty() && listed.contains(&record::entry(reference).as_str()) {
                 continue;
             }
             let why = unchanged_reason(mutator, object, request);

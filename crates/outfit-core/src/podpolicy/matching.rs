@@ -12,7 +12,10 @@ use super::{
     requesters::{AudienceLookup, Included, Left},
 };
 use crate::{
-    decision::UserInfo, explain::report::Clause, gatekeeper::matching::Wildcard, selector::Requirement,
+    decision::{UserInfo, object_namespace},
+    explain::report::Clause,
+    gatekeeper::matching::Wildcard,
+    selector::Requirement,
     vocab::Operation,
 };
 
@@ -64,11 +67,7 @@ pub(crate) fn check<'a>(
         return Err(Miss::Kind);
     }
     let metadata = pod.get("metadata");
-    let namespace = metadata
-        .and_then(|m| m.get("namespace"))
-        .and_then(Value::as_str)
-        .filter(|ns| !ns.is_empty())
-        .unwrap_or(asked.namespace);
+    let namespace = object_namespace(pod).unwrap_or(asked.namespace);
     if !policy.namespaces.is_empty() && !policy.namespaces.iter().any(|w| w.matches(namespace)) {
         return Err(Miss::Namespace(namespace));
     }

@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use super::{
     identity::{Glob, Identities, Owner, OwnerField},
     policy::{API_VERSION, AUDIENCE_KIND, Additions, Audience, POD_POLICY_KIND, PodPolicy},
+    quantity::is_quantity,
     requesters::{Members, Requesters},
 };
 use crate::{
@@ -449,27 +450,4 @@ fn quantities(
         out.push((name.clone(), text));
     }
     Ok(out)
-}
-
-/// apimachinery's quantity syntax: a signed decimal number, then a binary suffix (`Ki`..`Ei`), a
-/// decimal one (`n`, `u`, `m`, `k`, `M`..`E`) or an exponent (`e3`, `E-2`).
-pub(crate) fn is_quantity(text: &str) -> bool {
-    let unsigned = text.strip_prefix(['+', '-']).unwrap_or(text);
-    let digits_end = unsigned
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(unsigned.len());
-    let (number, suffix) = unsigned.split_at(digits_end);
-    let valid_number = match number.split_once('.') {
-        Some((whole, fraction)) => (!whole.is_empty() || !fraction.is_empty()) && !fraction.contains('.'),
-        None => !number.is_empty(),
-    };
-    let valid_suffix = match suffix {
-        "" | "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" | "n" | "u" | "m" | "k" | "M" | "G" | "T" | "P"
-        | "E" => true,
-        exponent => exponent
-            .strip_prefix(['e', 'E'])
-            .map(|e| e.strip_prefix(['+', '-']).unwrap_or(e))
-            .is_some_and(|e| !e.is_empty() && e.chars().all(|c| c.is_ascii_digit())),
-    };
-    valid_number && valid_suffix
 }

@@ -1,7 +1,8 @@
 //! Resource quantities compared by value: the API server stores a pod's quantities in their
 //! canonical form (`0.5` becomes `500m`, `1024Mi` becomes `1Gi`), so a pod admitted again, or a
 //! pod that already asks for the same amount in another spelling, must compare equal to what a
-//! PodPolicy sets.
+//! PodPolicy sets. One reading of apimachinery's syntax serves both the check when a policy loads
+//! and the comparison.
 
 use serde_json::Value;
 
@@ -22,9 +23,23 @@ pub(super) fn same_amount(found: &Value, wanted: &Value) -> bool {
     }
 }
 
-/// A quantity in nano-units (`1` is 10^9), exactly; `None` when it is not a quantity, has digits
-/// below a nano-unit, or does not fit.
-fn nanos(text: &str) -> Option<i128> {
+/// apimachinery's quantity syntax: a signed decimal number, then a binary suffix (`Ki`..`Ei`), a
+/// decimal one (`n`, `u`, `m`, `k`, `M`..`E`) or an exponent (`e3`, `E-2`).
+pub(super) fn is_quantity(text: &str) -> bool {
+    parse(text).is_some()
+}
+
+/// A quantity read: `negative`, the digits as written (`whole` and `fraction`), and the powers of
+/// ten and of two its suffix multiplies them by.
+struct Parsed<'t> {
+    negative: bool,
+    whole: &'t str,
+    fraction: &'t str,
+    exponent10: i32,
+    exponent2: u32,
+}
+
+fn parse(text: &str) -> Option<Parsed<'_>> {
     let (negative, unsigned) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, text.strip_prefix('+').unwrap_or(text)),
@@ -34,37 +49,64 @@ fn nanos(text: &str) -> Option<i128> {
         .unwrap_or(unsigned.len());
     let (number, suffix) = unsigned.split_at(number_end);
     let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-    if whole.is_empty() && fraction.is_empty() {
+    if (whole.is_empty() && fraction.is_empty()) || fraction.contains('.') {
         return None;
     }
-    // The digits as one integer, and the power of ten that places its point.
-    let mut mantissa: i128 = 0;
-    for digit in whole.bytes().chain(fraction.bytes()) {
-        mantissa = mantissa.checked_mul(10)?.checked_add(i128::from(digit - b'0'))?;
-    }
-    let mut exponent10 = 9 - i32::try_from(fraction.len()).ok()?;
-    let mut exponent2 = 0u32;
-    match suffix {
-        "" => {}
-        "n" => exponent10 -= 9,
-        "u" => exponent10 -= 6,
-        "m" => exponent10 -= 3,
-        "k" => exponent10 += 3,
-        "M" => exponent10 += 6,
-        "G" => exponent10 += 9,
-        "T" => exponent10 += 12,
-        "P" => exponent10 += 15,
-        "E" => exponent10 += 18,
-        "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" => {
-            let step = "KMGTPE".find(&suffix[..1])?;
-            exponent2 = 10 * (u32::try_from(step).ok()? + 1);
-        }
+    let (exponent10, exponent2) = match suffix {
+        "" => (0, 0),
+        "n" => (-9, 0),
+        "u" => (-6, 0),
+        "m" => (-3, 0),
+        "k" => (3, 0),
+        "M" => (6, 0),
+        "G" => (9, 0),
+        "T" => (12, 0),
+        "P" => (15, 0),
+        "E" => (18, 0),
+        "Ki" => (0, 10),
+        "Mi" => (0, 20),
+        "Gi" => (0, 30),
+        "Ti" => (0, 40),
+        "Pi" => (0, 50),
+        "Ei" => (0, 60),
         exponent => {
             let digits = exponent.strip_prefix(['e', 'E'])?;
-            exponent10 += digits.parse::<i32>().ok()?;
+            let unsigned = digits.strip_prefix(['+', '-']).unwrap_or(digits);
+            if unsigned.is_empty() || !unsigned.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            // An exponent beyond i32 is still the syntax; its value then does not fit (`nanos`).
+            let saturated = if digits.starts_with('-') {
+                i32::MIN
+            } else {
+                i32::MAX
+            };
+            (digits.parse::<i32>().unwrap_or(saturated), 0)
         }
+    };
+    Some(Parsed {
+        negative,
+        whole,
+        fraction,
+        exponent10,
+        exponent2,
+    })
+}
+
+/// A quantity in nano-units (`1` is 10^9), exactly; `None` when it is not a quantity, has digits
+/// below a nano-unit, or does not fit.
+fn nanos(text: &str) -> Option<i128> {
+    let parsed = parse(text)?;
+    // The digits as one integer, and the power of ten that places its point.
+    let mut mantissa: i128 = 0;
+    for digit in parsed.whole.bytes().chain(parsed.fraction.bytes()) {
+        mantissa = mantissa.checked_mul(10)?.checked_add(i128::from(digit - b'0'))?;
     }
-    let mut value = mantissa.checked_mul(1i128.checked_shl(exponent2)?)?;
+    let exponent10 = parsed
+        .exponent10
+        .checked_add(9)?
+        .checked_sub(i32::try_from(parsed.fraction.len()).ok()?)?;
+    let mut value = mantissa.checked_mul(1i128.checked_shl(parsed.exponent2)?)?;
     if exponent10 >= 0 {
         value = value.checked_mul(10i128.checked_pow(u32::try_from(exponent10).ok()?)?)?;
     } else {
@@ -74,7 +116,7 @@ fn nanos(text: &str) -> Option<i128> {
         }
         value /= divisor;
     }
-    Some(if negative { -value } else { value })
+    Some(if parsed.negative { -value } else { value })
 }
 
 #[cfg(test)]
