@@ -7,14 +7,14 @@ use std::{any::Any, borrow::Cow};
 use serde_json::Value;
 
 use super::{
-    matching::{Asked, Matched, check},
+    matching::{Asked, Matched, check, namespace_miss},
     merge::{Conflict, Merger},
     parse::{parse_audience, parse_pod_policy},
     policy::{AUDIENCE_KIND, Audience, POD_POLICY_KIND, PodPolicy},
     requesters::Members,
 };
 use crate::{
-    decision::{Admission, Denial, DenialReason, Named, Request, internal_denial},
+    decision::{Admission, Denial, DenialReason, Named, Object, Request, internal_denial, object_namespace},
     document::Document,
     error::{LoadWarning, PolicyError},
     explain::{
@@ -149,6 +149,16 @@ impl FamilySet for PodPolicySet {
         admission: &mut Admission<'p>,
     ) -> Result<(), Denial> {
         if request.operation != Operation::Create || self.policies.is_empty() {
+            return Ok(());
+        }
+        // Where the pod is created rules most policies out before the pod is read whole (as
+        // `check` reads it: the pod's own namespace, else the request's).
+        let namespace = match request.object {
+            Object::Value(value) => Some(object_namespace(value).unwrap_or(request.namespace)),
+            Object::Read { view, .. } => Some(view.namespace().unwrap_or(request.namespace)),
+            Object::Json(_) => None,
+        };
+        if namespace.is_some_and(|ns| self.policies.iter().all(|p| namespace_miss(p, ns).is_some())) {
             return Ok(());
         }
         let original = request.object_value()?;

@@ -50,6 +50,20 @@ pub(crate) struct Matched<'a> {
     who: Option<Who<'a>>,
 }
 
+/// Why `policy` does not apply to pods of `namespace` (`spec.match.namespaces`,
+/// `excludedNamespaces`), if it does not: the check that needs no more of the pod than where it
+/// is created, so the step can rule policies out before it reads the pod.
+pub(crate) fn namespace_miss<'a>(policy: &'a PodPolicy, namespace: &'a str) -> Option<Miss<'a>> {
+    if !policy.namespaces.is_empty() && !policy.namespaces.iter().any(|w| w.matches(namespace)) {
+        return Some(Miss::Namespace(namespace));
+    }
+    policy
+        .excluded_namespaces
+        .iter()
+        .find(|w| w.matches(namespace))
+        .map(|w| Miss::ExcludedNamespace(namespace, w))
+}
+
 /// Whether `policy` applies to `pod` (as the earlier families left it): `Ok` with why the
 /// requester is included, or the first check that rules it out.
 pub(crate) fn check<'a>(
@@ -68,11 +82,8 @@ pub(crate) fn check<'a>(
     }
     let metadata = pod.get("metadata");
     let namespace = object_namespace(pod).unwrap_or(asked.namespace);
-    if !policy.namespaces.is_empty() && !policy.namespaces.iter().any(|w| w.matches(namespace)) {
-        return Err(Miss::Namespace(namespace));
-    }
-    if let Some(w) = policy.excluded_namespaces.iter().find(|w| w.matches(namespace)) {
-        return Err(Miss::ExcludedNamespace(namespace, w));
+    if let Some(miss) = namespace_miss(policy, namespace) {
+        return Err(miss);
     }
     let labels = metadata.and_then(|m| m.get("labels")).and_then(Value::as_object);
     if let Some(unmet) = policy.selector.unmet(labels) {

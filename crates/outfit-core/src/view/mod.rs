@@ -33,6 +33,14 @@ impl<'a> ObjectView<'a> {
     pub fn generate_name(&self) -> Option<Cow<'a, str>> {
         self.0.metadata().and_then(|m| m.generate_name.0.clone())
     }
+
+    /// `metadata.namespace`, if the object names one.
+    pub(crate) fn namespace(&self) -> Option<&str> {
+        self.0
+            .metadata()
+            .and_then(|m| m.namespace.as_deref())
+            .filter(|ns| !ns.is_empty())
+    }
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for ObjectView<'a> {
