@@ -50,7 +50,10 @@ use self::{
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Debug, Parser)]
-#[command(about = "Time outfit's Gatekeeper engine against Gatekeeper's own, and diff their results")]
+#[command(
+    args_override_self = true,
+    about = "Time outfit's Gatekeeper engine against Gatekeeper's own, and diff their results"
+)]
 struct Args {
     /// The gatekeeper-baseline binary (`hack/gatekeeper-baseline/build.sh` prints its path).
     #[arg(long, env = "GATEKEEPER_BASELINE")]

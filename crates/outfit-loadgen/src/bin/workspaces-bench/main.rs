@@ -61,6 +61,7 @@ use self::{
 };
 
 #[derive(Debug, Parser)]
+#[command(args_override_self = true)]
 struct Args {
     /// The state directory of `hack/control-plane/up.sh --nodes N`.
     #[arg(long)]

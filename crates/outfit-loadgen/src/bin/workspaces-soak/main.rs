@@ -54,6 +54,7 @@ use tokio_util::sync::CancellationToken;
 use self::users::{Tally, user_loop};
 
 #[derive(Debug, Parser)]
+#[command(args_override_self = true)]
 struct Args {
     /// Length of the create/delete loop (the final cleanup and check come after it).
     #[arg(long, default_value_t = 10.0)]
