@@ -3,8 +3,11 @@
 # in one run: builds both, then prints µs per object for N = 10, 100, 1,000, 10,000 mutators and
 # three mixes, the ratio, and the differential result (every input admitted by both and compared).
 #
-#   hack/bench-gatekeeper.sh [gatekeeper-compare flags: --quick, --sizes 10,100, --mixes a,c,
-#                             --workloads env, --budget-ms 500, --plot FILE, --dump DIR, ...]
+#   hack/bench-gatekeeper.sh [--smoke] [gatekeeper-compare flags: --quick, --sizes 10,100,
+#                             --mixes a,c, --workloads env, --budget-ms 500, --plot FILE, ...]
+#
+# --smoke: N = 10 and 100 with 20 ms budgets on a debug build, to show the script, both engines
+# and the differential check still run (hack/lib/bins.sh); its timings mean nothing.
 #
 # The Go baseline is cached under ${OUTFIT_CACHE_DIR:-$HOME/.cache/outfit}/gatekeeper-baseline
 # (hack/gatekeeper-baseline/build.sh); the Rust binary is built in release mode in
@@ -14,8 +17,14 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+. "$root/hack/lib/bins.sh"
+take_smoke "$@"
+smoke_flags=()
+if [ "$SMOKE" = 1 ]; then
+  shift
+  smoke_flags=(--sizes 10,100 --budget-ms 20)
+fi
 baseline="$("$root/hack/gatekeeper-baseline/build.sh")"
-(cd "$root" && cargo build --release --locked -q -p outfit-loadgen --bin gatekeeper-compare)
-target_dir="${CARGO_TARGET_DIR:-$root/target}"
+build_bins -p outfit-loadgen --bin gatekeeper-compare
 printf '[bench-gatekeeper] load average before: %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" >&2
-exec "$target_dir/release/gatekeeper-compare" --baseline "$baseline" "$@"
+exec "$BIN_DIR/gatekeeper-compare" --baseline "$baseline" "${smoke_flags[@]}" "$@"

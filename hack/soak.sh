@@ -3,20 +3,29 @@
 # release binaries first (CARGO_TARGET_DIR is honoured), starts its own control plane with
 # hack/control-plane/up.sh and stops it at the end. Exit status 1 on any failure.
 #
-#   hack/soak.sh [soak flags]               outfit serve --from-cluster: load, policy changes,
-#                                           certificate rotation, kube-apiserver outages
-#                                           (crates/outfit-loadgen/src/bin/soak.rs)
-#   hack/soak.sh --workspaces [flags]       outfit workspaces: users launching and deleting
-#                                           through kube-apiserver outages, then an orphan check
-#                                           (crates/outfit-loadgen/src/bin/workspaces-soak/)
+#   hack/soak.sh [--smoke] [soak flags]               outfit serve --from-cluster: load, policy
+#                                                     changes, certificate rotation, kube-apiserver
+#                                                     outages (crates/outfit-loadgen/src/bin/soak.rs)
+#   hack/soak.sh [--smoke] --workspaces [flags]       outfit workspaces: users launching and
+#                                                     deleting through kube-apiserver outages, then
+#                                                     an orphan check (.../bin/workspaces-soak/)
 #
-# --help after either lists its flags.
+# --help after either lists its flags. --smoke: every fault once, in well under a minute, on a
+# debug build, to show the soak still runs (hack/lib/bins.sh); its figures mean nothing.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+. hack/lib/bins.sh
+take_smoke "$@"
+[ "$SMOKE" = 1 ] && shift
 bin=soak
+smoke_flags=(--minutes 0.8 --rate 40 --connections 2 --policies 10 --namespaces 2 --cluster-policies 2
+  --policy-every 2 --rotate-every 8 --outage-every 8 --outage-seconds 3 --poll-interval 1 --window 15)
 if [ "${1:-}" = --workspaces ]; then
   bin=workspaces-soak
   shift
+  smoke_flags=(--minutes 0.8 --users 2 --outage-every 10 --outage-seconds 3 --grace 10
+    --ready-wait 30 --settle 60)
 fi
-cargo build --release -q -p outfit -p outfit-loadgen
-exec "${CARGO_TARGET_DIR:-target}/release/$bin" "$@"
+[ "$SMOKE" = 1 ] || smoke_flags=()
+build_bins
+exec "$BIN_DIR/$bin" "${smoke_flags[@]}" "$@"

@@ -136,7 +136,8 @@ impl ControlPlane {
     }
 }
 
-async fn client_from(kubeconfig: &Path) -> Client {
+/// A client authenticated as the kubeconfig says.
+pub(crate) async fn client_from(kubeconfig: &Path) -> Client {
     let kubeconfig = Kubeconfig::read_from(kubeconfig).expect("read kubeconfig");
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await

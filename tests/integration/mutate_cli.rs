@@ -292,6 +292,20 @@ fn bad_flags_of_serve_and_manifests_exit_2_naming_the_flag() {
             ),
             "PodDefault team-a/broken: spec.selector: invalid label selector",
         ),
+        // Issue 23: a group outfit installs no CRD of was ignored, and the CRDs meant to be left
+        // out were installed.
+        (
+            outfit(&["manifests", "--without-crds", "kubeflow.com"], ""),
+            "--without-crds \"kubeflow.com\": outfit installs no CRD of that API group (its groups: kubeflow.org,",
+        ),
+        (
+            outfit(&["manifests", "--filers-list", "examples/workspace/policies"], ""),
+            "--filers-list examples/workspace/policies: no ConfigMap named filers-list",
+        ),
+        (
+            outfit(&["manifests", "--filer-svm", "Bad Name"], ""),
+            "--filer-svm \"Bad Name\": its Secret's name would not be a valid object name",
+        ),
     ];
     for (out, expected) in cases {
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -299,4 +313,33 @@ fn bad_flags_of_serve_and_manifests_exit_2_naming_the_flag() {
         assert!(stderr.contains(expected), "{expected:?} not in {stderr}");
     }
     std::fs::remove_dir_all(certs).ok();
+}
+
+/// Issue 23: `outfit manifests --filers-list` grants get, list and watch on the Secrets of the
+/// SVMs that `filers-list` lists, by name, and `--filer-svm` adds more; without either, no Secret
+/// at all (an empty `resourceNames` would grant every one).
+#[test]
+fn manifests_grant_the_filer_secrets_by_name_only() {
+    let secret_rules = |args: &[&str]| -> Vec<serde_json::Value> {
+        crate::support::manifests(args)
+            .into_iter()
+            .filter(|d| d.value["kind"] == "ClusterRole")
+            .flat_map(|d| d.value["rules"].as_array().cloned().unwrap_or_default())
+            .filter(|rule| rule["resources"] == serde_json::json!(["secrets"]))
+            .collect()
+    };
+    assert_eq!(secret_rules(&[]), Vec::<serde_json::Value>::new());
+    let rules = secret_rules(&[
+        "--filers-list",
+        "examples/filer/policies/injector.yaml",
+        "--filer-svm",
+        "fld3_svm",
+    ]);
+    assert_eq!(
+        rules,
+        [
+            serde_json::json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"],
+                            "resourceNames": ["fld3-svm-conn-secret", "fld5filersvm-conn-secret", "fld9svm-conn-secret"]})
+        ]
+    );
 }

@@ -62,6 +62,9 @@ pub struct LoadOptions<'a> {
     /// Whether filer sidecars get the S3 keys as plain values, as StatCan's injector does, rather
     /// than as `secretKeyRef`s.
     pub filer_plain_secrets: bool,
+    /// Objects the cluster's watches may not read, by kind and name: a family must not take their
+    /// absence for the object's (the filer injector cannot tell whether such a Secret exists).
+    pub unreadable: &'a [(String, String)],
 }
 
 /// Compiles a family's documents into its part of a policy set.

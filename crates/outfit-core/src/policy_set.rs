@@ -147,6 +147,9 @@ pub struct LoadSettings {
     pub filer_namespace: String,
     /// S3 keys as plain env values in filer sidecars, as StatCan does (off: `secretKeyRef`s).
     pub filer_plain_secrets: bool,
+    /// Objects the cluster's watches may not read (RBAC refused them), by kind and name: their
+    /// absence says nothing of them. Empty for files, where a missing document is missing.
+    pub unreadable: Vec<(String, String)>,
 }
 
 impl Default for LoadSettings {
@@ -155,6 +158,7 @@ impl Default for LoadSettings {
             default_namespace: "default".to_owned(),
             filer_namespace: "das".to_owned(),
             filer_plain_secrets: false,
+            unreadable: Vec::new(),
         }
     }
 }
@@ -165,6 +169,7 @@ impl LoadSettings {
             default_namespace: &self.default_namespace,
             filer_namespace: &self.filer_namespace,
             filer_plain_secrets: self.filer_plain_secrets,
+            unreadable: &self.unreadable,
         }
     }
 }

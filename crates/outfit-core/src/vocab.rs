@@ -52,7 +52,7 @@ impl Operation {
 
 /// What the API calls a kind of policy, and where it is served: one entry of the kinds table
 /// (`crate::kinds`), declared by the module that reads the kind.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct KindInfo {
     /// The Kubernetes `kind`, e.g. `PodDefault`.
     pub name: &'static str,
@@ -69,7 +69,7 @@ pub struct KindInfo {
 }
 
 /// Who serves a kind of the table.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Served {
     /// A CustomResourceDefinition (`outfit manifests` installs it); every object is watched.
     Crd,
@@ -78,23 +78,29 @@ pub enum Served {
     BuiltIn {
         /// Which objects, by name.
         names: Names,
-        /// Whether the family reads these objects only for values the caller asks for (the filer
-        /// injector's Secrets, for `--filer-plain-secrets`): otherwise they are neither watched
-        /// nor granted to outfit, since RBAC has no metadata-only read and a grant to list them
-        /// would be a grant to read every one of them.
-        values_only: bool,
+        /// The `data` keys the family reads of these objects only for whether they are set (the
+        /// filer injector's Secrets: StatCan skips an SVM whose S3 keys are missing or empty),
+        /// unless their values are asked for (`--filer-plain-secrets`): the watch keeps of each
+        /// object its name and, per key, whether it is set, and never the values. Empty: the
+        /// objects are kept whole.
+        keys_only: &'static [&'static str],
     },
 }
 
+/// The names of the objects of a [`Names::Listed`] kind that one object of the family lists
+/// (the filer injector's `filers-list` lists its SVMs, whose Secrets are `<svm>-conn-secret`),
+/// given the family's own namespace (`das`): objects elsewhere list none.
+pub type ListedNames = fn(object: &serde_json::Value, family_namespace: &str) -> Vec<String>;
+
 /// The objects of a built-in kind a family reads.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Names {
     /// Exactly these: one watch per name (a `metadata.name` field selector), and RBAC granted on
     /// these names alone.
     Exactly(&'static [&'static str]),
-    /// Names ending so: every object is listed (a field selector cannot match a suffix) and the
-    /// others are dropped as they arrive.
-    EndingWith(&'static str),
+    /// The names the family's other objects list: one watch per name, started and stopped as
+    /// those objects change, and RBAC granted on the names `outfit manifests` is given.
+    Listed(ListedNames),
 }
 
 /// A kind of policy outfit reads: a handle on its [`KindInfo`]. Kinds compare, hash and order by

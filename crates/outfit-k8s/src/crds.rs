@@ -25,6 +25,41 @@ pub fn of(families: Table, leave_out: &[String]) -> Vec<Value> {
         .collect()
 }
 
+/// A group `--without-crds` names that no CRD of the table is in: a typo would otherwise install
+/// the CRDs it meant to leave out, which another project then fights over.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--without-crds {group:?}: outfit installs no CRD of that API group (its groups: {})", .known.join(", "))]
+pub struct UnknownGroup {
+    /// The group given.
+    pub group: String,
+    /// The groups of the table's CRDs.
+    pub known: Vec<String>,
+}
+
+/// The API groups of the CRDs of `families`, in table order, each once.
+pub fn groups(families: Table) -> Vec<String> {
+    let mut groups: Vec<String> = Vec::new();
+    for crd in of(families, &[]) {
+        let group = crd["spec"]["group"].as_str().unwrap_or_default();
+        if !groups.iter().any(|g| g == group) {
+            groups.push(group.to_owned());
+        }
+    }
+    groups
+}
+
+/// Checks that every group of `leave_out` is one of the groups of `families`' CRDs.
+pub fn check_groups(families: Table, leave_out: &[String]) -> Result<(), UnknownGroup> {
+    let known = groups(families);
+    match leave_out.iter().find(|group| !known.contains(group)) {
+        Some(group) => Err(UnknownGroup {
+            group: group.clone(),
+            known,
+        }),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use outfit_core::{kinds, vocab::Served};
@@ -50,7 +85,7 @@ mod tests {
         let crds = of(kinds::FAMILIES, &[]);
         // Built-in kinds (the filer injector's ConfigMaps and Secrets) have none.
         let kinds: Vec<_> = kinds::all()
-            .filter(|kind| kind.info().served == Served::Crd)
+            .filter(|kind| matches!(kind.info().served, Served::Crd))
             .collect();
         assert_eq!(kinds.len(), crds.len(), "one CRD per CRD kind of the table");
         for kind in kinds {
@@ -141,5 +176,31 @@ mod tests {
         for field in ["users", "groups", "serviceAccounts", "exclude"] {
             assert!(members.get(field).is_some(), "{field}: {members}");
         }
+    }
+
+    /// Issue 23: a group outfit installs no CRD of is refused, naming the groups it does install
+    /// (it was ignored, and the CRDs meant to be left out were installed).
+    #[test]
+    fn an_unknown_group_to_leave_out_is_refused_naming_the_known_ones() {
+        let known = groups(kinds::FAMILIES);
+        assert!(known.contains(&"kubeflow.org".to_owned()), "{known:?}");
+        assert!(known.contains(&"mutations.gatekeeper.sh".to_owned()), "{known:?}");
+        assert_eq!(
+            check_groups(kinds::FAMILIES, &["kubeflow.org".to_owned()]),
+            Ok(())
+        );
+        let error = check_groups(
+            kinds::FAMILIES,
+            &["kubeflow.org".to_owned(), "kubeflow.com".to_owned()],
+        )
+        .unwrap_err();
+        assert_eq!(error.group, "kubeflow.com");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "--without-crds \"kubeflow.com\": outfit installs no CRD of that API group (its groups: {})",
+                known.join(", ")
+            )
+        );
     }
 }

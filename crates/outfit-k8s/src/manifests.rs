@@ -57,10 +57,13 @@ pub struct InstallOptions {
     /// API groups whose CRDs another project installs (`kubeflow.org` beside Kubeflow,
     /// `mutations.gatekeeper.sh` beside Gatekeeper): left out.
     pub without_crds: Vec<String>,
-    /// Grant read access to the built-in objects a family reads only for their values (the
-    /// filer injector's Secrets, for `outfit serve --filer-plain-secrets`); off, they are not
-    /// readable by outfit at all.
-    pub values: bool,
+    /// The names of the objects of the [`Names::Listed`] kinds outfit may read: the filer
+    /// injector's `<svm>-conn-secret` Secrets of the SVMs it is given
+    /// (`outfit_core::filer::secret_names`). RBAC grants get, list and watch on these names
+    /// alone, in every namespace; with none, no Secret is readable (outfit then mounts the SVMs
+    /// unchecked, as the kubelet finds a missing Secret). Re-run `outfit manifests` when SVMs are
+    /// added.
+    pub listed_names: Vec<String>,
     /// The requests the API server sends to outfit.
     pub rules: Rules,
 }
@@ -78,7 +81,7 @@ impl Default for InstallOptions {
             ca_bundle_pem: None,
             families: outfit_core::kinds::FAMILIES,
             without_crds: Vec::new(),
-            values: false,
+            listed_names: Vec::new(),
             rules: Rules::Pods,
         }
     }
@@ -129,9 +132,10 @@ fn labels() -> Value {
 
 /// Read-only access to the policy kinds and namespaces: outfit never writes to the API server.
 /// Read access to every CRD kind of the kinds table, a rule per group, as the watches read them;
-/// the built-in kinds a family reads (ConfigMaps, Secrets) get exactly what is watched: list and
-/// watch, on the names watched when they are known (RBAC authorizes a list or watch by
-/// `resourceNames` when it carries the matching `metadata.name` field selector).
+/// the built-in kinds a family reads (ConfigMaps, Secrets) get exactly what is watched, on the
+/// names watched (RBAC authorizes a list or watch by `resourceNames` when it carries the matching
+/// `metadata.name` field selector): never every object of the kind, since RBAC has no
+/// metadata-only read and a grant to list Secrets would be one to read every Secret's values.
 fn rbac(options: &InstallOptions, namespace: &str) -> Vec<Value> {
     let read = json!(["get", "list", "watch"]);
     let mut by_group: Vec<(&str, Vec<&str>)> = Vec::new();
@@ -139,22 +143,25 @@ fn rbac(options: &InstallOptions, namespace: &str) -> Vec<Value> {
     for kind in outfit_core::kinds::of(options.families) {
         let info = kind.info();
         match &info.served {
-            // Read only for values nobody asked for: not readable at all (a grant to list them
-            // would be a grant to read every one: RBAC has no metadata-only verb).
-            Served::BuiltIn {
-                values_only: true, ..
-            } if !options.values => {}
             Served::Crd => match by_group.iter_mut().find(|(group, _)| *group == info.group) {
                 Some((_, plurals)) => plurals.push(info.plural),
                 None => by_group.push((info.group, vec![info.plural])),
             },
-            Served::BuiltIn { names, .. } => {
-                let mut rule = json!({"apiGroups": [info.group], "resources": [info.plural], "verbs": ["list", "watch"]});
-                if let Names::Exactly(names) = names {
-                    rule["resourceNames"] = json!(names);
-                }
-                built_in.push(rule);
-            }
+            Served::BuiltIn {
+                names: Names::Exactly(names),
+                ..
+            } => built_in.push(json!({"apiGroups": [info.group], "resources": [info.plural],
+                                      "verbs": ["list", "watch"], "resourceNames": names})),
+            // An empty `resourceNames` would grant every name: no names, no rule.
+            Served::BuiltIn {
+                names: Names::Listed(_),
+                ..
+            } if options.listed_names.is_empty() => {}
+            Served::BuiltIn {
+                names: Names::Listed(_),
+                ..
+            } => built_in.push(json!({"apiGroups": [info.group], "resources": [info.plural],
+                                      "verbs": read, "resourceNames": options.listed_names})),
         }
     }
     let mut rules: Vec<Value> = by_group
@@ -292,22 +299,28 @@ mod tests {
             &json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"],
                     "resourceNames": ["existing-shares", "filers-list", "filer-sidecar-injector-json"]})
         );
-        // Secrets: not readable at all, unless their values are asked for (plain S3 keys).
+        // Secrets: none readable unless SVMs are named, and then their Secrets alone.
         assert!(
             rules.iter().all(|r| r["resources"] != json!(["secrets"])),
             "{role}"
         );
-        let with_values = install(&InstallOptions {
-            values: true,
+        let with_svms = install(&InstallOptions {
+            listed_names: outfit_core::filer::secret_names(["fld5_svm", "fld7svm"]),
             ..InstallOptions::default()
         });
-        let role = with_values.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
-        assert!(
-            role["rules"]
-                .as_array()
-                .unwrap()
-                .contains(&json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["list", "watch"]})),
-            "{role}"
+        let role = with_svms.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
+        let secrets: Vec<&Value> = role["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["resources"] == json!(["secrets"]))
+            .collect();
+        assert_eq!(
+            secrets,
+            [
+                &json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"],
+                     "resourceNames": ["fld5-svm-conn-secret", "fld7svm-conn-secret"]})
+            ]
         );
     }
 

@@ -199,6 +199,7 @@ impl Server {
             let options = outfit_k8s::cluster::WatchOptions {
                 families: config.compile.families,
                 values: config.compile.filer_plain_secrets,
+                filer_namespace: config.compile.filer_namespace.clone(),
             };
             outfit_k8s::cluster::ClusterSource::start(c.0, options)
         });

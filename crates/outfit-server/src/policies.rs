@@ -167,6 +167,7 @@ fn compile(
             default_namespace: options.default_namespace.clone(),
             filer_namespace: options.filer_namespace.clone(),
             filer_plain_secrets: options.filer_plain_secrets,
+            unreadable: cluster.map(|c| c.unreadable.clone()).unwrap_or_default(),
         })
         .annotate(options.annotate)
         .warnings(options.warnings);
@@ -206,7 +207,7 @@ pub struct CompileOptions {
     /// Namespace of the filer injector's `filers-list` and sidecar template (`das`).
     pub filer_namespace: String,
     /// S3 keys as plain env values in filer sidecars, as StatCan does (off: `secretKeyRef`s, and
-    /// no Secret is read).
+    /// of the Secrets only whether the keys are set is read).
     pub filer_plain_secrets: bool,
 }
 
@@ -465,8 +466,8 @@ spec:
         Arc::new(ClusterSnapshot {
             documents: Vec::new(),
             synced: true,
-            absent: Vec::new(),
             revision,
+            ..ClusterSnapshot::default()
         })
     }
 

@@ -63,6 +63,22 @@ pub(crate) enum FlagError {
         /// How many were.
         count: usize,
     },
+    /// `--filers-list` names no readable `filers-list` ConfigMap.
+    #[error("--filers-list {path}: {reason}")]
+    FilersList {
+        /// The file or directory given.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `--filer-svm` names an SVM whose Secret name would not be a valid object name.
+    #[error(
+        "--filer-svm {0:?}: its Secret's name would not be a valid object name (lowercase letters, digits, '-', '_' and '.')"
+    )]
+    FilerSvm(String),
+    /// `--without-crds` names a group outfit installs no CRD of.
+    #[error(transparent)]
+    UnknownCrdGroup(#[from] outfit_k8s::crds::UnknownGroup),
     /// The policies apply to kinds whose resource names outfit cannot tell.
     #[error(transparent)]
     UnknownKinds(#[from] outfit_k8s::rules::UnknownKinds),

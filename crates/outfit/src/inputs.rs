@@ -122,6 +122,8 @@ impl Inputs {
                 default_namespace: self.namespace.clone(),
                 filer_namespace: self.filer_namespace.clone(),
                 filer_plain_secrets: self.filer_plain_secrets,
+                // Files: a Secret not among them is missing.
+                unreadable: Vec::new(),
             })
             .annotate(!self.no_annotation);
         builder.add_all(&documents);

@@ -47,10 +47,28 @@ pub(crate) struct ManifestsArgs {
     #[arg(long)]
     without_gatekeeper_crds: bool,
 
-    /// Let outfit read the filer injector's `-conn-secret` Secrets, for `outfit serve
-    /// --filer-plain-secrets` (S3 keys copied into pods as StatCan does). Without it outfit cannot
-    /// read any Secret: RBAC has no metadata-only read, so the grant is every Secret's values.
-    #[arg(long)]
+    /// Let outfit read the `<svm>-conn-secret` Secrets of the SVMs the filer injector's
+    /// `filers-list` ConfigMap lists in this file (or directory), e.g. from `kubectl get
+    /// configmap -n das filers-list -o yaml`: get, list and watch on those names alone, in every
+    /// namespace, so that an SVM whose Secret is missing or lacks its S3 keys is skipped, as StatCan
+    /// does. Re-run `outfit manifests` when SVMs are added (outfit mounts a new SVM unchecked until
+    /// then, with a warning).
+    #[arg(long, value_name = "PATH", conflicts_with = "workspaces")]
+    filers_list: Option<PathBuf>,
+
+    /// Let outfit read the `<svm>-conn-secret` Secret of this SVM (a vserver of `filers-list`),
+    /// as --filers-list does. Repeatable, or comma-separated.
+    #[arg(
+        long = "filer-svm",
+        value_name = "SVM",
+        value_delimiter = ',',
+        conflicts_with = "workspaces"
+    )]
+    filer_svms: Vec<String>,
+
+    /// Accepted for scripts written before outfit read the Secrets by name: the grant above is
+    /// the same for `outfit serve --filer-plain-secrets`.
+    #[arg(long, hide = true)]
     filer_plain_secrets: bool,
 
     /// Leave out the CRDs of this API group (another project installs them). Repeatable.
@@ -115,13 +133,14 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
         },
         None => None,
     };
-    let rules = match webhook_rules(args) {
-        Ok(rules) => rules,
-        Err(error) => {
-            eprintln!("error: {error}");
-            return ExitCode::from(EXIT_BAD_INPUT);
-        }
-    };
+    let (rules, listed_names, without_crds) =
+        match (webhook_rules(args), filer_secret_names(args), without_crds(args)) {
+            (Ok(rules), Ok(names), Ok(groups)) => (rules, names, groups),
+            (Err(error), ..) | (_, Err(error), _) | (.., Err(error)) => {
+                eprintln!("error: {error}");
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
+        };
     let options = InstallOptions {
         namespace: args.namespace.clone(),
         image: args.image.clone(),
@@ -133,8 +152,8 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
         timeout_seconds: args.timeout_seconds,
         ca_bundle_pem,
         families: outfit_core::kinds::FAMILIES,
-        without_crds: without_crds(args),
-        values: args.filer_plain_secrets,
+        without_crds,
+        listed_names,
         rules,
     };
     let objects = if args.workspaces {
@@ -186,8 +205,9 @@ fn webhook_rules(args: &ManifestsArgs) -> Result<Rules, FlagError> {
     Ok(rules::from_policies(&set, &args.webhook_resource)?)
 }
 
-/// The API groups whose CRDs are left out, the two older flags included.
-fn without_crds(args: &ManifestsArgs) -> Vec<String> {
+/// The API groups whose CRDs are left out, the two older flags included; each must be a group
+/// outfit installs CRDs of.
+fn without_crds(args: &ManifestsArgs) -> Result<Vec<String>, FlagError> {
     let mut groups = args.without_crds.clone();
     if args.without_poddefault_crd {
         groups.push(outfit_core::poddefault::POLICY_KIND.info().group.to_owned());
@@ -195,5 +215,40 @@ fn without_crds(args: &ManifestsArgs) -> Vec<String> {
     if args.without_gatekeeper_crds {
         groups.push(outfit_core::gatekeeper::GROUP.to_owned());
     }
-    groups
+    outfit_k8s::crds::check_groups(outfit_core::kinds::FAMILIES, &groups)?;
+    Ok(groups)
+}
+
+/// The filer injector's Secrets outfit may read: those of the SVMs `--filer-svm` names and
+/// `--filers-list` lists.
+fn filer_secret_names(args: &ManifestsArgs) -> Result<Vec<String>, FlagError> {
+    use outfit_core::filer;
+    let mut svms = Vec::new();
+    for svm in &args.filer_svms {
+        if filer::secret_names([svm.as_str()]).is_empty() {
+            return Err(FlagError::FilerSvm(svm.clone()));
+        }
+        svms.push(svm.clone());
+    }
+    if let Some(path) = &args.filers_list {
+        let error = |reason: String| FlagError::FilersList {
+            path: path.display().to_string(),
+            reason,
+        };
+        let documents =
+            outfit_core::source::read_paths(std::slice::from_ref(path)).map_err(|e| error(e.to_string()))?;
+        let lists: Vec<_> = documents
+            .iter()
+            .filter(|d| d.kind() == "ConfigMap" && d.name() == filer::FILERS_LIST)
+            .collect();
+        if lists.is_empty() {
+            return Err(error(format!("no ConfigMap named {}", filer::FILERS_LIST)));
+        }
+        for list in lists {
+            let vservers = filer::listed_vservers(&list.value)
+                .map_err(|reason| error(format!("{}: {reason}", list.origin)))?;
+            svms.extend(vservers);
+        }
+    }
+    Ok(filer::secret_names(svms.iter().map(String::as_str)))
 }

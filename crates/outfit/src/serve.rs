@@ -51,7 +51,8 @@ pub(crate) struct ServeArgs {
     filer_namespace: String,
 
     /// Give filer sidecars the S3 keys as plain env values, as StatCan's injector does, instead of
-    /// `secretKeyRef`s (with --from-cluster, Secrets are then read whole, not as metadata).
+    /// `secretKeyRef`s (with --from-cluster, the SVMs' Secrets' values are then kept, not only
+    /// whether each key is set).
     #[arg(long, env = "OUTFIT_FILER_PLAIN_SECRETS")]
     filer_plain_secrets: bool,
 

@@ -8,8 +8,9 @@ use serde_json::{Map, Value, json};
 
 use super::{
     inputs::{self, Input, Inputs, Namespaces},
+    kinds::{CONFIG_MAP, SECRET},
     plan::{NamespacePlan, plan},
-    upstream::{CONFIG_MAP, INJECT_ANNOTATION, NOTEBOOK_ENV, NOTEBOOK_LABEL, SECRET},
+    upstream::{INJECT_ANNOTATION, NOTEBOOK_ENV, NOTEBOOK_LABEL},
 };
 use crate::{
     decision::{Admission, Denial, Object, Request, internal_denial, object_namespace},
@@ -49,7 +50,15 @@ impl Family for Filers {
                 default: options.default_namespace.to_owned(),
             },
             plain_secrets: options.filer_plain_secrets,
-            inputs: Inputs::default(),
+            inputs: Inputs {
+                unreadable_secrets: options
+                    .unreadable
+                    .iter()
+                    .filter(|(kind, _)| kind == SECRET.as_str())
+                    .map(|(_, name)| name.clone())
+                    .collect(),
+                ..Inputs::default()
+            },
         })
     }
 }
@@ -61,19 +70,11 @@ struct Builder {
 }
 
 impl FamilyBuilder for Builder {
-    /// Other ConfigMaps and Secrets; and, unless plain values are asked for, the `-conn-secret`
-    /// Secrets too: a `secretKeyRef` needs nothing of them (the kubelet reads the Secret), and the
-    /// webhook does not read them in a cluster (nor may it), so neither does `outfit mutate`.
+    /// ConfigMaps and Secrets of other names. A `-conn-secret` is read, as StatCan reads it, to
+    /// skip an SVM whose S3 keys are missing or empty; with `secretKeyRef`s only whether each key
+    /// is set is kept, as the cluster's watch keeps it.
     fn declines(&self, document: &Document) -> Option<String> {
-        match Input::of(document, &self.namespaces) {
-            Ok(Input::Secret) if !self.plain_secrets => Some(format!(
-                "Secret {}/{} (v1): read only with --filer-plain-secrets; with secretKeyRefs the kubelet reads it",
-                self.namespaces.of(document),
-                document.name()
-            )),
-            Ok(_) => None,
-            Err(why) => Some(why),
-        }
+        Input::of(document, &self.namespaces).err()
     }
 
     fn add(
@@ -126,7 +127,8 @@ impl FamilyBuilder for Builder {
             }
             Ok(Input::Secret) => {
                 let key = (namespace.to_owned(), document.name().to_owned());
-                inputs.secrets.insert(key, inputs::secret_values(document));
+                let keys = inputs::secret_keys(document, self.plain_secrets);
+                inputs.secrets.insert(key, keys);
                 inputs.secret_count += 1;
                 return Ok(reference);
             }

@@ -2,16 +2,17 @@
 //! own, and what each holds. Nothing here refuses a document: a malformed one is kept with the
 //! problem it has, which the plan turns into a warning on the pods it concerns.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use base64::{Engine, prelude::BASE64_STANDARD};
 use serde_json::Value;
 
 use super::{
+    names::{is_object_name, secret_name},
     template::Template,
     upstream::{
-        ACCESS_KEY, CONFIG_MAP, EXISTING_SHARES, FILERS_KEY, FILERS_LIST, SECRET, SECRET_KEY, SECRET_SUFFIX,
-        TEMPLATE, TEMPLATE_KEY,
+        ACCESS_KEY, CONFIG_MAP_KIND, EXISTING_SHARES, FILERS_KEY, FILERS_LIST, SECRET_KEY, SECRET_KIND,
+        SECRET_SUFFIX, TEMPLATE, TEMPLATE_KEY,
     },
 };
 use crate::{decision::object_namespace, document::Document, vocab::PolicyRef};
@@ -29,23 +30,24 @@ pub(super) struct Inputs {
     /// `existing-shares` by namespace: the ConfigMap and each SVM's shares, in the document's order.
     pub(super) shares: BTreeMap<String, (PolicyRef, Vec<(String, Shares)>)>,
     /// The `-conn-secret` Secrets by namespace and name.
-    pub(super) secrets: BTreeMap<(String, String), SecretValues>,
+    pub(super) secrets: BTreeMap<(String, String), SecretKeys>,
+    /// The `-conn-secret` Secrets the cluster's watches may not read: whether they exist is not
+    /// known.
+    pub(super) unreadable_secrets: BTreeSet<String>,
     /// How many ConfigMaps and Secrets were taken.
     pub(super) config_map_count: usize,
     pub(super) secret_count: usize,
 }
 
-/// What a Secret is known to hold.
+/// What the family knows of an SVM's Secret: whether each S3 key is set (present and not empty).
+/// A key's value is kept only when plain values are asked for; with `secretKeyRef`s only its
+/// being set is (the string is then empty), so no Secret value is ever held.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum SecretValues {
-    /// It carries neither `data` nor `stringData` (its metadata alone, say): only its existence
-    /// is known.
-    Unknown,
-    /// `S3_ACCESS` and `S3_SECRET`, each when present.
-    Known {
-        access: Option<String>,
-        secret: Option<String>,
-    },
+pub(super) struct SecretKeys {
+    /// `S3_ACCESS`, when set.
+    pub(super) access: Option<String>,
+    /// `S3_SECRET`, when set.
+    pub(super) secret: Option<String>,
 }
 
 /// Which of the family's inputs a document is.
@@ -63,10 +65,10 @@ impl Input {
         let namespace = namespaces.of(document);
         let filer_namespace = namespaces.injector.as_str();
         let kind = document.kind();
-        if kind == SECRET.as_str() && name.ends_with(SECRET_SUFFIX) {
+        if kind == SECRET_KIND && name.ends_with(SECRET_SUFFIX) {
             return Ok(Input::Secret);
         }
-        if kind == CONFIG_MAP.as_str() {
+        if kind == CONFIG_MAP_KIND {
             match name {
                 EXISTING_SHARES => return Ok(Input::ExistingShares),
                 FILERS_LIST if namespace == filer_namespace => return Ok(Input::FilersList),
@@ -108,16 +110,59 @@ fn data<'d>(document: &'d Document, key: &str) -> Result<&'d str, String> {
 
 /// `filers-list`: the `filers` array, as a URL by vserver.
 pub(super) fn filers(document: &Document) -> Result<BTreeMap<String, String>, String> {
+    filers_of(&document.value)
+}
+
+fn filers_of(config_map: &Value) -> Result<BTreeMap<String, String>, String> {
     #[derive(serde::Deserialize)]
     struct Filer {
         vserver: String,
         #[serde(default)]
         url: String,
     }
-    let text = data(document, FILERS_KEY)?;
+    let text = config_map
+        .get("data")
+        .and_then(|d| d.get(FILERS_KEY))
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("data.{FILERS_KEY}: missing"))?;
     let filers: Vec<Filer> =
         serde_json::from_str(text).map_err(|e| format!("data.{FILERS_KEY}: invalid JSON: {e}"))?;
     Ok(filers.into_iter().map(|f| (f.vserver, f.url)).collect())
+}
+
+/// The vservers a `filers-list` ConfigMap lists, or why its `data.filers` cannot be read.
+pub fn listed_vservers(config_map: &Value) -> Result<Vec<String>, String> {
+    Ok(filers_of(config_map)?.into_keys().collect())
+}
+
+/// The Secrets the SVMs of `object` need, when it is the `filers-list` of the injector's
+/// namespace: `<svm>-conn-secret` for each vserver, those that cannot name a Secret left out (no
+/// such Secret can exist, so the SVM is skipped as for a missing one). What the cluster watches,
+/// one watch per name ([`crate::vocab::Names::Listed`]).
+pub fn listed_secret_names(object: &Value, injector_namespace: &str) -> Vec<String> {
+    let is_filers_list = object.get("kind").and_then(Value::as_str) == Some(CONFIG_MAP_KIND)
+        && object.pointer("/metadata/name").and_then(Value::as_str) == Some(FILERS_LIST)
+        && object_namespace(object) == Some(injector_namespace);
+    if !is_filers_list {
+        return Vec::new();
+    }
+    let Ok(filers) = filers_of(object) else {
+        return Vec::new();
+    };
+    secret_names(filers.keys().map(String::as_str))
+}
+
+/// The Secrets of these SVMs, each once, those that cannot name a Secret left out: what `outfit
+/// manifests` grants outfit to read.
+pub fn secret_names<'s>(svms: impl IntoIterator<Item = &'s str>) -> Vec<String> {
+    let mut names: Vec<String> = svms
+        .into_iter()
+        .map(secret_name)
+        .filter(|name| is_object_name(name))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
 }
 
 /// The sidecar template.
@@ -144,27 +189,30 @@ pub(super) fn existing_shares(document: &Document) -> Vec<(String, Shares)> {
         .collect()
 }
 
-/// A Secret's S3 keys, from `data` (base64) or `stringData`; [`SecretValues::Unknown`] when it
-/// has neither (its metadata alone was read).
-pub(super) fn secret_values(document: &Document) -> SecretValues {
+/// A Secret's S3 keys, from `data` (base64) or `stringData`: with `values`, each set key's value;
+/// without, only whether it is set (its value is neither decoded nor kept). A Secret with neither
+/// `data` nor `stringData` has no key set (the API server leaves `data` out of an empty Secret).
+pub(super) fn secret_keys(document: &Document, values: bool) -> SecretKeys {
     let data = document.value.get("data").and_then(Value::as_object);
     let string_data = document.value.get("stringData").and_then(Value::as_object);
-    if data.is_none() && string_data.is_none() {
-        return SecretValues::Unknown;
-    }
-    let value = |key: &str| {
-        string_data
-            .and_then(|d| d.get(key))
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .or_else(|| {
-                let encoded = data?.get(key)?.as_str()?;
-                let bytes = BASE64_STANDARD.decode(encoded).ok()?;
-                String::from_utf8(bytes).ok()
-            })
+    let key = |key: &str| -> Option<String> {
+        let plain = string_data.and_then(|d| d.get(key)).and_then(Value::as_str);
+        let encoded = || data.and_then(|d| d.get(key)).and_then(Value::as_str);
+        if !values {
+            // Base64 of an empty value is empty: being set needs no decoding.
+            return plain
+                .or_else(encoded)
+                .filter(|v| !v.is_empty())
+                .map(|_| String::new());
+        }
+        let value = match plain {
+            Some(plain) => plain.to_owned(),
+            None => String::from_utf8(BASE64_STANDARD.decode(encoded()?).ok()?).ok()?,
+        };
+        (!value.is_empty()).then_some(value)
     };
-    SecretValues::Known {
-        access: value(ACCESS_KEY),
-        secret: value(SECRET_KEY),
+    SecretKeys {
+        access: key(ACCESS_KEY),
+        secret: key(SECRET_KEY),
     }
 }

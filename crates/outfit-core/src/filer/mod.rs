@@ -7,7 +7,8 @@
 //!
 //! Its inputs are plain ConfigMaps and Secrets, read beside the policies: `filers-list` and
 //! `filer-sidecar-injector-json` in the injector's namespace (`das` by default), `existing-shares`
-//! and the `<svm>-conn-secret` Secrets in the pod's. Everything is resolved per namespace when the
+//! and the `<svm>-conn-secret` Secrets in the pod's (of which only whether the S3 keys are set,
+//! unless plain values are asked for). Everything is resolved per namespace when the
 //! set is built (`plan`), so the admission only copies prepared values into the pod (`family`).
 //!
 //! Fixed where StatCan's code is wrong: every sidecar and volume is kept however many shares
@@ -18,6 +19,7 @@
 
 mod family;
 mod inputs;
+mod kinds;
 mod names;
 mod plan;
 mod template;
@@ -26,7 +28,9 @@ mod tests;
 mod upstream;
 
 pub use family::{FAMILY, FilerSet, Filers};
+pub use inputs::{listed_secret_names, listed_vservers, secret_names};
+pub use kinds::{CONFIG_MAP, SECRET};
 pub use upstream::{
-    ACCESS_KEY, CONFIG_MAP, EXISTING_SHARES, FILERS_KEY, FILERS_LIST, INJECT_ANNOTATION, MOUNT_ROOT,
-    NOTEBOOK_ENV, NOTEBOOK_LABEL, SECRET, SECRET_KEY, SECRET_SUFFIX, TEMPLATE, TEMPLATE_KEY,
+    ACCESS_KEY, EXISTING_SHARES, FILERS_KEY, FILERS_LIST, INJECT_ANNOTATION, MOUNT_ROOT, NOTEBOOK_ENV,
+    NOTEBOOK_LABEL, SECRET_KEY, SECRET_SUFFIX, TEMPLATE, TEMPLATE_KEY,
 };

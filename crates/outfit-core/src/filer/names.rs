@@ -80,6 +80,17 @@ pub(super) fn bucket_host(url: &str) -> Result<&str, String> {
     Ok(host)
 }
 
+/// Whether `name` can name a Secret: a DNS-1123 subdomain (at most 253 lowercase letters, digits,
+/// `-` and `.`, starting and ending with a letter or digit). A name that cannot is never watched:
+/// it goes into a field selector, and no such Secret can exist.
+pub(super) fn is_object_name(name: &str) -> bool {
+    let valid = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    name.len() <= 253
+        && name.chars().next().is_some_and(valid)
+        && name.chars().last().is_some_and(valid)
+        && name.chars().all(|c| valid(c) || c == '-' || c == '.')
+}
+
 /// Checks a generated object name: a DNS-1123 label (at most 63 lowercase letters, digits and
 /// `-`, starting and ending with a letter or digit), as the API server requires of container and
 /// volume names.

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::{
-    inputs::{Inputs, SecretValues, Shares},
+    inputs::{Inputs, Shares},
     names::{bucket, bucket_host, check_name, filer_bucket, sanitize, secret_name, short_namespace},
     template::{Fill, Template},
     upstream::{ACCESS_KEY, EXISTING_SHARES, FILERS_LIST, MOUNT_ROOT, SECRET_KEY, TEMPLATE},
@@ -43,6 +43,8 @@ struct Svm<'a> {
     host: &'a str,
     access: Value,
     secret_key: Value,
+    /// Its Secret could not be checked (outfit may not read it).
+    unchecked: bool,
 }
 
 /// Resolves the plan of `namespace`, whose `existing-shares` lists `shares`.
@@ -91,17 +93,33 @@ pub(super) fn plan(
                 continue;
             }
         };
-        plan.env.push(env_var(format!("{svm_name}_access"), &svm.access));
-        plan.env
-            .push(env_var(format!("{svm_name}_secret"), &svm.secret_key));
-        plan.env
-            .push(json!({"name": format!("{svm_name}_url"), "value": svm.url}));
+        if svm.unchecked {
+            plan.warnings.push(format!(
+                "filer SVM {svm_name} mounted unchecked: outfit may not read Secret {} (see outfit manifests)",
+                secret_name(svm_name)
+            ));
+        }
+        let sidecars_before = plan.sidecars.len();
+        let env_start = plan.env.len();
         for share in listed {
             if let Err(why) = add_share(&mut plan, template, &svm, share, &short_ns) {
                 plan.warnings
                     .push(format!("filer share {svm_name}/{share} not mounted: {why}"));
             }
         }
+        // Its env vars only with a share mounted: StatCan adds them even when every share is then
+        // skipped (a documented deviation).
+        if plan.sidecars.len() == sidecars_before {
+            plan.warnings
+                .push(skip("none of its shares can be mounted".to_owned()));
+            continue;
+        }
+        let svm_env = [
+            env_var(format!("{svm_name}_access"), &svm.access),
+            env_var(format!("{svm_name}_secret"), &svm.secret_key),
+            json!({"name": format!("{svm_name}_url"), "value": svm.url}),
+        ];
+        plan.env.splice(env_start..env_start, svm_env);
     }
     plan
 }
@@ -131,40 +149,42 @@ fn resolve<'i>(
             json!({"valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
         }
     };
-    if !plain_secrets {
-        // The kubelet reads the Secret, and reports one that is missing or lacks a key.
+    let Some(keys) = inputs.secrets.get(&(namespace.to_owned(), secret.clone())) else {
+        if !inputs.unreadable_secrets.contains(&secret) {
+            return Err(format!("Secret {secret} not found"));
+        }
+        if plain_secrets {
+            return Err(format!(
+                "outfit may not read Secret {secret} (see outfit manifests)"
+            ));
+        }
+        // Whether it exists is not known: mounted, as before outfit checked, and the kubelet
+        // reports it if it is missing.
         return Ok(Svm {
             name: svm,
             url,
             host,
             access: source(ACCESS_KEY, String::new()),
             secret_key: source(SECRET_KEY, String::new()),
+            unchecked: true,
         });
-    }
-    let values = inputs
-        .secrets
-        .get(&(namespace.to_owned(), secret.clone()))
-        .ok_or_else(|| format!("Secret {secret} not found"))?;
-    let (access, secret_key) = match values {
-        SecretValues::Known { access, secret: key } => {
-            let present = |value: &Option<String>, name: &str| match value.as_deref() {
-                Some(v) if !v.is_empty() => Ok(v.to_owned()),
-                _ => Err(format!("Secret {secret}: {name} is missing or empty")),
-            };
-            (present(access, ACCESS_KEY)?, present(key, SECRET_KEY)?)
-        }
-        SecretValues::Unknown => {
-            return Err(format!(
-                "Secret {secret}: its values were not read, and plain values were asked for"
-            ));
-        }
     };
+    // StatCan: "If any of these key values are empty then the sidecar will skip as the mounting
+    // would just fail."
+    let set = |value: &Option<String>, name: &str| {
+        value
+            .clone()
+            .ok_or_else(|| format!("Secret {secret}: {name} is missing or empty"))
+    };
+    let access = set(&keys.access, ACCESS_KEY)?;
+    let secret_key = set(&keys.secret, SECRET_KEY)?;
     Ok(Svm {
         name: svm,
         url,
         host,
         access: source(ACCESS_KEY, access),
         secret_key: source(SECRET_KEY, secret_key),
+        unchecked: false,
     })
 }
 

@@ -1,7 +1,5 @@
 //! What StatCan's injector reads and writes, by name: its ConfigMaps and their keys, the Secrets'
-//! names and keys, the label and annotation it acts on, and the two kinds in the kinds table.
-
-use crate::vocab::{KindInfo, Names, PolicyKind, Served};
+//! names and keys, the label and annotation it acts on.
 
 /// The ConfigMap of a namespace listing its shares: each key an SVM, each value a JSON array of
 /// share paths.
@@ -28,31 +26,7 @@ pub const NOTEBOOK_LABEL: &str = "notebook-name";
 pub const NOTEBOOK_ENV: &str = "NB_PREFIX";
 /// Where the shares are mounted in the notebook container.
 pub const MOUNT_ROOT: &str = "/home/jovyan/filers";
-
-/// ConfigMaps in the kinds table: only the three names the injector reads are watched.
-pub const CONFIG_MAP: PolicyKind = PolicyKind::new(&KindInfo {
-    name: "ConfigMap",
-    group: "",
-    versions: &["v1"],
-    plural: "configmaps",
-    namespaced: true,
-    served: Served::BuiltIn {
-        names: Names::Exactly(&[EXISTING_SHARES, FILERS_LIST, TEMPLATE]),
-        values_only: false,
-    },
-});
-
-/// Secrets in the kinds table: the `-conn-secret` ones, read only when plain values are asked for
-/// (a `secretKeyRef` needs nothing of them: the kubelet reads the Secret, and reports a missing
-/// one).
-pub const SECRET: PolicyKind = PolicyKind::new(&KindInfo {
-    name: "Secret",
-    group: "",
-    versions: &["v1"],
-    plural: "secrets",
-    namespaced: true,
-    served: Served::BuiltIn {
-        names: Names::EndingWith(SECRET_SUFFIX),
-        values_only: true,
-    },
-});
+/// The kind of the injector's ConfigMaps.
+pub(super) const CONFIG_MAP_KIND: &str = "ConfigMap";
+/// The kind of the SVMs' Secrets.
+pub(super) const SECRET_KIND: &str = "Secret";

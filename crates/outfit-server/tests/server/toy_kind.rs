@@ -349,7 +349,7 @@ fn the_install_manifests_and_the_watches_follow_a_kind_added_through_the_table()
         })),
         "{role}"
     );
-    let watched = watched_resources(WatchOptions {
+    let watched = watched_resources(&WatchOptions {
         families: TABLE,
         ..WatchOptions::default()
     });

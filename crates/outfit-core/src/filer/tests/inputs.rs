@@ -10,59 +10,6 @@ use crate::{
     vocab::Operation,
 };
 
-/// StatCan (which reads the Secrets, as outfit does with `--filer-plain-secrets`): an SVM whose
-/// `-conn-secret` is missing is skipped (its other SVMs still mount); an empty key skips it too.
-/// The `_` of an SVM becomes `-` in the Secret's name.
-#[test]
-fn with_plain_values_an_svm_without_its_secret_is_skipped_with_a_warning() {
-    let extra = r#"
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: existing-shares, namespace: bob-lab}
-data:
-  fld5filersvm: '["a"]'
-  fld9_svm: '["b"]'
----
-apiVersion: v1
-kind: Secret
-metadata: {name: fld9-svm-conn-secret, namespace: bob-lab}
-data: {S3_ACCESS: QUtJQTI=, S3_SECRET: ""}
-"#;
-    let plain = LoadSettings {
-        filer_plain_secrets: true,
-        ..LoadSettings::default()
-    };
-    let (plain_set, _) = load(extra, plain);
-    let (pod, warnings) = admit(&plain_set, &notebook("bob-lab"), Operation::Create);
-    assert_eq!(pod, notebook("bob-lab"), "nothing to mount");
-    assert_eq!(
-        warnings,
-        [
-            "filer SVM fld5filersvm not mounted: Secret fld5filersvm-conn-secret not found",
-            "filer SVM fld9_svm not mounted: Secret fld9-svm-conn-secret: S3_SECRET is missing or empty"
-        ]
-    );
-}
-
-/// Deviation, documented: with `secretKeyRef`s (the default) outfit does not read Secrets at all
-/// (nor may it in a cluster: RBAC has no metadata-only read), so an SVM without its Secret is
-/// mounted and the kubelet reports the missing Secret; StatCan skipped the SVM.
-#[test]
-fn with_secret_key_refs_secrets_are_not_read_and_every_svm_is_mounted() {
-    let extra = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: existing-shares, namespace: bob-lab}\n\
-                 data: {fld5filersvm: '[\"a\"]'}\n";
-    let (pod, warnings) = admit(&set(extra), &notebook("bob-lab"), Operation::Create);
-    assert!(warnings.is_empty(), "{warnings:?}");
-    let env = &pod["spec"]["containers"][1]["env"];
-    assert!(
-        env.as_array()
-            .unwrap()
-            .iter()
-            .any(|e| e["valueFrom"]["secretKeyRef"]["name"] == "fld5filersvm-conn-secret"),
-        "{env}"
-    );
-}
-
 /// `http://` URLs lose no character.
 #[test]
 fn an_http_url_is_the_bucket_host_whole() {
@@ -87,7 +34,7 @@ fn an_invalid_generated_name_skips_the_share() {
         Operation::Create,
     );
     assert!(pod["spec"].get("initContainers").is_none());
-    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
     assert!(
         warnings[0].starts_with(&format!(
             "filer share fld9_svm/b not mounted: sidecar name \"fld9_-{}\"",
@@ -95,13 +42,18 @@ fn an_invalid_generated_name_skips_the_share() {
         )),
         "{warnings:?}"
     );
+    assert_eq!(
+        warnings[1],
+        "filer SVM fld9_svm not mounted: none of its shares can be mounted"
+    );
 }
 
 /// The Secrets of three SVMs in namespace `carol`, and its `existing-shares` with `listed`.
 fn carol(listed: &str) -> String {
     let secret = |name: &str| {
         format!(
-            "---\napiVersion: v1\nkind: Secret\nmetadata: {{name: {name}-conn-secret, namespace: carol}}\n"
+            "---\napiVersion: v1\nkind: Secret\nmetadata: {{name: {name}-conn-secret, namespace: carol}}\n\
+             stringData: {{S3_ACCESS: a, S3_SECRET: s}}\n"
         )
     };
     format!(
@@ -270,16 +222,9 @@ metadata: {name: tls, namespace: alice-research}
     assert!(set.is_empty());
     let (set, report) = load("", LoadSettings::default());
     assert_eq!(set.count(CONFIG_MAP), 3);
-    // The conn Secret is read only for plain values.
-    assert_eq!(set.count(SECRET), 0);
-    assert!(
-        report
-            .skipped
-            .iter()
-            .any(|(_, what)| what.contains("read only with --filer-plain-secrets")),
-        "{:?}",
-        report.skipped
-    );
+    // The conn Secret is read in both modes (with secretKeyRefs, whether its keys are set).
+    assert_eq!(set.count(SECRET), 1);
+    assert!(report.skipped.is_empty(), "{:?}", report.skipped);
     let plain = LoadSettings {
         filer_plain_secrets: true,
         ..LoadSettings::default()
@@ -316,6 +261,7 @@ data: {fld7svm: '["b", "b"]'}
 apiVersion: v1
 kind: Secret
 metadata: {name: fld7svm-conn-secret, namespace: bob-lab}
+stringData: {S3_ACCESS: a, S3_SECRET: s}
 "#;
     let (pod, warnings) = admit(&set(twice), &notebook("bob-lab"), Operation::Create);
     assert_eq!(

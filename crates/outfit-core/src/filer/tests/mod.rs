@@ -1,9 +1,11 @@
 //! The filer family on plain documents: each test names the StatCan behaviour it keeps
 //! (`cmd/webhook.go` unless said otherwise) or the bug it fixes. `injection`: what a notebook pod
-//! gets; `inputs`: what happens with missing, malformed or foreign inputs.
+//! gets; `inputs`: what happens with missing, malformed or foreign inputs; `secrets`: the SVMs'
+//! Secrets, missing, incomplete or unreadable.
 
 mod injection;
 mod inputs;
+mod secrets;
 
 use serde_json::{Value, json};
 
@@ -67,12 +69,13 @@ pub(super) fn set(extra: &str) -> PolicySet {
     set
 }
 
-/// Namespace `bob-lab` with share `b` on `svm`, and the SVM's Secret as metadata alone.
+/// Namespace `bob-lab` with share `b` on `svm`, and the SVM's Secret with both S3 keys.
 pub(super) fn one_share(svm: &str) -> String {
     format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: existing-shares, namespace: bob-lab}}\n\
          data: {{{svm}: '[\"b\"]'}}\n---\napiVersion: v1\nkind: Secret\n\
-         metadata: {{name: {}-conn-secret, namespace: bob-lab}}\n",
+         metadata: {{name: {}-conn-secret, namespace: bob-lab}}\n\
+         stringData: {{S3_ACCESS: AKIA2, S3_SECRET: s3cr3t2}}\n",
         svm.replace('_', "-")
     )
 }

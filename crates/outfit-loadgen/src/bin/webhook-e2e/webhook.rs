@@ -291,11 +291,7 @@ pub(crate) async fn register(
     namespace: &str,
 ) -> Result<()> {
     let output = Command::new(binary)
-        .args([
-            "manifests",
-            "--without-poddefault-crd",
-            "--without-gatekeeper-crds",
-        ])
+        .arg("manifests")
         .args(["--webhook-url", &server.url])
         .arg("--ca-file")
         .arg(&server.ca)
@@ -308,13 +304,16 @@ pub(crate) async fn register(
         "outfit manifests failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let mut config: Value = serde_saphyr::from_str(&String::from_utf8(output.stdout)?)
-        .context("parsing the webhook configuration outfit manifests printed")?;
-    ensure!(
-        config["kind"] == "MutatingWebhookConfiguration",
-        "outfit manifests printed a {} first",
-        config["kind"]
-    );
+    // The stream holds CRDs, RBAC and more besides the configuration; take the configuration by
+    // its kind rather than by its place, so a change in what else is printed cannot break this.
+    let text = String::from_utf8(output.stdout)?;
+    let documents = outfit_core::document::parse_stream(&text, "outfit manifests")
+        .context("parsing what outfit manifests printed")?;
+    let mut config = documents
+        .into_iter()
+        .find(|document| document.kind() == "MutatingWebhookConfiguration")
+        .map(|document| document.value)
+        .context("outfit manifests printed no MutatingWebhookConfiguration")?;
     config["metadata"]["name"] = json!(name);
     config["webhooks"][0]["namespaceSelector"] =
         json!({"matchLabels": {"kubernetes.io/metadata.name": namespace}});

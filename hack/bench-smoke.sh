@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Every benchmark and soak that BENCHMARKS.md and RELIABILITY.md cite, each in its few-second
+# smoke mode on a debug build, so that none of their commands can rot unseen (`.ci/run` runs
+# this). A smoke run proves the command still works end to end (and the scripts' own checks:
+# no failed create, no wrong answer, 0 differences from Gatekeeper's engine, no orphan); the
+# figures it prints mean nothing.
+#
+#   hack/bench-smoke.sh
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+step() { printf '\n== bench smoke: %s\n' "$*"; }
+
+step "criterion benches, each benchmark once (cargo bench's test mode)"
+cargo test --locked -q --benches -p outfit-core -p outfit-loadgen
+step "the load generator against outfit serve and a ceiling server"
+cargo run --locked -q -p outfit-loadgen -- --seconds 1 --connections 4 --policies 50
+step hack/bench-webhook-e2e.sh --smoke
+hack/bench-webhook-e2e.sh --smoke
+step hack/bench-gatekeeper.sh --smoke
+hack/bench-gatekeeper.sh --smoke
+step hack/memory-10k/run.sh --smoke
+hack/memory-10k/run.sh --smoke
+step hack/bench-workspaces.sh --smoke
+hack/bench-workspaces.sh --smoke
+step hack/soak.sh --smoke
+hack/soak.sh --smoke
+step hack/soak.sh --smoke --workspaces
+hack/soak.sh --smoke --workspaces
+printf '\nbench smoke: every script ran\n'
