@@ -11,7 +11,8 @@
 //! | 5 | a quantity (`quantity::cpu_millis`, `bytes`) | what `format_cpu` / `format_bytes` write reads back as the same amount |
 //! | 6 | a user name (`auth::owner_id`) | an owner id is a valid user id, maps to itself, and ends in `.serviceaccount` only for a service account |
 //! | 7 | a Go duration (`duration::parse`, config values and culling annotations) | what `duration::format` writes parses back to the same duration |
-//! | 8 | deic-dk's `create_pod` body (`backend::CreateRequest`, JSON) | pod names for its user fit 63 characters |
+//! | 8 | deic-dk's `create_pod` body (`backend::CreateRequest`, JSON) | pod names for its user, deic-dk's and its own, fit 63 characters; its storage names fit 253 |
+//! | 9 | a pod name from a request (`names::check_pod_name`) | an accepted name is one URL path segment: no `/`, `?`, `#`, `%`, `.`, at most 63 characters |
 //!
 //! Run: `hack/fuzz.sh run workspace_request 60`
 
@@ -77,7 +78,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&mode, input)) = data.split_first() else {
         return;
     };
-    match mode % 9 {
+    match mode % 10 {
         0 => config(input),
         1 => launch(input),
         2 => {
@@ -102,7 +103,12 @@ fuzz_target!(|data: &[u8]| {
                 durations(text);
             }
         }
-        _ => create_request(input),
+        8 => create_request(input),
+        _ => {
+            if let Ok(name) = std::str::from_utf8(input) {
+                pod_name(name);
+            }
+        }
     }
 });
 
@@ -357,10 +363,12 @@ fn create_request(input: &[u8]) {
         return;
     };
     if let Ok(user) = UserId::parse(&request.user_id) {
-        for candidate in names::pod_name_candidates("jupyter", &user) {
-            assert_names_fit(&candidate);
+        let own = names::own_pod_name_candidates("jupyter", &user);
+        for candidate in names::pod_name_candidates("jupyter", &user).iter().chain(&own) {
+            assert_names_fit(candidate);
+            assert_eq!(names::check_pod_name(candidate), Ok(()), "{candidate:?}");
         }
-        let _ = names::storage_name_for(&user);
+        assert!(names::storage_name_for(&user).len() <= names::MAX_SUBDOMAIN);
     }
     let _ = CONFIG.whitelist_manifest_regex.is_match(&request.yaml_url);
     if let Some(settings) = request.settings {
@@ -370,5 +378,14 @@ fn create_request(input: &[u8]) {
         };
         let prepared = manifest::prepare(JUPYTER, requester, &settings, &CONFIG).expect("valid manifest");
         assert_mandatory_env(&prepared, requester, &CONFIG);
+    }
+}
+
+/// A name from a request goes into an API server URL only if it is one path segment of a name.
+fn pod_name(name: &str) {
+    if names::check_pod_name(name).is_ok() {
+        assert!(!name.is_empty() && name.len() <= names::MAX_LABEL, "{name:?}");
+        assert!(!name.contains(['/', '?', '#', '%', '.', '\\']), "{name:?} passed");
+        assert!(name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'));
     }
 }

@@ -29,7 +29,7 @@ use tokio::{
 use tokio_rustls::TlsAcceptor;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use crate::limit::{ConnectionLimit, Slot};
+use crate::limit::{Admitted, ConnectionLimit, Slot};
 
 /// Connection timeouts.
 #[derive(Debug, Clone, Copy)]
@@ -137,6 +137,26 @@ pub async fn serve_tls_connection<H: Handler>(
     shutdown: CancellationToken,
 ) -> Result<(), String> {
     serve_tls_in(tcp, peer, acceptor, handler, timeouts, shutdown, None).await
+}
+
+/// Serves one connection that `limit.admit` let in (see [`ConnectionLimit`]), over TLS when
+/// `acceptor` is given, else plain HTTP/1.1: its requests mark it busy, and it closes when its
+/// slot is asked to make room or on the shutdown the slot was admitted with. For servers whose
+/// handler depends on the peer; others use [`serve_tls`].
+pub async fn serve_admitted<H: Handler>(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    acceptor: Option<TlsAcceptor>,
+    handler: H,
+    timeouts: Timeouts,
+    admitted: &Admitted,
+) -> Result<(), String> {
+    let shutdown = admitted.slot().closing().clone();
+    let slot = Some(admitted.slot().clone());
+    match acceptor {
+        Some(acceptor) => serve_tls_in(tcp, peer, acceptor, handler, timeouts, shutdown, slot).await,
+        None => serve_http_in(tcp, false, handler, timeouts, shutdown, slot).await,
+    }
 }
 
 /// [`serve_tls_connection`], its requests counted on `slot` when the connection is capped.

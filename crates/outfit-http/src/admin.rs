@@ -11,7 +11,10 @@ use hyper::{Method, Request, Response, StatusCode, body::Incoming, header};
 use tokio::net::TcpListener;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use crate::accept::{Handler, Timeouts, accept_each, serve_http};
+use crate::{
+    accept::{Handler, Timeouts, accept_each, serve_admitted, serve_http},
+    limit::ConnectionLimit,
+};
 
 /// Renders the metrics in the OpenMetrics text format.
 pub type Exposition = Arc<dyn Fn() -> String + Send + Sync>;
@@ -82,6 +85,31 @@ fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
         header::HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
+}
+
+/// Serves the admin endpoints on `listener` until `shutdown`, at most as many connections at once
+/// as `limit` allows (the oldest idle one makes room).
+pub async fn serve_limited(
+    listener: TcpListener,
+    admin: Admin,
+    timeouts: Timeouts,
+    limit: Arc<ConnectionLimit>,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+) {
+    let stop = shutdown.clone();
+    accept_each(listener, &stop, &tracker, move |tcp, peer| {
+        let admin = admin.clone();
+        let admitted = limit.admit(&shutdown);
+        async move {
+            let Some(admitted) = admitted else {
+                tracing::debug!(%peer, "every admin connection busy at the cap; refused");
+                return;
+            };
+            let _ = serve_admitted(tcp, peer, None, admin, timeouts, &admitted).await;
+        }
+    })
+    .await;
 }
 
 /// Serves the admin endpoints on `listener` until `shutdown`.

@@ -24,6 +24,18 @@ pub fn last_activity(body: &str) -> Option<Timestamp> {
     status.get("last_activity")?.as_str()?.parse().ok()
 }
 
+/// The activity to record at `now` when a workspace reports `reported` and the pod has `known`:
+/// the report, but never later than `now` (a workspace's owner controls what it reports, and a
+/// time in the future would keep it from ever being idle), and only when newer than `known`.
+pub fn activity_to_record(
+    reported: Timestamp,
+    known: Option<Timestamp>,
+    now: Timestamp,
+) -> Option<Timestamp> {
+    let reported = reported.min(now);
+    (known < Some(reported)).then_some(reported)
+}
+
 /// The status URL of `pod`, with `{ip}` replaced by its address; `None` until it has one.
 pub fn status_url(pod: &Pod, template: &str) -> Option<String> {
     if !template.contains("{ip}") {
@@ -104,9 +116,9 @@ impl ActivityPoller {
             tracing::debug!(pod = name, url, "activity endpoint answered no last_activity");
             return;
         };
-        if culling::last_activity(&pod).is_some_and(|known| known >= active) {
+        let Some(active) = activity_to_record(active, culling::last_activity(&pod), Timestamp::now()) else {
             return;
-        }
+        };
         let mark = BTreeMap::from([(keys::ANNOTATION_LAST_ACTIVITY, Some(active.to_string()))]);
         if let Err(error) = self.cluster.annotate_pod(&pod, mark).await
             && !error.is_gone()
@@ -133,6 +145,18 @@ mod tests {
         );
         assert_eq!(last_activity("{}"), None);
         assert_eq!(last_activity("not json"), None);
+    }
+
+    #[test]
+    fn a_last_activity_in_the_future_is_recorded_as_now() {
+        let now: Timestamp = "2026-01-01T10:00:00Z".parse().unwrap();
+        let future: Timestamp = "2099-01-01T00:00:00Z".parse().unwrap();
+        assert_eq!(activity_to_record(future, None, now), Some(now));
+        // Once recorded as now, the same claim records nothing new until time moves on.
+        assert_eq!(activity_to_record(future, Some(now), now), None);
+        let earlier: Timestamp = "2026-01-01T09:00:00Z".parse().unwrap();
+        assert_eq!(activity_to_record(earlier, Some(now), now), None);
+        assert_eq!(activity_to_record(now, Some(earlier), now), Some(now));
     }
 
     #[test]

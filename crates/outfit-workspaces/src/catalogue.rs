@@ -129,7 +129,11 @@ impl Catalogue {
         }
         let fields = match self.fetcher.fetch(&entry.url).await {
             Ok(text) => fields(&text).map_err(|e| e.to_string()),
-            Err(error) => Err(error.to_string()),
+            // The URL may be internal: the log names it, callers are told why.
+            Err(error) => {
+                tracing::warn!(entry = %entry.name, %error, "catalogue manifest unavailable");
+                Err(format!("the manifest could not be fetched: {}", error.reason()))
+            }
         };
         self.fetched
             .lock()

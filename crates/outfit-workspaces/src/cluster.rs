@@ -65,6 +65,25 @@ impl ClusterError {
     pub fn is_conflict(&self) -> bool {
         status_code(&self.source) == Some(409)
     }
+
+    /// What a caller is told: the step and the API server's verdict, without kube-rs's dump of
+    /// the error or the URLs it reached (the log keeps those).
+    pub fn public_message(&self) -> String {
+        match &self.source {
+            kube::Error::Api(status) if status.code < 500 => format!(
+                "{}: the API server refused it ({} {}): {}",
+                self.action,
+                status.code,
+                status.reason,
+                truncate(status.message.clone(), 300)
+            ),
+            kube::Error::Api(status) => format!(
+                "{}: the API server failed ({} {}); try again",
+                self.action, status.code, status.reason
+            ),
+            _ => format!("{}: the API server could not be reached; try again", self.action),
+        }
+    }
 }
 
 fn status_code(error: &kube::Error) -> Option<u16> {
@@ -507,6 +526,38 @@ mod tests {
             action: "annotating Pod ws/p".into(),
             source: kube::Error::Api(serde_json::from_value(status).expect("a Status")),
         }
+    }
+
+    #[test]
+    fn callers_get_the_verdict_without_the_dump() {
+        let invalid = api_error(json!({
+            "status": "Failure", "code": 422, "reason": "Invalid",
+            "message": "Pod \"p\" is invalid: metadata.name: Invalid value",
+            "details": {"name": "p", "kind": "Pod", "causes": [{"field": "metadata.name"}]},
+        }));
+        let told = invalid.public_message();
+        assert_eq!(
+            told,
+            "annotating Pod ws/p: the API server refused it (422 Invalid): Pod \"p\" is invalid: metadata.name: Invalid value"
+        );
+        let failed = api_error(
+            json!({"status": "Failure", "code": 500, "reason": "InternalError",
+                                       "message": "etcdserver: https://10.0.0.1:2379 timed out"}),
+        );
+        assert!(
+            !failed.public_message().contains("10.0.0.1"),
+            "{}",
+            failed.public_message()
+        );
+        let unreachable = ClusterError {
+            action: "getting Pod ws/p".into(),
+            source: kube::Error::Service("error trying to connect: https://10.96.0.1:443/api/v1/x".into()),
+        };
+        let told = unreachable.public_message();
+        assert!(
+            !told.contains("10.96.0.1") && told.contains("could not be reached"),
+            "{told}"
+        );
     }
 
     #[test]

@@ -115,6 +115,10 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// outfit: how long in-flight requests get to finish once shutdown starts.
     pub shutdown_grace: Duration,
+    /// outfit: the exposure of the API port to hostile callers: `maxConnections` (open at once;
+    /// the oldest idle one makes room), `bodyReadTimeout` (a request body must arrive within it)
+    /// and `allowedOrigins` (other sites whose pages may change workspaces).
+    pub exposure: Exposure,
     /// outfit: serve the API over HTTPS with this certificate and key (PEM files, reloaded when
     /// they change); plain HTTP, as deic-dk, when unset.
     pub tls: Option<TlsFiles>,
@@ -203,6 +207,9 @@ const KEYS: &[(&str, &str)] = &[
     ("manifestMaxBytes", "1048576"),
     ("maxBodyBytes", "65536"),
     ("shutdownGrace", "15s"),
+    ("maxConnections", "1024"),
+    ("bodyReadTimeout", "30s"),
+    ("allowedOrigins", "[]"),
     ("tlsCertFile", ""),
     ("tlsKeyFile", ""),
     ("trustedProxyCidrs", "[]"),
@@ -489,6 +496,12 @@ impl Config {
             manifest_max_bytes: size("manifestMaxBytes")?,
             max_body_bytes: size("maxBodyBytes")?,
             shutdown_grace: duration("shutdownGrace")?,
+            exposure: Exposure {
+                max_connections: size("maxConnections")?,
+                body_read_timeout: duration("bodyReadTimeout")?,
+                allowed_origins: exposure::parse_origins(&v.list::<Vec<String>>("allowedOrigins")?)
+                    .map_err(|reason| error(&v.values["allowedOrigins"].1, "allowedOrigins", reason))?,
+            },
             tls: match (v.text("tlsCertFile")?, v.text("tlsKeyFile")?) {
                 (cert, key) if cert.is_empty() && key.is_empty() => None,
                 (cert, key) if !cert.is_empty() && !key.is_empty() => Some(TlsFiles {
@@ -583,5 +596,8 @@ pub fn data_network_address(silo_ip: &str) -> String {
     silo_ip.replacen("10.0.", "10.2.", 1)
 }
 
+mod exposure;
 #[cfg(test)]
 mod tests;
+
+pub use self::exposure::Exposure;

@@ -134,7 +134,8 @@ pub fn due(pod: &Pod, config: &Config, now: Timestamp) -> Option<Cull> {
     {
         return Some(Cull::Lifetime { limit });
     }
-    let last = last_activity(pod)?;
+    // A mark in the future (recorded before such marks were clamped) counts as now.
+    let last = last_activity(pod)?.min(now);
     match lifetimes.idle_timeout {
         Some(limit) if since(last) >= limit => Some(Cull::Idle { since: last, limit }),
         _ => None,

@@ -70,6 +70,23 @@ pub enum FetchError {
     },
 }
 
+impl FetchError {
+    /// What went wrong, without the URL or the connection's detail: for callers who chose a
+    /// catalogue entry, to whom the manifest's (possibly internal) address is none of their
+    /// business.
+    pub fn reason(&self) -> String {
+        match self {
+            Self::NotWhitelisted { .. } => "its URL does not match whitelistManifestRegex".to_owned(),
+            Self::BadUrl { .. } => "its URL is not an http(s) URL".to_owned(),
+            Self::Status { status, .. } => format!("the manifest server answered {status}"),
+            Self::Transport { .. } => "the manifest server could not be reached".to_owned(),
+            Self::Timeout { limit, .. } => format!("no complete answer within {limit:?}"),
+            Self::TooLarge { limit, .. } => format!("the manifest is larger than {limit} bytes"),
+            Self::NotText { .. } => "the manifest is not UTF-8 text".to_owned(),
+        }
+    }
+}
+
 /// Fetches whitelisted manifests.
 #[derive(Clone)]
 pub struct Fetcher {

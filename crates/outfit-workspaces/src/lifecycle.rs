@@ -218,7 +218,9 @@ impl Lifecycle {
             if e.is_transient() {
                 Unfinished::Later(e)
             } else {
-                Unfinished::Failed(Phase::Services, e.to_string())
+                // The reason is shown to the user: the API server's verdict, the dump in the log.
+                tracing::warn!(pod = pod.name_any(), error = %e, "a start job was refused");
+                Unfinished::Failed(Phase::Services, e.public_message())
             }
         };
         let owner = objects::owned_by(pod)

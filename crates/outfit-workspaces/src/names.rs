@@ -3,6 +3,8 @@
 
 use std::hash::Hasher;
 
+#[cfg(test)]
+use crate::user::MAX_USER_ID;
 use crate::user::UserId;
 
 /// The longest DNS label: pod hostnames, Service names, Ingress host labels, label values.
@@ -15,6 +17,37 @@ const LONGEST_OBJECT_SUFFIX: usize = "-ingress".len();
 const RETRY_SUFFIX: usize = 2;
 /// How many names a create tries: the base, then `-1` … `-9`, as deic-dk does.
 pub const NAME_ATTEMPTS: usize = 10;
+
+/// Why a name from a request can't be a workspace's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{name:?} is not a workspace name: {reason}")]
+pub struct InvalidName {
+    /// The name as given (its head, when long).
+    pub name: String,
+    /// What is wrong with it.
+    pub reason: &'static str,
+}
+
+/// Checks that `name`, from a request, is a DNS-1123 label (every pod name the backend gives is
+/// one) before it goes into an API server URL, where `?`, `/` or `..` would change the request.
+pub fn check_pod_name(name: &str) -> Result<(), InvalidName> {
+    let fail = |reason| InvalidName {
+        name: name.chars().take(MAX_LABEL + 1).collect(),
+        reason,
+    };
+    if name.is_empty() || name.len() > MAX_LABEL {
+        return Err(fail("a name has 1 to 63 characters"));
+    }
+    let bytes = name.as_bytes();
+    let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    if !bytes.iter().all(|&b| alnum(b) || b == b'-') {
+        return Err(fail("a name holds only lower-case letters, digits and '-'"));
+    }
+    if !alnum(bytes[0]) || !alnum(bytes[bytes.len() - 1]) {
+        return Err(fail("a name starts and ends with a lower-case letter or a digit"));
+    }
+    Ok(())
+}
 
 /// `name` itself when it has at most `max` bytes, else its head and an 8-digit hash of the whole,
 /// so that two long names sharing a head stay apart and the same name always maps the same way.
@@ -59,6 +92,28 @@ pub fn pod_name_candidates(manifest_name: &str, user: &UserId) -> Vec<String> {
         .collect()
 }
 
+/// The names a create tries for `user` when deic-dk's ([`pod_name_candidates`]) are held by
+/// other users whose ids give the same user string (`a.b@x`, `a-b@x`): the same base, shortened,
+/// with a hash of the exact id, then with `-1` … `-9`. No other id gives these names, so no one can
+/// take them all from the user.
+pub fn own_pod_name_candidates(manifest_name: &str, user: &UserId) -> Vec<String> {
+    let hash = id_hash(user);
+    let base = dns_safe(&format!("{manifest_name}-{}", user.user_string()));
+    let room = MAX_LABEL - LONGEST_OBJECT_SUFFIX - RETRY_SUFFIX - hash.len() - 1;
+    let head = fit(&base, room);
+    let base = format!("{}-{hash}", head.trim_end_matches('-'));
+    std::iter::once(base.clone())
+        .chain((1..NAME_ATTEMPTS).map(|i| format!("{base}-{i}")))
+        .collect()
+}
+
+/// An 8-digit hash of the exact user id.
+fn id_hash(user: &UserId) -> String {
+    let mut hasher = fnv::FnvHasher::default();
+    hasher.write(user.as_str().as_bytes());
+    format!("{:08x}", hasher.finish() as u32)
+}
+
 /// The ssh NodePort Service of a pod.
 pub fn ssh_service(pod: &str) -> String {
     format!("{pod}-ssh")
@@ -89,9 +144,7 @@ pub fn storage_name(user: &UserId) -> String {
 /// The storage name of `user` when deic-dk's name is taken by another user: the same name with a
 /// hash of the exact id.
 pub fn storage_name_for(user: &UserId) -> String {
-    let mut hasher = fnv::FnvHasher::default();
-    hasher.write(user.as_str().as_bytes());
-    format!("{}-{:08x}", storage_name(user), hasher.finish() as u32)
+    format!("{}-{}", storage_name(user), id_hash(user))
 }
 
 /// The PVC deic-dk generates for a `local` volumeMount: `local-claim-<mountPath with / as ->`.
@@ -179,6 +232,58 @@ mod tests {
         let (a, b) = (user("a.b@x"), user("a-b@x"));
         assert_eq!(storage_name(&a), storage_name(&b));
         assert_ne!(storage_name_for(&a), storage_name_for(&b));
+    }
+
+    #[test]
+    fn names_that_would_change_the_url_are_refused() {
+        for bad in [
+            "web-alice?dryRun=All",
+            "web-alice/status",
+            "..",
+            "%2e%2e",
+            "",
+            "Web-Alice",
+            "-web",
+            "web-",
+            "web.alice",
+            &"a".repeat(64),
+        ] {
+            let error = check_pod_name(bad).unwrap_err();
+            assert!(error.to_string().contains("not a workspace name"), "{error}");
+        }
+        for good in ["web-alice", "jupyter-alice-dtu-dk-9", "a", &"a".repeat(63)] {
+            assert_eq!(check_pod_name(good), Ok(()), "{good}");
+        }
+        for name in pod_name_candidates("jupyter-sciencedata", &user(&"a".repeat(200))) {
+            assert_eq!(check_pod_name(&name), Ok(()), "{name}");
+        }
+    }
+
+    #[test]
+    fn ids_sharing_a_user_string_get_names_of_their_own() {
+        let (dot, dash) = (user("a.b"), user("a-b"));
+        assert_eq!(
+            pod_name_candidates("web", &dot),
+            pod_name_candidates("web", &dash)
+        );
+        let (own_dot, own_dash) = (
+            own_pod_name_candidates("web", &dot),
+            own_pod_name_candidates("web", &dash),
+        );
+        assert!(own_dot.iter().all(|n| !own_dash.contains(n)));
+        assert!(own_dot[0].starts_with("web-a-b-"), "{}", own_dot[0]);
+        let long = user(&"x".repeat(MAX_USER_ID));
+        for name in own_pod_name_candidates("jupyter-sciencedata", &long) {
+            assert_eq!(check_pod_name(&ingress(&name)), Ok(()), "{name}");
+        }
+        assert_eq!(own_dot.len(), NAME_ATTEMPTS);
+    }
+
+    #[test]
+    fn the_longest_id_still_names_its_storage_within_253() {
+        let longest = user(&"x".repeat(MAX_USER_ID));
+        assert!(storage_name_for(&longest).len() <= MAX_SUBDOMAIN);
+        assert!(storage_name(&longest).len() <= MAX_SUBDOMAIN);
     }
 
     #[test]

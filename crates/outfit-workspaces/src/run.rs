@@ -14,6 +14,7 @@ use std::{net::SocketAddr, sync::Arc};
 
 use outfit_http::{
     accept::{self, Timeouts},
+    limit::ConnectionLimit,
     tls::CertStore,
 };
 use tokio::{net::TcpListener, sync::watch};
@@ -139,10 +140,11 @@ impl Server {
         if let Some(listener) = self.admin {
             let render = metrics.clone();
             let admin = outfit_http::admin::Admin::new(ready.clone(), Arc::new(move || render.render()));
-            tracker.spawn(outfit_http::admin::serve(
+            tracker.spawn(outfit_http::admin::serve_limited(
                 listener,
                 admin,
-                outfit_http::accept::Timeouts::default(),
+                Timeouts::default(),
+                ConnectionLimit::new(config.exposure.max_connections),
                 shutdown.clone(),
                 tracker.clone(),
             ));
@@ -168,22 +170,20 @@ impl Server {
         );
         let stop = shutdown.clone();
         let timeouts = Timeouts::default();
+        let limit = ConnectionLimit::new(config.exposure.max_connections);
         accept::accept_each(self.api, &stop, &tracker, |tcp, peer| {
-            let api = Api::new(
-                backend.clone(),
-                metrics.clone(),
-                auth.clone(),
-                peer,
-                shutdown.clone(),
-            );
-            let (shutdown, acceptor) = (shutdown.clone(), acceptor.clone());
+            let admitted = limit.admit(&shutdown);
+            // Progress streams end when their connection is closed to make room.
+            let closing = admitted.as_ref().map(|a| a.slot().closing().clone());
+            let api = closing
+                .map(|closing| Api::new(backend.clone(), metrics.clone(), auth.clone(), peer, closing));
+            let acceptor = acceptor.clone();
             async move {
-                let served = match acceptor {
-                    Some(acceptor) => {
-                        accept::serve_tls_connection(tcp, peer, acceptor, api, timeouts, shutdown).await
-                    }
-                    None => accept::serve_http(tcp, false, api, timeouts, shutdown).await,
+                let (Some(admitted), Some(api)) = (admitted, api) else {
+                    tracing::debug!(%peer, "every connection busy at maxConnections; refused");
+                    return;
                 };
+                let served = accept::serve_admitted(tcp, peer, acceptor, api, timeouts, &admitted).await;
                 if let Err(reason) = served {
                     tracing::debug!(%peer, reason, "connection closed");
                 }

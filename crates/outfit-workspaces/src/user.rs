@@ -16,6 +16,10 @@ pub struct InvalidUserId {
     pub reason: &'static str,
 }
 
+/// The longest user id: the longest name made from one, its storage's when another id has taken
+/// the plain name (`user-storage-<user string>-<8-digit hash>`), must stay within Kubernetes' 253.
+pub const MAX_USER_ID: usize = 253 - "user-storage-".len() - "-01234567".len();
+
 /// A validated user id such as `alice@dtu.dk`: lower-case letters and digits plus `-`, `.` and
 /// `_`, at most one `@`, starting and ending with a letter or digit, at least two characters
 /// (deic-dk's rule, §1.1 of the reference).
@@ -32,9 +36,11 @@ impl UserId {
         if id.len() < 2 {
             return Err(fail("shorter than 2 characters"));
         }
-        // Longer ids can't be anyone's and would only make names and logs unwieldy.
-        if id.len() > 253 {
-            return Err(fail("longer than 253 characters"));
+        // Longer ids would make names the API server refuses, after the create has begun.
+        if id.len() > MAX_USER_ID {
+            return Err(fail(
+                "longer than 231 characters (its storage's name, user-storage-<id>-<hash>, must fit in 253)",
+            ));
         }
         let alnum = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
         let bytes = id.as_bytes();
@@ -139,6 +145,16 @@ mod tests {
         let b = UserId::parse("a-b@x").unwrap();
         assert_eq!(a.user_string(), b.user_string());
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn ids_whose_storage_names_cannot_fit_are_refused() {
+        assert_eq!(MAX_USER_ID, 231);
+        assert!(UserId::parse(&"a".repeat(MAX_USER_ID)).is_ok());
+        for length in [MAX_USER_ID + 1, 241, 253] {
+            let error = UserId::parse(&"a".repeat(length)).unwrap_err();
+            assert!(error.to_string().contains("longer than 231"), "{error}");
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@ use k8s_openapi::api::{
 };
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::{Api, api::ListParams};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::{native::WEB_FIELDS, support::*};
 use crate::control_plane::ControlPlane;
@@ -32,17 +32,6 @@ spec:
   automountServiceAccountToken: true
   containers: [{name: main, image: x}]
 "#;
-
-async fn launch(backend: &Backend, caller: Caller<'_>, manifest: &str) -> (u16, Value) {
-    backend
-        .call(
-            caller,
-            "POST",
-            "/api/v1/workspaces",
-            Some(json!({"manifest": manifest})),
-        )
-        .await
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workspaces_are_isolated_and_limited_per_user() {
@@ -67,7 +56,7 @@ async fn workspaces_are_isolated_and_limited_per_user() {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), ns);
 
-    let (status, first) = launch(&backend, alice, "web").await;
+    let (status, first) = backend.launch(alice, "web").await;
     assert_eq!(status, 201, "{first}");
     let first = first["name"].as_str().unwrap().to_owned();
     // Pod defaults: no Service env vars, no API token, unless the manifest says otherwise.
@@ -75,7 +64,7 @@ async fn workspaces_are_isolated_and_limited_per_user() {
     let spec = pod.spec.as_ref().unwrap();
     assert_eq!(spec.enable_service_links, Some(false));
     assert_eq!(spec.automount_service_account_token, Some(false));
-    let (_, robot) = launch(&backend, bob, "robot").await;
+    let (_, robot) = backend.launch(bob, "robot").await;
     let robot = pods.get(robot["name"].as_str().unwrap()).await.unwrap();
     assert_eq!(robot.spec.unwrap().automount_service_account_token, Some(true));
 
@@ -116,7 +105,7 @@ async fn workspaces_are_isolated_and_limited_per_user() {
     );
 
     // Limits: CPU first (500m used, 2 more would pass 1), then the number of workspaces.
-    let (status, refused) = launch(&backend, alice, "big").await;
+    let (status, refused) = backend.launch(alice, "big").await;
     assert_eq!(
         (status, refused["reason"].as_str()),
         (403, Some("LimitExceeded")),
@@ -128,9 +117,9 @@ async fn workspaces_are_isolated_and_limited_per_user() {
         message.contains("500m") && message.contains("2500m in all"),
         "{message}"
     );
-    let (status, second) = launch(&backend, alice, "web").await;
+    let (status, second) = backend.launch(alice, "web").await;
     assert_eq!(status, 201, "500m + 500m fits under 1 CPU: {second}");
-    let (status, refused) = launch(&backend, alice, "web").await;
+    let (status, refused) = backend.launch(alice, "web").await;
     assert_eq!(status, 403, "{refused}");
     assert!(
         refused["error"]
@@ -155,7 +144,7 @@ async fn workspaces_are_isolated_and_limited_per_user() {
         "{refused}"
     );
     // Another user is not held by alice's use.
-    let (status, _) = launch(&backend, bob, "web").await;
+    let (status, _) = backend.launch(bob, "web").await;
     assert_eq!(status, 201);
 
     // A deleted workspace frees its share, and its NetworkPolicy goes with it.
@@ -171,7 +160,7 @@ async fn workspaces_are_isolated_and_limited_per_user() {
     )
     .await;
     eventually("room for one more workspace", Duration::from_secs(30), || async {
-        launch(&backend, alice, "web").await.0 == 201
+        backend.launch(alice, "web").await.0 == 201
     })
     .await;
 }
@@ -234,7 +223,7 @@ async fn workspaces_are_culled_at_the_end_of_their_lifetime_or_idleness() {
     let mut names = Vec::new();
     let mut started = Vec::new();
     for manifest in ["short", "idle", "lab"] {
-        let (status, created) = launch(&backend, alice, manifest).await;
+        let (status, created) = backend.launch(alice, manifest).await;
         assert_eq!(status, 201, "{created}");
         let name = created["name"].as_str().unwrap().to_owned();
         let events = backend.follow(alice, &name).await;

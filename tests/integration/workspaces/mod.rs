@@ -10,8 +10,11 @@
 //! - `requests`: bad input, callers, configuration;
 //! - `native`: the native API, its callers and its progress streams;
 //! - `page`: the web page in headless Chromium;
-//! - `guards`: isolation, per-user limits and culling.
+//! - `guards`: isolation, per-user limits and culling;
+//! - `attacks`: hostile callers: huge tokens, slow bodies, connection floods, cross-site posts,
+//!   names that are paths, squatted names.
 
+mod attacks;
 mod guards;
 mod lifecycle;
 mod native;

@@ -321,6 +321,17 @@ impl Backend {
         (status, value)
     }
 
+    /// Launches the catalogue entry `manifest` as `caller`.
+    pub(super) async fn launch(&self, caller: Caller<'_>, manifest: &str) -> (u16, Value) {
+        self.call(
+            caller,
+            "POST",
+            "/api/v1/workspaces",
+            Some(json!({"manifest": manifest})),
+        )
+        .await
+    }
+
     /// The events of a progress stream as `caller`, read until the stream ends: (name, data).
     pub(super) async fn follow(&self, caller: Caller<'_>, name: &str) -> Vec<(String, Value)> {
         self.assert_running();

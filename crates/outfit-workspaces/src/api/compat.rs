@@ -153,7 +153,13 @@ impl Api {
         if route == Route::GetPodipOwner {
             return (Some(route), self.podip_owner(request.uri().query()).await);
         }
-        let body = match read_body(request.into_body(), config.max_body_bytes).await {
+        let body = match read_body(
+            request.into_body(),
+            config.max_body_bytes,
+            config.exposure.body_read_timeout,
+        )
+        .await
+        {
             Ok(body) => body,
             Err((status, error)) => return (Some(route), failure(Some(route), status, error)),
         };
@@ -188,7 +194,7 @@ impl Api {
                     Err(error) => {
                         let phase = error.phase().map(|p| p.as_str()).unwrap_or("request");
                         tracing::warn!(user = request.user_id, url = request.yaml_url, phase, %error, "create refused");
-                        Err(format!("{phase}: {error}"))
+                        Err(format!("{phase}: {}", error.public_message()))
                     }
                 }
             }
@@ -298,7 +304,7 @@ fn percent_decode(text: &str) -> String {
 }
 
 fn text(error: RequestError) -> String {
-    error.to_string()
+    error.public_message()
 }
 
 #[cfg(test)]

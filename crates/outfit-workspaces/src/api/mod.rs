@@ -31,7 +31,7 @@ impl Api {
     /// Routes `request`; returns the endpoint's name (for metrics) and the answer.
     async fn answer(&self, request: Request<Incoming>) -> (&'static str, Answer) {
         let path = request.uri().path();
-        if let Some(answer) = web::file(path) {
+        if let Some(answer) = web::file(request.method(), path) {
             return ("page", answer);
         }
         if path == "/api/v1" || path.starts_with("/api/v1/") {
@@ -78,6 +78,9 @@ fn encode(answer: Answer) -> Response<ResponseBody> {
     let headers = response.headers_mut();
     if let Some(content_type) = content_type {
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    }
+    for (name, value) in web::SECURITY_HEADERS {
+        headers.insert(name, HeaderValue::from_static(value));
     }
     if matches!(response.body(), Either::Right(_)) {
         // Proxies must pass events on as they come (nginx buffers otherwise).

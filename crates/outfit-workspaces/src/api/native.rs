@@ -10,7 +10,7 @@ use serde_json::json;
 use super::{
     answer::{Answer, Body},
     connection::Api,
-    request::{SYNC_WAIT, canonical, parse, read_body},
+    request::{SYNC_WAIT, canonical, cross_site_refusal, parse, read_body},
     sse,
 };
 use crate::{
@@ -103,7 +103,9 @@ fn ok(status: StatusCode, body: impl Serialize) -> Answer {
 /// The status and reason of a failed operation.
 fn request_failure(error: &RequestError) -> Answer {
     let (status, reason) = match error {
-        RequestError::User(_) | RequestError::BadAddress(_) => (StatusCode::BAD_REQUEST, "BadRequest"),
+        RequestError::User(_) | RequestError::Name(_) | RequestError::BadAddress(_) => {
+            (StatusCode::BAD_REQUEST, "BadRequest")
+        }
         RequestError::Fetch(_) => (StatusCode::BAD_GATEWAY, "ManifestUnavailable"),
         RequestError::Manifest(_) | RequestError::Annotation(_) => {
             (StatusCode::UNPROCESSABLE_ENTITY, "BadManifest")
@@ -119,7 +121,18 @@ fn request_failure(error: &RequestError) -> Answer {
             (StatusCode::INTERNAL_SERVER_ERROR, "ClusterError")
         }
     };
-    failure(status, reason, error)
+    let message = match error {
+        // The catalogue's manifest URL may be internal: the log names it, the caller is told why.
+        RequestError::Fetch(fetch) => {
+            tracing::warn!(error = %fetch, "catalogue manifest unavailable");
+            format!(
+                "the catalogue's manifest could not be fetched: {}",
+                fetch.reason()
+            )
+        }
+        other => other.public_message(),
+    };
+    failure(status, reason, message)
 }
 
 fn auth_failure(error: &AuthError) -> Answer {
@@ -129,6 +142,8 @@ fn auth_failure(error: &AuthError) -> Answer {
             (StatusCode::FORBIDDEN, "Forbidden")
         }
         AuthError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "NotReady"),
+        AuthError::TokenTooLarge { .. } => (StatusCode::UNAUTHORIZED, "TokenTooLarge"),
+        AuthError::RepeatedHeader(_) => (StatusCode::BAD_REQUEST, "BadRequest"),
     };
     failure(status, reason, error)
 }
@@ -158,6 +173,20 @@ impl Api {
             };
             return (name, answer);
         }
+        let config = self.backend.config();
+        let refusal = cross_site_refusal(
+            request.method(),
+            request.headers(),
+            &config.exposure.allowed_origins,
+        );
+        if let Some((status, error)) = refusal {
+            let reason = if status == StatusCode::FORBIDDEN {
+                "CrossSite"
+            } else {
+                "UnsupportedMediaType"
+            };
+            return (name, failure(status, reason, error));
+        }
         let peer = canonical(self.peer.ip());
         let identity = match self.auth.authenticate(request.headers(), peer).await {
             Ok(identity) => identity,
@@ -182,7 +211,13 @@ impl Api {
         };
         let (all, follow) = (flag("all"), flag("follow"));
         let body = if endpoint == Endpoint::Launch {
-            match read_body(request.into_body(), self.backend.config().max_body_bytes).await {
+            match read_body(
+                request.into_body(),
+                config.max_body_bytes,
+                config.exposure.body_read_timeout,
+            )
+            .await
+            {
                 Ok(body) => Some(body),
                 Err((status, error)) => return (name, failure(status, "BadRequest", error)),
             }

@@ -18,7 +18,7 @@ pub use self::{
     types::{Backend, CreateOutcome, CreateRequest, Created, RequestError},
 };
 
-use self::types::{Deletion, Turns};
+use self::types::{Deletion, Holders, Turns};
 use crate::{
     cache::{Cache, OWN_WRITE_VISIBLE},
     catalogue::Catalogue,
@@ -130,22 +130,58 @@ impl Backend {
         } else {
             String::new()
         };
-        let candidates = names::pod_name_candidates(&prepared.manifest_name, user);
-        let warnings = prepared.warnings.clone();
-        for name in &candidates {
-            if self.cache.pod(name).is_some() {
-                continue;
-            }
+        let placed = |name: &str| {
             let placement = manifest::Placement {
                 name,
                 storage_claim: &storage_claim,
                 deadline: &deadline_text,
                 manifest_url: url,
             };
-            let pod = manifest::assemble(prepared.clone(), requester, &placement);
-            match self.cluster.create_pod(&pod).await {
+            manifest::assemble(prepared.clone(), requester, &placement)
+        };
+        let plain = names::pod_name_candidates(&prepared.manifest_name, user);
+        let mut holders = Holders::default();
+        if let Some(created) = self.create_named(&plain, user, &mut holders, &placed).await? {
+            return Ok(Created {
+                warnings: prepared.warnings,
+                ..created
+            });
+        }
+        // Another id with the same user string holds deic-dk's names: the user's own names.
+        if holders.others > 0 {
+            let own = names::own_pod_name_candidates(&prepared.manifest_name, user);
+            if let Some(created) = self.create_named(&own, user, &mut holders, &placed).await? {
+                return Ok(Created {
+                    warnings: prepared.warnings,
+                    ..created
+                });
+            }
+        }
+        Err(RequestError::NamesTaken {
+            first: plain[0].clone(),
+            last: plain[plain.len() - 1].clone(),
+            own: holders.own,
+            others: holders.others,
+        })
+    }
+
+    /// Creates the pod `pod_of` makes, under the first of `names` that is free; `None` when
+    /// every one is taken, counted in `holders` by who holds it.
+    async fn create_named(
+        &self,
+        names: &[String],
+        user: &UserId,
+        holders: &mut Holders,
+        pod_of: impl Fn(&str) -> Pod,
+    ) -> Result<Option<Created>, RequestError> {
+        for name in names {
+            if let Some(holder) = self.cache.pod(name) {
+                holders.count(crate::user::belongs_to(holder.as_ref(), user));
+                continue;
+            }
+            match self.cluster.create_pod(&pod_of(name)).await {
                 Ok(created) => {
-                    tracing::info!(pod = name, user = %user, manifest = url, "pod created");
+                    tracing::info!(pod = name, user = %user, "pod created");
                     // Isolated right after the pod is stored, while it waits for a node and its
                     // images; the lifecycle makes sure again before it is ready.
                     if let Err(error) = self.isolate(&created).await {
@@ -153,21 +189,18 @@ impl Backend {
                         return Err(error.into());
                     }
                     self.await_visible(&created).await;
-                    return Ok(Created {
+                    return Ok(Some(Created {
                         pod_name: name.clone(),
-                        warnings,
+                        warnings: Vec::new(),
                         pod: created,
-                    });
+                    }));
                 }
                 // Taken since the cache last looked (another replica, or a pod being deleted).
-                Err(error) if error.is_conflict() => continue,
+                Err(error) if error.is_conflict() => holders.count(false),
                 Err(error) => return Err(error.into()),
             }
         }
-        Err(RequestError::NamesTaken {
-            first: candidates[0].clone(),
-            last: candidates[candidates.len() - 1].clone(),
-        })
+        Ok(None)
     }
 
     /// Deletes a pod whose create is answered an error, so that an error leaves nothing behind:
@@ -214,6 +247,7 @@ impl Backend {
     /// says nothing more (deic-dk's no-leak default).
     pub async fn watch_create(&self, user_id: &str, pod_name: &str) -> Result<CreateOutcome, RequestError> {
         let user = UserId::parse(user_id)?;
+        names::check_pod_name(pod_name)?;
         let not_yours = CreateOutcome {
             ready: false,
             reason: None,
@@ -253,6 +287,7 @@ impl Backend {
     /// `delete_pod`: asks the API server to delete the user's pod.
     pub async fn delete_pod(&self, user_id: &str, pod_name: &str) -> Result<(), RequestError> {
         let user = UserId::parse(user_id)?;
+        names::check_pod_name(pod_name)?;
         let no_such_pod = || RequestError::NoSuchPod {
             user: user.to_string(),
             pod: pod_name.to_owned(),
@@ -322,6 +357,7 @@ impl Backend {
     /// pod the user does not own it answers deleted at once (deic-dk's no-leak default).
     pub async fn watch_delete(&self, user_id: &str, pod_name: &str) -> Result<bool, RequestError> {
         let user = UserId::parse(user_id)?;
+        names::check_pod_name(pod_name)?;
         let Some(pod) = self.cache.owned_pod(&user, pod_name) else {
             return Ok(true);
         };

@@ -17,6 +17,7 @@ use crate::{
     info::{self, Workspace},
     keys,
     manifest::Settings,
+    names,
     progress::storage_claim_of,
     report::{self, Report},
     user::belongs_to,
@@ -58,6 +59,7 @@ impl Backend {
 
     /// The workspace `name` of `identity` (any user's, for an admin).
     pub fn workspace(&self, identity: &Identity, name: &str) -> Result<Workspace, RequestError> {
+        names::check_pod_name(name)?;
         let pod = self.visible_pod(identity, name)?;
         Ok(self.describe(&pod, Timestamp::now()))
     }
@@ -100,6 +102,7 @@ impl Backend {
     /// Deletes the workspace `name` of `identity` (any user's, for an admin); returns the uid of
     /// the pod being deleted, for following the delete.
     pub async fn remove(&self, identity: &Identity, name: &str) -> Result<String, RequestError> {
+        names::check_pod_name(name)?;
         let visible = |pod: &Pod| identity.admin || belongs_to(pod, &identity.user);
         match self.delete_current(name, visible).await? {
             Deletion::None => Err(not_found(identity, name)),
@@ -114,6 +117,7 @@ impl Backend {
 
     /// Records that `identity` is active in workspace `name`.
     pub async fn activity(&self, identity: &Identity, name: &str) -> Result<(), RequestError> {
+        names::check_pod_name(name)?;
         let pod = self.owned_pod(identity, name)?;
         let now = Timestamp::now();
         let every = culling::lifetimes(&pod, &self.config)
@@ -148,6 +152,7 @@ impl Backend {
 
     /// The uid of workspace `name` that `identity` may follow.
     pub fn follow(&self, identity: &Identity, name: &str) -> Result<String, RequestError> {
+        names::check_pod_name(name)?;
         Ok(self.visible_pod(identity, name)?.uid().unwrap_or_default())
     }
 

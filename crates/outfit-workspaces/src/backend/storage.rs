@@ -54,7 +54,7 @@ impl Backend {
         until: &str,
         name: &str,
     ) -> Result<Attempt, RequestError> {
-        let storage_error = |e: ClusterError| RequestError::Storage(e.to_string());
+        let storage_error = |e: ClusterError| storage_failure(&e);
         let Some(claim) = self.cluster.claim(name).await.map_err(storage_error)? else {
             if !self.ensure_volume(user, silo_ip, name).await? {
                 return Ok(Attempt::Taken);
@@ -112,18 +112,14 @@ impl Backend {
 
     /// Whether the volume `name` is `user`'s (by outfit's mark, or deic-dk's NFS path).
     async fn volume_is_users(&self, user: &UserId, name: &str) -> Result<bool, RequestError> {
-        let volume = self
-            .cluster
-            .volume(name)
-            .await
-            .map_err(|e| RequestError::Storage(e.to_string()))?;
+        let volume = self.cluster.volume(name).await.map_err(|e| storage_failure(&e))?;
         Ok(volume.is_some_and(|v| objects::Storage::belongs_to(&v, user, &self.config)))
     }
 
     /// Makes sure the user's volume `name` exists; `false` when a volume of that name is someone
     /// else's (the caller then uses another name).
     async fn ensure_volume(&self, user: &UserId, silo_ip: &str, name: &str) -> Result<bool, RequestError> {
-        let storage_error = |e: ClusterError| RequestError::Storage(e.to_string());
+        let storage_error = |e: ClusterError| storage_failure(&e);
         if let Some(volume) = self.cluster.volume(name).await.map_err(storage_error)? {
             if !objects::Storage::belongs_to(&volume, user, &self.config) {
                 return Ok(false);
@@ -154,4 +150,10 @@ impl Backend {
             Err(e) => Err(storage_error(e)),
         }
     }
+}
+
+/// A storage step the API server failed: its verdict for the caller, the whole error in the log.
+fn storage_failure(error: &ClusterError) -> RequestError {
+    tracing::warn!(%error, "storage step failed");
+    RequestError::Storage(error.public_message())
 }

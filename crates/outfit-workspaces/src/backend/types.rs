@@ -35,13 +35,22 @@ pub enum RequestError {
     #[error(transparent)]
     Manifest(#[from] ManifestError),
     /// Every name the create may use is taken.
-    #[error("the user already has pods named {first} and {last} and every number between")]
+    #[error(
+        "every name a pod of this manifest may have ({first} to {last}, and the user's own when others hold those) is taken: {own} by the user's pods, {others} by other users' pods or pods being replaced"
+    )]
     NamesTaken {
         /// The first name tried.
         first: String,
-        /// The last name tried.
+        /// The last of deic-dk's names.
         last: String,
+        /// How many of the names tried the user's own pods hold.
+        own: usize,
+        /// How many other users' pods (or pods not yet seen) hold.
+        others: usize,
     },
+    /// A pod name from the request can't be a workspace's.
+    #[error(transparent)]
+    Name(#[from] crate::names::InvalidName),
     /// The user has no pod of that name.
     #[error("user {user} has no pod named {pod:?}")]
     NoSuchPod {
@@ -77,10 +86,23 @@ pub enum RequestError {
 }
 
 impl RequestError {
+    /// What the caller is told: the error, with the API server's verdict in place of kube-rs's
+    /// dump when the cluster failed it. The dump goes to the log.
+    pub fn public_message(&self) -> String {
+        match self {
+            Self::Cluster(error) => {
+                tracing::warn!(%error, "API server call failed");
+                error.public_message()
+            }
+            other => other.to_string(),
+        }
+    }
+
     /// The phase a failed create stopped in; `None` when the request itself was wrong.
     pub fn phase(&self) -> Option<Phase> {
         match self {
             Self::User(_)
+            | Self::Name(_)
             | Self::BadAddress(_)
             | Self::NoSuchPod { .. }
             | Self::AlreadyDeleting(_)
@@ -90,6 +112,25 @@ impl RequestError {
             Self::Fetch(_) | Self::Manifest(_) | Self::Annotation(_) => Some(Phase::Fetch),
             Self::Storage(_) => Some(Phase::Storage),
             Self::NamesTaken { .. } | Self::Cluster(_) => Some(Phase::Admission),
+        }
+    }
+}
+
+/// Who holds the names a create found taken.
+#[derive(Debug, Default)]
+pub(super) struct Holders {
+    /// Held by the user's own pods.
+    pub(super) own: usize,
+    /// Held by anyone else's, or taken before the cache saw it.
+    pub(super) others: usize,
+}
+
+impl Holders {
+    pub(super) fn count(&mut self, own: bool) {
+        if own {
+            self.own += 1;
+        } else {
+            self.others += 1;
         }
     }
 }

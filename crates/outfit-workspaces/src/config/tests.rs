@@ -117,6 +117,9 @@ fn bad_values_name_the_key_and_where_they_came_from() {
         ("allowedSourceCidrs: [nope]", "allowedSourceCidrs", "IP network"),
         ("hostnameList: [{hostname: x}]", "hostnameList", "address"),
         ("tlsCertFile: /tls.crt", "tlsKeyFile", "both"),
+        ("allowedOrigins: [portal.example.org]", "allowedOrigins", "origin"),
+        ("maxConnections: 0", "maxConnections", "positive"),
+        ("bodyReadTimeout: 5", "bodyReadTimeout", "unit"),
     ];
     for (text, key, hint) in cases {
         let f = file(text);

@@ -743,7 +743,7 @@
   }
 
   function touch(name) {
-    api("POST", "workspaces/" + encodeURIComponent(name) + "/activity").catch(function () { /* best effort */ });
+    api("POST", "workspaces/" + encodeURIComponent(name) + "/activity", {}).catch(function () { /* best effort */ });
   }
 
   function deleteWorkspace(rec) {

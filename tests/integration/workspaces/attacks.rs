@@ -1,0 +1,257 @@
+//! The backend under attack (issue 26): each attack as an attacker would send it, against the
+//! real backend on the real API server, and the refusal it must get.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use serde_json::{Value, json};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpStream,
+};
+
+use super::{native::catalogue, support::*};
+use crate::control_plane::ControlPlane;
+
+/// Sends `request` as it is over a fresh connection; returns the whole answer, head and body.
+async fn raw(port: u16, request: &str) -> String {
+    let mut tcp = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(60), tcp.read_to_end(&mut answer))
+        .await
+        .expect("an answer within a minute")
+        .expect("read the answer");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+fn status_of(answer: &str) -> u16 {
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {answer:?}"))
+}
+
+/// A native API request with `headers` exactly as given (no content type added).
+fn native_request(method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> String {
+    let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
+    format!(
+        "{method} {path} HTTP/1.1\r\nhost: 127.0.0.1\r\n{extra}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+fn json_body(answer: &str) -> Value {
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {answer}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_native_callers_are_refused_cheaply() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-attacks-native";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let url = manifests.put("web.yaml", WEB);
+    let missing = format!("http://127.0.0.1:{}/manifests/gone.yaml", manifests.port);
+    let admin_port = free_port();
+    let extra = format!(
+        "{}- {{name: gone, url: '{missing}'}}\ntrustedProxyCidrs: [127.0.0.1/32]\nadminGroups: [ops]\n\
+         maxConnections: 4\nbodyReadTimeout: 1s\nadminListen: 127.0.0.1:{admin_port}\n",
+        catalogue(&url)
+    );
+    let backend = Backend::start(plane, ns, &manifests, &extra).await;
+    let port = backend.port;
+    let alice_token = plane.env("ALICE_TOKEN");
+    let bearer = format!("Bearer {alice_token}");
+    let alice = Caller::Token(&alice_token);
+
+    // A token far larger than any real one is refused unread, never sent for review.
+    let huge = format!("Bearer {}", "x".repeat(64 << 10));
+    let answer = raw(
+        port,
+        &native_request("GET", "/api/v1/me", &[("authorization", &huge)], ""),
+    )
+    .await;
+    let error = json_body(&answer);
+    assert_eq!(
+        (status_of(&answer), error["reason"].as_str()),
+        (401, Some("TokenTooLarge")),
+        "{error}"
+    );
+    assert!(error["error"].as_str().unwrap().contains("8192 bytes"), "{error}");
+
+    // Identity headers sent twice are refused, not merged into admin rights.
+    let twice = native_request(
+        "GET",
+        "/api/v1/workspaces?all=true",
+        &[
+            ("x-forwarded-user", "mallory"),
+            ("x-forwarded-groups", "dev"),
+            ("x-forwarded-groups", "ops"),
+        ],
+        "",
+    );
+    let answer = raw(port, &twice).await;
+    assert_eq!(status_of(&answer), 400, "{answer}");
+    assert!(answer.contains("more than once"), "{answer}");
+
+    // A cross-site form post (text/plain) and a cross-site script are refused before anything runs.
+    let launch = json!({"manifest": "web", "settings": {"web": {"GREETING": "pwned"}}}).to_string();
+    let form = native_request(
+        "POST",
+        "/api/v1/workspaces",
+        &[("authorization", &bearer), ("content-type", "text/plain")],
+        &launch,
+    );
+    let answer = raw(port, &form).await;
+    assert_eq!(status_of(&answer), 415, "{answer}");
+    let script = native_request(
+        "POST",
+        "/api/v1/workspaces",
+        &[
+            ("authorization", &bearer),
+            ("content-type", "application/json"),
+            ("origin", "https://evil.example"),
+        ],
+        &launch,
+    );
+    let answer = raw(port, &script).await;
+    assert_eq!(
+        (status_of(&answer), json_body(&answer)["reason"].clone()),
+        (403, json!("CrossSite")),
+        "{answer}"
+    );
+    let (_, listed) = backend.call(alice, "GET", "/api/v1/workspaces", None).await;
+    assert_eq!(listed["items"], json!([]), "nothing was launched: {listed}");
+
+    // The page answers only reads, and may not be framed.
+    let answer = raw(port, &native_request("POST", "/", &[], "x")).await;
+    assert_eq!(status_of(&answer), 405, "{answer}");
+    let page = raw(port, &native_request("GET", "/", &[], ""))
+        .await
+        .to_ascii_lowercase();
+    assert_eq!(status_of(&page), 200);
+    assert!(
+        page.contains("frame-ancestors 'none'") && page.contains("x-frame-options: deny"),
+        "{page}"
+    );
+
+    // A name that is a path is refused as a name, not sent to the API server.
+    let (status, error) = backend
+        .call(alice, "DELETE", "/api/v1/workspaces/%2e%2e", None)
+        .await;
+    assert_eq!(status, 400, "{error}");
+    assert!(
+        error["error"].as_str().unwrap().contains("not a workspace name"),
+        "{error}"
+    );
+
+    // A catalogue manifest that can't be fetched: 502, without its (internal) address.
+    let (status, error) = backend.launch(alice, "gone").await;
+    assert_eq!(status, 502, "{error}");
+    assert!(!error.to_string().contains("127.0.0.1"), "{error}");
+    let (_, listed) = backend.call(alice, "GET", "/api/v1/catalogue", None).await;
+    assert!(!listed.to_string().contains("gone.yaml"), "{listed}");
+
+    // A body sent a byte at a time is cut at bodyReadTimeout.
+    let mut slow = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    slow.write_all(b"POST /get_pods HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(60), slow.read_to_end(&mut answer))
+        .await
+        .expect("the slow body is cut")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert_eq!(status_of(&answer), 408, "{answer}");
+    assert!(answer.contains("bodyReadTimeout"), "{answer}");
+
+    // At maxConnections a new caller is served, and the oldest idle connection makes room; on
+    // the admin port too.
+    for (listener, path) in [(port, "/api/v1/openapi.json"), (admin_port, "/livez")] {
+        let mut idle = Vec::new();
+        for _ in 0..4 {
+            idle.push(TcpStream::connect(("127.0.0.1", listener)).await.unwrap());
+        }
+        let (status, _) = http(listener, "GET", path, "").await;
+        assert_eq!(status, 200, "{path}");
+        let mut byte = [0u8; 1];
+        let closed = tokio::time::timeout(Duration::from_secs(20), idle[0].read(&mut byte))
+            .await
+            .expect("the oldest idle connection is closed to make room");
+        assert!(matches!(closed, Ok(0) | Err(_)), "{path}: {closed:?}");
+    }
+    backend.assert_running();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_from_requests_stay_names_and_ids_keep_their_own() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-attacks-names";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let url = manifests.put("stuck.yaml", UNSCHEDULABLE);
+    let backend = Backend::start(plane, ns, &manifests, "").await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let create = |user: &str| json!({"yaml_url": url, "user_id": user});
+
+    let (status, created) = backend.post("/create_pod", create("alice")).await;
+    assert_eq!(
+        (status, created["pod_name"].as_str()),
+        (200, Some("stuck-alice")),
+        "{created}"
+    );
+    // A query or a subresource in the name does not reach the API server's URL.
+    for name in ["stuck-alice?dryRun=All", "stuck-alice/status", ".."] {
+        let (status, answer) = backend
+            .post("/delete_pod", json!({"user_id": "alice", "pod_name": name}))
+            .await;
+        assert_eq!(
+            (status, answer["requested"].as_bool()),
+            (400, Some(false)),
+            "{name}: {answer}"
+        );
+        assert!(
+            answer["error"].as_str().unwrap().contains("not a workspace name"),
+            "{answer}"
+        );
+    }
+    let alive = pods.get("stuck-alice").await.unwrap();
+    assert!(
+        alive.metadata.deletion_timestamp.is_none(),
+        "the pod was deleted through a bad name"
+    );
+
+    // An id whose storage name could not fit is refused up front, about the id.
+    let long = "a".repeat(241);
+    let (status, answer) = backend.post("/create_pod", create(&long)).await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("longer than 231"),
+        "{answer}"
+    );
+
+    // `a-b` takes every deic-dk name `a.b` would get; `a.b` gets names of its own.
+    for n in 0..10 {
+        let (status, answer) = backend.post("/create_pod", create("a-b")).await;
+        assert_eq!(status, 200, "create {n} of a-b: {answer}");
+    }
+    let (status, answer) = backend.post("/create_pod", create("a.b")).await;
+    assert_eq!(status, 200, "{answer}");
+    let own = answer["pod_name"].as_str().unwrap();
+    assert!(
+        own.starts_with("stuck-a-b-") && own.len() == "stuck-a-b-".len() + 8,
+        "{own}"
+    );
+    // Out of names itself, `a-b` is told the truth.
+    let (status, answer) = backend.post("/create_pod", create("a-b")).await;
+    assert_eq!(status, 400, "{answer}");
+    let error = answer["error"].as_str().unwrap();
+    assert!(error.contains("10 by the user's pods"), "{error}");
+}
