@@ -517,7 +517,7 @@ async fn a_poddefault_sidecar_a_mutator_changed_survives_reinvocation() {
 async fn gatekeeper_mutators_from_the_cluster_mount_nfs_in_every_container() {
     let plane = ControlPlane::get();
     let client = plane.admin_client().await;
-    crate::e2e_cluster::install_crds(&client).await;
+    crate::support::install_crds(&client).await;
     let namespace = "coder-big-dataset";
     pod_namespace(&client, namespace, json!({})).await;
     let assign = resource("mutations.gatekeeper.sh", "v1alpha1", "Assign", "assign");
@@ -567,7 +567,7 @@ async fn gatekeeper_mutators_from_the_cluster_mount_nfs_in_every_container() {
 async fn poddefaults_from_the_cluster_apply_without_a_restart() {
     let plane = ControlPlane::get();
     let client = plane.admin_client().await;
-    crate::e2e_cluster::install_crds(&client).await;
+    crate::support::install_crds(&client).await;
     let namespace = "e2e-from-cluster";
     pod_namespace(&client, namespace, json!({})).await;
 

@@ -62,11 +62,9 @@ use kube::{
     },
     config::{KubeConfigOptions, Kubeconfig},
 };
-use outfit_loadgen::{
-    control_plane::{ControlPlane, vm_rss_kib},
-    harness, mix,
-};
+use outfit_loadgen::{harness, mix};
 use outfit_server::SelfSigned;
+use outfit_test_support::control_plane::{ControlPlane, vm_rss_kib};
 use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::{CertificateDer, ServerName, pem::PemObject};
 use serde_json::{Value, json};
@@ -1123,7 +1121,7 @@ async fn outages(soak: Arc<Soak>, stop: CancellationToken) -> Result<()> {
         }
         let plane = ControlPlane::at(&soak.state_dir);
         soak.api_down.store(true, Ordering::Relaxed);
-        let outage = plane.kill_apiserver().await?;
+        let outage = tokio::task::block_in_place(|| plane.kill_apiserver())?;
         println!(
             "outage: kube-apiserver (pid {}) killed {:.0} s before the end",
             outage.pid,
