@@ -15,6 +15,7 @@ use kube::{
     api::{Api, DynamicObject, PostParams},
     discovery::ApiResource,
 };
+use outfit_test_support::http::Call;
 use serde_json::{Value, json};
 
 use crate::{
@@ -113,15 +114,11 @@ impl Webhook {
 
     /// Its metrics, as the admin port serves them. Fails the test if the server has exited.
     pub(crate) fn metrics(&self) -> String {
-        use std::io::{Read, Write};
         self.assert_running();
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.admin)).expect("the admin port");
-        stream
-            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).unwrap();
-        response
+        Call::new("GET", "/metrics")
+            .send_blocking(self.admin, Duration::from_secs(30))
+            .expect("the admin port answers")
+            .text()
     }
 
     /// The CA its self-signed certificate chains to.
@@ -166,9 +163,8 @@ impl Webhook {
             admin,
             certs,
         };
-        let ready = format!("127.0.0.1:{admin}");
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !admin_ready(&ready) {
+        while !admin_ready(admin) {
             webhook.assert_running();
             assert!(Instant::now() < deadline, "outfit serve did not become ready");
             std::thread::sleep(Duration::from_millis(20));
@@ -180,16 +176,11 @@ impl Webhook {
 /// The file, in the webhook's directory, that its stdout and stderr are written to.
 const LOG_FILE: &str = "outfit-serve.log";
 
-/// GET /readyz over plain HTTP.
-fn admin_ready(addr: &str) -> bool {
-    use std::io::{Read, Write};
-    let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
-        return false;
-    };
-    let _ = stream.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    let mut response = String::new();
-    let _ = stream.read_to_string(&mut response);
-    response.starts_with("HTTP/1.1 200")
+/// Whether the admin port on `port` answers GET /readyz with 200.
+fn admin_ready(port: u16) -> bool {
+    Call::new("GET", "/readyz")
+        .send_blocking(port, Duration::from_secs(5))
+        .is_ok_and(|answer| answer.status == 200)
 }
 
 /// Registers `webhook` with the API server through `outfit manifests --webhook-url`.

@@ -3,6 +3,7 @@
 //! check of outfit's patches, and the paths of the repository.
 
 pub mod control_plane;
+pub mod http;
 mod jsonpatch;
 
 use std::path::PathBuf;

@@ -3,13 +3,15 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::{Api, Client, api::DeleteParams};
 use outfit_loadgen::harness::Backend;
-use outfit_test_support::control_plane::env_value;
+use outfit_test_support::{
+    control_plane::env_value,
+    http::{Call, loopback},
+};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::args::Args;
 
@@ -66,7 +68,8 @@ pub(crate) async fn post(port: u16, path: &str, body: &Value) -> Result<(u16, Va
     call(port, "POST", path, None, Some(body)).await
 }
 
-/// One request on a connection of its own, with `token` as the bearer token if given.
+/// One request on a connection of its own, with `token` as the bearer token if given; the
+/// status and the JSON answer.
 pub(crate) async fn call(
     port: u16,
     method: &str,
@@ -74,25 +77,17 @@ pub(crate) async fn call(
     token: Option<&str>,
     body: Option<&Value>,
 ) -> Result<(u16, Value)> {
-    let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    let body = body.map(Value::to_string).unwrap_or_default();
-    let authorization = token
-        .map(|t| format!("authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nhost: x\r\n{authorization}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    tcp.write_all(request.as_bytes()).await?;
-    let mut answer = String::new();
-    tokio::time::timeout(Duration::from_secs(180), tcp.read_to_string(&mut answer)).await??;
-    let (head, body) = answer.split_once("\r\n\r\n").context("an HTTP answer")?;
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .context("a status")?;
-    Ok((status, serde_json::from_str(body)?))
+    let authorization = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> = authorization
+        .iter()
+        .map(|a| ("authorization", a.as_str()))
+        .collect();
+    let mut request = Call::new(method, path).headers(&headers);
+    if let Some(body) = body {
+        request = request.json(body);
+    }
+    let answer = request.send(loopback(port), Duration::from_secs(180)).await?;
+    Ok((answer.status, answer.json()?))
 }
 
 /// p50, p99 and max of `samples`.
