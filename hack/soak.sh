@@ -10,7 +10,8 @@
 #                                                     deleting through kube-apiserver outages, then
 #                                                     an orphan check (.../bin/workspaces-soak/)
 #
-# --help after either lists its flags. --smoke: every fault once, in well under a minute, on a
+# --help after either lists its flags (a flag given twice: the last counts, so flags after --smoke
+# override its own). --smoke: every fault once, in well under a minute, on a
 # debug build, to show the soak still runs (hack/lib/bins.sh); its figures mean nothing.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -19,7 +20,7 @@ take_smoke "$@"
 [ "$SMOKE" = 1 ] && shift
 bin=soak
 smoke_flags=(--minutes 0.8 --rate 40 --connections 2 --policies 10 --namespaces 2 --cluster-policies 2
-  --policy-every 2 --rotate-every 8 --outage-every 8 --outage-seconds 3 --poll-interval 1 --window 15)
+  --policy-every 2 --rotate-every 8 --outage-every 8 --outage-seconds 3 --poll-interval 1)
 if [ "${1:-}" = --workspaces ]; then
   bin=workspaces-soak
   shift

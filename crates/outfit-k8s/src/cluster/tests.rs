@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::{
     aggregate::{Aggregator, Spawn, aggregate},
-    watches::{KEY_SET, Update, WatchBackoff, keys_only},
+    watches::{KEY_SET, Update, WatchBackoff, keys_only, retried},
     *,
 };
 
@@ -21,6 +21,34 @@ fn policy_watches_retry_within_seconds_and_start_over_after_an_event() {
     assert_eq!(waits, [250, 500, 1000, 2000, 4000, 4000, 4000]);
     backoff.reset();
     assert_eq!(backoff.next(), Some(Duration::from_millis(250)));
+}
+
+/// After an outage the watch keeps failing to start (each wait longer), then the restarted API
+/// server ends the first watch with 410 Gone: the relist follows at once, not after one more
+/// grown wait. Virtual time (a paused clock), so the waits are exact and cost nothing.
+#[tokio::test(start_paused = true)]
+async fn a_watch_expired_after_an_outage_lists_again_without_waiting_out_the_backoff() {
+    use futures::StreamExt;
+    use kube::{core::Status, runtime::watcher};
+    let refused = || {
+        let status = Status::failure("connection refused", "ServiceUnavailable").with_code(503);
+        Err(watcher::Error::WatchStartFailed(kube::Error::Api(Box::new(
+            status,
+        ))))
+    };
+    let expired = Err(watcher::Error::WatchError(Box::new(
+        Status::failure("too old resource version", "Expired").with_code(410),
+    )));
+    let events = futures::stream::iter([refused(), refused(), expired, Ok(watcher::Event::<()>::Init)]);
+    let start = tokio::time::Instant::now();
+    let mut events = retried(events);
+    let mut seen = Vec::new();
+    while let Some(event) = events.next().await {
+        seen.push((event.is_ok(), start.elapsed().as_millis()));
+    }
+    // The two refusals wait 250 and 500 ms; the 410 is not passed on and adds no wait (it
+    // would have added 1,000 ms).
+    assert_eq!(seen, [(false, 0), (false, 250), (true, 750)]);
 }
 
 /// The filer injector's ConfigMaps are watched by name from the start (not every ConfigMap

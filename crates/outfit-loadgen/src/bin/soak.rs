@@ -80,6 +80,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Debug, Parser)]
 #[command(
+    args_override_self = true,
     about = "Soak outfit serve --from-cluster under load, policy changes, cert rotation and API server outages"
 )]
 struct Args {

@@ -5,7 +5,10 @@ use std::path::PathBuf;
 use clap::Parser;
 
 #[derive(Debug, Parser)]
-#[command(about = "Time outfit's Gatekeeper engine against Gatekeeper's own, and diff their results")]
+#[command(
+    args_override_self = true,
+    about = "Time outfit's Gatekeeper engine against Gatekeeper's own, and diff their results"
+)]
 pub(crate) struct Args {
     /// The gatekeeper-baseline binary (`hack/gatekeeper-baseline/build.sh` prints its path).
     #[arg(long, env = "GATEKEEPER_BASELINE")]

@@ -78,6 +78,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Debug, Parser)]
 #[command(
+    args_override_self = true,
     about = "Pod creates per second and latency through kube-apiserver, with outfit as the mutating webhook and without"
 )]
 struct Args {

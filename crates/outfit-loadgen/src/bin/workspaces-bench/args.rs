@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::Parser;
 
 #[derive(Debug, Parser)]
+#[command(args_override_self = true)]
 pub(crate) struct Args {
     /// The state directory of `hack/control-plane/up.sh --nodes N`.
     #[arg(long)]

@@ -56,6 +56,7 @@ use self::{
 };
 
 #[derive(Debug, Parser)]
+#[command(args_override_self = true)]
 struct Args {
     /// Length of the create/delete loop (the final cleanup and check come after it).
     #[arg(long, default_value_t = 10.0)]
