@@ -27,7 +27,8 @@
 //!   `..data` symlink). New handshakes must present it within `--window` seconds.
 //! - **API server outages** every `--outage-every` seconds: kube-apiserver is killed (SIGKILL,
 //!   etcd keeps the data), left down `--outage-seconds`, and started again with the same command
-//!   line (as `tests/integration/control_plane.rs` does). No cluster change is made while it is down.
+//!   line (`outfit_test_support::control_plane`, as the end-to-end tests do). No cluster change
+//!   is made while it is down.
 //! - **RSS** of outfit serve (`VmRSS`) every 2 s.
 //!
 //! At the end, after a quiet `--window`: `outfit_policies{kind="PodDefault"}` on the admin port
