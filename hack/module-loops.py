@@ -72,25 +72,51 @@ def use_paths(tree, prefix=()):
     return [prefix + tuple(p.strip() for p in tree.split("::") if p.strip())]
 
 
-def module_of(src, path):
-    rel = path.relative_to(src).with_suffix("")
-    parts = list(rel.parts)
-    if parts[-1] in ("mod", "lib", "main"):
-        parts = parts[:-1]
-    return tuple(parts)
+def child_files(path, is_root):
+    """The files of the modules `path` declares (`mod x;`): x.rs or x/mod.rs beside a root or
+    mod.rs, else in the folder named after the file."""
+    folder = path.parent if is_root or path.name == "mod.rs" else path.parent / path.stem
+    for m in re.finditer(r"(?<![\w:])mod\s+(\w+)\s*;", strip(path.read_text())):
+        for candidate in (folder / f"{m.group(1)}.rs", folder / m.group(1) / "mod.rs"):
+            if candidate.is_file():
+                yield m.group(1), candidate
+                break
 
 
-def is_test(src, path):
-    rel = path.relative_to(src)
-    return rel.name == "tests.rs" or "tests" in rel.parts[:-1] or rel.parts[0] == "bin"
+def target_files(root):
+    """Every file of the target whose root file is `root`, by module path, found by walking the
+    `mod` declarations (so `#[cfg(test)] mod tests;` and files no target declares are left out)."""
+    files, todo = {}, [((), root, True)]
+    while todo:
+        module, path, is_root = todo.pop()
+        files[module] = path
+        for child, child_path in child_files(path, is_root):
+            todo.append((module + (child,), child_path, False))
+    return files
 
 
-def crate_graph(crate):
-    src = crate / "src"
-    files = {}
-    for path in sorted(src.rglob("*.rs")):
-        if not is_test(src, path):
-            files[module_of(src, path)] = path
+def targets(crate):
+    """The root files of a crate's targets: library, binaries, benches, examples and tests (the
+    conventional places, and [[test]]/[[bench]]/[[bin]]/[[example]] paths its Cargo.toml names)."""
+    roots = [crate / "src/lib.rs", crate / "src/main.rs"]
+    for folder in ("src/bin", "benches", "examples", "tests"):
+        base = crate / folder
+        if base.is_dir():
+            roots += sorted(base.glob("*.rs")) + sorted(base.glob("*/main.rs"))
+    manifest = crate / "Cargo.toml"
+    if manifest.is_file():
+        for m in re.finditer(r'^path\s*=\s*"([^"]+\.rs)"', manifest.read_text(), flags=re.M):
+            roots.append((crate / m.group(1)).resolve())
+    seen, out = set(), []
+    for root in roots:
+        if root.is_file() and root.resolve() not in seen:
+            seen.add(root.resolve())
+            out.append(root)
+    return out
+
+
+def target_graph(root):
+    files = target_files(root)
     edges = {m: set() for m in files}
     for module, path in files.items():
         text = strip(path.read_text())
@@ -99,8 +125,6 @@ def crate_graph(crate):
             paths.extend(use_paths(m.group(1)))
         for m in re.finditer(r"(?<![\w:])((?:crate|super|self|\w+)(?:\s*::\s*\w+)+)", text):
             paths.append(tuple(p.strip() for p in m.group(1).split("::")))
-        # The module a `super::` is relative to: a file's parent module, except for mod.rs/lib.rs.
-        is_dir = path.stem in ("mod", "lib", "main")
         for p in paths:
             if not p:
                 continue
@@ -121,11 +145,12 @@ def crate_graph(crate):
                     base = base[:-1]
                     rest = rest[1:]
             full = tuple(base + rest)
-            # The longest prefix that is a file is the module imported.
+            # The longest prefix that is a file is the module imported; `use super::*` imports
+            # the parent module itself.
             for n in range(len(full), -1, -1):
                 target = full[:n]
                 if target in files:
-                    if target != module and not (n == len(base) and rest == [] ):
+                    if target != module and not (n == len(base) and rest == []):
                         edges[module].add(target)
                     break
     return files, edges
@@ -165,28 +190,32 @@ def cycles(edges):
     return out
 
 
-def name(crate, module):
-    return f"{crate.name}::" + ("::".join(module) or "(root)")
+def name(label, module):
+    return f"{label}::" + ("::".join(module) or "(root)")
 
 
 def main():
     root = Path(__file__).resolve().parent.parent
-    crates = [Path(a) for a in sys.argv[1:]] or sorted((root / "crates").iterdir())
-    found = 0
+    crates = [Path(a).resolve() for a in sys.argv[1:]] or sorted((root / "crates").iterdir())
+    found = checked = 0
     for crate in crates:
-        if not (crate / "src").is_dir():
-            continue
-        files, edges = crate_graph(crate)
-        for component in cycles(edges):
-            found += 1
-            print(f"loop in {crate.name} ({len(component)} files):")
-            members = set(component)
-            for module in component:
-                inside = sorted(t for t in edges[module] if t in members)
-                print(f"  {name(crate, module)} -> " + ", ".join(name(crate, t) for t in inside))
+        for target_root in targets(crate):
+            checked += 1
+            try:
+                label = f"{crate.name}:{target_root.relative_to(crate)}"
+            except ValueError:
+                label = f"{crate.name}:{target_root.relative_to(root)}"
+            files, edges = target_graph(target_root)
+            for component in cycles(edges):
+                found += 1
+                print(f"loop in {label} ({len(component)} files):")
+                members = set(component)
+                for module in component:
+                    inside = sorted(t for t in edges[module] if t in members)
+                    print(f"  {name(label, module)} -> " + ", ".join(name(label, t) for t in inside))
     if found:
         sys.exit(1)
-    print(f"no import loops in {len(crates)} crates")
+    print(f"no import loops in {checked} targets of {len(crates)} crates")
 
 
 if __name__ == "__main__":

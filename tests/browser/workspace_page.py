@@ -11,8 +11,8 @@ first_progress_ms and ready_ms count from the click on Launch, deleted_ms from t
 confirms the delete. Exits 0 on success, 1 on any failure (with what it waited for, what it saw and
 the browser's console log).
 
-It talks W3C WebDriver to chromedriver over HTTP with the standard library only, and finds
-everything through the page's `data-test` attributes.
+It drives Chromium through chromedriver with Selenium (Debian's python3-selenium, for the system
+python3), and finds everything through the page's `data-test` attributes.
 
     workspace_page.py --url http://127.0.0.1:8080/ --token "$TOKEN" --manifest jupyter \\
         --field jupyter/FILE=notes.ipynb --screenshot /tmp/page.png
@@ -23,32 +23,21 @@ import base64
 import json
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
+
+from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.actions.action_builder import ActionBuilder
+from selenium.webdriver.common.by import By
 
 POLL_S = 0.05
 
 
 class Failure(Exception):
     """The page did not do what was expected; the message says what and what was seen."""
-
-
-class WebDriverError(Exception):
-    def __init__(self, status, error, message):
-        super().__init__(f"{error}: {message}")
-        self.status = status
-        self.error = error
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def css_string(value):
@@ -65,13 +54,10 @@ def test_sel(hook, **attrs):
 
 
 class Driver:
-    """A W3C WebDriver session against a chromedriver this object starts and stops."""
+    """A Selenium session in headless Chromium, with the few helpers the test needs."""
 
     def __init__(self):
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.session = None
-        self.proc = None
+        self.browser = None
         self.profile = tempfile.mkdtemp(prefix="outfit-browser-")
         self.driver_log = os.path.join(self.profile, "chromedriver.log")
 
@@ -80,45 +66,24 @@ class Driver:
             raise Failure(f"chromedriver not found or not executable at {chromedriver}")
         if not os.access(chromium, os.X_OK):
             raise Failure(f"chromium not found or not executable at {chromium}")
-        log = open(self.driver_log, "wb")
-        self.proc = subprocess.Popen(
-            [chromedriver, f"--port={self.port}", "--allowed-ips=127.0.0.1", f"--log-path={self.driver_log}"],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-        )
-        log.close()
-        deadline = time.monotonic() + 20
-        while True:
-            if self.proc.poll() is not None:
-                raise Failure(f"chromedriver exited with {self.proc.returncode} before it was ready; log: {self.tail_log()}")
-            try:
-                status = self._call("GET", "/status", timeout=2)
-                if status.get("ready"):
-                    break
-            except (OSError, WebDriverError):
-                pass
-            if time.monotonic() > deadline:
-                raise Failure(f"chromedriver did not get ready on port {self.port} within 20 s; log: {self.tail_log()}")
-            time.sleep(0.1)
-        caps = {
-            "capabilities": {
-                "alwaysMatch": {
-                    "browserName": "chrome",
-                    "pageLoadStrategy": "normal",
-                    "goog:chromeOptions": {
-                        "binary": chromium,
-                        "args": [
-                            "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                            "--no-first-run", "--disable-background-networking",
-                            "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-                            "--window-size=1280,900", f"--user-data-dir={os.path.join(self.profile, 'profile')}",
-                        ],
-                    },
-                    "goog:loggingPrefs": {"browser": "ALL"},
-                }
-            }
-        }
-        value = self._call("POST", "/session", caps, timeout=60)
-        self.session = value["sessionId"]
+        options = webdriver.ChromeOptions()
+        options.binary_location = chromium
+        for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                    "--no-first-run", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+                    "--window-size=1280,900", f"--user-data-dir={os.path.join(self.profile, 'profile')}"):
+            options.add_argument(arg)
+        options.page_load_strategy = "normal"
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        service = Service(chromedriver, service_args=["--allowed-ips=127.0.0.1", f"--log-path={self.driver_log}"])
+        try:
+            self.browser = webdriver.Chrome(service=service, options=options)
+        except WebDriverException as e:
+            raise Failure(f"chromedriver did not start a session: {e.msg}; log: {self.tail_log()}") from e
+
+    @property
+    def session(self):
+        return self.browser is not None
 
     def tail_log(self, n=2000):
         try:
@@ -128,101 +93,62 @@ class Driver:
         except OSError:
             return "(no log)"
 
-    def _call(self, method, path, body=None, timeout=30):
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.base + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json; charset=utf-8"})
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as res:
-                payload = res.read()
-                status = res.status
-        except urllib.error.HTTPError as e:
-            payload = e.read()
-            status = e.code
-        try:
-            answer = json.loads(payload or b"{}")
-        except ValueError:
-            raise WebDriverError(status, "bad answer", payload[:300].decode("utf-8", "replace"))
-        value = answer.get("value") if isinstance(answer, dict) else None
-        if status >= 400 or (isinstance(value, dict) and "error" in value and status != 200):
-            v = value if isinstance(value, dict) else {}
-            raise WebDriverError(status, v.get("error", f"HTTP {status}"), v.get("message", "")[:500])
-        return value
-
-    def cmd(self, method, path, body=None, timeout=30):
-        return self._call(method, f"/session/{self.session}{path}", body, timeout)
-
-    # -- the few commands the test needs ------------------------------------------------------
-
     def get(self, url):
-        self.cmd("POST", "/url", {"url": url}, timeout=60)
+        self.browser.get(url)
 
     def find_all(self, css, root=None):
-        base = f"/element/{root}" if root else ""
-        found = self.cmd("POST", f"{base}/elements", {"using": "css selector", "value": css})
-        return [next(iter(e.values())) for e in found]
+        return (root or self.browser).find_elements(By.CSS_SELECTOR, css)
 
     def find(self, css, root=None):
         found = self.find_all(css, root)
         return found[0] if found else None
 
-    def attr(self, elem, name):
-        return self.cmd("GET", f"/element/{elem}/attribute/{name}")
+    @staticmethod
+    def attr(elem, name):
+        return elem.get_dom_attribute(name)
 
-    def text(self, elem):
-        return self.cmd("GET", f"/element/{elem}/text")
+    @staticmethod
+    def text(elem):
+        return elem.text
 
-    def displayed(self, elem):
-        return bool(self.cmd("GET", f"/element/{elem}/displayed"))
-
-    def click(self, elem):
-        self.cmd("POST", f"/element/{elem}/click", {})
-
-    def clear(self, elem):
-        self.cmd("POST", f"/element/{elem}/clear", {})
-
-    def type(self, elem, text):
-        self.cmd("POST", f"/element/{elem}/value", {"text": text})
+    @staticmethod
+    def displayed(elem):
+        return elem.is_displayed()
 
     def script(self, source, *args):
-        return self.cmd("POST", "/execute/sync", {"script": source, "args": list(args)})
+        return self.browser.execute_script(source, *args)
+
+    def park_pointer(self):
+        """Moves the pointer to the corner so that no button is shown hovered."""
+        actions = ActionBuilder(self.browser)
+        actions.pointer_action.move_to_location(0, 0)
+        actions.perform()
 
     def screenshot(self):
         """A PNG of the whole page (through Chromium's DevTools), or of the window."""
         try:
-            cdp = lambda cmd, params: self.cmd("POST", "/goog/cdp/execute", {"cmd": cmd, "params": params}, 60)  # noqa: E731
-            size = cdp("Page.getLayoutMetrics", {})["cssContentSize"]
-            shot = cdp("Page.captureScreenshot", {
+            size = self.browser.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+            shot = self.browser.execute_cdp_cmd("Page.captureScreenshot", {
                 "format": "png", "captureBeyondViewport": True,
                 "clip": {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1},
             })
             return base64.b64decode(shot["data"])
-        except (WebDriverError, KeyError, TypeError):
-            return base64.b64decode(self.cmd("GET", "/screenshot", timeout=60))
+        except (WebDriverException, KeyError, TypeError):
+            return self.browser.get_screenshot_as_png()
 
     def console(self):
-        for path in ("/se/log", "/log"):
-            try:
-                entries = self.cmd("POST", path, {"type": "browser"}, timeout=10)
-                return [f"{e.get('level')}: {e.get('message')}" for e in entries or []]
-            except (WebDriverError, OSError):
-                continue
-        return None
+        try:
+            return [f"{e.get('level')}: {e.get('message')}" for e in self.browser.get_log("browser")]
+        except WebDriverException:
+            return None
 
     def quit(self):
-        if self.session:
+        if self.browser:
             try:
-                self._call("DELETE", f"/session/{self.session}", timeout=20)
+                self.browser.quit()
             except Exception:  # noqa: BLE001 -- best effort on the way out
                 pass
-            self.session = None
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+            self.browser = None
         shutil.rmtree(self.profile, ignore_errors=True)
 
 
@@ -235,7 +161,7 @@ def wait_for(what, check, timeout, seen=lambda: ""):
             got = check()
             if got:
                 return got
-        except WebDriverError as e:  # e.g. a stale element while the page re-renders
+        except WebDriverException as e:  # e.g. a stale element while the page re-renders
             last_error = e
         if time.monotonic() > deadline:
             saw = ""
@@ -302,9 +228,9 @@ def run(d, opts):
         if not opts.token:
             raise Failure("the page asks for a token and no --token was given")
         tok = d.find(test_sel("signin-token"))
-        d.clear(tok)
-        d.type(tok, opts.token)
-        d.click(d.find(test_sel("signin-submit")))
+        tok.clear()
+        tok.send_keys(opts.token)
+        d.find(test_sel("signin-submit")).click()
 
     def whoami():
         err = d.find(test_sel("signin-error"))
@@ -340,19 +266,19 @@ def run(d, opts):
     option = wait_for(f"catalogue entry {opts.manifest!r} in the select", catalogue_option, 30, seen)
     if d.attr(option, "disabled") is not None:
         raise Failure(f"catalogue entry {opts.manifest!r} can't be launched: {d.text(d.find(test_sel('entry-error'))) if d.find(test_sel('entry-error')) else ''}")
-    d.click(option)
+    option.click()
     select = d.find(test_sel("catalogue-select"))
-    if d.cmd("GET", f"/element/{select}/property/value") != opts.manifest:
+    if select.get_property("value") != opts.manifest:
         # Some drivers don't fire change on an option click: set it the way a user would.
         d.script("const s = arguments[0]; s.value = arguments[1]; s.dispatchEvent(new Event('change', {bubbles: true}));",
-                 {"element-6066-11e4-a52e-4f847bb25e16": select}, opts.manifest)
+                 select, opts.manifest)
     for container, name, value in fields:
         sel = test_sel(f"field-{container}-{name}")
         box = wait_for(f"the input {sel}", lambda: d.find(sel), 10, seen)
-        d.clear(box)
+        box.clear()
         if value:
-            d.type(box, value)
-        got = d.cmd("GET", f"/element/{box}/property/value")
+            box.send_keys(value)
+        got = box.get_property("value")
         if got != value:
             raise Failure(f"the input {sel} holds {got!r} after typing {value!r}")
 
@@ -362,7 +288,7 @@ def run(d, opts):
     if not launch:
         raise Failure(f"no launch button; saw: {seen()}")
     t0 = time.monotonic()
-    d.click(launch)
+    launch.click()
 
     def launched():
         f = d.find(test_sel("launch-form"))
@@ -409,10 +335,9 @@ def run(d, opts):
     # d. the screenshot, taken while the workspace is ready.
     if opts.screenshot:
         d.script("window.scrollTo(0, 0); document.activeElement && document.activeElement.blur();")
-        try:  # park the pointer so no button is shown hovered
-            d.cmd("POST", "/actions", {"actions": [{"type": "pointer", "id": "mouse", "parameters": {"pointerType": "mouse"},
-                                                    "actions": [{"type": "pointerMove", "x": 0, "y": 0, "origin": "viewport"}]}]})
-        except WebDriverError:
+        try:
+            d.park_pointer()
+        except WebDriverException:
             pass
         time.sleep(0.6)  # let the bar's last transition finish
         png = d.screenshot()
@@ -424,11 +349,11 @@ def run(d, opts):
     button = d.find(test_sel("delete"), root=row)
     if not button:
         raise Failure(f"no delete button in row {rsel}; saw: {seen()}")
-    d.click(button)
+    button.click()
     t1 = time.monotonic()
     confirm = d.find(test_sel("delete-confirm"), root=row)
     if confirm and d.displayed(confirm):
-        d.click(confirm)
+        confirm.click()
         t1 = time.monotonic()
 
     def deleted():
@@ -472,7 +397,7 @@ def main():
         print(json.dumps(summary), flush=True)
         code = 0
     except Exception as e:  # noqa: BLE001 -- every failure is reported the same way
-        what = str(e) if isinstance(e, (Failure, WebDriverError)) else f"{type(e).__name__}: {e}"
+        what = str(e) if isinstance(e, Failure) else f"{type(e).__name__}: {e}"
         print(f"workspace_page: FAILED: {what}", file=sys.stderr)
         if d and d.session:
             try:

@@ -15,6 +15,7 @@ use kube::{
     api::{Api, DynamicObject, PostParams},
     discovery::ApiResource,
 };
+use outfit_test_support::http::Call;
 use serde_json::{Value, json};
 
 use crate::{
@@ -113,15 +114,11 @@ impl Webhook {
 
     /// Its metrics, as the admin port serves them. Fails the test if the server has exited.
     pub(crate) fn metrics(&self) -> String {
-        use std::io::{Read, Write};
         self.assert_running();
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.admin)).expect("the admin port");
-        stream
-            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).unwrap();
-        response
+        Call::new("GET", "/metrics")
+            .send_blocking(self.admin, Duration::from_secs(30))
+            .expect("the admin port answers")
+            .text()
     }
 
     /// The CA its self-signed certificate chains to.
@@ -166,9 +163,8 @@ impl Webhook {
             admin,
             certs,
         };
-        let ready = format!("127.0.0.1:{admin}");
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !admin_ready(&ready) {
+        while !admin_ready(admin) {
             webhook.assert_running();
             assert!(Instant::now() < deadline, "outfit serve did not become ready");
             std::thread::sleep(Duration::from_millis(20));
@@ -180,16 +176,11 @@ impl Webhook {
 /// The file, in the webhook's directory, that its stdout and stderr are written to.
 const LOG_FILE: &str = "outfit-serve.log";
 
-/// GET /readyz over plain HTTP.
-fn admin_ready(addr: &str) -> bool {
-    use std::io::{Read, Write};
-    let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
-        return false;
-    };
-    let _ = stream.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    let mut response = String::new();
-    let _ = stream.read_to_string(&mut response);
-    response.starts_with("HTTP/1.1 200")
+/// Whether the admin port on `port` answers GET /readyz with 200.
+fn admin_ready(port: u16) -> bool {
+    Call::new("GET", "/readyz")
+        .send_blocking(port, Duration::from_secs(5))
+        .is_ok_and(|answer| answer.status == 200)
 }
 
 /// Registers `webhook` with the API server through `outfit manifests --webhook-url`.
@@ -517,7 +508,7 @@ async fn a_poddefault_sidecar_a_mutator_changed_survives_reinvocation() {
 async fn gatekeeper_mutators_from_the_cluster_mount_nfs_in_every_container() {
     let plane = ControlPlane::get();
     let client = plane.admin_client().await;
-    crate::e2e_cluster::install_crds(&client).await;
+    crate::support::install_crds(&client).await;
     let namespace = "coder-big-dataset";
     pod_namespace(&client, namespace, json!({})).await;
     let assign = resource("mutations.gatekeeper.sh", "v1alpha1", "Assign", "assign");
@@ -567,7 +558,7 @@ async fn gatekeeper_mutators_from_the_cluster_mount_nfs_in_every_container() {
 async fn poddefaults_from_the_cluster_apply_without_a_restart() {
     let plane = ControlPlane::get();
     let client = plane.admin_client().await;
-    crate::e2e_cluster::install_crds(&client).await;
+    crate::support::install_crds(&client).await;
     let namespace = "e2e-from-cluster";
     pod_namespace(&client, namespace, json!({})).await;
 

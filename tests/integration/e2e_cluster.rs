@@ -3,68 +3,14 @@
 
 use std::time::Duration;
 
-use kube::{Client, api::DeleteParams};
+use kube::api::DeleteParams;
 use outfit_k8s::cluster::{ClusterSource, Snapshot};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::control_plane::{ControlPlane, api, create, pod_namespace, resource};
-
-/// Installs every CRD `outfit manifests` prints and waits until the API server serves them.
-pub(crate) async fn install_crds(client: &Client) {
-    assert_eq!(install_crds_where(client, |_| true).await, 7);
-}
-
-/// Installs the CRDs `outfit manifests` prints whose name `wanted` accepts, waits until the API
-/// server serves them, and returns how many.
-pub(crate) async fn install_crds_where(client: &Client, wanted: impl Fn(&str) -> bool) -> usize {
-    let documents = crate::support::manifests(&["--webhook-url", "https://127.0.0.1:1/unused"]);
-    let crds = resource(
-        "apiextensions.k8s.io",
-        "v1",
-        "CustomResourceDefinition",
-        "customresourcedefinitions",
-    );
-    let mut names = Vec::new();
-    for document in documents
-        .iter()
-        .filter(|d| d.kind() == "CustomResourceDefinition")
-    {
-        let name = document.value["metadata"]["name"].as_str().unwrap().to_owned();
-        if !wanted(&name) {
-            continue;
-        }
-        match create(client, None, &crds, document.value.clone()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 409 => {}
-            Err(error) => panic!("CRD {name} did not install: {error}"),
-        }
-        names.push(name);
-    }
-    let installed = names.len();
-    let crd_api = api(client, None, &crds);
-    for name in names {
-        let established = tokio::time::timeout(Duration::from_secs(30), async {
-            loop {
-                let crd = serde_json::to_value(crd_api.get(&name).await.expect("get CRD")).unwrap();
-                let conditions = crd
-                    .pointer("/status/conditions")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                if conditions
-                    .iter()
-                    .any(|c| c["type"] == "Established" && c["status"] == "True")
-                {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        })
-        .await;
-        assert!(established.is_ok(), "CRD {name} never became Established");
-    }
-    installed
-}
+use crate::{
+    control_plane::{ControlPlane, api, create, pod_namespace, resource},
+    support::{install_crds, install_crds_where},
+};
 
 async fn wait_for(source: &ClusterSource, what: &str, condition: impl Fn(&Snapshot) -> bool) {
     let mut snapshots = source.subscribe();

@@ -12,7 +12,7 @@ use base64::{Engine, prelude::BASE64_STANDARD};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::{control_plane::ControlPlane, e2e::Webhook, e2e_cluster};
+use crate::{control_plane::ControlPlane, e2e::Webhook};
 
 /// Sends one AdmissionReview for a pod to the webhook with curl (trusting only outfit's CA) and
 /// returns the decoded patch, `[]` when none.
@@ -64,7 +64,7 @@ fn proxy_in(patch: &Value) -> Option<String> {
 async fn last_policies_keep_serving_while_the_api_server_is_away() {
     let plane = ControlPlane::start("outage");
     let client = plane.admin_client().await;
-    e2e_cluster::install_crds(&client).await;
+    crate::support::install_crds(&client).await;
     let namespace = "default";
     let pod_defaults =
         crate::control_plane::resource("kubeflow.org", "v1alpha1", "PodDefault", "poddefaults");

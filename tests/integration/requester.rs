@@ -184,7 +184,7 @@ async fn the_schema_refuses_what_outfit_would_reject(admin: &Client) {
 async fn gpus_go_to_authorised_users_only_with_real_user_info() {
     let plane = ControlPlane::get();
     let admin = plane.admin_client().await;
-    crate::e2e_cluster::install_crds(&admin).await;
+    crate::support::install_crds(&admin).await;
     pod_namespace(&admin, NAMESPACE, json!({})).await;
     allow_everyone_to_create_pods(&admin).await;
     install_example(&admin).await;

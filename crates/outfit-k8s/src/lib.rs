@@ -3,6 +3,7 @@
 //! `outfit_core::kinds`; nothing here names a policy kind.
 
 pub mod cluster;
+pub mod component;
 pub mod crds;
 pub mod manifests;
 pub mod rules;

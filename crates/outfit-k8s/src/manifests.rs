@@ -13,6 +13,7 @@ use outfit_core::{
 use serde_json::{Value, json};
 
 use crate::{
+    component::{self, Component, Scope, Workload},
     crds,
     rules::{self, Rules},
 };
@@ -98,20 +99,16 @@ pub const TLS_SECRET: &str = "outfit-tls";
 
 /// Every object of an in-cluster install, in apply order.
 pub fn install(options: &InstallOptions) -> Vec<Value> {
+    let webhook = component_of(options);
     let mut objects = crds::of(options.families, &options.without_crds);
-    objects.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": options.namespace}}));
-    objects.extend(rbac(options, &options.namespace));
+    objects.push(component::namespace(&options.namespace));
+    objects.extend(rbac(options));
     objects.push(deployment(options));
-    objects.push(json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": NAME, "namespace": options.namespace, "labels": labels()},
-        "spec": {"selector": {"app.kubernetes.io/name": NAME},
-                 "ports": [{"name": "webhook", "port": 443, "targetPort": "webhook", "protocol": "TCP"}]}
-    }));
+    objects.push(webhook.service("webhook", 443));
     objects.push(json!({
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-        "metadata": {"name": NAME, "namespace": options.namespace, "labels": labels()},
-        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}}}
+        "metadata": {"name": NAME, "namespace": options.namespace, "labels": webhook.labels()},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": webhook.selector()}}
     }));
     let service = json!({"namespace": options.namespace, "name": NAME, "path": "/mutate", "port": 443});
     objects.push(webhook_configuration(options, json!({"service": service})));
@@ -126,8 +123,12 @@ pub fn local_webhook(options: &InstallOptions, url: &str) -> Vec<Value> {
     objects
 }
 
-fn labels() -> Value {
-    json!({"app.kubernetes.io/name": NAME, "app.kubernetes.io/version": env!("CARGO_PKG_VERSION")})
+/// The webhook as an installed component.
+fn component_of(options: &InstallOptions) -> Component<'_> {
+    Component {
+        name: NAME,
+        namespace: &options.namespace,
+    }
 }
 
 /// Read-only access to the policy kinds and namespaces: outfit never writes to the API server.
@@ -136,7 +137,7 @@ fn labels() -> Value {
 /// names watched (RBAC authorizes a list or watch by `resourceNames` when it carries the matching
 /// `metadata.name` field selector): never every object of the kind, since RBAC has no
 /// metadata-only read and a grant to list Secrets would be one to read every Secret's values.
-fn rbac(options: &InstallOptions, namespace: &str) -> Vec<Value> {
+fn rbac(options: &InstallOptions) -> Vec<Value> {
     let read = json!(["get", "list", "watch"]);
     let mut by_group: Vec<(&str, Vec<&str>)> = Vec::new();
     let mut built_in = Vec::new();
@@ -172,56 +173,43 @@ fn rbac(options: &InstallOptions, namespace: &str) -> Vec<Value> {
         json!({"apiGroups": [Namespace::group(&())], "resources": [Namespace::plural(&())], "verbs": read}),
     );
     rules.extend(built_in);
+    let webhook = component_of(options);
     vec![
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NAME, "namespace": namespace, "labels": labels()}}),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": NAME, "labels": labels()},
-            "rules": rules
-        }),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": NAME, "labels": labels()},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
-            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]
-        }),
+        webhook.service_account(),
+        webhook.role(Scope::Cluster, json!(rules)),
+        webhook.binding(Scope::Cluster),
     ]
 }
 
 fn deployment(options: &InstallOptions) -> Value {
-    let probe = |path: &str| json!({"httpGet": {"path": path, "port": "admin"}, "periodSeconds": 5, "timeoutSeconds": 2});
-    json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": NAME, "namespace": options.namespace, "labels": labels()},
-        "spec": {
-            "replicas": options.replicas,
-            "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
-            "template": {
-                "metadata": {"labels": labels()},
-                "spec": {
-                    "serviceAccountName": NAME,
-                    "priorityClassName": "system-cluster-critical",
-                    "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
-                    "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
-                        "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app.kubernetes.io/name": NAME}}}],
-                    "containers": [{
-                        "name": NAME,
-                        "image": options.image,
-                        "args": ["serve", "--from-cluster",
-                                 "--listen", format!("0.0.0.0:{WEBHOOK_PORT}"), "--admin-listen", format!("0.0.0.0:{ADMIN_PORT}"),
-                                 "--tls-cert", "/etc/outfit/tls/tls.crt", "--tls-key", "/etc/outfit/tls/tls.key",
-                                 "--log-format", "json"],
-                        "ports": [{"name": "webhook", "containerPort": WEBHOOK_PORT}, {"name": "admin", "containerPort": ADMIN_PORT}],
-                        "livenessProbe": probe("/livez"),
-                        "readinessProbe": probe("/readyz"),
-                        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
-                        "securityContext": {"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true, "capabilities": {"drop": ["ALL"]}},
-                        "volumeMounts": [{"name": "tls", "mountPath": "/etc/outfit/tls", "readOnly": true}]
-                    }],
-                    "volumes": [{"name": "tls", "secret": {"secretName": TLS_SECRET}}]
-                }
-            }
-        }
+    component_of(options).deployment(Workload {
+        replicas: options.replicas,
+        image: &options.image,
+        args: [
+            "serve",
+            "--from-cluster",
+            "--listen",
+            &format!("0.0.0.0:{WEBHOOK_PORT}"),
+            "--admin-listen",
+            &format!("0.0.0.0:{ADMIN_PORT}"),
+            "--tls-cert",
+            "/etc/outfit/tls/tls.crt",
+            "--tls-key",
+            "/etc/outfit/tls/tls.key",
+            "--log-format",
+            "json",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+        env: None,
+        ports: [("webhook", WEBHOOK_PORT), ("admin", ADMIN_PORT)],
+        cpu_request: "100m",
+        critical: true,
+        volume: (
+            "tls",
+            "/etc/outfit/tls",
+            json!({"secret": {"secretName": TLS_SECRET}}),
+        ),
     })
 }
 
@@ -235,7 +223,7 @@ fn webhook_configuration(options: &InstallOptions, client_config: Value) -> Valu
     }
     json!({
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": NAME, "labels": labels()},
+        "metadata": {"name": NAME, "labels": component_of(options).labels()},
         "webhooks": [{
             "name": "mutate.outfit.dev",
             "admissionReviewVersions": ["v1"],

@@ -55,8 +55,7 @@ use outfit_server::{
     CertStore, Config, SelfSigned, Server, TlsSource,
     accept::{self, Handler, Timeouts},
 };
-use rustls::{ClientConfig, RootCertStore};
-use rustls_pki_types::{CertificateDer, pem::PemObject};
+use outfit_test_support::http::tls_client_config;
 use tokio::{net::TcpListener, runtime::Runtime, task::JoinHandle};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
@@ -150,7 +149,7 @@ fn run(args: &Args, work: &Path) -> Result<()> {
     let (server_rt, client_rt) = (&runtimes[0], &runtimes[runtimes.len() - 1]);
     let client = Client {
         rt: client_rt,
-        config: client_config(&certs.ca_cert)?,
+        config: tls_client_config(&certs.ca_cert)?,
         bodies: Arc::new(mix::review_mix(
             args.namespaces,
             args.policies / args.namespaces.max(1),
@@ -268,20 +267,6 @@ async fn start_outfit(
     let addr = server.local_addr();
     tokio::spawn(server.run(shutdown));
     Ok(addr)
-}
-
-fn client_config(ca: &Path) -> Result<Arc<ClientConfig>> {
-    let mut roots = RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca)? {
-        roots.add(cert?)?;
-    }
-    let mut config = ClientConfig::builder_with_provider(outfit_server::tls::provider())
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    // The API server speaks HTTP/1.1 to webhooks that are not on loopback.
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
 }
 
 /// Requests at a fixed total rate, spread over the connections; latency from the actual send.

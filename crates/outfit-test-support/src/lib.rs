@@ -1,7 +1,9 @@
-//! What outfit's test binaries share (a dev-dependency only, never in the product): the API
-//! server's own JSON-patch library as an independent check of outfit's patches, and the paths of
-//! the repository.
+//! What outfit's test binaries and tools share (a dev-dependency and outfit-loadgen's, never in
+//! the product): the test cluster, the API server's own JSON-patch library as an independent
+//! check of outfit's patches, and the paths of the repository.
 
+pub mod control_plane;
+pub mod http;
 mod jsonpatch;
 
 use std::path::PathBuf;

@@ -3,6 +3,7 @@
 //! calls [`crate::cluster`] and [`crate::cache`] make, a ClusterRole for the users' volumes and
 //! for checking callers' tokens), its configuration, Deployment and Service.
 
+use outfit_k8s::component::{self, Component, Scope, Workload};
 use serde_json::{Value, json};
 
 /// Choices that shape the manifests.
@@ -26,41 +27,37 @@ pub const API_PORT: u16 = 8080;
 /// The admin port in the pod.
 pub const ADMIN_PORT: u16 = 8081;
 
-fn labels() -> Value {
-    json!({"app.kubernetes.io/name": NAME, "app.kubernetes.io/version": env!("CARGO_PKG_VERSION")})
+/// The backend as an installed component.
+fn component_of(options: &InstallOptions) -> Component<'_> {
+    Component {
+        name: NAME,
+        namespace: &options.namespace,
+    }
 }
 
 /// Every object, in apply order.
 pub fn objects(options: &InstallOptions) -> Vec<Value> {
-    let mut objects =
-        vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": options.namespace}})];
+    let mut objects = vec![component::namespace(&options.namespace)];
     if options.workspace_namespace != options.namespace {
-        objects.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": options.workspace_namespace}}));
+        objects.push(component::namespace(&options.workspace_namespace));
     }
     objects.extend(rbac(options));
     objects.push(config_map(options));
     objects.push(deployment(options));
-    objects.push(json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": NAME, "namespace": options.namespace, "labels": labels()},
-        "spec": {"selector": {"app.kubernetes.io/name": NAME},
-                 "ports": [{"name": "api", "port": 80, "targetPort": "api", "protocol": "TCP"}]}
-    }));
+    objects.push(component_of(options).service("api", 80));
     objects
 }
 
 /// The ServiceAccount and what it may do. Only the verbs the backend uses: it never updates
 /// (patches instead), never lists Services or Ingresses (it reads them by name).
 pub fn rbac(options: &InstallOptions) -> Vec<Value> {
-    let rbac_api = "rbac.authorization.k8s.io/v1";
-    let subject = json!([{"kind": "ServiceAccount", "name": NAME, "namespace": options.namespace}]);
+    let backend = component_of(options);
+    let pods = Scope::Namespace(&options.workspace_namespace);
     vec![
-        json!({"apiVersion": "v1", "kind": "ServiceAccount",
-               "metadata": {"name": NAME, "namespace": options.namespace, "labels": labels()}}),
-        json!({
-            "apiVersion": rbac_api, "kind": "Role",
-            "metadata": {"name": NAME, "namespace": options.workspace_namespace, "labels": labels()},
-            "rules": [
+        backend.service_account(),
+        backend.role(
+            pods,
+            json!([
                 {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "delete", "patch"]},
                 // Token reads: websocket exec is a GET that newer API servers also check as create.
                 {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get", "create"]},
@@ -74,29 +71,18 @@ pub fn rbac(options: &InstallOptions) -> Vec<Value> {
                 // publishing the backend's own Events.
                 {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch"]},
                 {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
-            ]
-        }),
-        json!({
-            "apiVersion": rbac_api, "kind": "RoleBinding",
-            "metadata": {"name": NAME, "namespace": options.workspace_namespace, "labels": labels()},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
-            "subjects": subject,
-        }),
-        json!({
-            "apiVersion": rbac_api, "kind": "ClusterRole",
-            "metadata": {"name": NAME, "labels": labels()},
-            "rules": [
+            ]),
+        ),
+        backend.binding(pods),
+        backend.role(
+            Scope::Cluster,
+            json!([
                 {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["get", "create", "delete"]},
                 // Checking the bearer tokens callers of the native API present.
                 {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
-            ]
-        }),
-        json!({
-            "apiVersion": rbac_api, "kind": "ClusterRoleBinding",
-            "metadata": {"name": NAME, "labels": labels()},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
-            "subjects": subject,
-        }),
+            ]),
+        ),
+        backend.binding(Scope::Cluster),
     ]
 }
 
@@ -119,41 +105,34 @@ fn config_map(options: &InstallOptions) -> Value {
     );
     json!({
         "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": NAME, "namespace": options.namespace, "labels": labels()},
+        "metadata": {"name": NAME, "namespace": options.namespace, "labels": component_of(options).labels()},
         "data": {"config.yaml": config}
     })
 }
 
 fn deployment(options: &InstallOptions) -> Value {
-    let probe = |path: &str| json!({"httpGet": {"path": path, "port": "admin"}, "periodSeconds": 5, "timeoutSeconds": 2});
-    json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": NAME, "namespace": options.namespace, "labels": labels()},
-        "spec": {
-            "replicas": options.replicas,
-            "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
-            "template": {
-                "metadata": {"labels": labels()},
-                "spec": {
-                    "serviceAccountName": NAME,
-                    "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
-                    "containers": [{
-                        "name": NAME,
-                        "image": options.image,
-                        "args": ["workspaces", "--config", "/etc/outfit-workspaces/config.yaml", "--log-format", "json"],
-                        // Names this replica in the Events it publishes.
-                        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-                        "ports": [{"name": "api", "containerPort": API_PORT}, {"name": "admin", "containerPort": ADMIN_PORT}],
-                        "livenessProbe": probe("/livez"),
-                        "readinessProbe": probe("/readyz"),
-                        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
-                        "securityContext": {"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true, "capabilities": {"drop": ["ALL"]}},
-                        "volumeMounts": [{"name": "config", "mountPath": "/etc/outfit-workspaces", "readOnly": true}]
-                    }],
-                    "volumes": [{"name": "config", "configMap": {"name": NAME}}]
-                }
-            }
-        }
+    component_of(options).deployment(Workload {
+        replicas: options.replicas,
+        image: &options.image,
+        args: [
+            "workspaces",
+            "--config",
+            "/etc/outfit-workspaces/config.yaml",
+            "--log-format",
+            "json",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+        // Names this replica in the Events it publishes.
+        env: Some(json!([{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}])),
+        ports: [("api", API_PORT), ("admin", ADMIN_PORT)],
+        cpu_request: "50m",
+        critical: false,
+        volume: (
+            "config",
+            "/etc/outfit-workspaces",
+            json!({"configMap": {"name": NAME}}),
+        ),
     })
 }
 

@@ -80,7 +80,8 @@ async fn the_page_launches_follows_and_deletes_a_workspace() {
         })
     };
     let driver = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/browser/workspace_page.py");
-    let output = tokio::process::Command::new("python3")
+    // The system's python3: Selenium is Debian's python3-selenium, installed for it.
+    let output = tokio::process::Command::new("/usr/bin/python3")
         .arg(&driver)
         .args(["--url", &format!("http://127.0.0.1:{}/", backend.port)])
         .args(["--token", &token, "--expect-user", "alice", "--manifest", "web"])
@@ -94,7 +95,7 @@ async fn the_page_launches_follows_and_deletes_a_workspace() {
         .arg(&screenshot)
         .output()
         .await
-        .expect("python3 runs the browser driver");
+        .expect("/usr/bin/python3 runs the browser driver");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),

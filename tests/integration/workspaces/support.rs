@@ -17,6 +17,7 @@ use kube::{
     Api, Client,
     api::{ListParams, PostParams},
 };
+use outfit_test_support::http::{Call, loopback};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -228,7 +229,7 @@ pub(super) async fn http(port: u16, method: &str, path: &str, body: &str) -> (u1
 }
 
 /// As [`http`], with extra request `headers`; a chunked answer (a progress stream) is read to
-/// its end and de-chunked.
+/// its end.
 pub(super) async fn http_with(
     port: u16,
     method: &str,
@@ -236,43 +237,14 @@ pub(super) async fn http_with(
     headers: &[(&str, &str)],
     body: &str,
 ) -> (u16, String) {
-    let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+    let answer = Call::new(method, path)
+        .headers(headers)
+        .content_type("application/json")
+        .body(body.to_owned())
+        .send(loopback(port), Duration::from_secs(120))
         .await
-        .expect("connect");
-    let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n{extra}\
-         content-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    tcp.write_all(request.as_bytes()).await.unwrap();
-    let mut response = Vec::new();
-    tokio::time::timeout(Duration::from_secs(120), tcp.read_to_end(&mut response))
-        .await
-        .expect("an answer within 2 minutes")
-        .expect("read the answer");
-    let response = String::from_utf8(response).expect("UTF-8");
-    let (head, body) = response.split_once("\r\n\r\n").expect("a complete HTTP answer");
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("a status");
-    let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
-    (status, if chunked { dechunk(body) } else { body.to_owned() })
-}
-
-fn dechunk(mut body: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = body.split_once("\r\n") {
-        let size = usize::from_str_radix(size.trim(), 16).expect("a chunk size");
-        if size == 0 {
-            break;
-        }
-        out.push_str(&rest[..size]);
-        body = &rest[size + 2..];
-    }
-    out
+        .unwrap_or_else(|error| panic!("{error}"));
+    (answer.status, answer.text())
 }
 
 /// A caller of the native API.

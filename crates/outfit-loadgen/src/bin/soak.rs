@@ -27,7 +27,8 @@
 //!   `..data` symlink). New handshakes must present it within `--window` seconds.
 //! - **API server outages** every `--outage-every` seconds: kube-apiserver is killed (SIGKILL,
 //!   etcd keeps the data), left down `--outage-seconds`, and started again with the same command
-//!   line (as `tests/integration/control_plane.rs` does). No cluster change is made while it is down.
+//!   line (`outfit_test_support::control_plane`, as the end-to-end tests do). No cluster change
+//!   is made while it is down.
 //! - **RSS** of outfit serve (`VmRSS`) every 2 s.
 //!
 //! At the end, after a quiet `--window`: `outfit_policies{kind="PodDefault"}` on the admin port
@@ -62,18 +63,16 @@ use kube::{
     },
     config::{KubeConfigOptions, Kubeconfig},
 };
-use outfit_loadgen::{
-    control_plane::{ControlPlane, vm_rss_kib},
-    harness, mix,
-};
+use outfit_loadgen::{harness, mix};
 use outfit_server::SelfSigned;
-use rustls::{ClientConfig, RootCertStore};
+use outfit_test_support::{
+    control_plane::{ControlPlane, vm_rss_kib},
+    http::{Call, tls_client_config},
+};
+use rustls::ClientConfig;
 use rustls_pki_types::{CertificateDer, ServerName, pem::PemObject};
 use serde_json::{Value, json};
-use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
-    net::TcpStream,
-};
+use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_util::sync::CancellationToken;
 
@@ -445,7 +444,7 @@ async fn soak(args: Args, outfit: &Path, state_dir: PathBuf, work: PathBuf) -> R
         }
         let minutes = Duration::from_secs_f64(args.minutes * 60.0);
         let soak = Arc::new(Soak {
-            tls: client_config(&ca.ca_cert)?,
+            tls: tls_client_config(&ca.ca_cert)?,
             templates,
             objects,
             creates,
@@ -543,24 +542,10 @@ async fn install_crds(client: &Client, outfit: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Plain HTTP/1.0 GET on the admin port: (status, body).
+/// A GET on the admin port: (status, body).
 async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
-    let mut stream = TcpStream::connect(addr).await?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-        .await?;
-    let mut text = String::new();
-    tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut text)).await??;
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    Ok((status, body))
+    let answer = Call::new("GET", path).send(addr, Duration::from_secs(5)).await?;
+    Ok((answer.status, answer.text()))
 }
 
 async fn wait_ready(admin: SocketAddr, child: &mut Child) -> Result<()> {
@@ -575,19 +560,6 @@ async fn wait_ready(admin: SocketAddr, child: &mut Child) -> Result<()> {
         ensure!(Instant::now() < until, "outfit serve not ready after 60 s");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-fn client_config(ca: &Path) -> Result<Arc<ClientConfig>> {
-    let mut roots = RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca)? {
-        roots.add(cert?)?;
-    }
-    let mut config = ClientConfig::builder_with_provider(outfit_server::tls::provider())
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
 }
 
 type Sender = http1::SendRequest<Full<Bytes>>;
@@ -1124,7 +1096,7 @@ async fn outages(soak: Arc<Soak>, stop: CancellationToken) -> Result<()> {
         }
         let plane = ControlPlane::at(&soak.state_dir);
         soak.api_down.store(true, Ordering::Relaxed);
-        let outage = plane.kill_apiserver().await?;
+        let outage = tokio::task::block_in_place(|| plane.kill_apiserver())?;
         println!(
             "outage: kube-apiserver (pid {}) killed {:.0} s before the end",
             outage.pid,

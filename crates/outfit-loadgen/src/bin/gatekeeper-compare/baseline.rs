@@ -11,7 +11,7 @@ use std::{
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use crate::Timing;
+use crate::timing::Timing;
 
 pub(crate) struct Baseline {
     child: Child,

@@ -26,81 +26,32 @@
 //! so that both engines are measured on one core (Go's collector would otherwise also use the
 //! second core of this 2-core machine); `--go-maxprocs 0` leaves Go's default.
 
-use std::{path::PathBuf, time::Duration};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use serde_json::Value;
 
+mod args;
 mod baseline;
 mod diff;
 mod outfit;
 mod plot;
 mod report;
+mod timing;
 mod workload;
 
 use self::{
+    args::Args,
     baseline::{Baseline, Budget},
     report::{LoadRow, Row, micros, plot_svg, ratio, report},
+    timing::Timing,
     workload::{Mix, Workload, namespace_of},
 };
 
 // The allocator `outfit` ships with.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-#[derive(Debug, Parser)]
-#[command(
-    args_override_self = true,
-    about = "Time outfit's Gatekeeper engine against Gatekeeper's own, and diff their results"
-)]
-struct Args {
-    /// The gatekeeper-baseline binary (`hack/gatekeeper-baseline/build.sh` prints its path).
-    #[arg(long, env = "GATEKEEPER_BASELINE")]
-    baseline: PathBuf,
-    /// Numbers of mutators [default: 10,100,1000,10000; with --quick 10,100,1000].
-    #[arg(long, value_delimiter = ',')]
-    sizes: Option<Vec<usize>>,
-    /// Mixes: first-admission (a), already-mutated (b), not-matching (c).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "first-admission,already-mutated,not-matching"
-    )]
-    mixes: Vec<String>,
-    /// Workloads: env (the criterion bench's), mixed (every kind).
-    #[arg(long, value_delimiter = ',', default_value = "env,mixed")]
-    workloads: Vec<String>,
-    /// Timed budget per cell and engine, in milliseconds [default: 1500; with --quick 300]. At
-    /// least 3 calls are timed (1 when one call takes more than a third of the budget).
-    #[arg(long)]
-    budget_ms: Option<u64>,
-    /// Smaller sizes and budgets (about a minute).
-    #[arg(long)]
-    quick: bool,
-    /// GOMAXPROCS for Gatekeeper (0: Go's default, one per core).
-    #[arg(long, default_value_t = 1)]
-    go_maxprocs: usize,
-    /// Write a log-log SVG plot of µs per object against N here.
-    #[arg(long)]
-    plot: Option<PathBuf>,
-    /// Write each workload's YAML and objects here (to replay with `gatekeeper-baseline mutate`
-    /// and `outfit mutate`).
-    #[arg(long)]
-    dump: Option<PathBuf>,
-}
-
-/// Timed calls of one engine on one object.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Timing {
-    pub(crate) iters: u64,
-    /// Mean wall-clock time per call.
-    pub(crate) per_iter: Duration,
-    /// Mean CPU time per call (outfit: its one thread; Go: the whole process, collector included).
-    pub(crate) cpu: Duration,
-    /// Go only: the mean deep copy of the input, made outside the clock.
-    pub(crate) copy: Option<Duration>,
-}
 
 fn main() -> Result<()> {
     let args = Args::parse();

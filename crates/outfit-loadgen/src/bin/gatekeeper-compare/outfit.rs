@@ -10,7 +10,7 @@ use anyhow::{Result, bail};
 use outfit_core::{Operation, Outcome, PolicySet, Request, document};
 use serde_json::Value;
 
-use crate::{Timing, baseline::Budget};
+use crate::{baseline::Budget, timing::Timing};
 
 /// Documents per YAML stream handed to outfit: `outfit_core::document::parse_stream` reads YAML
 /// with serde-saphyr's default budget, which refuses a stream of more than 1,024 documents

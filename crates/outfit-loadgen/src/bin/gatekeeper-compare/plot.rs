@@ -169,7 +169,7 @@ pub(crate) fn svg(title: &str, panels: &[Panel]) -> String {
 
 fn label(v: f64) -> String {
     if v >= 1.0 {
-        super::report::thousands(v.round() as u64)
+        thousands(v.round() as u64)
     } else {
         format!("{v}")
     }
@@ -179,4 +179,17 @@ fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+}
+
+/// `n` with commas between groups of three digits.
+pub(crate) fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }

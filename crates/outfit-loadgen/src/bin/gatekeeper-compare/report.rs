@@ -3,7 +3,9 @@
 use std::{fmt::Write as _, time::Duration};
 
 use crate::{
-    Args, Timing, plot,
+    args::Args,
+    plot::{self, thousands},
+    timing::Timing,
     workload::{Mix, Workload},
 };
 
@@ -34,19 +36,6 @@ pub(crate) fn micros(d: Duration) -> String {
     } else {
         thousands(us.round() as u64)
     }
-}
-
-/// `n` with commas between groups of three digits.
-pub(crate) fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 pub(crate) fn ratio(gatekeeper: Duration, outfit: Duration) -> String {

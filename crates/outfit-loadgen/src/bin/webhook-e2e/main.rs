@@ -64,7 +64,8 @@ use kube::{
     Api, Client,
     api::{DeleteParams, ListParams, PostParams},
 };
-use outfit_loadgen::{control_plane::ControlPlane, harness};
+use outfit_loadgen::harness;
+use outfit_test_support::control_plane::ControlPlane;
 use serde_json::json;
 
 use crate::{
@@ -205,10 +206,10 @@ fn loadavg() -> String {
 
 /// Sets up the namespace and clients, runs every configuration, and cleans up whatever happened.
 async fn bench(args: &Args, plane: &ControlPlane, outfit: &Path, work: &Path) -> Result<Vec<Measured>> {
-    let admin = plane.admin_client().await.context("the admin client")?;
+    let admin = plane.try_admin_client().await.context("the admin client")?;
     let mut clients = Vec::new();
     for _ in 0..args.clients {
-        clients.push(plane.admin_client().await?);
+        clients.push(plane.try_admin_client().await?);
     }
     let pid = std::process::id();
     let bench = Bench {
@@ -223,8 +224,8 @@ async fn bench(args: &Args, plane: &ControlPlane, outfit: &Path, work: &Path) ->
             warmup: Duration::from_secs_f64(args.warmup),
             measured: Duration::from_secs_f64(args.seconds),
         },
-        apiserver: plane.env("APISERVER_PID")?.parse().context("APISERVER_PID")?,
-        etcd: plane.env("ETCD_PID")?.parse().context("ETCD_PID")?,
+        apiserver: plane.try_env("APISERVER_PID")?.parse().context("APISERVER_PID")?,
+        etcd: plane.try_env("ETCD_PID")?.parse().context("ETCD_PID")?,
     };
     make_namespace(&bench.admin, &bench.namespace).await?;
     let outcome = bench.configurations().await;

@@ -15,11 +15,8 @@ use kube::{
     api::{DeleteParams, PostParams},
 };
 use outfit_server::SelfSigned;
+use outfit_test_support::http::Call;
 use serde_json::{Value, json};
-use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
-    net::TcpStream,
-};
 
 /// The env variable every policy set adds to the benchmark's pods, with the set's name as value:
 /// a probe pod that carries the value shows the API server calls the right outfit.
@@ -270,13 +267,10 @@ impl Outfit {
 }
 
 async fn readyz(admin: SocketAddr) -> Result<bool> {
-    let mut stream = TcpStream::connect(admin).await?;
-    stream
-        .write_all(format!("GET /readyz HTTP/1.0\r\nHost: {admin}\r\n\r\n").as_bytes())
+    let answer = Call::new("GET", "/readyz")
+        .send(admin, Duration::from_secs(5))
         .await?;
-    let mut text = String::new();
-    tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut text)).await??;
-    Ok(text.starts_with("HTTP/1.1 200") || text.starts_with("HTTP/1.0 200"))
+    Ok(answer.status == 200)
 }
 
 /// Registers `outfit` as the MutatingWebhookConfiguration `name`, as `outfit manifests

@@ -17,7 +17,7 @@ use kube::{
 };
 use serde_json::{Value, json};
 
-use super::*;
+use outfit_loadgen::harness::Backend;
 
 /// Makes `users` × `per_user` pods as the backend makes them: its labels and annotations.
 pub(crate) async fn make_pods(client: &Client, ns: &str, users: usize, per_user: usize) -> Result<()> {

@@ -29,10 +29,7 @@
 //!
 //! Everything listens on 127.0.0.1; the loops are bounded in count and each wait in time.
 
-use std::{
-    path::PathBuf,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
@@ -45,66 +42,20 @@ use kube::{
     runtime::{WatchStreamExt, watcher},
 };
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+mod args;
 mod get_pods;
 mod native;
+mod support;
 
-use outfit_loadgen::{
-    control_plane::env_value,
-    harness::{Backend, make_namespace, serve_manifests},
-};
+use outfit_loadgen::harness::{make_namespace, serve_manifests};
 
 use self::{
+    args::Args,
     get_pods::{get_pods, make_pods},
     native::native,
+    support::{delete_namespace, manifest, ms, percentiles, post, report, start_backend},
 };
-
-#[derive(Debug, Parser)]
-#[command(args_override_self = true)]
-struct Args {
-    /// The state directory of `hack/control-plane/up.sh --nodes N`.
-    #[arg(long)]
-    state_dir: PathBuf,
-    /// The outfit binary.
-    #[arg(long, default_value = "target/release/outfit")]
-    outfit: PathBuf,
-    /// Pods created in the create-to-ready measurement (each way).
-    #[arg(long, default_value_t = 50)]
-    creates: usize,
-    /// Creates in flight at once.
-    #[arg(long, default_value_t = 10)]
-    parallel: usize,
-    /// Users in the get_pods measurement.
-    #[arg(long, default_value_t = 100)]
-    users: usize,
-    /// Pods of each user in the get_pods measurement.
-    #[arg(long, default_value_t = 10)]
-    pods_per_user: usize,
-    /// get_pods requests.
-    #[arg(long, default_value_t = 2000)]
-    requests: usize,
-}
-
-/// The manifest served at `/<name>.yaml`: an nginx pod named `name` with an http Ingress. The
-/// backend names a user's pods after the manifest and tries only ten names per manifest and user
-/// (`<name>-<user>`, then `-1` … `-9`), so one user's many workspaces need several names.
-fn manifest(name: &str) -> String {
-    format!(
-        r#"
-apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-  annotations: {{sciencedata.dk/ingress-port: "80"}}
-spec:
-  containers: [{{name: web, image: nginx, ports: [{{containerPort: 80}}]}}]
-"#
-    )
-}
-
-/// How many live workspaces one user can have from one manifest (the backend's name attempts).
-const WORKSPACES_PER_MANIFEST: usize = 10;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<()> {
@@ -176,35 +127,6 @@ async fn main() -> Result<()> {
     Ok(())
 }
 
-/// Deletes namespace `name` and waits until it is gone, its pods with it.
-async fn delete_namespace(client: &Client, name: &str) -> Result<()> {
-    let namespaces = Api::<Namespace>::all(client.clone());
-    namespaces.delete(name, &DeleteParams::default()).await?;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while namespaces.get_opt(name).await?.is_some() {
-        if Instant::now() > deadline {
-            bail!("namespace {name} still there 2 minutes after its delete");
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    Ok(())
-}
-
-fn start_backend(args: &Args, namespace: &str, manifests: u16, extra: &str) -> Result<Backend> {
-    let pod_cidr = env_value(&args.state_dir, "POD_CIDR")?;
-    let settings = format!(
-        "namespace: {namespace}\nwhitelistManifestRegex: 'http://127\\.0\\.0\\.1:{manifests}/'\n\
-         ingressDomain: pods.bench\npodSubnetCidr: {pod_cidr}\ntimeoutCreate: 2m\n{extra}"
-    );
-    Backend::start(
-        &args.outfit,
-        &args.state_dir.join("kubeconfig"),
-        &std::env::temp_dir().join(format!("workspaces-bench-{namespace}.yaml")),
-        &settings,
-        None,
-    )
-}
-
 /// Runs `count` timed operations, `parallel` at a time; returns their durations.
 async fn measure<F, Fut>(count: usize, parallel: usize, operation: F) -> Result<Vec<Duration>>
 where
@@ -271,60 +193,4 @@ async fn backend_create(port: u16, url: String, i: usize) -> Result<Duration> {
         bail!("watch_create_pod answered {status}: {ready}");
     }
     Ok(started.elapsed())
-}
-
-async fn post(port: u16, path: &str, body: &Value) -> Result<(u16, Value)> {
-    call(port, "POST", path, None, Some(body)).await
-}
-
-/// One request on a connection of its own, with `token` as the bearer token if given.
-async fn call(
-    port: u16,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Option<&Value>,
-) -> Result<(u16, Value)> {
-    let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    let body = body.map(Value::to_string).unwrap_or_default();
-    let authorization = token
-        .map(|t| format!("authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nhost: x\r\n{authorization}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    tcp.write_all(request.as_bytes()).await?;
-    let mut answer = String::new();
-    tokio::time::timeout(Duration::from_secs(180), tcp.read_to_string(&mut answer)).await??;
-    let (head, body) = answer.split_once("\r\n\r\n").context("an HTTP answer")?;
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .context("a status")?;
-    Ok((status, serde_json::from_str(body)?))
-}
-
-/// Measurement 2: launches through the native API, first by many users, then all by alice.
-fn percentiles(samples: &[Duration]) -> [Duration; 3] {
-    let mut sorted = samples.to_vec();
-    sorted.sort();
-    let at = |q: f64| sorted[((sorted.len() as f64 - 1.0) * q).round() as usize];
-    [at(0.5), at(0.99), sorted[sorted.len() - 1]]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn report(label: &str, samples: &[Duration]) {
-    let [p50, p99, max] = percentiles(samples);
-    println!(
-        "{label}: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (n = {})",
-        ms(p50),
-        ms(p99),
-        ms(max),
-        samples.len()
-    );
 }

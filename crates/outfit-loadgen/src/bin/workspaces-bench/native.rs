@@ -9,7 +9,12 @@ use http_body_util::{BodyExt, Empty};
 use kube::Client;
 use serde_json::json;
 
-use super::*;
+use crate::{
+    args::Args,
+    support::{WORKSPACES_PER_MANIFEST, call, delete_namespace, report, start_backend},
+};
+use outfit_loadgen::harness::make_namespace;
+use outfit_test_support::control_plane::env_value;
 
 pub(crate) async fn native(args: &Args, client: &Client, manifests: u16) -> Result<()> {
     let ns = format!("bench-native-{}", std::process::id());

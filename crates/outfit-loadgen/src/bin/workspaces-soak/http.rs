@@ -2,9 +2,8 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use outfit_test_support::http::{Call, HttpError, loopback};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A request that takes longer than this is a hang, whatever the cluster is doing: the backend's
 /// own calls to the API server are bounded well below it.
@@ -32,59 +31,19 @@ pub(crate) async fn call(
     body: Option<&Value>,
 ) -> (Answer, Duration) {
     let started = Instant::now();
-    let answer = match tokio::time::timeout(HANG, exchange(port, method, path, token, body)).await {
-        Err(_) => Answer::Hung,
-        Ok(Err(error)) => Answer::Transport(format!("{error:#}")),
-        Ok(Ok((status, text))) => match serde_json::from_str(&text) {
-            Ok(json) => Answer::Status(status, json),
-            Err(_) => Answer::NotJson(status, text),
+    let authorization = format!("Bearer {token}");
+    let headers = [("authorization", authorization.as_str())];
+    let mut request = Call::new(method, path).headers(&headers);
+    if let Some(body) = body {
+        request = request.json(body);
+    }
+    let answer = match request.send(loopback(port), HANG).await {
+        Err(HttpError::Timeout { .. }) => Answer::Hung,
+        Err(error) => Answer::Transport(error.to_string()),
+        Ok(answer) => match answer.json() {
+            Ok(json) => Answer::Status(answer.status, json),
+            Err(_) => Answer::NotJson(answer.status, answer.text()),
         },
     };
     (answer, started.elapsed())
-}
-
-async fn exchange(
-    port: u16,
-    method: &str,
-    path: &str,
-    token: &str,
-    body: Option<&Value>,
-) -> Result<(u16, String)> {
-    let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    let body = body.map(Value::to_string).unwrap_or_default();
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nhost: soak\r\nauthorization: Bearer {token}\r\n\
-         content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    tcp.write_all(request.as_bytes()).await?;
-    let mut answer = Vec::new();
-    tcp.read_to_end(&mut answer).await?;
-    let answer = String::from_utf8_lossy(&answer);
-    let (head, body) = answer.split_once("\r\n\r\n").context("no HTTP head")?;
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .context("no HTTP status")?;
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
-        dechunk(body)?
-    } else {
-        body.to_owned()
-    };
-    Ok((status, body))
-}
-
-/// The payload of a chunked body.
-fn dechunk(mut body: &str) -> Result<String> {
-    let mut out = String::new();
-    loop {
-        let (size, rest) = body.split_once("\r\n").context("a chunk without its size line")?;
-        let size = usize::from_str_radix(size.trim(), 16).context("a chunk size")?;
-        if size == 0 {
-            return Ok(out);
-        }
-        out.push_str(rest.get(..size).context("a chunk shorter than its size")?);
-        body = rest.get(size + 2..).context("a chunk without its line end")?;
-    }
 }

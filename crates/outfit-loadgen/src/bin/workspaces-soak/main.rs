@@ -35,23 +35,25 @@
 
 mod cluster;
 mod http;
+mod outages;
 mod users;
 
 use std::{
     path::PathBuf,
-    sync::{Arc, Mutex, PoisonError},
+    sync::Arc,
     time::{Duration, Instant},
 };
 
 use anyhow::{Result, bail, ensure};
 use clap::Parser;
-use outfit_loadgen::{
-    control_plane::{ControlPlane, vm_rss_kib},
-    harness::{self, Backend},
-};
+use outfit_loadgen::harness::{self, Backend};
+use outfit_test_support::control_plane::{ControlPlane, vm_rss_kib};
 use tokio_util::sync::CancellationToken;
 
-use self::users::{Tally, user_loop};
+use self::{
+    outages::Outages,
+    users::{Tally, user_loop},
+};
 
 #[derive(Debug, Parser)]
 #[command(args_override_self = true)]
@@ -81,35 +83,6 @@ struct Args {
     places: harness::Places,
 }
 
-/// When the API server was down: from its kill to the moment it was ready again.
-#[derive(Debug, Default)]
-pub(crate) struct Outages {
-    windows: Mutex<Vec<(Instant, Option<Instant>)>>,
-}
-
-impl Outages {
-    fn begin(&self, at: Instant) {
-        self.lock().push((at, None));
-    }
-
-    fn end(&self, at: Instant) {
-        if let Some(last) = self.lock().last_mut() {
-            last.1 = Some(at);
-        }
-    }
-
-    /// Whether `[from, to]` overlaps an outage or the `grace` after one.
-    pub(crate) fn overlaps(&self, from: Instant, to: Instant, grace: Duration) -> bool {
-        self.lock()
-            .iter()
-            .any(|&(down, up)| from <= up.map_or(to, |up| up + grace) && to >= down)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Instant, Option<Instant>)>> {
-        self.windows.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -133,7 +106,7 @@ async fn soak(
     outfit: &std::path::Path,
     work: &std::path::Path,
 ) -> Result<bool> {
-    let client = plane.admin_client().await?;
+    let client = plane.try_admin_client().await?;
     let namespace = format!("soak-workspaces-{}", std::process::id());
     harness::make_namespace(&client, &namespace).await?;
     let manifests = harness::serve_manifests(cluster::manifest).await?;
@@ -255,7 +228,7 @@ fn start_backend(
     namespace: &str,
     manifests: u16,
 ) -> Result<Backend> {
-    let pod_cidr = plane.env("POD_CIDR")?;
+    let pod_cidr = plane.try_env("POD_CIDR")?;
     let settings = format!(
         "namespace: {namespace}\nwhitelistManifestRegex: 'http://127\\.0\\.0\\.1:{manifests}/'\n\
          ingressDomain: pods.soak\npodSubnetCidr: {pod_cidr}\ntimeoutCreate: 2m\n\
@@ -287,7 +260,7 @@ async fn outage_loop(
     while next + down + Duration::from_secs(30) < deadline {
         tokio::time::sleep_until(next.into()).await;
         next += every;
-        let outage = plane.kill_apiserver().await?;
+        let outage = tokio::task::block_in_place(|| plane.kill_apiserver())?;
         outages.begin(outage.killed);
         println!(
             "outage: kube-apiserver (pid {}) killed at t={:.0}s",

@@ -10,8 +10,8 @@ use anyhow::{Result, bail};
 use serde_json::{Value, json};
 
 use crate::{
-    Outages,
     http::{Answer, call},
+    outages::Outages,
 };
 
 /// How long to wait between tries after an error, as a user (or a page) would.

@@ -1,0 +1,197 @@
+//! The objects every install of an outfit component shares, built one way for both install
+//! paths (`outfit manifests` for the webhook, `outfit manifests --workspaces` for the backend):
+//! its labels, ServiceAccount, roles and bindings, Deployment and Service.
+
+use serde_json::{Map, Value, json};
+
+const RBAC_API: &str = "rbac.authorization.k8s.io/v1";
+
+/// One component: the name of its objects and the namespace it runs in.
+#[derive(Debug, Clone, Copy)]
+pub struct Component<'a> {
+    pub name: &'a str,
+    pub namespace: &'a str,
+}
+
+/// Whether a role (or binding) is namespaced, and where.
+#[derive(Debug, Clone, Copy)]
+pub enum Scope<'a> {
+    /// A ClusterRole / ClusterRoleBinding.
+    Cluster,
+    /// A Role / RoleBinding in this namespace.
+    Namespace(&'a str),
+}
+
+/// What a component's Deployment runs.
+#[derive(Debug, Clone)]
+pub struct Workload<'a> {
+    pub replicas: u32,
+    pub image: &'a str,
+    pub args: Vec<String>,
+    /// The container's `env`, if any.
+    pub env: Option<Value>,
+    /// Named container ports; the admin one serves `/livez` and `/readyz`.
+    pub ports: [(&'a str, u16); 2],
+    pub cpu_request: &'a str,
+    /// A webhook every pod creation waits for: system-cluster-critical, spread over nodes.
+    pub critical: bool,
+    /// The one volume, read-only: name, mount path and source (`{"secret": ...}`).
+    pub volume: (&'a str, &'a str, Value),
+}
+
+/// A Namespace.
+pub fn namespace(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+}
+
+impl Component<'_> {
+    /// The labels on every object and pod.
+    pub fn labels(&self) -> Value {
+        json!({"app.kubernetes.io/name": self.name, "app.kubernetes.io/version": env!("CARGO_PKG_VERSION")})
+    }
+
+    /// The selector of its pods.
+    pub fn selector(&self) -> Value {
+        json!({"app.kubernetes.io/name": self.name})
+    }
+
+    /// `metadata` of an object in `scope`.
+    fn metadata(&self, scope: Scope<'_>) -> Value {
+        match scope {
+            Scope::Cluster => json!({"name": self.name, "labels": self.labels()}),
+            Scope::Namespace(namespace) => {
+                json!({"name": self.name, "namespace": namespace, "labels": self.labels()})
+            }
+        }
+    }
+
+    /// Its ServiceAccount.
+    pub fn service_account(&self) -> Value {
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": self.metadata(Scope::Namespace(self.namespace))})
+    }
+
+    /// A Role (or ClusterRole) with `rules`.
+    pub fn role(&self, scope: Scope<'_>, rules: Value) -> Value {
+        let kind = match scope {
+            Scope::Cluster => "ClusterRole",
+            Scope::Namespace(_) => "Role",
+        };
+        json!({"apiVersion": RBAC_API, "kind": kind, "metadata": self.metadata(scope), "rules": rules})
+    }
+
+    /// The binding of [`Self::role`] in `scope` to its ServiceAccount.
+    pub fn binding(&self, scope: Scope<'_>) -> Value {
+        let (kind, role) = match scope {
+            Scope::Cluster => ("ClusterRoleBinding", "ClusterRole"),
+            Scope::Namespace(_) => ("RoleBinding", "Role"),
+        };
+        json!({
+            "apiVersion": RBAC_API, "kind": kind,
+            "metadata": self.metadata(scope),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role, "name": self.name},
+            "subjects": [{"kind": "ServiceAccount", "name": self.name, "namespace": self.namespace}]
+        })
+    }
+
+    /// Its Service: `port` to the container port named `target`.
+    pub fn service(&self, target: &str, port: u16) -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": self.metadata(Scope::Namespace(self.namespace)),
+            "spec": {"selector": self.selector(),
+                     "ports": [{"name": target, "port": port, "targetPort": target, "protocol": "TCP"}]}
+        })
+    }
+
+    /// Its Deployment: non-root, read-only, no capabilities, probed on the admin port.
+    pub fn deployment(&self, workload: Workload<'_>) -> Value {
+        let probe = |path: &str| json!({"httpGet": {"path": path, "port": "admin"}, "periodSeconds": 5, "timeoutSeconds": 2});
+        let (volume, mount_path, source) = workload.volume;
+        let mut container = Map::new();
+        container.insert("name".into(), json!(self.name));
+        container.insert("image".into(), json!(workload.image));
+        container.insert("args".into(), json!(workload.args));
+        if let Some(env) = workload.env {
+            container.insert("env".into(), env);
+        }
+        let ports: Vec<Value> = workload
+            .ports
+            .iter()
+            .map(|(name, port)| json!({"name": name, "containerPort": port}))
+            .collect();
+        container.insert("ports".into(), json!(ports));
+        container.insert("livenessProbe".into(), probe("/livez"));
+        container.insert("readinessProbe".into(), probe("/readyz"));
+        container.insert(
+            "resources".into(),
+            json!({"requests": {"cpu": workload.cpu_request, "memory": "64Mi"}, "limits": {"memory": "256Mi"}}),
+        );
+        container.insert(
+            "securityContext".into(),
+            json!({"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true, "capabilities": {"drop": ["ALL"]}}),
+        );
+        container.insert(
+            "volumeMounts".into(),
+            json!([{"name": volume, "mountPath": mount_path, "readOnly": true}]),
+        );
+        let mut volume_entry = Map::new();
+        volume_entry.insert("name".into(), json!(volume));
+        if let Value::Object(source) = source {
+            volume_entry.extend(source);
+        }
+        let mut pod = Map::new();
+        pod.insert("serviceAccountName".into(), json!(self.name));
+        if workload.critical {
+            pod.insert("priorityClassName".into(), json!("system-cluster-critical"));
+        }
+        pod.insert(
+            "securityContext".into(),
+            json!({"runAsNonRoot": true, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}}),
+        );
+        if workload.critical {
+            pod.insert(
+                "topologySpreadConstraints".into(),
+                json!([{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                        "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": self.selector()}}]),
+            );
+        }
+        pod.insert("containers".into(), json!([container]));
+        pod.insert("volumes".into(), json!([volume_entry]));
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": self.metadata(Scope::Namespace(self.namespace)),
+            "spec": {
+                "replicas": workload.replicas,
+                "selector": {"matchLabels": self.selector()},
+                "template": {
+                    "metadata": {"labels": self.labels()},
+                    "spec": pod
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_binding_names_its_role_and_the_components_account() {
+        let component = Component {
+            name: "x",
+            namespace: "home",
+        };
+        let binding = component.binding(Scope::Namespace("pods"));
+        assert_eq!(binding["kind"], "RoleBinding");
+        assert_eq!(binding["metadata"]["namespace"], "pods");
+        assert_eq!(binding["roleRef"]["kind"], "Role");
+        assert_eq!(
+            binding["subjects"],
+            json!([{"kind": "ServiceAccount", "name": "x", "namespace": "home"}])
+        );
+        let cluster = component.binding(Scope::Cluster);
+        assert_eq!(cluster["roleRef"]["kind"], "ClusterRole");
+        assert!(cluster["metadata"].get("namespace").is_none());
+    }
+}
