@@ -6,6 +6,8 @@
 //! - `mutate_cli`: the CLI contract that scripts rely on (stdin, formats, exit statuses);
 //! - `e2e`: a real kube-apiserver and etcd (`hack/control-plane`) calling `outfit serve`;
 //! - `requester`: PodPolicies for authorised users, with the userInfo the API server sends;
+//! - `versions`: the supported Kubernetes range, the same in Cargo.toml, the test cluster, README
+//!   and the chart;
 //! - `flood`: 10,000 idle connections against `outfit serve` with a connection cap;
 //! - `workspaces`: `outfit workspaces` on a cluster whose pods really run (scheduler, controller
 //!   manager, kwok nodes), driven through deic-dk's HTTP API.
@@ -20,4 +22,5 @@ mod mutate_cli;
 mod mutate_fixtures;
 mod requester;
 mod support;
+mod versions;
 mod workspaces;
