@@ -14,6 +14,8 @@
 # What it builds from the Go module proxy, into ${OUTFIT_CACHE_DIR:-~/.cache/outfit} (once per
 # version; later runs take a second):
 #   kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok  hack/control-plane/build.sh
+log "helm, for the chart's tests (built from its Go module, cached)"
+hack/helm/build.sh >/dev/null
 #   helm                                                                 hack/helm/build.sh
 # KUBERNETES_VERSION=1.33.13 hack/test.sh ... runs against another Kubernetes release (see
 # hack/e2e-version.sh).

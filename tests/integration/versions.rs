@@ -1,6 +1,6 @@
 //! The Kubernetes versions outfit supports are stated once and agree everywhere: the oldest is
 //! k8s-openapi's feature (the API outfit is built against) and the one hack/e2e-version.sh tests;
-//! the newest is the test cluster's (CI's); README states the range.
+//! the newest is the test cluster's (CI's); README states the range and the chart requires it.
 
 use crate::support::repo_root;
 
@@ -23,7 +23,7 @@ fn pinned_minor(versions: &str, key: &str) -> u32 {
 }
 
 #[test]
-fn supported_kubernetes_versions_agree_between_cargo_the_test_cluster_and_readme() {
+fn supported_kubernetes_versions_agree_between_cargo_the_test_cluster_readme_and_chart() {
     let versions = read("hack/control-plane/versions.env");
     let (oldest, newest) = (
         pinned_minor(&versions, "KUBERNETES_OLDEST_VERSION"),
@@ -38,4 +38,9 @@ fn supported_kubernetes_versions_agree_between_cargo_the_test_cluster_and_readme
     let readme = read("README.md");
     let range = format!("Kubernetes 1.{oldest} to 1.{newest}");
     assert!(readme.contains(&range), "README.md does not state \"{range}\"");
+    let chart = read("charts/outfit/Chart.yaml");
+    assert!(
+        chart.contains(&format!("kubeVersion: \">= 1.{oldest}.0-0\"")),
+        "charts/outfit/Chart.yaml does not require 1.{oldest}"
+    );
 }
