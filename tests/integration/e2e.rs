@@ -135,6 +135,16 @@ impl Webhook {
     }
 
     pub(crate) fn start_with(args: &[&str], env: &[(&str, std::path::PathBuf)]) -> Webhook {
+        Webhook::launch(args, env, true)
+    }
+
+    /// As [`Webhook::start_with`], without `--self-signed`: `args` say where the certificate
+    /// comes from (`--tls-secret NAME`, say).
+    pub(crate) fn start_without_certs(args: &[&str], env: &[(&str, std::path::PathBuf)]) -> Webhook {
+        Webhook::launch(args, env, false)
+    }
+
+    fn launch(args: &[&str], env: &[(&str, std::path::PathBuf)], self_signed: bool) -> Webhook {
         let certs = tempdir::Dir(std::env::temp_dir().join(format!(
             "outfit-e2e-certs-{}-{}",
             std::process::id(),
@@ -143,12 +153,15 @@ impl Webhook {
         let (port, admin) = (free_port(), free_port());
         std::fs::create_dir_all(&certs.0).expect("the webhook's directory");
         let log = std::fs::File::create(certs.0.join(LOG_FILE)).expect("the webhook's log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_outfit"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_outfit"));
+        command
             .arg("serve")
             .args(args)
-            .envs(env.iter().map(|(k, v)| (*k, v.as_os_str())))
-            .arg("--self-signed")
-            .arg(&certs.0)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_os_str())));
+        if self_signed {
+            command.arg("--self-signed").arg(&certs.0);
+        }
+        let child = command
             .args([
                 "--listen",
                 &format!("127.0.0.1:{port}"),
@@ -321,7 +334,7 @@ async fn an_assign_on_services_mutates_the_services_the_api_server_stores() {
     std::fs::remove_dir_all(&policies).ok();
 }
 
-fn pod(name: &str, labels: Value, env: Value) -> Value {
+pub(crate) fn pod(name: &str, labels: Value, env: Value) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "labels": labels},
