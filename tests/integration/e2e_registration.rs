@@ -430,3 +430,84 @@ async fn a_certificate_rotation_under_load_fails_no_admission() {
     assert_eq!(failed, 0, "no admission may fail over a rotation");
     assert!(ok > 50, "the load ran: {ok}");
 }
+
+/// The rights `outfit manifests` grants are enough, and bounded: outfit, as its ServiceAccount,
+/// creates its certificate Secret, holds its Lease and injects its CA into its configuration, and
+/// may not touch any other webhook configuration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outfit_runs_on_exactly_the_rights_outfit_manifests_grants() {
+    let plane = plane();
+    let client = plane.admin_client().await;
+    install_crds(&client).await;
+    let namespace = "reg-rbac";
+    pod_namespace(&client, namespace, json!({})).await;
+    for document in crate::support::manifests(&["--namespace", namespace]) {
+        let (group, version) = match document.value["apiVersion"].as_str().unwrap().split_once('/') {
+            Some((group, version)) => (group.to_owned(), version.to_owned()),
+            None => (String::new(), "v1".to_owned()),
+        };
+        let (kind, plural) = match document.kind() {
+            "ServiceAccount" => ("ServiceAccount", "serviceaccounts"),
+            "ClusterRole" => ("ClusterRole", "clusterroles"),
+            "ClusterRoleBinding" => ("ClusterRoleBinding", "clusterrolebindings"),
+            "Role" => ("Role", "roles"),
+            "RoleBinding" => ("RoleBinding", "rolebindings"),
+            _ => continue,
+        };
+        let scope = document.value["metadata"]["namespace"].as_str();
+        create(
+            &client,
+            scope,
+            &resource(&group, &version, kind, plural),
+            document.value.clone(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("create the {kind}: {e}"));
+    }
+    let account = format!("system:serviceaccount:{namespace}:outfit");
+    let groups = format!("system:serviceaccounts,system:serviceaccounts:{namespace},system:authenticated");
+    let webhook = Webhook::start_without_certs(
+        &[
+            "--from-cluster",
+            "--tls-secret",
+            "outfit-tls",
+            "--namespace",
+            namespace,
+        ],
+        &[
+            ("KUBECONFIG", plane.kubeconfig()),
+            ("KUBE_RS_DEBUG_IMPERSONATE_USER", account.clone().into()),
+            ("KUBE_RS_DEBUG_IMPERSONATE_GROUP", groups.clone().into()),
+        ],
+    );
+    install_without_ca(&client, &webhook, "outfit", namespace).await;
+    within(30, "an admission through the injected CA", || async {
+        dry_run_pod(&client, namespace).await.ok()
+    })
+    .await;
+    let lease = api(
+        &client,
+        Some(namespace),
+        &resource("coordination.k8s.io", "v1", "Lease", "leases"),
+    )
+    .get("outfit")
+    .await
+    .expect("outfit created its Lease");
+    assert!(
+        lease.data["spec"]["holderIdentity"]
+            .as_str()
+            .is_some_and(|h| !h.is_empty()),
+        "{:?}",
+        lease.data
+    );
+    assert!(!webhook.log().contains("forbidden"), "{}", webhook.log());
+
+    let as_outfit =
+        crate::requester::client_as(plane, &account, &groups.split(',').collect::<Vec<_>>()).await;
+    install_without_ca(&client, &webhook, "reg-rbac-other", namespace).await;
+    let error = api(&as_outfit, None, &configurations())
+        .get("reg-rbac-other")
+        .await
+        .expect_err("another configuration is out of reach");
+    assert!(matches!(&error, kube::Error::Api(s) if s.code == 403), "{error}");
+}

@@ -24,7 +24,13 @@ use outfit_http::{
 use tokio::{sync::watch, time::Instant};
 use tokio_util::sync::CancellationToken;
 
-use crate::{controllers::changes::changed, metrics::Metrics};
+use crate::{
+    controllers::{
+        api_error::{brief, brief_watch},
+        changes::changed,
+    },
+    metrics::Metrics,
+};
 
 /// Where the certificate lives and what it is for.
 #[derive(Debug, Clone)]
@@ -49,7 +55,7 @@ impl SecretSettings {
 #[derive(Debug, thiserror::Error)]
 pub enum CertificateError {
     /// The API server refused or could not be reached.
-    #[error("{secret}: {source}")]
+    #[error("{secret}: {}", brief(.source))]
     Api {
         /// `namespace/name`.
         secret: String,
@@ -195,7 +201,7 @@ pub async fn run(
                     latest = Some(secret);
                 }
                 Some(Ok(_)) => {}
-                Some(Err(error)) => tracing::warn!(secret = %settings.origin(), %error, "cannot watch the certificate Secret; retrying"),
+                Some(Err(error)) => tracing::warn!(secret = %settings.origin(), error = brief_watch(&error), "cannot watch the certificate Secret; retrying"),
                 None => return,
             },
             () = tokio::time::sleep(tick) => {}

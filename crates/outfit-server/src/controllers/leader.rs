@@ -14,7 +14,7 @@ use outfit_k8s::lease::{Record, Step, Timing, decide};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::metrics::Metrics;
+use crate::{controllers::api_error::brief, metrics::Metrics};
 
 /// Who takes part in the election, and where.
 #[derive(Debug, Clone)]
@@ -61,11 +61,11 @@ pub async fn run(
         match round(&api, &election, &mut state).await {
             Ok(()) => warned = false,
             Err(error) if !warned => {
-                tracing::warn!(lease = %election.name, namespace = %election.namespace, %error,
+                tracing::warn!(lease = %election.name, namespace = %election.namespace, error = brief(&error),
                                "cannot read or write the Lease; retrying (outfit manifests grants it)");
                 warned = true;
             }
-            Err(error) => tracing::debug!(%error, "the Lease is still out of reach"),
+            Err(error) => tracing::debug!(error = brief(&error), "the Lease is still out of reach"),
         }
         // A holder that could not renew in time stops writing before anyone may take over.
         if state.leading

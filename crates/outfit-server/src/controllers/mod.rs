@@ -6,6 +6,7 @@
 //! - [`certificates`]: the CA and serving certificate in a Secret, created on first start, served
 //!   by every replica, renewed and rotated by the leader.
 
+mod api_error;
 pub mod certificates;
 mod changes;
 pub mod leader;

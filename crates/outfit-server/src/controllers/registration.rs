@@ -30,7 +30,14 @@ use serde_json::Value;
 use tokio::{sync::watch, time::Instant};
 use tokio_util::sync::CancellationToken;
 
-use crate::{controllers::changes::changed, metrics::Metrics, policies::ReloadCounts};
+use crate::{
+    controllers::{
+        api_error::{brief, brief_watch},
+        changes::changed,
+    },
+    metrics::Metrics,
+    policies::ReloadCounts,
+};
 
 /// What the controller reads and tells.
 pub struct Inputs {
@@ -91,7 +98,7 @@ pub async fn run(client: Client, name: String, mut inputs: Inputs, shutdown: Can
                 Some(Ok(watcher::Event::Apply(object))) => current = Some(value(object)),
                 Some(Ok(watcher::Event::Delete(_))) => current = None,
                 Some(Err(error)) => {
-                    tracing::warn!(configuration = %name, %error, "cannot watch the webhook configuration; retrying");
+                    tracing::warn!(configuration = %name, error = brief_watch(&error), "cannot watch the webhook configuration; retrying");
                     inputs.metrics.configuration_error();
                     continue;
                 }
@@ -157,7 +164,7 @@ pub async fn run(client: Client, name: String, mut inputs: Inputs, shutdown: Can
                 tracing::debug!(configuration = %name, "the webhook configuration changed meanwhile; looking again");
             }
             Err(error) => {
-                tracing::warn!(configuration = %name, %error, "cannot write the webhook configuration; retrying");
+                tracing::warn!(configuration = %name, error = brief(&error), "cannot write the webhook configuration; retrying");
                 inputs.metrics.configuration_error();
                 retry_at = Some(Instant::now() + RETRY);
             }
@@ -229,7 +236,7 @@ async fn rules_for(
                 }
             }
         }
-        Err(error) => tracing::warn!(%error, "API discovery failed"),
+        Err(error) => tracing::warn!(error = brief(&error), "API discovery failed"),
     }
     rules::from_policies_resolving(set, &[], resolve(&discovered.resources))
 }
