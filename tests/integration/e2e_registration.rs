@@ -301,7 +301,7 @@ async fn a_service_mutator_added_after_install_is_called_within_seconds_and_its_
         "CustomResourceDefinition",
         "customresourcedefinitions",
     );
-    create(&client, None, &crds, crd).await.expect("the Gizmo CRD");
+    // Before the CRD is served: the rule follows once it is (outfit looks the kind up again).
     let policy = json!({
         "apiVersion": "mutations.gatekeeper.sh/v1", "kind": "Assign", "metadata": {"name": "reg-gizmo"},
         "spec": {"applyTo": [{"groups": ["registration.example.com"], "versions": ["v1"], "kinds": ["Gizmo"]}],
@@ -311,6 +311,7 @@ async fn a_service_mutator_added_after_install_is_called_within_seconds_and_its_
     create(&client, None, &assign, policy)
         .await
         .expect("create the Assign");
+    create(&client, None, &crds, crd).await.expect("the Gizmo CRD");
     within(15, "the Gizmo rule", || async {
         let resources = rule_resources(&configuration(&client, name).await);
         (resources == ["/pods", "registration.example.com/gizmos"]).then_some(())

@@ -4,9 +4,11 @@
 //! holds the Lease). What a kind is comes from `outfit_core::kinds`; nothing here names a policy
 //! kind.
 
+mod cert_manager;
 pub mod cluster;
 pub mod crds;
 pub mod lease;
 pub mod manifests;
+mod names;
 pub mod registration;
 pub mod rules;

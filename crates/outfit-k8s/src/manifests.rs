@@ -17,8 +17,10 @@ use outfit_core::{
 };
 use serde_json::{Value, json};
 
+pub use crate::names::{ADMIN_PORT, LEASE, NAME, TLS_SECRET, WEBHOOK_PORT, service_dns_names};
 use crate::{
-    crds,
+    cert_manager, crds,
+    names::labels,
     rules::{self, Rules},
 };
 
@@ -113,28 +115,6 @@ impl Default for InstallOptions {
     }
 }
 
-/// Name of outfit's objects (ServiceAccount, ClusterRole, Deployment, Service, webhook config).
-pub const NAME: &str = "outfit";
-/// Port of the webhook's HTTPS listener in the pod.
-pub const WEBHOOK_PORT: u16 = 8443;
-/// Port of the plain-HTTP admin listener (`/livez`, `/readyz`, `/metrics`).
-pub const ADMIN_PORT: u16 = 9090;
-/// Secret holding outfit's serving certificate (`tls.crt`, `tls.key`), and with
-/// [`Certificates::Managed`] its CA (`ca.crt`, `ca.key`).
-pub const TLS_SECRET: &str = "outfit-tls";
-/// The Lease that elects the replica that writes the webhook configuration and rotates the
-/// certificate; named after the configuration (`serve --webhook-configuration`), in outfit's
-/// namespace.
-pub const LEASE: &str = NAME;
-
-/// The DNS names of outfit's Service in `namespace`, the serving certificate's names.
-pub fn service_dns_names(namespace: &str) -> [String; 2] {
-    [
-        format!("{NAME}.{namespace}.svc"),
-        format!("{NAME}.{namespace}.svc.cluster.local"),
-    ]
-}
-
 /// Every object of an in-cluster install, in apply order.
 pub fn install(options: &InstallOptions) -> Vec<Value> {
     let mut objects = crds::of(options.families, &options.without_crds);
@@ -142,7 +122,7 @@ pub fn install(options: &InstallOptions) -> Vec<Value> {
     objects.extend(rbac(options, &options.namespace));
     objects.extend(namespace_rbac(options));
     if options.certificates == Certificates::CertManager {
-        objects.extend(cert_manager(&options.namespace));
+        objects.extend(cert_manager::objects(&options.namespace));
     }
     objects.push(deployment(options));
     objects.push(json!({
@@ -164,33 +144,6 @@ pub fn install(options: &InstallOptions) -> Vec<Value> {
     }
     objects.push(configuration);
     objects
-}
-
-/// cert-manager's objects, as its docs set up a CA for webhooks: a self-signed Issuer signs a CA
-/// Certificate, whose Issuer signs the serving Certificate (so a renewed serving certificate keeps
-/// the CA in `caBundle`, and no admission fails over the swap).
-fn cert_manager(namespace: &str) -> Vec<Value> {
-    let issuer = |name: &str, spec: Value| {
-        json!({"apiVersion": "cert-manager.io/v1", "kind": "Issuer",
-               "metadata": {"name": name, "namespace": namespace, "labels": labels()}, "spec": spec})
-    };
-    let root = format!("{NAME}-selfsigned");
-    let ca = format!("{NAME}-ca");
-    vec![
-        issuer(&root, json!({"selfSigned": {}})),
-        json!({"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
-               "metadata": {"name": ca, "namespace": namespace, "labels": labels()},
-               "spec": {"isCA": true, "commonName": "outfit CA", "secretName": ca, "duration": "87600h",
-                        "privateKey": {"algorithm": "ECDSA", "size": 256},
-                        "issuerRef": {"name": root, "kind": "Issuer", "group": "cert-manager.io"}}}),
-        issuer(&ca, json!({"ca": {"secretName": ca}})),
-        json!({"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
-               "metadata": {"name": TLS_SECRET, "namespace": namespace, "labels": labels()},
-               "spec": {"secretName": TLS_SECRET, "dnsNames": service_dns_names(namespace),
-                        "duration": "2160h", "renewBefore": "720h",
-                        "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
-                        "issuerRef": {"name": ca, "kind": "Issuer", "group": "cert-manager.io"}}}),
-    ]
 }
 
 /// What outfit may do in its own namespace: hold the Lease that elects the writer (only that
@@ -234,10 +187,6 @@ pub fn local_webhook(options: &InstallOptions, url: &str) -> Vec<Value> {
     let mut objects = crds::of(options.families, &options.without_crds);
     objects.push(webhook_configuration(options, json!({"url": url})));
     objects
-}
-
-fn labels() -> Value {
-    json!({"app.kubernetes.io/name": NAME, "app.kubernetes.io/version": env!("CARGO_PKG_VERSION")})
 }
 
 /// Read-only access to the policy kinds and namespaces, and, when outfit manages its

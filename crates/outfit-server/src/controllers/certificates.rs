@@ -210,39 +210,55 @@ pub async fn run(
         if !*inputs.leading.borrow() {
             continue;
         }
-        let Some(secret) = &latest else { continue };
-        let material = match material(secret, &settings) {
-            Ok(material) => material,
-            Err(error) => {
-                tracing::error!(%error, "cannot renew the certificate");
-                continue;
-            }
-        };
-        let trusted = settled(&material, &inputs.published, &mut trusted_since);
-        match renew(&material, &settings, trusted) {
-            Ok(Some((renewed, what))) => {
-                let mut updated = secret.clone();
-                updated.data = Some(data(&renewed));
-                match api
-                    .replace(&settings.name, &PostParams::default(), &updated)
-                    .await
-                {
-                    Ok(stored) => {
-                        tracing::info!(secret = %settings.origin(), what, "renewed the certificate");
-                        inputs.metrics.certificate_rotated(what);
-                        serve(&stored, &settings, &inputs);
-                        latest = Some(stored);
-                    }
-                    Err(kube::Error::Api(status)) if status.code == 409 => {}
-                    Err(error) => {
-                        tracing::warn!(secret = %settings.origin(), %error, "cannot write the renewed certificate; retrying")
-                    }
-                }
-            }
-            Ok(None) => {}
-            Err(error) => {
-                tracing::error!(secret = %settings.origin(), %error, "cannot renew the certificate")
-            }
+        if let Some(secret) = &latest
+            && let Some(stored) = renew_if_due(&api, secret, &settings, &inputs, &mut trusted_since).await
+        {
+            serve(&stored, &settings, &inputs);
+            latest = Some(stored);
+        }
+    }
+}
+
+/// On the leader: writes the renewed Secret when something is due, and returns it as stored.
+async fn renew_if_due(
+    api: &Api<Secret>,
+    secret: &Secret,
+    settings: &SecretSettings,
+    inputs: &CertificateLoop,
+    trusted_since: &mut Option<(String, Instant)>,
+) -> Option<Secret> {
+    let material = match material(secret, settings) {
+        Ok(material) => material,
+        Err(error) => {
+            tracing::error!(%error, "cannot renew the certificate");
+            return None;
+        }
+    };
+    let trusted = settled(&material, &inputs.published, trusted_since);
+    let (renewed, what) = match renew(&material, settings, trusted) {
+        Ok(Some(renewed)) => renewed,
+        Ok(None) => return None,
+        Err(error) => {
+            tracing::error!(secret = %settings.origin(), %error, "cannot renew the certificate");
+            return None;
+        }
+    };
+    let mut updated = secret.clone();
+    updated.data = Some(data(&renewed));
+    // The resourceVersion read makes the write conditional: of two writers one wins.
+    match api
+        .replace(&settings.name, &PostParams::default(), &updated)
+        .await
+    {
+        Ok(stored) => {
+            tracing::info!(secret = %settings.origin(), what, "renewed the certificate");
+            inputs.metrics.certificate_rotated(what);
+            Some(stored)
+        }
+        Err(kube::Error::Api(status)) if status.code == 409 => None,
+        Err(error) => {
+            tracing::warn!(secret = %settings.origin(), error = brief(&error), "cannot write the renewed certificate; retrying");
+            None
         }
     }
 }

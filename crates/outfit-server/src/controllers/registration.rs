@@ -66,22 +66,43 @@ struct Discovered {
     last: Option<(BTreeSet<(String, String)>, Instant)>,
 }
 
-const REDISCOVER: Duration = Duration::from_secs(30);
+/// How often kinds the API server does not serve are looked for again (a CRD installed after
+/// its policies gets its rule within this).
+const REDISCOVER: Duration = Duration::from_secs(5);
 /// Wait before writing again after a write failed for another reason than a conflict.
 const RETRY: Duration = Duration::from_secs(1);
 
+/// The controller's state between events.
+struct Controller {
+    client: Client,
+    api: Api<DynamicObject>,
+    name: String,
+    inputs: Inputs,
+    /// The configuration as last seen (`None`: not there).
+    current: Option<Value>,
+    /// What the configuration said when last in step, since this replica began writing.
+    in_step: Option<Desired>,
+    discovered: Discovered,
+    missing_logged: bool,
+}
+
 /// Runs until `shutdown`.
-pub async fn run(client: Client, name: String, mut inputs: Inputs, shutdown: CancellationToken) {
+pub async fn run(client: Client, name: String, inputs: Inputs, shutdown: CancellationToken) {
     let resource = ApiResource::erase::<MutatingWebhookConfiguration>(&());
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     let mut events = events(api.clone(), &name);
-    let mut current: Option<Value> = None;
+    let mut controller = Controller {
+        client,
+        api,
+        name,
+        inputs,
+        current: None,
+        in_step: None,
+        discovered: Discovered::default(),
+        missing_logged: false,
+    };
     let mut listing: Option<Option<Value>> = None;
-    // What the configuration said when last in step, since this replica began writing.
-    let mut in_step: Option<Desired> = None;
-    let mut discovered = Discovered::default();
     let mut retry_at: Option<Instant> = None;
-    let mut missing_logged = false;
     loop {
         let retry = async {
             match retry_at {
@@ -89,16 +110,17 @@ pub async fn run(client: Client, name: String, mut inputs: Inputs, shutdown: Can
                 None => std::future::pending().await,
             }
         };
+        let inputs = &mut controller.inputs;
         tokio::select! {
             () = shutdown.cancelled() => return,
             event = events.next() => match event {
                 Some(Ok(watcher::Event::Init)) => { listing = Some(None); continue; }
                 Some(Ok(watcher::Event::InitApply(object))) => { listing = Some(Some(value(object))); continue; }
-                Some(Ok(watcher::Event::InitDone)) => current = listing.take().flatten(),
-                Some(Ok(watcher::Event::Apply(object))) => current = Some(value(object)),
-                Some(Ok(watcher::Event::Delete(_))) => current = None,
+                Some(Ok(watcher::Event::InitDone)) => controller.current = listing.take().flatten(),
+                Some(Ok(watcher::Event::Apply(object))) => controller.current = Some(value(object)),
+                Some(Ok(watcher::Event::Delete(_))) => controller.current = None,
                 Some(Err(error)) => {
-                    tracing::warn!(configuration = %name, error = brief_watch(&error), "cannot watch the webhook configuration; retrying");
+                    tracing::warn!(configuration = %controller.name, error = brief_watch(&error), "cannot watch the webhook configuration; retrying");
                     inputs.metrics.configuration_error();
                     continue;
                 }
@@ -109,66 +131,89 @@ pub async fn run(client: Client, name: String, mut inputs: Inputs, shutdown: Can
             () = changed(&mut inputs.leading) => {}
             () = retry => retry_at = None,
         }
-        publish(&inputs.published, current.as_ref());
-        if !*inputs.leading.borrow() {
-            in_step = None;
+        publish(&controller.inputs.published, controller.current.as_ref());
+        if !*controller.inputs.leading.borrow() {
+            controller.in_step = None;
             continue;
         }
-        let Some(configuration) = &current else {
-            if !missing_logged {
-                tracing::warn!(configuration = %name, "the webhook configuration is not there; waiting for it (install it with outfit manifests)");
-                missing_logged = true;
+        retry_at = controller.reconcile().await.map(|wait| Instant::now() + wait);
+    }
+}
+
+impl Controller {
+    /// Writes the configuration if it does not say what it should. Returns when to look again
+    /// without an event: after a write that failed for another reason than a conflict, or while
+    /// some policies' kinds are not served.
+    async fn reconcile(&mut self) -> Option<Duration> {
+        let Some(configuration) = self.current.clone() else {
+            if !self.missing_logged {
+                tracing::warn!(configuration = %self.name, "the webhook configuration is not there; waiting for it (install it with outfit manifests)");
+                self.missing_logged = true;
             }
-            continue;
+            return None;
         };
-        missing_logged = false;
-        let set = inputs.policies.load_full();
-        let rules = match rules_for(&client, &set, &mut discovered).await {
-            Ok(rules) => rules::to_json(&rules),
-            Err(unknown) => {
-                tracing::warn!(configuration = %name, error = %unknown, "some policies apply to kinds the API server does not serve; the rules stay as they are until it does");
-                configuration["webhooks"][0]["rules"].clone()
-            }
-        };
-        let desired = Desired {
-            rules,
-            ..Desired::new(&Rules::Pods, inputs.ca_bundle.borrow().as_deref())
-        };
-        let Some((updated, changes)) = plan(configuration, &desired) else {
-            in_step = Some(desired);
-            continue;
+        self.missing_logged = false;
+        let (desired, complete) = self.desired(&configuration).await;
+        let again = (!complete).then_some(REDISCOVER);
+        let Some((updated, changes)) = plan(&configuration, &desired) else {
+            self.in_step = Some(desired);
+            return again;
         };
         let object: DynamicObject = match serde_json::from_value(updated) {
             Ok(object) => object,
             Err(error) => {
                 tracing::error!(%error, "the webhook configuration does not read back as an object");
-                continue;
+                return again;
             }
         };
         // The resourceVersion read makes the write conditional: a change made meanwhile wins, and
         // the watch brings it for another look.
-        match api.replace(&name, &PostParams::default(), &object).await {
+        match self
+            .api
+            .replace(&self.name, &PostParams::default(), &object)
+            .await
+        {
             Ok(stored) => {
                 for change in &changes {
-                    let reason = Reason::of(change.field, in_step.as_ref(), &desired);
-                    tracing::info!(configuration = %name, reason = reason.as_str(), "{change}");
-                    inputs
+                    let reason = Reason::of(change.field, self.in_step.as_ref(), &desired);
+                    tracing::info!(configuration = %self.name, reason = reason.as_str(), "{change}");
+                    self.inputs
                         .metrics
                         .configuration_updated(change.field.as_str(), reason.as_str());
                 }
-                current = Some(value(stored));
-                publish(&inputs.published, current.as_ref());
-                in_step = Some(desired);
+                self.current = Some(value(stored));
+                publish(&self.inputs.published, self.current.as_ref());
+                self.in_step = Some(desired);
+                again
             }
             Err(kube::Error::Api(status)) if status.code == 409 => {
-                tracing::debug!(configuration = %name, "the webhook configuration changed meanwhile; looking again");
+                tracing::debug!(configuration = %self.name, "the webhook configuration changed meanwhile; looking again");
+                again
             }
             Err(error) => {
-                tracing::warn!(configuration = %name, error = brief(&error), "cannot write the webhook configuration; retrying");
-                inputs.metrics.configuration_error();
-                retry_at = Some(Instant::now() + RETRY);
+                tracing::warn!(configuration = %self.name, error = brief(&error), "cannot write the webhook configuration; retrying");
+                self.inputs.metrics.configuration_error();
+                Some(RETRY)
             }
         }
+    }
+
+    /// What the configuration should say now, and whether every kind was placed: a kind the API
+    /// server does not serve (yet) leaves the rules as they are.
+    async fn desired(&mut self, configuration: &Value) -> (Desired, bool) {
+        let set = self.inputs.policies.load_full();
+        let (rules, complete) = match rules_for(&self.client, &set, &mut self.discovered).await {
+            Ok(rules) => (rules::to_json(&rules), true),
+            Err(unknown) => {
+                tracing::warn!(configuration = %self.name, error = %unknown, "some policies apply to kinds the API server does not serve; the rules stay as they are until it does");
+                (configuration["webhooks"][0]["rules"].clone(), false)
+            }
+        };
+        let desired = Desired {
+            rules,
+            ..Desired::new(&Rules::Pods, self.inputs.ca_bundle.borrow().as_deref())
+        };
+        (desired, complete)
     }
 }
 
