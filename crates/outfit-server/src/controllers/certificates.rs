@@ -234,7 +234,7 @@ async fn renew_if_due(
             return None;
         }
     };
-    let trusted = settled(&material, &inputs.published, trusted_since);
+    let trusted = settled(&material, &inputs.published, trusted_since, Instant::now());
     let (renewed, what) = match renew(&material, settings, trusted) {
         Ok(Some(renewed)) => renewed,
         Ok(None) => return None,
@@ -263,11 +263,12 @@ async fn renew_if_due(
     }
 }
 
-/// Whether the webhook configuration has trusted the newest CA for [`SETTLE`].
+/// Whether the webhook configuration has trusted the newest CA for [`SETTLE`] by `now`.
 fn settled(
     material: &Material,
     published: &watch::Receiver<Option<String>>,
     trusted_since: &mut Option<(String, Instant)>,
+    now: Instant,
 ) -> bool {
     let Ok(newest) = authority::newest_ca(&material.ca_bundle) else {
         return false;
@@ -281,9 +282,9 @@ fn settled(
         return false;
     }
     match trusted_since {
-        Some((ca, since)) if *ca == newest => since.elapsed() >= SETTLE,
+        Some((ca, since)) if *ca == newest => now.duration_since(*since) >= SETTLE,
         _ => {
-            *trusted_since = Some((newest, Instant::now()));
+            *trusted_since = Some((newest, now));
             false
         }
     }
@@ -326,5 +327,40 @@ fn serve(secret: &Secret, settings: &SecretSettings, inputs: &CertificateLoop) {
         Err(error) => {
             tracing::error!(%error, "the certificate Secret changed into something outfit cannot serve; the previous certificate keeps serving")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A leaf of a new CA waits until the webhook configuration has trusted that CA for
+    /// [`SETTLE`]; the clock starts again for the next CA.
+    #[test]
+    fn a_new_ca_counts_as_trusted_only_once_published_for_the_settle_time() {
+        let lifetimes = Lifetimes::from_leaf(Duration::from_secs(3600));
+        let first = authority::mint(SystemTime::now(), lifetimes, &[]).unwrap();
+        let second = authority::with_new_ca(&first, SystemTime::now(), lifetimes).unwrap();
+        let (published, receiver) = watch::channel(Some(first.ca_bundle.clone()));
+        let mut since = None;
+        let start = Instant::now();
+        assert!(
+            !settled(&second, &receiver, &mut since, start),
+            "the new CA is not published yet"
+        );
+        published.send_replace(Some(second.ca_bundle.clone()));
+        assert!(
+            !settled(&second, &receiver, &mut since, start),
+            "published just now"
+        );
+        let almost = start + SETTLE - Duration::from_millis(1);
+        assert!(!settled(&second, &receiver, &mut since, almost));
+        assert!(settled(&second, &receiver, &mut since, start + SETTLE));
+        let third = authority::with_new_ca(&second, SystemTime::now(), lifetimes).unwrap();
+        published.send_replace(Some(third.ca_bundle.clone()));
+        assert!(
+            !settled(&third, &receiver, &mut since, start + 2 * SETTLE),
+            "a newer CA starts the clock again"
+        );
     }
 }
