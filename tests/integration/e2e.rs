@@ -30,6 +30,8 @@ pub(crate) struct Webhook {
     port: u16,
     admin: u16,
     certs: tempdir::Dir,
+    /// Stopped on purpose ([`Webhook::terminate`]): its exit is no crash.
+    terminated: bool,
 }
 
 mod tempdir {
@@ -54,7 +56,7 @@ impl Drop for Webhook {
                 format!("had exited ({status})")
             });
             eprintln!("outfit serve {state}; the end of its log:\n{}", self.log_tail());
-        } else if let Some(status) = exited {
+        } else if let Some(status) = exited.filter(|_| !self.terminated) {
             panic!(
                 "outfit serve exited during the test ({status}); the end of its log:\n{}",
                 self.log_tail()
@@ -80,6 +82,16 @@ impl Webhook {
     /// The server's process id.
     pub(crate) fn pid(&self) -> u32 {
         self.child.lock().unwrap_or_else(PoisonError::into_inner).id()
+    }
+
+    /// Stops it as Kubernetes stops a pod (SIGTERM) and waits for it to exit; its exit status.
+    pub(crate) fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.pid().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().expect("kill");
+        assert!(sent.success());
+        self.terminated = true;
+        let child = self.child.get_mut().unwrap_or_else(PoisonError::into_inner);
+        child.wait().expect("wait for outfit serve")
     }
 
     /// Fails the test, with the end of the server's log, if `outfit serve` has exited: a crashed
@@ -178,6 +190,7 @@ impl Webhook {
             port,
             admin,
             certs,
+            terminated: false,
         };
         let ready = format!("127.0.0.1:{admin}");
         let deadline = Instant::now() + Duration::from_secs(30);
