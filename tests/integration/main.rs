@@ -18,6 +18,7 @@ mod control_plane;
 mod e2e;
 mod e2e_cluster;
 mod e2e_outage;
+mod e2e_registration;
 mod filer;
 mod flood;
 mod helm;
