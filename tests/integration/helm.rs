@@ -13,6 +13,7 @@ use std::{
     },
 };
 
+use kube::api::PostParams;
 use serde_json::{Value, json};
 
 use crate::{
@@ -245,6 +246,18 @@ fn chart_renders_what_outfit_manifests_prints_for_the_same_settings() {
             }),
         ),
         (
+            "cert-manager issues the certificate",
+            vec!["--cert-manager", "--namespace", "webhooks"],
+            "webhooks",
+            json!({"certManager": {"enabled": true}}),
+        ),
+        (
+            "the team's certificate, the configuration left as installed",
+            vec!["--ca-file", ca_path, "--no-manage-webhook"],
+            "outfit-system",
+            json!({"webhook": {"caBundle": ca, "manage": false}}),
+        ),
+        (
             "every kind, no Gatekeeper CRDs",
             vec!["--all-resources", "--without-crds", "mutations.gatekeeper.sh"],
             "outfit-system",
@@ -332,6 +345,7 @@ fn chart_renders_the_webhook_and_the_workspace_backend_together_and_its_own_sett
 #[test]
 fn chart_passes_helm_lint_and_refuses_bad_values_by_name() {
     let helm = Helm::get();
+    let ca = std::fs::read_to_string(repo_root().join("tests/fixtures/helm/ca.crt")).expect("the test CA");
     let lint = helm.ok(&["lint", "--strict", "charts/outfit"], None);
     assert!(lint.contains("0 chart(s) failed"), "{lint}");
     let everything = helm.values_file(&json!({"workspaces": {"enabled": true}}));
@@ -362,6 +376,11 @@ fn chart_passes_helm_lint_and_refuses_bad_values_by_name() {
             "allResources",
         ),
         (json!({"webhook": {"caBundle": "not a certificate"}}), "caBundle"),
+        (json!({"webhook": {"manage": false}}), "webhook.manage"),
+        (
+            json!({"webhook": {"caBundle": ca}, "certManager": {"enabled": true}}),
+            "certManager.enabled",
+        ),
         (
             json!({"workspaces": {"namespace": "Not_A_Namespace"}}),
             "namespace",
@@ -493,6 +512,34 @@ async fn chart_installs_upgrades_and_uninstalls_on_a_real_cluster() {
         .await
         .expect("create a PodDefault");
 
+    // outfit's controller owns the rules once it runs (written here as it writes them: a PUT
+    // under its own field manager): an upgrade keeps them, neither resetting them to pods nor
+    // failing on the field's other owner under server-side apply.
+    let configurations = resource(
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingWebhookConfiguration",
+        "mutatingwebhookconfigurations",
+    );
+    let services = json!({"apiGroups": [""], "apiVersions": ["v1"], "resources": ["services"],
+                          "operations": ["CREATE", "UPDATE"], "scope": "*"});
+    let mut configuration = api(&client, None, &configurations)
+        .get("outfit")
+        .await
+        .expect("get the webhook configuration");
+    configuration.data["webhooks"][0]["rules"]
+        .as_array_mut()
+        .expect("rules")
+        .push(services.clone());
+    let as_outfit = PostParams {
+        field_manager: Some("outfit".to_owned()),
+        ..PostParams::default()
+    };
+    api(&client, None, &configurations)
+        .replace("outfit", &as_outfit, &configuration)
+        .await
+        .expect("outfit's controller writes the rules");
+
     // Upgrade: new settings reach the objects, and the workspace backend comes in.
     install(&[
         "--set",
@@ -503,6 +550,11 @@ async fn chart_installs_upgrades_and_uninstalls_on_a_real_cluster() {
     let webhook = get_webhook_configuration(&client).await.unwrap();
     assert_eq!(webhook["webhooks"][0]["failurePolicy"], "Ignore");
     assert_eq!(webhook["webhooks"][0]["timeoutSeconds"], 10);
+    let rules = webhook["webhooks"][0]["rules"].as_array().expect("rules");
+    assert!(
+        rules.contains(&services),
+        "the upgrade kept outfit's rules: {rules:?}"
+    );
     get_deployment(&client, "outfit-workspaces")
         .await
         .expect("the workspace backend is installed by the upgrade");

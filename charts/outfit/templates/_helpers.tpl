@@ -19,3 +19,19 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "outfit.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
+
+{{/* Where the serving certificate comes from: outfit (it mints and rotates it in the Secret
+  outfit-tls), certManager, or provided (the team's Secret, its CA in webhook.caBundle). Refuses
+  what `outfit manifests` refuses. */}}
+{{- define "outfit.certificates" -}}
+{{- if and .Values.certManager.enabled .Values.webhook.caBundle }}
+{{- fail "certManager.enabled and webhook.caBundle: cert-manager injects the CA; give one or the other" }}
+{{- end }}
+{{- if .Values.certManager.enabled }}certManager
+{{- else if .Values.webhook.caBundle }}provided
+{{- else }}
+{{- if not .Values.webhook.manage }}
+{{- fail "webhook.manage false needs webhook.caBundle or certManager.enabled: outfit's own certificate rotates its CA into caBundle" }}
+{{- end }}outfit
+{{- end }}
+{{- end }}
