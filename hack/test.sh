@@ -14,8 +14,6 @@
 # What it builds from the Go module proxy, into ${OUTFIT_CACHE_DIR:-~/.cache/outfit} (once per
 # version; later runs take a second):
 #   kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok  hack/control-plane/build.sh
-log "helm, for the chart's tests (built from its Go module, cached)"
-hack/helm/build.sh >/dev/null
 #   helm                                                                 hack/helm/build.sh
 # KUBERNETES_VERSION=1.33.13 hack/test.sh ... runs against another Kubernetes release (see
 # hack/e2e-version.sh).
@@ -34,6 +32,7 @@ for tool in openssl curl setsid ss jq python3 chromium chromedriver; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing the tools the tests use: ${missing[*]}"
+  command -v apt-get >/dev/null || { log "error: missing ${missing[*]}, and no apt-get to install them: install them, then run this again"; exit 2; }
   sudo=()
   if [ "$(id -u)" != 0 ]; then
     command -v sudo >/dev/null || { log "error: missing ${missing[*]} and not root (no sudo) to install them"; exit 2; }
@@ -46,6 +45,8 @@ fi
 
 log "the test cluster (kube-apiserver, etcd, controller manager, scheduler, kwok; built from Go modules, cached)"
 hack/control-plane/build.sh
+log "helm, for the chart's tests (built from its Go module, cached)"
+hack/helm/build.sh >/dev/null
 
 [ $# -gt 0 ] || set -- --workspace --locked
 log "cargo test $*"
