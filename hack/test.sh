@@ -3,7 +3,8 @@
 # Go it installs what the tests need, builds the test cluster and Helm, runs the tests and closes
 # with "tests: N passed, N failed", the total over every test binary.
 #
-# usage: hack/test.sh [CARGO TEST ARGS...]   (default: --workspace --locked)
+# usage: hack/test.sh [CARGO TEST ARGS...]   (default: --workspace --locked --no-fail-fast: every test
+#   binary runs, so the closing total counts them all)
 #   hack/test.sh -p outfit --test integration helm   runs only what matches, same preparation
 #
 # What it installs, when missing (Debian packages, with apt-get; as root or through sudo):
@@ -48,7 +49,7 @@ hack/control-plane/build.sh
 log "helm, for the chart's tests (built from its Go module, cached)"
 hack/helm/build.sh >/dev/null
 
-[ $# -gt 0 ] || set -- --workspace --locked
+[ $# -gt 0 ] || set -- --workspace --locked --no-fail-fast
 log "cargo test $*"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
