@@ -330,7 +330,7 @@ for _attempt in 1 2 3; do
   cp_die "kube-apiserver exited during start-up (log: $STATE_DIR/kube-apiserver.log)"
 done
 [ "$ok" = 1 ] || { log_tail "$STATE_DIR/kube-apiserver.log"; cp_die "kube-apiserver could not get a free port"; }
-cp_log "kube-apiserver (pid $api_pid) ready at $APISERVER_URL in $(cp_elapsed "$t")"
+cp_log "kube-apiserver v$KUBERNETES_VERSION (pid $api_pid) ready at $APISERVER_URL in $(cp_elapsed "$t")"
 
 # ---------------------------------------------------------------- kubeconfigs
 ca_data="$(base64 -w0 <"$pki/ca.crt")"

@@ -31,6 +31,8 @@ pub(crate) struct Webhook {
     port: u16,
     admin: u16,
     certs: tempdir::Dir,
+    /// Stopped on purpose ([`Webhook::terminate`]): its exit is no crash.
+    terminated: bool,
 }
 
 mod tempdir {
@@ -55,7 +57,7 @@ impl Drop for Webhook {
                 format!("had exited ({status})")
             });
             eprintln!("outfit serve {state}; the end of its log:\n{}", self.log_tail());
-        } else if let Some(status) = exited {
+        } else if let Some(status) = exited.filter(|_| !self.terminated) {
             panic!(
                 "outfit serve exited during the test ({status}); the end of its log:\n{}",
                 self.log_tail()
@@ -81,6 +83,16 @@ impl Webhook {
     /// The server's process id.
     pub(crate) fn pid(&self) -> u32 {
         self.child.lock().unwrap_or_else(PoisonError::into_inner).id()
+    }
+
+    /// Stops it as Kubernetes stops a pod (SIGTERM) and waits for it to exit; its exit status.
+    pub(crate) fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.pid().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().expect("kill");
+        assert!(sent.success());
+        self.terminated = true;
+        let child = self.child.get_mut().unwrap_or_else(PoisonError::into_inner);
+        child.wait().expect("wait for outfit serve")
     }
 
     /// Fails the test, with the end of the server's log, if `outfit serve` has exited: a crashed
@@ -132,6 +144,16 @@ impl Webhook {
     }
 
     pub(crate) fn start_with(args: &[&str], env: &[(&str, std::path::PathBuf)]) -> Webhook {
+        Webhook::launch(args, env, true)
+    }
+
+    /// As [`Webhook::start_with`], without `--self-signed`: `args` say where the certificate
+    /// comes from (`--tls-secret NAME`, say).
+    pub(crate) fn start_without_certs(args: &[&str], env: &[(&str, std::path::PathBuf)]) -> Webhook {
+        Webhook::launch(args, env, false)
+    }
+
+    fn launch(args: &[&str], env: &[(&str, std::path::PathBuf)], self_signed: bool) -> Webhook {
         let certs = tempdir::Dir(std::env::temp_dir().join(format!(
             "outfit-e2e-certs-{}-{}",
             std::process::id(),
@@ -140,12 +162,15 @@ impl Webhook {
         let (port, admin) = (free_port(), free_port());
         std::fs::create_dir_all(&certs.0).expect("the webhook's directory");
         let log = std::fs::File::create(certs.0.join(LOG_FILE)).expect("the webhook's log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_outfit"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_outfit"));
+        command
             .arg("serve")
             .args(args)
-            .envs(env.iter().map(|(k, v)| (*k, v.as_os_str())))
-            .arg("--self-signed")
-            .arg(&certs.0)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_os_str())));
+        if self_signed {
+            command.arg("--self-signed").arg(&certs.0);
+        }
+        let child = command
             .args([
                 "--listen",
                 &format!("127.0.0.1:{port}"),
@@ -162,6 +187,7 @@ impl Webhook {
             port,
             admin,
             certs,
+            terminated: false,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         while !admin_ready(admin) {
@@ -312,7 +338,7 @@ async fn an_assign_on_services_mutates_the_services_the_api_server_stores() {
     std::fs::remove_dir_all(&policies).ok();
 }
 
-fn pod(name: &str, labels: Value, env: Value) -> Value {
+pub(crate) fn pod(name: &str, labels: Value, env: Value) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "labels": labels},

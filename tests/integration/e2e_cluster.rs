@@ -74,7 +74,7 @@ async fn crds_validate_policies_and_the_cluster_source_follows_them() {
 }
 
 /// The value of the metric line that starts with `prefix`.
-fn metric(text: &str, prefix: &str) -> Option<f64> {
+pub(crate) fn metric(text: &str, prefix: &str) -> Option<f64> {
     text.lines()
         .find(|l| l.starts_with(prefix))
         .and_then(|l| l.rsplit(' ').next())

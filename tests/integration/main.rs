@@ -6,6 +6,10 @@
 //! - `mutate_cli`: the CLI contract that scripts rely on (stdin, formats, exit statuses);
 //! - `e2e`: a real kube-apiserver and etcd (`hack/control-plane`) calling `outfit serve`;
 //! - `requester`: PodPolicies for authorised users, with the userInfo the API server sends;
+//! - `helm`: the Helm chart against `outfit manifests`, `helm lint`, and installed, upgraded and
+//!   uninstalled on a real API server;
+//! - `versions`: the supported Kubernetes range, the same in Cargo.toml, the test cluster, README
+//!   and the chart;
 //! - `flood`: 10,000 idle connections against `outfit serve` with a connection cap;
 //! - `workspaces`: `outfit workspaces` on a cluster whose pods really run (scheduler, controller
 //!   manager, kwok nodes), driven through deic-dk's HTTP API.
@@ -14,10 +18,13 @@ mod control_plane;
 mod e2e;
 mod e2e_cluster;
 mod e2e_outage;
+mod e2e_registration;
 mod filer;
 mod flood;
+mod helm;
 mod mutate_cli;
 mod mutate_fixtures;
 mod requester;
 mod support;
+mod versions;
 mod workspaces;

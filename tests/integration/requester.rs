@@ -22,7 +22,7 @@ use crate::{
 const NAMESPACE: &str = "e2e-requester";
 
 /// A client the API server authenticates as `user` with `groups` (the admin impersonating them).
-async fn client_as(plane: &ControlPlane, user: &str, groups: &[&str]) -> Client {
+pub(crate) async fn client_as(plane: &ControlPlane, user: &str, groups: &[&str]) -> Client {
     let mut config = config_of(&plane.kubeconfig()).await;
     config.auth_info.impersonate = Some(user.to_owned());
     config.auth_info.impersonate_groups = Some(groups.iter().map(|g| (*g).to_owned()).collect());

@@ -8,9 +8,12 @@
 //! - [`admin`]: the plain-HTTP admin port, `/livez`, `/readyz` and `/metrics`;
 //! - [`tls`]: the serving certificate, reloaded from its PEM files (polled, and at once on
 //!   request) without a restart, the owner told of each reload; and a self-signed CA and leaf for
-//!   local use.
+//!   local use;
+//! - [`authority`]: outfit's own CA and serving certificate as a Kubernetes Secret holds them, and
+//!   when to renew them (the rotation that fails no admission).
 
 pub mod accept;
 pub mod admin;
+pub mod authority;
 pub mod limit;
 pub mod tls;

@@ -130,11 +130,15 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
     })
 }
 
-/// The serving certificate and key, reloaded from their PEM files.
+/// The serving certificate and key, reloaded from their PEM files, or handed over in memory (from
+/// a Kubernetes Secret outfit watches: [`CertStore::from_pem`], [`CertStore::offer`]).
 pub struct CertStore {
     current: ArcSwap<CertifiedKey>,
+    /// Where the pair is read from, or, held in memory, what to call it in messages.
     cert_path: PathBuf,
     key_path: PathBuf,
+    /// Whether the pair comes from the files (polled) or from [`CertStore::offer`].
+    from_files: bool,
     /// The file contents last tried, good or bad, so a bad pair is reported once.
     last: Mutex<(Vec<u8>, Vec<u8>)>,
     on_reload: OnReload,
@@ -152,7 +156,31 @@ impl CertStore {
             current: ArcSwap::from_pointee(key),
             cert_path,
             key_path,
+            from_files: true,
             last: Mutex::new((cert_pem, key_pem)),
+            on_reload,
+            reloads: watch::Sender::new(ReloadCounts::default()),
+            trigger: Notify::new(),
+        })
+    }
+
+    /// A store of a pair held in memory, named `origin` in messages (`secret outfit-system/outfit-tls`);
+    /// [`offer`](Self::offer) replaces it.
+    pub fn from_pem(
+        cert_pem: &[u8],
+        key_pem: &[u8],
+        origin: &str,
+        on_reload: OnReload,
+    ) -> Result<Self, TlsError> {
+        let cert_path = PathBuf::from(format!("{origin} tls.crt"));
+        let key_path = PathBuf::from(format!("{origin} tls.key"));
+        let key = certified_key(cert_pem, key_pem, &cert_path, &key_path)?;
+        Ok(Self {
+            current: ArcSwap::from_pointee(key),
+            cert_path,
+            key_path,
+            from_files: false,
+            last: Mutex::new((cert_pem.to_vec(), key_pem.to_vec())),
             on_reload,
             reloads: watch::Sender::new(ReloadCounts::default()),
             trigger: Notify::new(),
@@ -181,6 +209,9 @@ impl CertStore {
     }
 
     fn poll_once(&self) {
+        if !self.from_files {
+            return;
+        }
         let files = read(&self.cert_path).and_then(|cert| Ok((cert, read(&self.key_path)?)));
         let (cert_pem, key_pem) = match files {
             Ok(files) => files,
@@ -191,6 +222,12 @@ impl CertStore {
                 return;
             }
         };
+        self.offer(cert_pem, key_pem);
+    }
+
+    /// Serves `cert_pem` and `key_pem` from now on, if they differ from the pair last offered and
+    /// make a usable pair; a bad pair is logged and reported, and the previous one keeps serving.
+    pub fn offer(&self, cert_pem: Vec<u8>, key_pem: Vec<u8>) {
         {
             let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
             if last.0 == cert_pem && last.1 == key_pem {
@@ -329,6 +366,14 @@ fn issue_leaf(ca_key: &KeyPair, dns_names: &[String]) -> Result<(String, String)
     // The issuer's name and key identifier are all a leaf takes from it, so parameters rebuilt
     // identically stand in for the CA certificate.
     let issuer = Issuer::new(ca_params(), ca_key);
+    let key = KeyPair::generate()?;
+    let cert = leaf_params(dns_names)?.signed_by(&key, &issuer)?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// A serving certificate's parameters, for `localhost`, `127.0.0.1`, `::1` and `dns_names` (the
+/// first of them its common name), valid as long as rcgen's default unless the caller says.
+pub(crate) fn leaf_params(dns_names: &[String]) -> Result<CertificateParams, TlsError> {
     let mut names = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()];
     names.extend(dns_names.iter().cloned());
     let mut params = CertificateParams::new(names)?;
@@ -342,9 +387,7 @@ fn issue_leaf(ca_key: &KeyPair, dns_names: &[String]) -> Result<(String, String)
         KeyUsagePurpose::KeyEncipherment,
     ];
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let key = KeyPair::generate()?;
-    let cert = params.signed_by(&key, &issuer)?;
-    Ok((cert.pem(), key.serialize_pem()))
+    Ok(params)
 }
 
 fn write(path: &Path, contents: &str, secret: bool) -> Result<(), TlsError> {

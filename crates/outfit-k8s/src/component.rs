@@ -35,8 +35,8 @@ pub struct Workload<'a> {
     pub cpu_request: &'a str,
     /// A webhook every pod creation waits for: system-cluster-critical, spread over nodes.
     pub critical: bool,
-    /// The one volume, read-only: name, mount path and source (`{"secret": ...}`).
-    pub volume: (&'a str, &'a str, Value),
+    /// The one volume, if any, read-only: name, mount path and source (`{"secret": ...}`).
+    pub volume: Option<(&'a str, &'a str, Value)>,
 }
 
 /// A Namespace.
@@ -106,7 +106,6 @@ impl Component<'_> {
     /// Its Deployment: non-root, read-only, no capabilities, probed on the admin port.
     pub fn deployment(&self, workload: Workload<'_>) -> Value {
         let probe = |path: &str| json!({"httpGet": {"path": path, "port": "admin"}, "periodSeconds": 5, "timeoutSeconds": 2});
-        let (volume, mount_path, source) = workload.volume;
         let mut container = Map::new();
         container.insert("name".into(), json!(self.name));
         container.insert("image".into(), json!(workload.image));
@@ -130,15 +129,18 @@ impl Component<'_> {
             "securityContext".into(),
             json!({"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true, "capabilities": {"drop": ["ALL"]}}),
         );
-        container.insert(
-            "volumeMounts".into(),
-            json!([{"name": volume, "mountPath": mount_path, "readOnly": true}]),
-        );
-        let mut volume_entry = Map::new();
-        volume_entry.insert("name".into(), json!(volume));
-        if let Value::Object(source) = source {
-            volume_entry.extend(source);
-        }
+        let volumes = workload.volume.map(|(volume, mount_path, source)| {
+            container.insert(
+                "volumeMounts".into(),
+                json!([{"name": volume, "mountPath": mount_path, "readOnly": true}]),
+            );
+            let mut entry = Map::new();
+            entry.insert("name".into(), json!(volume));
+            if let Value::Object(source) = source {
+                entry.extend(source);
+            }
+            json!([entry])
+        });
         let mut pod = Map::new();
         pod.insert("serviceAccountName".into(), json!(self.name));
         if workload.critical {
@@ -156,7 +158,9 @@ impl Component<'_> {
             );
         }
         pod.insert("containers".into(), json!([container]));
-        pod.insert("volumes".into(), json!([volume_entry]));
+        if let Some(volumes) = volumes {
+            pod.insert("volumes".into(), volumes);
+        }
         json!({
             "apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": self.metadata(Scope::Namespace(self.namespace)),

@@ -1,9 +1,15 @@
 //! outfit's Kubernetes side: the watches that read policies from the API server, the CRDs of the
-//! kinds table, and the manifests that install outfit in a cluster. What a kind is comes from
-//! `outfit_core::kinds`; nothing here names a policy kind.
+//! kinds table, the manifests that install outfit in a cluster, and the pure halves of the
+//! controllers that keep its registration in step (what the webhook configuration should say; who
+//! holds the Lease). What a kind is comes from `outfit_core::kinds`; nothing here names a policy
+//! kind.
 
+mod cert_manager;
 pub mod cluster;
 pub mod component;
 pub mod crds;
+pub mod lease;
 pub mod manifests;
+mod names;
+pub mod registration;
 pub mod rules;

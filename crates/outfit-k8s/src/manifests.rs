@@ -1,5 +1,10 @@
 //! What a cluster needs to run outfit, ready for `kubectl apply -f -`: the CRDs, least-privilege
 //! RBAC, the Deployment and Service, and the MutatingWebhookConfiguration with safe defaults.
+//!
+//! By default nothing else is needed: outfit mints its CA and serving certificate into a Secret
+//! on first start and keeps the webhook configuration's `caBundle` and `rules` in step
+//! ([`crate::registration`]); or cert-manager issues the certificate and injects the CA
+//! ([`Certificates::CertManager`]), or the team brings both ([`Certificates::Provided`]).
 
 use std::fmt;
 
@@ -12,7 +17,9 @@ use outfit_core::{
 };
 use serde_json::{Value, json};
 
+pub use crate::names::{ADMIN_PORT, LEASE, NAME, TLS_SECRET, WEBHOOK_PORT, service_dns_names};
 use crate::{
+    cert_manager,
     component::{self, Component, Scope, Workload},
     crds,
     rules::{self, Rules},
@@ -36,6 +43,21 @@ impl fmt::Display for FailurePolicy {
             FailurePolicy::Ignore => "Ignore",
         })
     }
+}
+
+/// Where outfit's serving certificate comes from in the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Certificates {
+    /// outfit creates a CA and a serving certificate in the Secret [`TLS_SECRET`] on first start,
+    /// renews and rotates them, and writes the CA into `caBundle` (`serve --tls-secret`).
+    #[default]
+    Managed,
+    /// cert-manager issues them (a self-signed root, a CA Issuer, the serving Certificate into
+    /// [`TLS_SECRET`]) and its CA injector fills `caBundle` (`cert-manager.io/inject-ca-from`);
+    /// outfit reloads the mounted files.
+    CertManager,
+    /// The team creates [`TLS_SECRET`] and gives the CA to `outfit manifests --ca-file`.
+    Provided,
 }
 
 /// Choices that shape the manifests.
@@ -65,8 +87,15 @@ pub struct InstallOptions {
     /// unchecked, as the kubelet finds a missing Secret). Re-run `outfit manifests` when SVMs are
     /// added.
     pub listed_names: Vec<String>,
-    /// The requests the API server sends to outfit.
+    /// The requests the API server sends to outfit (the rules the configuration starts with; with
+    /// `manage_webhook`, outfit keeps them in step with the policies it serves).
     pub rules: Rules,
+    /// Where the serving certificate comes from.
+    pub certificates: Certificates,
+    /// outfit keeps the webhook configuration's `rules` (and, with its own certificate,
+    /// `caBundle`) in step, one replica writing (a Lease elects it); off, the configuration is
+    /// left as installed (`serve --no-manage-webhook`).
+    pub manage_webhook: bool,
 }
 
 impl Default for InstallOptions {
@@ -84,18 +113,11 @@ impl Default for InstallOptions {
             without_crds: Vec::new(),
             listed_names: Vec::new(),
             rules: Rules::Pods,
+            certificates: Certificates::Managed,
+            manage_webhook: true,
         }
     }
 }
-
-/// Name of outfit's objects (ServiceAccount, ClusterRole, Deployment, Service, webhook config).
-pub const NAME: &str = "outfit";
-/// Port of the webhook's HTTPS listener in the pod.
-pub const WEBHOOK_PORT: u16 = 8443;
-/// Port of the plain-HTTP admin listener (`/livez`, `/readyz`, `/metrics`).
-pub const ADMIN_PORT: u16 = 9090;
-/// Secret holding outfit's serving certificate (`tls.crt`, `tls.key`).
-pub const TLS_SECRET: &str = "outfit-tls";
 
 /// Every object of an in-cluster install, in apply order.
 pub fn install(options: &InstallOptions) -> Vec<Value> {
@@ -103,6 +125,10 @@ pub fn install(options: &InstallOptions) -> Vec<Value> {
     let mut objects = crds::of(options.families, &options.without_crds);
     objects.push(component::namespace(&options.namespace));
     objects.extend(rbac(options));
+    objects.extend(namespace_rbac(options));
+    if options.certificates == Certificates::CertManager {
+        objects.extend(cert_manager::objects(&options.namespace));
+    }
     objects.push(deployment(options));
     objects.push(webhook.service("webhook", 443));
     objects.push(json!({
@@ -111,8 +137,42 @@ pub fn install(options: &InstallOptions) -> Vec<Value> {
         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": webhook.selector()}}
     }));
     let service = json!({"namespace": options.namespace, "name": NAME, "path": "/mutate", "port": 443});
-    objects.push(webhook_configuration(options, json!({"service": service})));
+    let mut configuration = webhook_configuration(options, json!({"service": service}));
+    if options.certificates == Certificates::CertManager {
+        configuration["metadata"]["annotations"] =
+            json!({"cert-manager.io/inject-ca-from": format!("{}/{TLS_SECRET}", options.namespace)});
+    }
+    objects.push(configuration);
     objects
+}
+
+/// What outfit may do in its own namespace: hold the Lease that elects the writer (only that
+/// one, by name; `create` cannot be limited by name, as the object does not exist yet), and, with
+/// its own certificate, read and rotate the Secret that holds it.
+fn namespace_rbac(options: &InstallOptions) -> Vec<Value> {
+    let mut rules = Vec::new();
+    if options.manage_webhook {
+        rules.push(
+            json!({"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                          "resourceNames": [LEASE], "verbs": ["get", "update"]}),
+        );
+        rules.push(
+            json!({"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]}),
+        );
+    }
+    if options.certificates == Certificates::Managed {
+        rules.push(
+            json!({"apiGroups": [""], "resources": ["secrets"], "resourceNames": [TLS_SECRET],
+                          "verbs": ["get", "list", "watch", "update"]}),
+        );
+        rules.push(json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}));
+    }
+    if rules.is_empty() {
+        return Vec::new();
+    }
+    let webhook = component_of(options);
+    let scope = Scope::Namespace(&options.namespace);
+    vec![webhook.role(scope, json!(rules)), webhook.binding(scope)]
 }
 
 /// A MutatingWebhookConfiguration that sends requests to outfit running outside the cluster at
@@ -131,7 +191,8 @@ fn component_of(options: &InstallOptions) -> Component<'_> {
     }
 }
 
-/// Read-only access to the policy kinds and namespaces: outfit never writes to the API server.
+/// Read-only access to the policy kinds and namespaces, and, when outfit manages its
+/// registration, to its own webhook configuration alone (by name) to keep it in step.
 /// Read access to every CRD kind of the kinds table, a rule per group, as the watches read them;
 /// the built-in kinds a family reads (ConfigMaps, Secrets) get exactly what is watched, on the
 /// names watched (RBAC authorizes a list or watch by `resourceNames` when it carries the matching
@@ -173,6 +234,11 @@ fn rbac(options: &InstallOptions) -> Vec<Value> {
         json!({"apiGroups": [Namespace::group(&())], "resources": [Namespace::plural(&())], "verbs": read}),
     );
     rules.extend(built_in);
+    if options.manage_webhook {
+        // list and watch by name work with the `metadata.name` field selector the controller sends.
+        rules.push(json!({"apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingwebhookconfigurations"],
+                          "resourceNames": [NAME], "verbs": ["get", "list", "watch", "update"]}));
+    }
     let webhook = component_of(options);
     vec![
         webhook.service_account(),
@@ -181,35 +247,61 @@ fn rbac(options: &InstallOptions) -> Vec<Value> {
     ]
 }
 
+/// The container's arguments: its certificate, and whether it manages its registration.
+fn serve_args(options: &InstallOptions) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "serve",
+        "--from-cluster",
+        "--listen",
+        &format!("0.0.0.0:{WEBHOOK_PORT}"),
+        "--admin-listen",
+        &format!("0.0.0.0:{ADMIN_PORT}"),
+    ]
+    .map(str::to_owned)
+    .into();
+    match options.certificates {
+        Certificates::Managed => {
+            args.extend(["--tls-secret".to_owned(), TLS_SECRET.to_owned()]);
+            for name in service_dns_names(&options.namespace) {
+                args.extend(["--dns-name".to_owned(), name]);
+            }
+        }
+        Certificates::CertManager | Certificates::Provided => args.extend(
+            [
+                "--tls-cert",
+                "/etc/outfit/tls/tls.crt",
+                "--tls-key",
+                "/etc/outfit/tls/tls.key",
+            ]
+            .map(str::to_owned),
+        ),
+    }
+    if !options.manage_webhook {
+        args.push("--no-manage-webhook".to_owned());
+    }
+    args.extend(["--log-format", "json"].map(str::to_owned));
+    args
+}
+
 fn deployment(options: &InstallOptions) -> Value {
-    component_of(options).deployment(Workload {
-        replicas: options.replicas,
-        image: &options.image,
-        args: [
-            "serve",
-            "--from-cluster",
-            "--listen",
-            &format!("0.0.0.0:{WEBHOOK_PORT}"),
-            "--admin-listen",
-            &format!("0.0.0.0:{ADMIN_PORT}"),
-            "--tls-cert",
-            "/etc/outfit/tls/tls.crt",
-            "--tls-key",
-            "/etc/outfit/tls/tls.key",
-            "--log-format",
-            "json",
-        ]
-        .map(str::to_owned)
-        .to_vec(),
-        env: None,
-        ports: [("webhook", WEBHOOK_PORT), ("admin", ADMIN_PORT)],
-        cpu_request: "100m",
-        critical: true,
-        volume: (
+    // A certificate outfit does not manage is read from the Secret, mounted.
+    let volume = (options.certificates != Certificates::Managed).then(|| {
+        (
             "tls",
             "/etc/outfit/tls",
             json!({"secret": {"secretName": TLS_SECRET}}),
-        ),
+        )
+    });
+    component_of(options).deployment(Workload {
+        replicas: options.replicas,
+        image: &options.image,
+        args: serve_args(options),
+        // The namespace of the Lease and the certificate's Secret.
+        env: Some(json!([{"name": "OUTFIT_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}])),
+        ports: [("webhook", WEBHOOK_PORT), ("admin", ADMIN_PORT)],
+        cpu_request: "100m",
+        critical: true,
+        volume,
     })
 }
 
@@ -272,11 +364,16 @@ mod tests {
         let role = objects.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
         for rule in role["rules"].as_array().unwrap() {
             let verbs = rule["verbs"].as_array().unwrap();
+            let writes = !verbs
+                .iter()
+                .all(|v| ["get", "list", "watch"].contains(&v.as_str().unwrap()));
+            // The one object outfit writes cluster-wide: its own webhook configuration, by name.
             assert!(
-                verbs
-                    .iter()
-                    .all(|v| ["get", "list", "watch"].contains(&v.as_str().unwrap())),
-                "outfit only reads: {rule}"
+                !writes
+                    || *rule
+                        == json!({"apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingwebhookconfigurations"],
+                                  "resourceNames": ["outfit"], "verbs": ["get", "list", "watch", "update"]}),
+                "outfit only reads, but its configuration: {rule}"
             );
         }
         // The filer injector's inputs: list and watch only, and ConfigMaps by name.
@@ -309,6 +406,116 @@ mod tests {
                 &json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"],
                      "resourceNames": ["fld5-svm-conn-secret", "fld7svm-conn-secret"]})
             ]
+        );
+    }
+
+    /// The one-command install: no CA given, outfit mints its certificate into its Secret and
+    /// holds a Lease, and RBAC grants exactly those objects by name in its namespace.
+    #[test]
+    fn by_default_outfit_manages_its_certificate_and_registration_with_rights_by_name() {
+        let objects = install(&InstallOptions::default());
+        let webhook = objects
+            .iter()
+            .find(|o| o["kind"] == "MutatingWebhookConfiguration")
+            .unwrap();
+        assert_eq!(webhook["webhooks"][0]["clientConfig"].get("caBundle"), None);
+        let deployment = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+        let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+        let args: Vec<&str> = container["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert!(
+            args.windows(2).any(|w| w == ["--tls-secret", "outfit-tls"]),
+            "{args:?}"
+        );
+        assert!(
+            args.windows(2)
+                .any(|w| w == ["--dns-name", "outfit.outfit-system.svc"]),
+            "{args:?}"
+        );
+        assert!(!args.contains(&"--tls-cert"), "{args:?}");
+        assert_eq!(container.get("volumeMounts"), None);
+        assert_eq!(
+            container["env"][0]["valueFrom"]["fieldRef"]["fieldPath"],
+            "metadata.namespace"
+        );
+        let role = objects.iter().find(|o| o["kind"] == "Role").unwrap();
+        assert_eq!(role["metadata"]["namespace"], "outfit-system");
+        assert_eq!(
+            role["rules"],
+            json!([
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["outfit"], "verbs": ["get", "update"]},
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+                {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["outfit-tls"], "verbs": ["get", "list", "watch", "update"]},
+                {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}
+            ])
+        );
+        assert!(objects.iter().any(|o| o["kind"] == "RoleBinding"));
+    }
+
+    /// `--cert-manager`: cert-manager issues the certificate through a CA and injects it; outfit
+    /// mounts the Secret, may not touch Secrets, and still keeps the rules in step.
+    #[test]
+    fn with_cert_manager_the_ca_is_injected_and_the_secret_mounted() {
+        let objects = install(&InstallOptions {
+            certificates: Certificates::CertManager,
+            ..InstallOptions::default()
+        });
+        let webhook = objects
+            .iter()
+            .find(|o| o["kind"] == "MutatingWebhookConfiguration")
+            .unwrap();
+        assert_eq!(
+            webhook["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+            "outfit-system/outfit-tls"
+        );
+        let serving = objects
+            .iter()
+            .find(|o| o["kind"] == "Certificate" && o["metadata"]["name"] == "outfit-tls")
+            .unwrap();
+        assert_eq!(serving["spec"]["secretName"], "outfit-tls");
+        assert_eq!(serving["spec"]["issuerRef"]["name"], "outfit-ca");
+        assert_eq!(
+            serving["spec"]["dnsNames"],
+            json!([
+                "outfit.outfit-system.svc",
+                "outfit.outfit-system.svc.cluster.local"
+            ])
+        );
+        assert_eq!(objects.iter().filter(|o| o["kind"] == "Issuer").count(), 2);
+        let deployment = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+        let pod = &deployment["spec"]["template"]["spec"];
+        assert_eq!(pod["volumes"][0]["secret"]["secretName"], "outfit-tls");
+        let args = pod["containers"][0]["args"].to_string();
+        assert!(
+            args.contains("--tls-cert") && !args.contains("--tls-secret"),
+            "{args}"
+        );
+        let role = objects.iter().find(|o| o["kind"] == "Role").unwrap();
+        assert!(
+            role["rules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|r| r["resources"] == json!(["leases"])),
+            "{role}"
+        );
+
+        let unmanaged = install(&InstallOptions {
+            certificates: Certificates::CertManager,
+            manage_webhook: false,
+            ..InstallOptions::default()
+        });
+        assert!(unmanaged.iter().all(|o| o["kind"] != "Role"));
+        let cluster_role = unmanaged.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
+        assert!(!cluster_role.to_string().contains("mutatingwebhookconfigurations"));
+        assert!(
+            unmanaged
+                .iter()
+                .any(|o| o["kind"] == "Deployment" && o.to_string().contains("--no-manage-webhook"))
         );
     }
 

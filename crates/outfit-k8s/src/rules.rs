@@ -93,8 +93,11 @@ impl std::str::FromStr for ResourceRule {
     kinds.join(", ")
 )]
 pub struct UnknownKinds {
-    /// `group/kind` of each, with the policy that names it.
+    /// `group/kind` of each (`core/Kind` for the core group).
     pub kinds: Vec<String>,
+    /// The same kinds as (group, kind), for a caller that can look their resources up (the API
+    /// server's discovery).
+    pub missing: Vec<(String, String)>,
 }
 
 macro_rules! known {
@@ -150,6 +153,16 @@ pub fn resource_of(group: &str, kind: &str) -> Option<&'static str> {
 /// The rules for the policies in `set`, plus the resources the user named in `extra`. `None`
 /// means every resource: a policy applies to every kind.
 pub fn from_policies(set: &PolicySet, extra: &[ResourceRule]) -> Result<Rules, UnknownKinds> {
+    from_policies_resolving(set, extra, |_, _| None)
+}
+
+/// As [`from_policies`], with `resolve` giving the resource of a kind that is not built in (from
+/// the API server's discovery, say) before it counts as unknown.
+pub fn from_policies_resolving(
+    set: &PolicySet,
+    extra: &[ResourceRule],
+    resolve: impl Fn(&str, &str) -> Option<String>,
+) -> Result<Rules, UnknownKinds> {
     let wanted = match set.targets() {
         Targets::Everything => return Ok(Rules::AllResources),
         Targets::Kinds(kinds) => kinds,
@@ -160,29 +173,35 @@ pub fn from_policies(set: &PolicySet, extra: &[ResourceRule]) -> Result<Rules, U
         if want.group == "*" || want.kind == "*" {
             return Ok(Rules::AllResources);
         }
-        match resource_of(&want.group, &want.kind) {
+        let resource = resource_of(&want.group, &want.kind)
+            .map(str::to_owned)
+            .or_else(|| resolve(&want.group, &want.kind));
+        match resource {
             Some(resource) => {
                 resources.insert(ResourceRule {
                     group: want.group,
                     version: want.version,
-                    resource: resource.to_owned(),
+                    resource,
                 });
             }
             // Named by the user: fine.
             None if extra.iter().any(|r| r.group == want.group) => {}
             None => {
-                let group = if want.group.is_empty() {
-                    "core"
-                } else {
-                    &want.group
-                };
-                unknown.insert(format!("{group}/{}", want.kind));
+                unknown.insert((want.group, want.kind));
             }
         }
     }
     if !unknown.is_empty() {
+        let kinds = unknown
+            .iter()
+            .map(|(group, kind)| {
+                let group = if group.is_empty() { "core" } else { group };
+                format!("{group}/{kind}")
+            })
+            .collect();
         return Err(UnknownKinds {
-            kinds: unknown.into_iter().collect(),
+            kinds,
+            missing: unknown.into_iter().collect(),
         });
     }
     resources.retain(|r| !(r.group.is_empty() && r.resource == "pods"));
@@ -295,6 +314,15 @@ mod tests {
         ));
         let error = from_policies(&policies, &[]).unwrap_err();
         assert_eq!(error.kinds, ["example.com/Widget"]);
+        assert_eq!(error.missing, [("example.com".to_owned(), "Widget".to_owned())]);
+        let resolved = from_policies_resolving(&policies, &[], |group, kind| {
+            (group == "example.com" && kind == "Widget").then(|| "widgets".to_owned())
+        })
+        .unwrap();
+        assert_eq!(
+            resolved,
+            Rules::Resources(vec!["example.com/v1/widgets".parse().unwrap()])
+        );
         assert!(error.to_string().contains("--webhook-resource"), "{error}");
         let widgets: ResourceRule = "example.com/v1/widgets".parse().unwrap();
         let rules = from_policies(&policies, std::slice::from_ref(&widgets)).unwrap();

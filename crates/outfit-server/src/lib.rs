@@ -6,6 +6,8 @@
 //!  policy files ──poll──▶ PolicyStore (compile off the request path) ─────────────┘
 //!  cert files   ──poll──▶ CertStore (swap the CertifiedKey)
 //!  kubelet, Prometheus ──HTTP──▶ admin (/livez /readyz /metrics)
+//!  with --from-cluster: Lease ◀──▶ leader ──▶ registration (webhook configuration's rules, caBundle)
+//!                       cert Secret ◀──▶ certificates (serve, rotate) ──▶ CertStore
 //! ```
 //!
 //! [`Server::bind`] loads everything and binds both ports (so a caller can learn the addresses
@@ -15,9 +17,10 @@
 pub use outfit_http::accept;
 use outfit_http::admin;
 pub mod admission;
+pub mod controllers;
 pub mod metrics;
 pub mod policies;
-pub use outfit_http::tls;
+pub use outfit_http::{authority, tls};
 pub mod webhook;
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
@@ -28,6 +31,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 pub use crate::{
     accept::Timeouts,
+    controllers::{CertificateError, Election, Registration, SecretSettings},
     metrics::Metrics,
     policies::{CompileOptions, LoadError, PolicyStore, ReloadCounts},
     tls::{CertStore, SelfSigned, TlsError},
@@ -51,6 +55,9 @@ pub enum TlsSource {
         /// DNS names for the leaf besides localhost, 127.0.0.1 and ::1.
         dns_names: Vec<String>,
     },
+    /// A Secret in the cluster ([`Config::cluster`]) that outfit creates when absent, watches,
+    /// and (on the replica that holds the Lease) renews.
+    Secret(SecretSettings),
 }
 
 /// Everything `outfit serve` is configured with.
@@ -80,6 +87,8 @@ pub struct Config {
     pub max_connections: usize,
     /// Also read policies and namespace labels from this API server (watched).
     pub cluster: Option<ClusterClient>,
+    /// Keep this webhook configuration in step (with [`Config::cluster`]).
+    pub registration: Option<Registration>,
 }
 
 /// A client of the API server policies are read from.
@@ -111,6 +120,7 @@ impl Config {
             // An API server keeps a few connections per replica; this leaves room for many.
             max_connections: 1024,
             cluster: None,
+            registration: None,
         }
     }
 }
@@ -127,6 +137,12 @@ pub enum ServerError {
     /// rustls refused the configuration.
     #[error("TLS configuration: {0}")]
     Rustls(#[from] rustls::Error),
+    /// The certificate Secret could not be read or created.
+    #[error("TLS: {0}")]
+    Secret(#[from] CertificateError),
+    /// A certificate Secret was asked for without a cluster to keep it in.
+    #[error("TLS: a certificate Secret needs --from-cluster")]
+    SecretWithoutCluster,
     /// A port could not be bound.
     #[error("binding {address}: {source}")]
     Bind {
@@ -147,6 +163,8 @@ pub struct Server {
     tls_config: Arc<rustls::ServerConfig>,
     /// The cluster watches, when reading from the cluster; they stop when the server does.
     cluster: Option<outfit_k8s::cluster::ClusterSource>,
+    /// The PEM bundle of the CAs of the certificate served, when outfit knows it.
+    ca_bundle: Arc<watch::Sender<Option<String>>>,
 }
 
 /// What a running server exposes to its owner: reloads, readiness and metrics.
@@ -211,21 +229,7 @@ impl Server {
                 .as_ref()
                 .map(outfit_k8s::cluster::ClusterSource::subscribe),
         )?);
-        let (cert, key) = match &config.tls {
-            TlsSource::Files { cert, key } => (cert.clone(), key.clone()),
-            TlsSource::SelfSigned { dir, dns_names } => {
-                let files = SelfSigned::ensure(dir, dns_names)?;
-                (files.cert, files.key)
-            }
-        };
-        let certs = {
-            let metrics = metrics.clone();
-            Arc::new(CertStore::load(
-                cert,
-                key,
-                Arc::new(move |outcome| metrics.tls_reload(outcome.into())),
-            )?)
-        };
+        let (certs, ca_bundle) = load_certificate(&config, &metrics).await?;
         let tls_config = certs.server_config()?;
         let listener = bind(config.listen).await?;
         let admin_listener = match config.admin_listen {
@@ -244,6 +248,7 @@ impl Server {
             },
             tls_config,
             cluster,
+            ca_bundle: Arc::new(watch::Sender::new(ca_bundle)),
         })
     }
 
@@ -273,6 +278,7 @@ impl Server {
             handle,
             tls_config,
             cluster,
+            ca_bundle,
         } = self;
         let _cluster = cluster;
         let webhook = Webhook::new(handle.policies.current(), handle.metrics.clone(), config.limits);
@@ -299,6 +305,7 @@ impl Server {
                 .watch(config.poll_interval, shutdown.clone()),
         );
         watchers.spawn(handle.certs.clone().watch(config.poll_interval, shutdown.clone()));
+        spawn_controllers(&config, &handle, &ca_bundle, &watchers, &shutdown);
 
         // Ready once the policies are loaded: at once from files, after the first complete read
         // of the cluster when reading from it.
@@ -351,6 +358,103 @@ impl Server {
         admin_tasks.close();
         let _ = tokio::time::timeout(Duration::from_secs(1), admin_tasks.wait()).await;
         tracing::info!("stopped");
+    }
+}
+
+/// The certificate store, and the PEM bundle of its CAs when outfit knows it (a `--self-signed`
+/// directory's `ca.crt`, the Secret's `ca.crt`; not files it is only given).
+async fn load_certificate(
+    config: &Config,
+    metrics: &Arc<Metrics>,
+) -> Result<(Arc<CertStore>, Option<String>), ServerError> {
+    let on_reload: tls::OnReload = {
+        let metrics = metrics.clone();
+        Arc::new(move |outcome| metrics.tls_reload(outcome.into()))
+    };
+    Ok(match &config.tls {
+        TlsSource::Files { cert, key } => (
+            Arc::new(CertStore::load(cert.clone(), key.clone(), on_reload)?),
+            None,
+        ),
+        TlsSource::SelfSigned { dir, dns_names } => {
+            let files = SelfSigned::ensure(dir, dns_names)?;
+            let ca = std::fs::read_to_string(&files.ca_cert).map_err(|source| TlsError::Io {
+                path: files.ca_cert.display().to_string(),
+                source,
+            })?;
+            let store = CertStore::load(files.cert, files.key, on_reload)?;
+            (Arc::new(store), Some(ca))
+        }
+        TlsSource::Secret(settings) => {
+            let client = config.cluster.as_ref().ok_or(ServerError::SecretWithoutCluster)?;
+            let material = controllers::certificates::ensure(&client.0, settings).await?;
+            let origin = format!("secret {}/{}", settings.namespace, settings.name);
+            let store = CertStore::from_pem(
+                material.cert.as_bytes(),
+                material.key.as_bytes(),
+                &origin,
+                on_reload,
+            )?;
+            (Arc::new(store), Some(material.ca_bundle))
+        }
+    })
+}
+
+/// Starts the election, the webhook controller and the certificate Secret's loop, as configured.
+fn spawn_controllers(
+    config: &Config,
+    handle: &Handle,
+    ca_bundle: &Arc<watch::Sender<Option<String>>>,
+    tasks: &TaskTracker,
+    shutdown: &CancellationToken,
+) {
+    let Some(client) = config.cluster.as_ref().map(|c| c.0.clone()) else {
+        return;
+    };
+    let leading = Arc::new(watch::Sender::new(false));
+    let published = Arc::new(watch::Sender::new(None));
+    if let Some(registration) = &config.registration {
+        tasks.spawn(controllers::leader::run(
+            client.clone(),
+            registration.election.clone(),
+            leading.clone(),
+            handle.metrics.clone(),
+            shutdown.clone(),
+        ));
+        let inputs = controllers::registration::Inputs {
+            policies: handle.policies.current(),
+            policy_reloads: handle.policies.reloads(),
+            ca_bundle: ca_bundle.subscribe(),
+            leading: leading.subscribe(),
+            published: published.clone(),
+            metrics: handle.metrics.clone(),
+        };
+        tasks.spawn(controllers::registration::run(
+            client.clone(),
+            registration.configuration.clone(),
+            inputs,
+            shutdown.clone(),
+        ));
+    }
+    if let TlsSource::Secret(settings) = &config.tls {
+        if config.registration.is_none() {
+            tracing::warn!(
+                "the certificate Secret is served but not renewed: renewal needs the webhook configuration managed"
+            );
+        }
+        let inputs = controllers::certificates::CertificateLoop {
+            store: handle.certs.clone(),
+            ca_bundle: ca_bundle.clone(),
+            leading: leading.subscribe(),
+            published: published.subscribe(),
+            metrics: handle.metrics.clone(),
+        };
+        tasks.spawn(controllers::certificates::run(
+            client,
+            settings.clone(),
+            inputs,
+            shutdown.clone(),
+        ));
     }
 }
 

@@ -128,11 +128,11 @@ fn deployment(options: &InstallOptions) -> Value {
         ports: [("api", API_PORT), ("admin", ADMIN_PORT)],
         cpu_request: "50m",
         critical: false,
-        volume: (
+        volume: Some((
             "config",
             "/etc/outfit-workspaces",
             json!({"configMap": {"name": NAME}}),
-        ),
+        )),
     })
 }
 

@@ -44,7 +44,7 @@ pub(crate) enum FlagError {
         source: tracing_subscriber::filter::ParseError,
     },
     /// No certificate to serve with.
-    #[error("give --tls-cert and --tls-key, or --self-signed DIR")]
+    #[error("give --tls-cert and --tls-key, --self-signed DIR, or --tls-secret NAME (with --from-cluster)")]
     NoCertificate,
     /// A duration flag that is not a positive number of seconds.
     #[error("--{flag} must be a positive number of seconds")]

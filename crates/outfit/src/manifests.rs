@@ -4,7 +4,7 @@ use std::{path::PathBuf, process::ExitCode};
 
 use clap::{Args, ValueEnum};
 use outfit_k8s::{
-    manifests::{self, FailurePolicy, InstallOptions},
+    manifests::{self, Certificates, FailurePolicy, InstallOptions},
     rules::{self, Rules},
 };
 
@@ -34,9 +34,24 @@ pub(crate) struct ManifestsArgs {
     #[arg(long, default_value_t = InstallOptions::default().timeout_seconds, value_parser = clap::value_parser!(u32).range(1..=30))]
     timeout_seconds: u32,
 
-    /// PEM file of the CA that signed outfit's serving certificate; fills `caBundle`.
-    #[arg(long, value_name = "PATH")]
+    /// PEM file of the CA that signed outfit's serving certificate; fills `caBundle`, and the
+    /// Deployment mounts the certificate from the Secret `outfit-tls` you create. Without it (and
+    /// without --cert-manager), outfit creates its CA and certificate in that Secret on first start,
+    /// rotates them, and fills `caBundle` itself.
+    #[arg(long, value_name = "PATH", conflicts_with = "cert_manager")]
     ca_file: Option<PathBuf>,
+
+    /// Let cert-manager issue the serving certificate (a self-signed root, a CA Issuer, the
+    /// Certificate `outfit-tls`) and inject its CA (`cert-manager.io/inject-ca-from`); outfit
+    /// reloads the mounted files.
+    #[arg(long, conflicts_with = "workspaces")]
+    cert_manager: bool,
+
+    /// Leave the webhook configuration as installed: outfit neither rewrites its `rules` when the
+    /// policies' kinds change nor its `caBundle`, and gets no right to. Needs --ca-file or
+    /// --cert-manager (outfit's own certificate rotates its CA into `caBundle`).
+    #[arg(long, conflicts_with = "workspaces")]
+    no_manage_webhook: bool,
 
     /// Leave out the PodDefault CRD (Kubeflow already installed it): `--without-crds kubeflow.org`.
     #[arg(long)]
@@ -133,6 +148,12 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
         },
         None => None,
     };
+    if args.no_manage_webhook && args.ca_file.is_none() && !args.cert_manager && args.webhook_url.is_none() {
+        eprintln!(
+            "error: --no-manage-webhook needs --ca-file or --cert-manager: outfit's own certificate rotates its CA into caBundle"
+        );
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
     let (rules, listed_names, without_crds) =
         match (webhook_rules(args), filer_secret_names(args), without_crds(args)) {
             (Ok(rules), Ok(names), Ok(groups)) => (rules, names, groups),
@@ -155,6 +176,14 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
         without_crds,
         listed_names,
         rules,
+        certificates: if args.cert_manager {
+            Certificates::CertManager
+        } else if args.ca_file.is_some() {
+            Certificates::Provided
+        } else {
+            Certificates::Managed
+        },
+        manage_webhook: !args.no_manage_webhook,
     };
     let objects = if args.workspaces {
         outfit_workspaces::install::objects(&outfit_workspaces::install::InstallOptions {

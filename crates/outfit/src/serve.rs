@@ -7,7 +7,14 @@
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 
 use clap::Args;
-use outfit_server::{CompileOptions, Config, Limits, Server, Timeouts, TlsSource};
+use outfit_k8s::{
+    lease::Timing,
+    manifests::{self, InstallOptions},
+};
+use outfit_server::{
+    CompileOptions, Config, Election, Limits, Registration, SecretSettings, Server, Timeouts, TlsSource,
+    authority::Lifetimes,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -98,14 +105,48 @@ pub(crate) struct ServeArgs {
     tls_key: Option<PathBuf>,
 
     /// Generate a CA and a serving certificate into DIR when absent (reuse them when present);
-    /// clients trust DIR/ca.crt.
+    /// clients trust DIR/ca.crt. With --from-cluster, outfit writes DIR/ca.crt into the webhook
+    /// configuration's caBundle.
     #[arg(
         long,
         value_name = "DIR",
         env = "OUTFIT_SELF_SIGNED",
-        required_unless_present = "tls_cert"
+        required_unless_present_any = ["tls_cert", "tls_secret"]
     )]
     self_signed: Option<PathBuf>,
+
+    /// Keep the CA and serving certificate in this Secret of --namespace: created on first start
+    /// (every replica serves the same one), renewed well before expiry, and rotated without a
+    /// failed admission (the new CA joins caBundle before a certificate it signed is served).
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "OUTFIT_TLS_SECRET",
+        requires = "from_cluster",
+        conflicts_with_all = ["tls_cert", "self_signed", "no_manage_webhook"]
+    )]
+    tls_secret: Option<String>,
+
+    /// Lifetime of the serving certificate outfit mints into --tls-secret, in seconds (its CAs
+    /// live four times as long); each is renewed with a third of its life left. For tests.
+    #[arg(long, value_name = "SECONDS", default_value_t = Lifetimes::default().leaf.as_secs_f64(), env = "OUTFIT_CERT_LIFETIME", hide = true)]
+    cert_lifetime: f64,
+
+    /// With --from-cluster: the MutatingWebhookConfiguration whose `rules` (pods plus every kind the
+    /// policies apply to) and `caBundle` (the served certificate's CA) outfit keeps in step,
+    /// undoing hand edits; one replica writes, elected by the Lease of the same name in
+    /// --namespace.
+    #[arg(long, value_name = "NAME", default_value = manifests::NAME, env = "OUTFIT_WEBHOOK_CONFIGURATION")]
+    webhook_configuration: String,
+
+    /// Leave the webhook configuration as it is (a team that manages it itself).
+    #[arg(long, env = "OUTFIT_NO_MANAGE_WEBHOOK")]
+    no_manage_webhook: bool,
+
+    /// outfit's own namespace: where its Lease and --tls-secret live (`outfit manifests` sets it
+    /// from the pod's).
+    #[arg(long, value_name = "NAMESPACE", default_value_t = InstallOptions::default().namespace, env = "OUTFIT_NAMESPACE")]
+    namespace: String,
 
     /// Extra DNS name for the self-signed certificate (besides localhost, 127.0.0.1, ::1). Repeatable.
     #[arg(
@@ -201,22 +242,28 @@ fn config_defaults() -> Config {
 
 impl ServeArgs {
     fn config(&self) -> Result<Config, FlagError> {
-        let tls = match (&self.tls_cert, &self.tls_key, &self.self_signed) {
-            (Some(cert), Some(key), _) => TlsSource::Files {
-                cert: cert.clone(),
-                key: key.clone(),
-            },
-            (_, _, Some(dir)) => TlsSource::SelfSigned {
-                dir: dir.clone(),
-                dns_names: self.dns_names.clone(),
-            },
-            _ => return Err(FlagError::NoCertificate),
-        };
         let seconds = |name: &'static str, value: f64| {
             Duration::try_from_secs_f64(value)
                 .ok()
                 .filter(|d| !d.is_zero())
                 .ok_or(FlagError::NotSeconds { flag: name })
+        };
+        let tls = match (&self.tls_cert, &self.tls_key, &self.self_signed, &self.tls_secret) {
+            (Some(cert), Some(key), _, _) => TlsSource::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            },
+            (_, _, Some(dir), _) => TlsSource::SelfSigned {
+                dir: dir.clone(),
+                dns_names: self.dns_names.clone(),
+            },
+            (_, _, _, Some(name)) => TlsSource::Secret(SecretSettings {
+                namespace: self.namespace.clone(),
+                name: name.clone(),
+                dns_names: self.dns_names.clone(),
+                lifetimes: Lifetimes::from_leaf(seconds("cert-lifetime", self.cert_lifetime)?),
+            }),
+            _ => return Err(FlagError::NoCertificate),
         };
         let mut config = Config::new(self.policies.clone(), tls);
         config.compile = CompileOptions {
@@ -240,8 +287,34 @@ impl ServeArgs {
         };
         config.shutdown_grace = seconds("shutdown-grace", self.shutdown_grace)?;
         config.max_connections = self.max_connections as usize;
+        if self.from_cluster && !self.no_manage_webhook {
+            config.registration = Some(Registration {
+                configuration: self.webhook_configuration.clone(),
+                election: Election {
+                    namespace: self.namespace.clone(),
+                    name: self.webhook_configuration.clone(),
+                    identity: identity(),
+                    timing: Timing::default(),
+                },
+            });
+        }
         Ok(config)
     }
+}
+
+/// This replica's name in the Lease: its host name (the pod's name in a cluster) and a token of
+/// its own, as client-go's leader election names candidates, so two processes on one host differ.
+fn identity() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "outfit".to_owned());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("{host}_{}_{nanos:08x}", std::process::id())
 }
 
 /// Runs `outfit serve` until SIGTERM/SIGINT.

@@ -172,10 +172,13 @@ async fn the_native_api_serves_each_caller_their_own_workspaces() {
         .await;
     assert_eq!(status, 201, "{created}");
     let name = created["name"].as_str().unwrap().to_owned();
-    assert_eq!(
-        (created["status"].as_str(), created["user"].as_str()),
-        (Some("creating"), Some("alice"))
+    // kwok turns a pod Ready within milliseconds: on a busy machine it may already be when the
+    // answer is written (seen once in a full run on 2 loaded cores).
+    assert!(
+        matches!(created["status"].as_str(), Some("creating" | "ready")),
+        "{created}"
     );
+    assert_eq!(created["user"], "alice");
     assert_eq!(created["manifest"], "web");
     let events = backend.follow(alice, &name).await;
     let (last, report) = events.last().expect("events");

@@ -410,6 +410,8 @@ async fn soak(args: Args, outfit: &Path, state_dir: PathBuf, work: PathBuf) -> R
     let mut child = Command::new(outfit)
         .arg("serve")
         .arg("--from-cluster")
+        // Registered nowhere: the soak sends the reviews itself.
+        .arg("--no-manage-webhook")
         .arg("--policies")
         .arg(&policy_dir)
         .arg("--tls-cert")

@@ -32,6 +32,17 @@ struct ResultLabels {
     result: &'static str,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UpdateLabels {
+    field: &'static str,
+    reason: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RotationLabels {
+    what: &'static str,
+}
+
 /// Whether a reload succeeded, the `result` label of the reload counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReloadResult {
@@ -69,6 +80,10 @@ pub struct Metrics {
     connection_cap: Cap,
     policy_reloads: Family<ResultLabels, Counter>,
     tls_reloads: Family<ResultLabels, Counter>,
+    leader: Gauge,
+    configuration_updates: Family<UpdateLabels, Counter>,
+    configuration_errors: Counter,
+    certificate_rotations: Family<RotationLabels, Counter>,
 }
 
 impl Metrics {
@@ -127,6 +142,30 @@ impl Metrics {
             "Serving certificate reloads by result (error: the previous certificate kept serving)",
             tls_reloads.clone(),
         );
+        let leader = Gauge::default();
+        registry.register(
+            "webhook_leader",
+            "1 while this replica holds the Lease and so writes the webhook configuration and rotates the certificate",
+            leader.clone(),
+        );
+        let configuration_updates = Family::<UpdateLabels, Counter>::default();
+        registry.register(
+            "webhook_configuration_updates",
+            "Writes of the webhook configuration by field and reason (policies, certificate, restored: someone else changed it, startup)",
+            configuration_updates.clone(),
+        );
+        let configuration_errors = Counter::default();
+        registry.register(
+            "webhook_configuration_errors",
+            "Failed reads or writes of the webhook configuration (retried)",
+            configuration_errors.clone(),
+        );
+        let certificate_rotations = Family::<RotationLabels, Counter>::default();
+        registry.register(
+            "certificate_rotations",
+            "Changes to the certificate Secret by what: ca (a new CA joined the bundle), leaf (a new serving certificate), prune (expired CAs left the bundle)",
+            certificate_rotations.clone(),
+        );
         for result in [ReloadResult::Success, ReloadResult::Error] {
             let labels = ResultLabels {
                 result: result.as_str(),
@@ -142,7 +181,35 @@ impl Metrics {
             connection_cap,
             policy_reloads,
             tls_reloads,
+            leader,
+            configuration_updates,
+            configuration_errors,
+            certificate_rotations,
         })
+    }
+
+    /// Records whether this replica holds the Lease.
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+
+    /// Counts a write of the webhook configuration's `field` (`rules`, `caBundle`) for `reason`.
+    pub fn configuration_updated(&self, field: &'static str, reason: &'static str) {
+        self.configuration_updates
+            .get_or_create(&UpdateLabels { field, reason })
+            .inc();
+    }
+
+    /// Counts a failed read or write of the webhook configuration.
+    pub fn configuration_error(&self) {
+        self.configuration_errors.inc();
+    }
+
+    /// Counts a change to the certificate Secret (`ca`, `leaf`, `prune`).
+    pub fn certificate_rotated(&self, what: &'static str) {
+        self.certificate_rotations
+            .get_or_create(&RotationLabels { what })
+            .inc();
     }
 
     /// Counts one answered request and, for admission decisions, its latency.
