@@ -118,21 +118,24 @@ async fn ten_thousand_idle_connections_neither_hold_memory_nor_block_reviews() {
     // Later floods reuse what the earlier ones freed: memory does not grow flood after flood. (How
     // soon freed pages go back to the system is the allocator's affair: mimalloc returns them as
     // each thread allocates again, or at once with MIMALLOC_PURGE_DELAY=0; see docs/serve.md.)
-    // The second flood may peak a few MiB above the first (CI saw +11 MiB once: the flood's work
-    // landing on another worker thread's heap); by the third the heaps are warm, so it is held to
-    // the higher of the two. A leak of even 1 KiB per connection adds 10 MiB a flood and fails.
+    // A later flood may peak some MiB above the earlier ones while the worker threads' heaps warm
+    // up: the flood's work lands on another thread's heap (CI saw +11 MiB in the second flood
+    // once, and +10 to +14 MiB in the third on this session's main and on the commit before it,
+    // then nothing more). So the fourth flood is held to the highest of the three before it: a
+    // leak of even 1 KiB per connection adds 10 MiB every flood and still fails.
     let second = flood(&webhook, &connector, false).await;
     let third = flood(&webhook, &connector, false).await;
+    let fourth = flood(&webhook, &connector, false).await;
     eprintln!(
-        "flood: RSS before {before} KiB, first peak {first} KiB, between {between} KiB, second peak {second} KiB, third peak {third} KiB"
+        "flood: RSS before {before} KiB, first peak {first} KiB, between {between} KiB, second peak {second} KiB, third peak {third} KiB, fourth peak {fourth} KiB"
     );
     assert!(
         second.saturating_sub(before) < 48 * 1024,
         "RSS grew by more than 48 MiB in the second flood: before {before} KiB, peak {second} KiB"
     );
     assert!(
-        third < first.max(second) + 8 * 1024,
-        "memory grew flood after flood: peaks {first}, {second}, {third} KiB"
+        fourth < first.max(second).max(third) + 8 * 1024,
+        "memory grew flood after flood: peaks {first}, {second}, {third}, {fourth} KiB"
     );
 }
 
