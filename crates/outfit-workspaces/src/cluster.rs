@@ -19,7 +19,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 
-use crate::keys;
+use crate::{keys, names};
 
 /// A call to the API server that failed.
 #[derive(Debug, thiserror::Error)]
@@ -176,17 +176,41 @@ impl Cluster {
     /// Deletes the pod `name` if it still has `uid` (so a newer pod of the same name is never
     /// hit). `Ok(false)` when it was already gone.
     pub async fn delete_pod(&self, name: &str, uid: Option<&str>) -> Result<bool, ClusterError> {
-        let params = DeleteParams {
-            preconditions: uid.map(|uid| Preconditions {
-                uid: Some(uid.to_owned()),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
+        let params = only_uid(uid.map(str::to_owned));
         match self.pods.delete(name, &params).await {
-            Ok(_) => Ok(true),
+            Ok(deleted) => {
+                let going = deleted.left().and_then(|pod| pod.metadata.uid);
+                if let Some(uid) = uid.map(str::to_owned).or(going) {
+                    self.delete_made_for(name, &uid).await;
+                }
+                Ok(true)
+            }
             Err(e) if status_code(&e) == Some(404) => Ok(false),
             Err(e) => Err(self.error(format_args!("deleting Pod {}/{name}", self.namespace), e)),
+        }
+    }
+
+    /// Deletes what the backend made for the pod `pod` of `uid` (its Services, Ingress and
+    /// NetworkPolicy), as deic-dk's delete does, rather than leaving them to the garbage
+    /// collector alone: the workspaces soak saw kube-controller-manager's collector stall for
+    /// minutes after an API server restart. One of the same name that another pod owns is left
+    /// alone; a failure is logged and left to the collector (the owner reference stays).
+    pub async fn delete_made_for(&self, pod: &str, uid: &str) {
+        let (ssh, http, ingress, policy) = tokio::join!(
+            delete_if_owned(&self.services, names::ssh_service(pod), uid),
+            delete_if_owned(&self.services, names::http_service(pod), uid),
+            delete_if_owned(&self.ingresses, names::ingress(pod), uid),
+            delete_if_owned(&self.network_policies, names::network_policy(pod), uid),
+        );
+        for (kind, result) in [
+            ("Service", ssh),
+            ("Service", http),
+            ("Ingress", ingress),
+            ("NetworkPolicy", policy),
+        ] {
+            if let Err(error) = result {
+                tracing::warn!(pod, kind, %error, "could not delete what was made for the pod; the garbage collector will");
+            }
         }
     }
 
@@ -444,6 +468,42 @@ impl Cluster {
     }
 }
 
+/// A delete of the object only while it has `uid` (an object made anew under its name is spared).
+fn only_uid(uid: Option<String>) -> DeleteParams {
+    DeleteParams {
+        preconditions: uid.map(|uid| Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    }
+}
+
+/// Deletes the object `name` if `owner_uid` owns it (and it is still the object read).
+async fn delete_if_owned<K>(api: &Api<K>, name: String, owner_uid: &str) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let Some(existing) = api.get_opt(&name).await? else {
+        return Ok(());
+    };
+    let owned = existing
+        .meta()
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|r| r.uid == owner_uid);
+    if !owned {
+        return Ok(());
+    }
+    let params = only_uid(existing.meta().uid.clone());
+    match api.delete(&name, &params).await {
+        Ok(_) => Ok(()),
+        Err(e) if matches!(status_code(&e), Some(404 | 409)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 async fn ensure_owned<K>(
     api: &Api<K>,
     object: &K,
@@ -478,13 +538,7 @@ where
             return Ok(existing);
         }
         // Left by an earlier pod of the same name (deic-dk's start jobs delete these too).
-        let params = DeleteParams {
-            preconditions: existing.meta().uid.clone().map(|uid| Preconditions {
-                uid: Some(uid),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
+        let params = only_uid(existing.meta().uid.clone());
         match api.delete(&name, &params).await {
             Ok(_) => {}
             Err(e) if matches!(status_code(&e), Some(404 | 409)) => {}

@@ -4,7 +4,7 @@
 //! - a pod that turned Ready gets its Services, Ingress and tokens, then is marked started;
 //! - a pod past its deadline (stored on the pod), or that ended, is marked failed with the phase
 //!   it was stuck in and its last Warning event, reported in an Event, and removed; the Services
-//!   and Ingress it owns go with it (garbage collector);
+//!   and Ingress it owns go with it (deleted with it, and by the garbage collector);
 //! - a started workspace past its lifetime or idle too long is culled: an Event says why, and it
 //!   is deleted;
 //! - user storage that no pod uses and no create wants any more is removed (deic-dk removes it
@@ -181,10 +181,16 @@ impl Lifecycle {
                 match next {
                     Next::Finish => match this.finish(&pod).await {
                         Ok(()) => {}
-                        Err(Unfinished::Gone) => tracing::debug!(
-                            pod = name,
-                            "deleted (or made anew) while its start was being finished"
-                        ),
+                        Err(Unfinished::Gone) => {
+                            tracing::debug!(
+                                pod = name,
+                                "deleted (or made anew) while its start was being finished"
+                            );
+                            // Its delete may have cleaned up before these were made.
+                            if let Some(uid) = pod.uid() {
+                                this.cluster.delete_made_for(&name, &uid).await;
+                            }
+                        }
                         Err(Unfinished::Later(error)) => tracing::warn!(
                             pod = name,
                             %error,

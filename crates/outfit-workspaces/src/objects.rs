@@ -1,6 +1,6 @@
 //! The objects a workspace pod comes with: the user's NFS storage (PV and PVC), the ssh NodePort
-//! Service, the http Service and its Ingress. Per-pod objects are owned by their pod, so the
-//! cluster's garbage collector removes them whenever the pod goes, outfit running or not.
+//! Service, the http Service and its Ingress. Per-pod objects are deleted with their pod and owned
+//! by it, so the cluster's garbage collector removes them too, outfit running or not.
 
 use std::collections::BTreeMap;
 

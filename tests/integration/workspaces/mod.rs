@@ -5,6 +5,7 @@
 //!
 //! - `support`: the manifest server, `outfit workspaces` as a child process, the HTTP client and
 //!   the cluster helpers;
+//! - `cleanup`: what a delete takes with it;
 //! - `session`: whole sessions (ours, and the documentation-only Python client's), user ids;
 //! - `lifecycle`: creates that never turn ready, restarts, a second replica;
 //! - `requests`: bad input, callers, configuration;
@@ -15,6 +16,7 @@
 //!   names that are paths, squatted names.
 
 mod attacks;
+mod cleanup;
 mod guards;
 mod lifecycle;
 mod native;
