@@ -414,11 +414,12 @@ fn spawn_controllers(
     let leading = Arc::new(watch::Sender::new(false));
     let published = Arc::new(watch::Sender::new(None));
     if let Some(registration) = &config.registration {
-        tasks.spawn(controllers::leader::run(
+        let metrics = handle.metrics.clone();
+        tasks.spawn(outfit_k8s::election::run(
             client.clone(),
             registration.election.clone(),
             leading.clone(),
-            handle.metrics.clone(),
+            move |leading| metrics.set_leader(leading),
             shutdown.clone(),
         ));
         let inputs = controllers::registration::Inputs {

@@ -71,6 +71,10 @@ pub fn rbac(options: &InstallOptions) -> Vec<Value> {
                 // publishing the backend's own Events.
                 {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch"]},
                 {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+                // The election of the replica that runs the lifecycle: its one Lease (create
+                // cannot be narrowed to a name; RBAC does not know the name before it exists).
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [crate::keys::LEASE], "verbs": ["get", "update"]},
             ]),
         ),
         backend.binding(pods),
@@ -204,6 +208,18 @@ mod tests {
             ["get", "create", "delete"]
         );
         assert_eq!(verbs(role, "", "events"), ["get", "list", "watch"]);
+        // The Lease by its name only, beyond create.
+        assert_eq!(
+            verbs(role, "coordination.k8s.io", "leases"),
+            ["create", "get", "update"]
+        );
+        let named = role["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|rule| rule["verbs"] == json!(["get", "update"]))
+            .unwrap();
+        assert_eq!(named["resourceNames"], json!([crate::keys::LEASE]));
         assert_eq!(
             verbs(cluster_role, "authentication.k8s.io", "tokenreviews"),
             ["create"]

@@ -61,3 +61,6 @@ pub const ANNOTATION_LAST_ACTIVITY: &str = "outfit.dev/last-activity";
 pub const ANNOTATION_CULLED: &str = "outfit.dev/culled";
 /// The name the backend's Events are reported under.
 pub const REPORTER: &str = "outfit-workspaces";
+
+/// The Lease in the workspace namespace whose holder runs the lifecycle (one replica of several).
+pub const LEASE: &str = "outfit-workspaces";

@@ -19,6 +19,7 @@ use std::{
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -47,6 +48,9 @@ pub struct Lifecycle {
     metrics: Arc<Metrics>,
     /// Pods a task is working on, so one pass never starts a second task for the same pod.
     busy: Arc<Mutex<HashSet<String>>>,
+    /// Whether this replica holds the Lease: only the leader acts, so with several replicas
+    /// nothing is finished, failed, culled or swept twice.
+    leading: watch::Receiver<bool>,
 }
 
 impl std::fmt::Debug for Lifecycle {
@@ -117,14 +121,21 @@ pub fn next_step(
 }
 
 impl Lifecycle {
-    /// The lifecycle of the pods in `cache`.
-    pub fn new(config: Arc<Config>, cluster: Cluster, cache: Cache, metrics: Arc<Metrics>) -> Self {
+    /// The lifecycle of the pods in `cache`, acting while `leading` is true.
+    pub fn new(
+        config: Arc<Config>,
+        cluster: Cluster,
+        cache: Cache,
+        metrics: Arc<Metrics>,
+        leading: watch::Receiver<bool>,
+    ) -> Self {
         Self {
             config,
             cluster,
             cache,
             metrics,
             busy: Arc::default(),
+            leading,
         }
     }
 
@@ -141,6 +152,9 @@ impl Lifecycle {
                 () = shutdown.cancelled() => return,
                 _ = changes.changed() => {}
                 _ = tick.tick() => {}
+            }
+            if !*self.leading.borrow() {
+                continue;
             }
             self.pass();
             passes += 1;

@@ -55,6 +55,7 @@ pub struct Metrics {
     failures: Family<PhaseLabels, Counter>,
     culls: Family<ReasonLabels, Counter>,
     running: Gauge,
+    leader: Gauge,
 }
 
 impl Default for Metrics {
@@ -102,6 +103,12 @@ impl Default for Metrics {
             "Workspaces ready and not being deleted",
             running.clone(),
         );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica holds the Lease and so runs the lifecycle (finish, fail, cull, storage sweep)",
+            leader.clone(),
+        );
         Self {
             registry,
             requests,
@@ -111,6 +118,7 @@ impl Default for Metrics {
             failures,
             culls,
             running,
+            leader,
         }
     }
 }
@@ -157,6 +165,11 @@ impl Metrics {
     /// Sets how many workspaces are running.
     pub fn set_running(&self, count: usize) {
         self.running.set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// Sets whether this replica leads.
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
     }
 
     /// The metrics in the OpenMetrics text format.

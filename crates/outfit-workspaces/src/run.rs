@@ -6,6 +6,7 @@
 //!                                        progress streams ◀──┐                  │ reads    ▲ writes
 //!  API server ──watch──▶ cache (pods, claims, Events) ──changes─┴────────────────┘          │
 //!                          └──changes──▶ lifecycle (finish, fail, cull, sweep storage) ─────┤
+//!                                         (on the replica that holds the Lease: election)
 //!  workspaces' status endpoints ◀──HTTP── activity poller (last activity) ──────────────────┘
 //!  kubelet, Prometheus ──HTTP──▶ admin (/livez /readyz /metrics)
 //! ```
@@ -21,11 +22,18 @@ use tokio::{net::TcpListener, sync::watch};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use crate::{
-    activity::ActivityPoller, api::Api, auth::Authenticator, backend::Backend, cache::Cache,
-    cluster::Cluster, config::Config, lifecycle::Lifecycle, metrics::Metrics,
+use outfit_k8s::{
+    election::{self, Election},
+    lease::Timing,
 };
 
+use crate::{
+    activity::ActivityPoller, api::Api, auth::Authenticator, backend::Backend, cache::Cache,
+    cluster::Cluster, config::Config, keys, lifecycle::Lifecycle, metrics::Metrics,
+};
+
+/// How long shutdown waits for the Lease to be released.
+const LEASE_RELEASE: std::time::Duration = std::time::Duration::from_secs(3);
 /// How often the certificate files are checked for changes.
 const CERTIFICATE_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -120,7 +128,31 @@ impl Server {
         let ready = Arc::new(watch::channel(false).0);
 
         let watches = tokio::spawn(watch_task);
-        let lifecycle = Lifecycle::new(config.clone(), cluster.clone(), cache.clone(), metrics.clone());
+        let leading = Arc::new(watch::channel(false).0);
+        let election = Election {
+            namespace: config.namespace.clone(),
+            name: keys::LEASE.to_owned(),
+            identity: election::identity(),
+            timing: Timing::default(),
+            duty: "finishes, fails and culls workspaces and sweeps unused storage",
+            granted_by: "outfit manifests --workspaces",
+            alone_when_forbidden: true,
+        };
+        let leader_metrics = metrics.clone();
+        let election_task = tokio::spawn(election::run(
+            self.client.clone(),
+            election,
+            leading.clone(),
+            move |leading| leader_metrics.set_leader(leading),
+            shutdown.clone(),
+        ));
+        let lifecycle = Lifecycle::new(
+            config.clone(),
+            cluster.clone(),
+            cache.clone(),
+            metrics.clone(),
+            leading.subscribe(),
+        );
         let lifecycle_task = tokio::spawn(lifecycle.run(shutdown.clone()));
         let poller = ActivityPoller::new(config.clone(), cluster.clone(), cache.clone());
         let activity_task = tokio::spawn(poller.run(shutdown.clone()));
@@ -202,5 +234,9 @@ impl Server {
         lifecycle_task.abort();
         activity_task.abort();
         watches.abort();
+        // The leader gives the Lease up on shutdown, so another replica takes over at once.
+        if tokio::time::timeout(LEASE_RELEASE, election_task).await.is_err() {
+            tracing::warn!("the Lease was not released in time; another replica takes over once it expires");
+        }
     }
 }

@@ -293,28 +293,16 @@ impl ServeArgs {
                 election: Election {
                     namespace: self.namespace.clone(),
                     name: self.webhook_configuration.clone(),
-                    identity: identity(),
+                    identity: outfit_k8s::election::identity(),
                     timing: Timing::default(),
+                    duty: "writes the webhook configuration and rotates the certificate",
+                    granted_by: "outfit manifests",
+                    alone_when_forbidden: false,
                 },
             });
         }
         Ok(config)
     }
-}
-
-/// This replica's name in the Lease: its host name (the pod's name in a cluster) and a token of
-/// its own, as client-go's leader election names candidates, so two processes on one host differ.
-fn identity() -> String {
-    let host = std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "outfit".to_owned());
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    format!("{host}_{}_{nanos:08x}", std::process::id())
 }
 
 /// Runs `outfit serve` until SIGTERM/SIGINT.

@@ -8,6 +8,7 @@
 //! - `cleanup`: what a delete takes with it;
 //! - `session`: whole sessions (ours, and the documentation-only Python client's), user ids;
 //! - `lifecycle`: creates that never turn ready, restarts, a second replica;
+//! - `replicas`: several replicas, one leading the lifecycle, failover;
 //! - `requests`: bad input, callers, configuration;
 //! - `native`: the native API, its callers and its progress streams;
 //! - `page`: the web page in headless Chromium;
@@ -21,6 +22,7 @@ mod guards;
 mod lifecycle;
 mod native;
 mod page;
+mod replicas;
 mod requests;
 mod session;
 mod support;

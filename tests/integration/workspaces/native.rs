@@ -35,12 +35,12 @@ pub(super) fn catalogue(web_url: &str) -> String {
     )
 }
 
-async fn metrics(port: u16) -> String {
+pub(super) async fn metrics(port: u16) -> String {
     http(port, "GET", "/metrics", "").await.1
 }
 
 /// The value of the first metric line starting with `prefix`.
-fn metric(text: &str, prefix: &str) -> Option<f64> {
+pub(super) fn metric(text: &str, prefix: &str) -> Option<f64> {
     text.lines()
         .find(|l| l.starts_with(prefix))
         .and_then(|l| l.rsplit(' ').next())

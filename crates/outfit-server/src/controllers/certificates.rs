@@ -24,13 +24,9 @@ use outfit_http::{
 use tokio::{sync::watch, time::Instant};
 use tokio_util::sync::CancellationToken;
 
-use crate::{
-    controllers::{
-        api_error::{brief, brief_watch},
-        changes::changed,
-    },
-    metrics::Metrics,
-};
+use outfit_k8s::api_error::{brief, brief_watch};
+
+use crate::{controllers::changes::changed, metrics::Metrics};
 
 /// Where the certificate lives and what it is for.
 #[derive(Debug, Clone)]

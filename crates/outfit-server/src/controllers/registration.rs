@@ -30,14 +30,9 @@ use serde_json::Value;
 use tokio::{sync::watch, time::Instant};
 use tokio_util::sync::CancellationToken;
 
-use crate::{
-    controllers::{
-        api_error::{brief, brief_watch},
-        changes::changed,
-    },
-    metrics::Metrics,
-    policies::ReloadCounts,
-};
+use outfit_k8s::api_error::{brief, brief_watch};
+
+use crate::{controllers::changes::changed, metrics::Metrics, policies::ReloadCounts};
 
 /// What the controller reads and tells.
 pub struct Inputs {

@@ -2,7 +2,7 @@
 
 /// `403 Forbidden: secrets "outfit-tls" is forbidden: ...` for an error the API server answered,
 /// kube's message for the others (connection refused, a timeout).
-pub(crate) fn brief(error: &kube::Error) -> String {
+pub fn brief(error: &kube::Error) -> String {
     match error {
         kube::Error::Api(status) => format!("{} {}: {}", status.code, status.reason, status.message),
         other => other.to_string(),
@@ -10,7 +10,7 @@ pub(crate) fn brief(error: &kube::Error) -> String {
 }
 
 /// As [`brief`], for a failed list or watch.
-pub(crate) fn brief_watch(error: &kube::runtime::watcher::Error) -> String {
+pub fn brief_watch(error: &kube::runtime::watcher::Error) -> String {
     use kube::runtime::watcher::Error;
     match error {
         Error::InitialListFailed(error) => format!("listing: {}", brief(error)),

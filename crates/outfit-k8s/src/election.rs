@@ -1,6 +1,7 @@
-//! The Lease loop: every replica runs it; the one that holds the Lease is the only one that
-//! writes the webhook configuration and rotates the certificate. What to do with the Lease is
-//! decided by [`outfit_k8s::lease::decide`]; this is the reading and writing.
+//! The Lease loop: every replica runs it; the one that holds the Lease is the only one that does
+//! the election's duty (`outfit serve`: write the webhook configuration and rotate the
+//! certificate; `outfit workspaces`: finish, fail and cull workspaces and sweep storage). What to
+//! do with the Lease is decided by [`crate::lease::decide`]; this is the reading and writing.
 
 use std::{sync::Arc, time::Instant};
 
@@ -10,11 +11,13 @@ use k8s_openapi::{
     jiff::Timestamp,
 };
 use kube::{Api, Client, api::PostParams};
-use outfit_k8s::lease::{Record, Step, Timing, decide};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::{controllers::api_error::brief, metrics::Metrics};
+use crate::{
+    api_error::brief,
+    lease::{Record, Step, Timing, decide},
+};
 
 /// Who takes part in the election, and where.
 #[derive(Debug, Clone)]
@@ -27,6 +30,29 @@ pub struct Election {
     pub identity: String,
     /// Durations.
     pub timing: Timing,
+    /// What the leader does, for the log ("writes the webhook configuration").
+    pub duty: &'static str,
+    /// Who may write the Lease, for the warning when it cannot be ("outfit manifests grants
+    /// it").
+    pub granted_by: &'static str,
+    /// Without a grant for the Lease (403), act as the leader, as every replica did before there
+    /// was an election (an installation whose RBAC predates it keeps working), rather than never.
+    pub alone_when_forbidden: bool,
+}
+
+/// This replica's name in the Lease: its host name (the pod's name in a cluster) and a token of
+/// its own, as client-go's leader election names candidates, so two processes on one host differ.
+pub fn identity() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "outfit".to_owned());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("{host}_{}_{nanos:08x}", std::process::id())
 }
 
 /// What the loop remembers between rounds.
@@ -40,13 +66,14 @@ struct State {
     holder: Option<String>,
 }
 
-/// Runs the election until `shutdown`, telling `leading` whether this replica holds the Lease;
-/// on shutdown a holder releases it, so another takes over at once.
+/// Runs the election until `shutdown`, telling `leading` whether this replica holds the Lease
+/// (and `on_change`, on each change: metrics); on shutdown a holder releases it, so another takes
+/// over at once.
 pub async fn run(
     client: Client,
     election: Election,
     leading: Arc<watch::Sender<bool>>,
-    metrics: Arc<Metrics>,
+    on_change: impl Fn(bool) + Send,
     shutdown: CancellationToken,
 ) {
     let api: Api<Lease> = Api::namespaced(client, &election.namespace);
@@ -57,12 +84,24 @@ pub async fn run(
         holder: None,
     };
     let mut warned = false;
+    // Leading without a grant: there is no Lease of ours to release.
+    let mut alone = false;
     loop {
         match round(&api, &election, &mut state).await {
-            Ok(()) => warned = false,
+            Ok(()) => (warned, alone) = (false, false),
+            Err(kube::Error::Api(status)) if status.code == 403 && election.alone_when_forbidden => {
+                if !warned {
+                    tracing::warn!(lease = %election.name, namespace = %election.namespace, granted_by = election.granted_by,
+                                   reason = %status.message, "no grant for the Lease: leading alone, as every replica did before the election");
+                    warned = true;
+                }
+                state.leading = true;
+                state.renewed = Some(Instant::now());
+                alone = true;
+            }
             Err(error) if !warned => {
                 tracing::warn!(lease = %election.name, namespace = %election.namespace, error = brief(&error),
-                               "cannot read or write the Lease; retrying (outfit manifests grants it)");
+                               granted_by = election.granted_by, "cannot read or write the Lease; retrying");
                 warned = true;
             }
             Err(error) => tracing::debug!(error = brief(&error), "the Lease is still out of reach"),
@@ -78,16 +117,19 @@ pub async fn run(
         }
         if *leading.borrow() != state.leading {
             leading.send_replace(state.leading);
-            metrics.set_leader(state.leading);
+            on_change(state.leading);
         }
         tokio::select! {
             () = shutdown.cancelled() => break,
             () = tokio::time::sleep(election.timing.retry_period) => {}
         }
     }
-    if state.leading {
+    if state.leading && alone {
         leading.send_replace(false);
-        metrics.set_leader(false);
+        on_change(false);
+    } else if state.leading {
+        leading.send_replace(false);
+        on_change(false);
         match release(&api, &election).await {
             Ok(()) => tracing::info!(lease = %election.name, "released the Lease"),
             Err(error) => {
@@ -129,7 +171,7 @@ async fn round(api: &Api<Lease>, election: &Election, state: &mut State) -> Resu
         (Step::Take { .. }, None) => false,
         (Step::Follow { holder }, _) => {
             if state.holder.as_deref() != Some(holder.as_str()) {
-                tracing::info!(lease = %election.name, leader = %holder, "another replica writes the webhook configuration");
+                tracing::info!(lease = %election.name, leader = %holder, duty = election.duty, "another replica leads");
                 state.holder = Some(holder);
             }
             false
@@ -138,7 +180,7 @@ async fn round(api: &Api<Lease>, election: &Election, state: &mut State) -> Resu
     if won {
         state.renewed = Some(Instant::now());
         if !state.leading {
-            tracing::info!(lease = %election.name, identity = %election.identity, "became the leader: this replica writes the webhook configuration and rotates the certificate");
+            tracing::info!(lease = %election.name, identity = %election.identity, duty = election.duty, "became the leader");
             state.holder = Some(election.identity.clone());
         }
         state.leading = true;
