@@ -9,7 +9,9 @@ use std::{collections::BTreeMap, net::IpAddr, net::SocketAddr, path::PathBuf, ti
 use regex::Regex;
 use serde_json::Value;
 
-use crate::{cidr::Cidr, duration, isolation::settings::NetworkIsolation, limits::Limits, quantity};
+use outfit_core::quantity;
+
+use crate::{cidr::Cidr, duration, isolation::settings::NetworkIsolation, limits::Limits};
 
 /// A configuration that could not be read, naming the key at fault.
 #[derive(Debug, thiserror::Error)]
