@@ -23,12 +23,13 @@ use std::{collections::BTreeMap, sync::LazyLock};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
 use libfuzzer_sys::fuzz_target;
+use outfit_core::quantity;
 use outfit_workspaces::{
     Config, auth,
     backend::{CreateRequest, Launch},
     culling, duration, info, limits,
     manifest::{self, MANDATORY_ENV, Placement, Prepared, Requester, Settings},
-    names, progress, quantity,
+    names, progress,
     report::{self, Status},
     user::UserId,
 };

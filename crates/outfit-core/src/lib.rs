@@ -26,6 +26,7 @@ pub mod poddefault;
 pub mod podpolicy;
 mod policy_context;
 pub mod policy_set;
+pub mod quantity;
 pub mod record;
 pub mod selector;
 pub mod semantic;

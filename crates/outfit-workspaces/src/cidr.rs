@@ -1,49 +1,38 @@
 //! IP networks in CIDR form, for the caller allow-list, deic-dk's `podSubnetCidr` and the
 //! workspaces' egress rules.
+//!
+//! The network arithmetic is `ipnet`'s; what is outfit's own is the reading (a bare address is
+//! its own network, the address goes through the standard library's parser, and the messages name
+//! the text) and the rule that an IPv4-mapped IPv6 caller counts as its IPv4 form.
 
 use std::{fmt, net::IpAddr, str::FromStr};
 
+use ipnet::IpNet;
+
 /// An IPv4 or IPv6 network such as `10.128.0.0/15`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cidr {
-    address: IpAddr,
-    prefix: u8,
-}
+pub struct Cidr(IpNet);
 
 impl Cidr {
     /// The network of the single address `ip`: `/32` for IPv4, `/128` for IPv6.
     pub fn host(ip: IpAddr) -> Self {
-        let prefix = if ip.is_ipv4() { 32 } else { 128 };
-        Self { address: ip, prefix }
+        Self(IpNet::from(ip))
     }
 
     /// Whether the network is IPv4.
     pub fn is_ipv4(&self) -> bool {
-        self.address.is_ipv4()
+        matches!(self.0, IpNet::V4(_))
     }
 
     /// The prefix length.
     pub fn prefix(&self) -> u8 {
-        self.prefix
+        self.0.prefix_len()
     }
 
     /// The same network with the host bits cleared (`10.0.0.20/8` is `10.0.0.0/8`): the form
     /// the API server keeps without a warning.
     pub fn network(&self) -> Self {
-        let address = match self.address {
-            IpAddr::V4(v4) => {
-                let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0);
-                IpAddr::V4((u32::from(v4) & mask).into())
-            }
-            IpAddr::V6(v6) => {
-                let mask = u128::MAX.checked_shl(128 - u32::from(self.prefix)).unwrap_or(0);
-                IpAddr::V6((u128::from(v6) & mask).into())
-            }
-        };
-        Self {
-            address,
-            prefix: self.prefix,
-        }
+        Self(self.0.trunc())
     }
 
     /// Whether `ip` is inside the network. An IPv4-mapped IPv6 address counts as its IPv4 form.
@@ -52,17 +41,7 @@ impl Cidr {
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
             IpAddr::V4(_) => ip,
         };
-        match (self.address, ip) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0);
-                u32::from(net) & mask == u32::from(ip) & mask
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                let mask = u128::MAX.checked_shl(128 - u32::from(self.prefix)).unwrap_or(0);
-                u128::from(net) & mask == u128::from(ip) & mask
-            }
-            _ => false,
-        }
+        self.0.contains(&ip)
     }
 }
 
@@ -70,29 +49,26 @@ impl FromStr for Cidr {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, String> {
-        let (address, prefix) = match text.split_once('/') {
-            Some((address, prefix)) => (address, Some(prefix)),
-            None => (text, None),
-        };
+        let (address, prefix) = text.split_once('/').unwrap_or((text, ""));
         let address: IpAddr = address
             .parse()
             .map_err(|_| format!("{text:?} is not an IP network (such as 10.0.0.0/8)"))?;
+        if prefix.is_empty() && !text.contains('/') {
+            return Ok(Self::host(address));
+        }
         let max = if address.is_ipv4() { 32 } else { 128 };
-        let prefix = match prefix {
-            None => max,
-            Some(prefix) => prefix
-                .parse::<u8>()
-                .ok()
-                .filter(|p| *p <= max)
-                .ok_or_else(|| format!("{text:?}: the prefix length must be 0 to {max}"))?,
-        };
-        Ok(Self { address, prefix })
+        prefix
+            .parse::<u8>()
+            .ok()
+            .and_then(|prefix| IpNet::new(address, prefix).ok())
+            .map(Self)
+            .ok_or_else(|| format!("{text:?}: the prefix length must be 0 to {max}"))
     }
 }
 
 impl fmt::Display for Cidr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.address, self.prefix)
+        self.0.fmt(f)
     }
 }
 
@@ -135,8 +111,27 @@ mod tests {
 
     #[test]
     fn refuses_bad_networks() {
-        for bad in ["10.0.0.0/33", "10.0.0/8", "x/1", "::/129"] {
+        for bad in [
+            "10.0.0.0/33",
+            "10.0.0/8",
+            "x/1",
+            "::/129",
+            "10.0.0.0/",
+            "10.0.0.0/-1",
+            "010.0.0.1/8",
+        ] {
             assert!(bad.parse::<Cidr>().is_err(), "{bad}");
         }
+        assert_eq!(
+            "x/1".parse::<Cidr>().unwrap_err(),
+            "\"x/1\" is not an IP network (such as 10.0.0.0/8)"
+        );
+        assert_eq!(
+            "::/129".parse::<Cidr>().unwrap_err(),
+            "\"::/129\": the prefix length must be 0 to 128"
+        );
+        // The prefix is read as a number, as before: a leading zero or plus is still that number.
+        assert_eq!(cidr("10.0.0.0/08"), cidr("10.0.0.0/8"));
+        assert_eq!(cidr("10.0.0.0/+8"), cidr("10.0.0.0/8"));
     }
 }

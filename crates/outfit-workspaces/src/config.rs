@@ -1,15 +1,23 @@
 //! The backend's configuration: deic-dk's `config.yaml` keys and defaults (§1.8 of the
 //! reference), each overridable by `BACKEND_<KEY UPPERCASED>`, plus outfit's own keys.
 //!
-//! Unlike viper, an environment override applies whether or not the file names the key, and a key
-//! the backend does not know is an error, so a typo never silently falls back to a default.
+//! [`settings`] declares the keys (serde derive, unknown keys refused, defaults and a reader for
+//! each), [`layers`] lays the environment over the file in one pass, and [`Config::load`] adds
+//! the checks across keys. Unlike viper, an environment override applies whether or not the file
+//! names the key, and a key the backend does not know is an error, so a typo never silently falls
+//! back to a default.
 
-use std::{collections::BTreeMap, net::IpAddr, net::SocketAddr, path::PathBuf, time::Duration};
+use std::{collections::BTreeMap, net::IpAddr, net::SocketAddr, path::Path, path::PathBuf, time::Duration};
 
 use regex::Regex;
-use serde_json::Value;
+use serde::Deserialize;
+use serde_json::{Map, Value};
 
-use crate::{cidr::Cidr, duration, isolation::settings::NetworkIsolation, limits::Limits, quantity};
+use self::{
+    layers::{LayerError, Layers},
+    settings::Settings,
+};
+use crate::{cidr::Cidr, isolation::settings::NetworkIsolation, limits::Limits};
 
 /// A configuration that could not be read, naming the key at fault.
 #[derive(Debug, thiserror::Error)]
@@ -36,7 +44,7 @@ pub enum ConfigError {
         /// Where the value came from: the file, or the environment variable.
         origin: String,
         /// The key.
-        key: &'static str,
+        key: String,
         /// What is wrong.
         reason: String,
     },
@@ -50,15 +58,6 @@ pub enum ConfigError {
         /// The keys the backend reads.
         known: String,
     },
-}
-
-/// One `hostnameList` entry: the silo at `address` is called `hostname`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
-pub struct HostnameEntry {
-    /// The silo's host name, set as `HOME_SERVER_HOSTNAME`.
-    pub hostname: String,
-    /// The silo's address, as requests come from it.
-    pub address: String,
 }
 
 /// Everything `outfit workspaces` is configured with.
@@ -149,25 +148,6 @@ pub struct Config {
     pub network: NetworkIsolation,
 }
 
-/// One manifest of the catalogue.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CatalogueEntry {
-    /// What the API and the page call it.
-    pub name: String,
-    /// Where the manifest is (it must match `whitelistManifestRegex`).
-    pub url: String,
-    /// A title for people; the name when unset.
-    #[serde(default)]
-    pub title: Option<String>,
-    /// What it is.
-    #[serde(default)]
-    pub description: String,
-    /// Only members of these groups may launch it; everyone when empty.
-    #[serde(default)]
-    pub groups: Vec<String>,
-}
-
 /// The API's serving certificate and key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsFiles {
@@ -177,401 +157,171 @@ pub struct TlsFiles {
     pub key: PathBuf,
 }
 
-/// Every key the backend reads, with its default as YAML would give it.
-const KEYS: &[(&str, &str)] = &[
-    ("defaultRestartPolicy", "Never"),
-    ("timeoutCreate", "1m30s"),
-    ("timeoutDelete", "1m30s"),
-    ("namespace", "sciencedata-dev"),
-    (
-        "whitelistManifestRegex",
-        r"https:\/\/raw[.]githubusercontent[.]com\/deic-dk\/pod_manifests",
-    ),
-    ("tokenByteLimit", "4096"),
-    ("nfsStorageRoot", "/tank/storage"),
-    ("testingHost", "10.0.0.20"),
-    ("localRegistryURL", ""),
-    ("localRegistrySecret", "docker-registry-auth"),
-    ("ingressDomain", ""),
-    ("ingressWildcardSecret", "user-pods-wildcard"),
-    ("podSubnetCidr", "10.128.0.0/15"),
-    ("hostnameList", "[]"),
-    ("listen", "0.0.0.0:8080"),
-    ("adminListen", "0.0.0.0:8081"),
-    ("allowedSourceCidrs", r#"["127.0.0.0/8", "::1/128"]"#),
-    ("bearerTokenFile", ""),
-    ("storageClassName", "nfs"),
-    ("storageSize", "10Gi"),
-    ("ingressClassName", ""),
-    ("manifestFetchTimeout", "10s"),
-    ("manifestMaxBytes", "1048576"),
-    ("maxBodyBytes", "65536"),
-    ("shutdownGrace", "15s"),
-    ("maxConnections", "1024"),
-    ("bodyReadTimeout", "30s"),
-    ("allowedOrigins", "[]"),
-    ("tlsCertFile", ""),
-    ("tlsKeyFile", ""),
-    ("trustedProxyCidrs", "[]"),
-    ("adminGroups", "[]"),
-    ("catalogue", "[]"),
-    ("maxLifetime", ""),
-    ("idleTimeout", ""),
-    ("activityCheckInterval", "1m"),
-    ("maxWorkspacesPerUser", "0"),
-    ("maxCpuPerUser", ""),
-    ("maxMemoryPerUser", ""),
-    ("networkPolicy", "true"),
-    ("ingressNamespaces", r#"["ingress-nginx"]"#),
-    ("backendNamespace", "outfit-workspaces"),
-    (
-        "deniedEgressCidrs",
-        // RFC 1918, the RFC 6598 shared range, IPv4 link-local (holding the clouds' metadata
-        // service, 169.254.169.254), IPv6 unique-local and link-local.
-        r#"["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "fc00::/7", "fe80::/10"]"#,
-    ),
-    ("allowedEgressCidrs", "[]"),
-];
-
 /// deic-dk keys that outfit accepts and ignores: its pod cache lives in the cluster here, and the
 /// test keys belong to deic-dk's own test suite.
 const IGNORED_KEYS: &[&str] = &["podCacheDir", "testSshKey", "testUser"];
 
-/// The values as read, before they are checked: from the file, then the environment.
-struct Values {
-    values: BTreeMap<&'static str, (Value, String)>,
-}
-
-impl Values {
-    fn text(&self, key: &'static str) -> Result<String, ConfigError> {
-        let (value, origin) = &self.values[key];
-        match value {
-            Value::String(s) => Ok(s.clone()),
-            Value::Number(n) => Ok(n.to_string()),
-            Value::Bool(b) => Ok(b.to_string()),
-            Value::Null => Ok(String::new()),
-            _ => Err(error(origin, key, "expected a string")),
+/// The mapping of keys to values in the file at `path`, without the keys outfit ignores (each
+/// warned about in `warnings`).
+fn read_file(path: &Path, warnings: &mut Vec<String>) -> Result<Map<String, Value>, ConfigError> {
+    let syntax = |reason: String| ConfigError::Syntax {
+        path: path.to_owned(),
+        reason,
+    };
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    if text.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    let Value::Object(mut file) = serde_saphyr::from_str(&text).map_err(|e| syntax(e.to_string()))? else {
+        return Err(syntax("expected a mapping of keys to values".to_owned()));
+    };
+    for key in IGNORED_KEYS {
+        if file.remove(*key).is_some() {
+            warnings.push(format!("{}: key {key} is ignored by outfit", path.display()));
         }
     }
-
-    fn parse<T>(
-        &self,
-        key: &'static str,
-        parse: impl FnOnce(&str) -> Result<T, String>,
-    ) -> Result<T, ConfigError> {
-        let text = self.text(key)?;
-        parse(text.trim()).map_err(|reason| error(&self.values[key].1, key, reason))
-    }
-
-    fn list<T: serde::de::DeserializeOwned>(&self, key: &'static str) -> Result<T, ConfigError> {
-        let (value, origin) = &self.values[key];
-        // From the environment a list is JSON text.
-        let value = match value {
-            Value::String(text) => serde_json::from_str(text)
-                .map_err(|e| error(origin, key, format!("expected a JSON list: {e}")))?,
-            other => other.clone(),
-        };
-        serde_json::from_value(value).map_err(|e| error(origin, key, e.to_string()))
-    }
-}
-
-fn error(origin: &str, key: &'static str, reason: impl Into<String>) -> ConfigError {
-    ConfigError::Key {
-        origin: origin.to_owned(),
-        key,
-        reason: reason.into(),
-    }
-}
-
-/// `maxWorkspacesPerUser`, `maxCpuPerUser` and `maxMemoryPerUser`. Zero is no limit for each, as
-/// a limit of no workspaces, or of no CPU at all, would be no service.
-fn limits(v: &Values) -> Result<Limits, ConfigError> {
-    let quantity = |key, parse: fn(&str) -> Result<u64, quantity::QuantityError>| {
-        v.parse(key, |t| match t {
-            "" => Ok(None),
-            t => parse(t)
-                .map(|n| Some(n).filter(|n| *n > 0))
-                .map_err(|e| e.to_string()),
-        })
-    };
-    Ok(Limits {
-        max_workspaces: v.parse("maxWorkspacesPerUser", |t| match t {
-            "" => Ok(None),
-            t => t
-                .parse::<usize>()
-                .map(|n| Some(n).filter(|n| *n > 0))
-                .map_err(|_| format!("expected a whole number (0 for no limit), got {t:?}")),
-        })?,
-        max_cpu_millis: quantity("maxCpuPerUser", quantity::cpu_millis)?,
-        max_memory_bytes: quantity("maxMemoryPerUser", quantity::bytes)?,
-    })
-}
-
-/// `networkPolicy` and the keys that shape the policy.
-fn network(v: &Values) -> Result<NetworkIsolation, ConfigError> {
-    let ingress_namespaces: Vec<String> = v.list("ingressNamespaces")?;
-    if ingress_namespaces.iter().any(|n| n.trim().is_empty()) {
-        let origin = &v.values["ingressNamespaces"].1;
-        return Err(error(
-            origin,
-            "ingressNamespaces",
-            "a namespace must not be empty",
-        ));
-    }
-    Ok(NetworkIsolation {
-        enabled: v.parse("networkPolicy", |t| match t {
-            "true" => Ok(true),
-            "false" => Ok(false),
-            _ => Err(format!("expected true or false, got {t:?}")),
-        })?,
-        ingress_namespaces,
-        backend_namespace: v.parse("backendNamespace", |t| {
-            if t.is_empty() {
-                Err("must not be empty".to_owned())
-            } else {
-                Ok(t.to_owned())
-            }
-        })?,
-        denied_egress_cidrs: cidr_list(v, "deniedEgressCidrs")?,
-        allowed_egress_cidrs: cidr_list(v, "allowedEgressCidrs")?,
-    })
-}
-
-/// A list of networks such as `["10.0.0.0/8"]`.
-fn cidr_list(v: &Values, key: &'static str) -> Result<Vec<Cidr>, ConfigError> {
-    let texts: Vec<String> = v.list(key)?;
-    let origin = &v.values[key].1;
-    texts
-        .iter()
-        .map(|t| t.trim().parse().map_err(|e| error(origin, key, e)))
-        .collect()
+    Ok(file)
 }
 
 impl Config {
     /// Reads `path` (or only the defaults when `None`), then the `BACKEND_*` variables of `env`.
     /// Returns the configuration and warnings about keys that are accepted but ignored.
     pub fn load(
-        path: Option<&std::path::Path>,
+        path: Option<&Path>,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<(Self, Vec<String>), ConfigError> {
         let mut warnings = Vec::new();
-        let mut values = BTreeMap::new();
-        for (key, default) in KEYS {
-            let value = if default.starts_with('[') {
-                serde_json::from_str(default).unwrap_or(Value::Null)
-            } else {
-                Value::String((*default).to_owned())
-            };
-            values.insert(*key, (value, "default".to_owned()));
-        }
-        if let Some(path) = path {
-            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-                path: path.to_owned(),
-                source,
-            })?;
-            let file: Value = if text.trim().is_empty() {
-                Value::Object(Default::default())
-            } else {
-                serde_saphyr::from_str(&text).map_err(|e| ConfigError::Syntax {
-                    path: path.to_owned(),
-                    reason: e.to_string(),
-                })?
-            };
-            let Value::Object(file) = file else {
-                return Err(ConfigError::Syntax {
-                    path: path.to_owned(),
-                    reason: "expected a mapping of keys to values".to_owned(),
-                });
-            };
-            for (key, value) in file {
-                if IGNORED_KEYS.contains(&key.as_str()) {
-                    warnings.push(format!("{}: key {key} is ignored by outfit", path.display()));
-                    continue;
-                }
-                let Some((known, _)) = KEYS.iter().find(|(k, _)| *k == key) else {
-                    return Err(ConfigError::UnknownKey {
-                        path: path.to_owned(),
-                        known: KEYS.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", "),
-                        key,
-                    });
-                };
-                values.insert(*known, (value, path.display().to_string()));
+        let file = match path {
+            Some(path) => read_file(path, &mut warnings)?,
+            None => Map::new(),
+        };
+        let file_origin = path.map(|p| p.display().to_string()).unwrap_or_default();
+        let mut origins = BTreeMap::new();
+        let layers = Layers {
+            file,
+            file_origin: &file_origin,
+            env,
+            origins: &mut origins,
+        };
+        let settings = Settings::deserialize(layers).map_err(|error| {
+            let path = path.map(Path::to_owned).unwrap_or_default();
+            match error {
+                LayerError::Key { origin, key, reason } => ConfigError::Key { origin, key, reason },
+                LayerError::Unknown { key, known } => ConfigError::UnknownKey {
+                    path,
+                    key,
+                    known: known.join(", "),
+                },
+                LayerError::Other(reason) => ConfigError::Syntax { path, reason },
             }
-        }
-        for (key, _) in KEYS {
-            let var = format!("BACKEND_{}", key.to_uppercase());
-            if let Some(value) = env(&var) {
-                values.insert(*key, (Value::String(value), var));
-            }
-        }
-        Self::from_values(&Values { values }).map(|config| (config, warnings))
+        })?;
+        let origin = |key: &str| origins.get(key).cloned().unwrap_or_else(|| "default".to_owned());
+        Self::from_settings(settings, origin).map(|config| (config, warnings))
     }
 
-    fn from_values(v: &Values) -> Result<Self, ConfigError> {
-        let duration = |key| v.parse(key, |t| duration::parse(t).map_err(|e| e.to_string()));
-        let size = |key| {
-            v.parse(key, |t| {
-                t.parse::<usize>()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| format!("expected a positive whole number, got {t:?}"))
-            })
+    /// The configuration of checked `settings`, after the checks across keys; `origin` names
+    /// where a key's value came from.
+    fn from_settings(s: Settings, origin: impl Fn(&str) -> String) -> Result<Self, ConfigError> {
+        let error = |key: &str, reason: String| ConfigError::Key {
+            origin: origin(key),
+            key: key.to_owned(),
+            reason,
         };
-        let address = |key| {
-            v.parse(key, |t| {
-                t.parse::<SocketAddr>()
-                    .map_err(|_| format!("expected HOST:PORT such as 0.0.0.0:8080, got {t:?}"))
-            })
-        };
-        let optional_duration = |key| {
-            v.parse(key, |t| match t {
-                "" | "0" => Ok(None),
-                t => duration::parse(t).map(Some).map_err(|e| e.to_string()),
-            })
-        };
-        let config = Self {
-            default_restart_policy: v.parse("defaultRestartPolicy", |t| match t {
-                "" => Ok("Never".to_owned()),
-                "Always" | "OnFailure" | "Never" => Ok(t.to_owned()),
-                _ => Err(format!("expected Always, OnFailure or Never, got {t:?}")),
-            })?,
-            timeout_create: duration("timeoutCreate")?,
-            timeout_delete: duration("timeoutDelete")?,
-            namespace: v.parse("namespace", |t| {
-                if t.is_empty() {
-                    Err("must not be empty".to_owned())
+        let tls = match (s.tls_cert_file.is_empty(), s.tls_key_file.is_empty()) {
+            (true, true) => None,
+            (false, false) => Some(TlsFiles {
+                cert: s.tls_cert_file.into(),
+                key: s.tls_key_file.into(),
+            }),
+            // The missing key is named, from where its partner was set.
+            (cert_missing, _) => {
+                let (missing, set) = if cert_missing {
+                    ("tlsCertFile", "tlsKeyFile")
                 } else {
-                    Ok(t.to_owned())
-                }
-            })?,
-            whitelist_manifest_regex: v.parse("whitelistManifestRegex", |t| {
-                // Anchored: deic-dk's unanchored match passes any URL that merely contains the
-                // allowed prefix (https://evil.example/?https://raw.githubusercontent.com/...).
-                Regex::new(&format!("^(?:{t})")).map_err(|e| format!("not a regex: {e}"))
-            })?,
-            token_byte_limit: size("tokenByteLimit")?,
-            nfs_storage_root: v.text("nfsStorageRoot")?,
-            testing_host: v.parse("testingHost", |t| {
-                t.parse()
-                    .map_err(|_| format!("expected an IP address, got {t:?}"))
-            })?,
-            local_registry_url: v.text("localRegistryURL")?,
-            local_registry_secret: v.text("localRegistrySecret")?,
-            ingress_domain: v.text("ingressDomain")?,
-            ingress_wildcard_secret: v.text("ingressWildcardSecret")?,
-            pod_subnet_cidr: v.parse("podSubnetCidr", str::parse)?,
-            hostname_list: v.list("hostnameList")?,
-            listen: address("listen")?,
-            admin_listen: v.parse("adminListen", |t| match t {
-                "" => Ok(None),
-                t => t
-                    .parse()
-                    .map(Some)
-                    .map_err(|_| format!("expected HOST:PORT or empty, got {t:?}")),
-            })?,
-            allowed_source_cidrs: cidr_list(v, "allowedSourceCidrs")?,
-            bearer_token: v.parse("bearerTokenFile", |t| {
-                if t.is_empty() {
-                    return Ok(None);
-                }
-                let token = std::fs::read_to_string(t)
-                    .map_err(|e| format!("reading {t}: {e}"))?
-                    .trim()
-                    .to_owned();
-                if token.is_empty() {
-                    return Err(format!("{t} is empty"));
-                }
-                Ok(Some(token))
-            })?,
-            storage_class_name: v.text("storageClassName")?,
-            storage_size: v.parse("storageSize", |t| {
-                if t.is_empty() {
-                    Err("must not be empty".to_owned())
-                } else {
-                    Ok(t.to_owned())
-                }
-            })?,
-            ingress_class_name: Some(v.text("ingressClassName")?).filter(|t| !t.is_empty()),
-            manifest_fetch_timeout: duration("manifestFetchTimeout")?,
-            manifest_max_bytes: size("manifestMaxBytes")?,
-            max_body_bytes: size("maxBodyBytes")?,
-            shutdown_grace: duration("shutdownGrace")?,
-            exposure: Exposure {
-                max_connections: size("maxConnections")?,
-                body_read_timeout: duration("bodyReadTimeout")?,
-                allowed_origins: exposure::parse_origins(&v.list::<Vec<String>>("allowedOrigins")?)
-                    .map_err(|reason| error(&v.values["allowedOrigins"].1, "allowedOrigins", reason))?,
-            },
-            tls: match (v.text("tlsCertFile")?, v.text("tlsKeyFile")?) {
-                (cert, key) if cert.is_empty() && key.is_empty() => None,
-                (cert, key) if !cert.is_empty() && !key.is_empty() => Some(TlsFiles {
-                    cert: cert.into(),
-                    key: key.into(),
-                }),
-                (cert, _) => {
-                    let (key, origin) = if cert.is_empty() {
-                        ("tlsCertFile", &v.values["tlsKeyFile"].1)
-                    } else {
-                        ("tlsKeyFile", &v.values["tlsCertFile"].1)
-                    };
-                    return Err(error(
-                        origin,
-                        key,
-                        "tlsCertFile and tlsKeyFile go together: set both or neither",
-                    ));
-                }
-            },
-            trusted_proxy_cidrs: cidr_list(v, "trustedProxyCidrs")?,
-            admin_groups: v.list("adminGroups")?,
-            catalogue: v.list("catalogue")?,
-            max_lifetime: optional_duration("maxLifetime")?,
-            idle_timeout: optional_duration("idleTimeout")?,
-            activity_check_interval: v.parse("activityCheckInterval", |t| match duration::parse(t) {
-                Ok(d) if d.is_zero() => Err("must be above 0".to_owned()),
-                Ok(d) => Ok(d),
-                Err(e) => Err(e.to_string()),
-            })?,
-            limits: limits(v)?,
-            network: network(v)?,
+                    ("tlsKeyFile", "tlsCertFile")
+                };
+                return Err(ConfigError::Key {
+                    origin: origin(set),
+                    key: missing.to_owned(),
+                    reason: "tlsCertFile and tlsKeyFile go together: set both or neither".to_owned(),
+                });
+            }
         };
-        // Other users' workspaces are never reachable, whatever deniedEgressCidrs says.
-        let mut config = config;
-        if !config
-            .network
-            .denied_egress_cidrs
-            .contains(&config.pod_subnet_cidr)
-        {
-            config.network.denied_egress_cidrs.push(config.pod_subnet_cidr);
-        }
         let mut names = std::collections::BTreeSet::new();
-        for entry in &config.catalogue {
-            let origin = &v.values["catalogue"].1;
+        for entry in &s.catalogue {
             if !names.insert(entry.name.as_str()) {
                 return Err(error(
-                    origin,
                     "catalogue",
                     format!("two entries are named {:?}", entry.name),
                 ));
             }
-            if !config.whitelist_manifest_regex.is_match(&entry.url) {
-                return Err(error(
-                    origin,
-                    "catalogue",
-                    format!(
-                        "entry {:?}: url {} does not match whitelistManifestRegex",
-                        entry.name, entry.url
-                    ),
-                ));
+            if !s.whitelist_manifest_regex.is_match(&entry.url) {
+                let reason = format!(
+                    "entry {:?}: url {} does not match whitelistManifestRegex",
+                    entry.name, entry.url
+                );
+                return Err(error("catalogue", reason));
             }
         }
-        if config.timeout_create.is_zero() {
-            return Err(error(
-                &v.values["timeoutCreate"].1,
-                "timeoutCreate",
-                "must be above 0",
-            ));
+        // Other users' workspaces are never reachable, whatever deniedEgressCidrs says.
+        let mut denied_egress_cidrs = s.denied_egress_cidrs;
+        if !denied_egress_cidrs.contains(&s.pod_subnet_cidr) {
+            denied_egress_cidrs.push(s.pod_subnet_cidr);
         }
-        Ok(config)
+        Ok(Self {
+            default_restart_policy: s.default_restart_policy,
+            timeout_create: s.timeout_create,
+            timeout_delete: s.timeout_delete,
+            namespace: s.namespace,
+            whitelist_manifest_regex: s.whitelist_manifest_regex,
+            token_byte_limit: s.token_byte_limit,
+            nfs_storage_root: s.nfs_storage_root,
+            testing_host: s.testing_host,
+            local_registry_url: s.local_registry_url,
+            local_registry_secret: s.local_registry_secret,
+            ingress_domain: s.ingress_domain,
+            ingress_wildcard_secret: s.ingress_wildcard_secret,
+            pod_subnet_cidr: s.pod_subnet_cidr,
+            hostname_list: s.hostname_list,
+            listen: s.listen,
+            admin_listen: s.admin_listen,
+            allowed_source_cidrs: s.allowed_source_cidrs,
+            bearer_token: s.bearer_token,
+            storage_class_name: s.storage_class_name,
+            storage_size: s.storage_size,
+            ingress_class_name: s.ingress_class_name,
+            manifest_fetch_timeout: s.manifest_fetch_timeout,
+            manifest_max_bytes: s.manifest_max_bytes,
+            max_body_bytes: s.max_body_bytes,
+            shutdown_grace: s.shutdown_grace,
+            exposure: Exposure {
+                max_connections: s.max_connections,
+                body_read_timeout: s.body_read_timeout,
+                allowed_origins: s.allowed_origins,
+            },
+            tls,
+            trusted_proxy_cidrs: s.trusted_proxy_cidrs,
+            admin_groups: s.admin_groups,
+            catalogue: s.catalogue,
+            max_lifetime: s.max_lifetime,
+            idle_timeout: s.idle_timeout,
+            activity_check_interval: s.activity_check_interval,
+            limits: Limits {
+                max_workspaces: s.max_workspaces_per_user,
+                max_cpu_millis: s.max_cpu_per_user,
+                max_memory_bytes: s.max_memory_per_user,
+            },
+            network: NetworkIsolation {
+                enabled: s.network_policy,
+                ingress_namespaces: s.ingress_namespaces,
+                backend_namespace: s.backend_namespace,
+                denied_egress_cidrs,
+                allowed_egress_cidrs: s.allowed_egress_cidrs,
+            },
+        })
     }
 
     /// The host name of the silo at `silo_ip` or at its data-network address, as deic-dk looks
@@ -584,11 +334,6 @@ impl Config {
             .or_else(|| self.hostname_list.iter().find(|e| e.address == data_net))
             .map(|e| e.hostname.as_str())
     }
-
-    /// The keys and defaults, for the docs and `--help`.
-    pub fn keys() -> impl Iterator<Item = (&'static str, &'static str)> {
-        KEYS.iter().copied()
-    }
 }
 
 /// deic-dk's "data network" address of a silo: the first `10.0.` replaced by `10.2.`.
@@ -597,7 +342,12 @@ pub fn data_network_address(silo_ip: &str) -> String {
 }
 
 mod exposure;
+mod layers;
+mod settings;
 #[cfg(test)]
 mod tests;
 
-pub use self::exposure::Exposure;
+pub use self::{
+    exposure::Exposure,
+    settings::{CatalogueEntry, HostnameEntry},
+};

@@ -3,7 +3,7 @@
 //! (`../shared/seeds/004`), and keeps every bit of its state in the cluster.
 //!
 //! The pure part, read bottom-up: [`keys`] (labels and annotations), [`user`], [`duration`],
-//! [`cidr`], [`quantity`] (CPU and memory amounts), [`names`], [`limits`] (per-user limits),
+//! [`cidr`], [`names`], [`limits`] (per-user limits, on `outfit_core::quantity`'s amounts),
 //! [`isolation`] (pod defaults and NetworkPolicy; its settings at the bottom, the policy itself
 //! above [`objects`]), [`config`], [`manifest`] (the pod a create makes), [`objects`] (its storage,
 //! Services and Ingress), [`info`] (what `get_pods` answers), [`progress`] (where a start stands),
@@ -28,7 +28,6 @@ pub mod manifest;
 pub mod names;
 pub mod objects;
 pub mod progress;
-pub mod quantity;
 pub mod report;
 pub mod user;
 

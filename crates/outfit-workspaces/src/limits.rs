@@ -9,7 +9,7 @@ use k8s_openapi::{
     apimachinery::pkg::api::resource::Quantity,
 };
 
-use crate::quantity::{self, Amount};
+use outfit_core::quantity::{self, Amount};
 
 /// What each user may have at once; `None` is no limit.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -5,15 +5,12 @@
 //! Kubeflow's PodDefault webhook refuses conflicting env vars and volumes). Tolerations only add:
 //! two tolerations never contradict each other.
 
-use std::{collections::HashMap, fmt};
+use std::{borrow::Cow, collections::HashMap, fmt};
 
 use serde_json::{Map, Value};
 
-use super::{
-    policy::{Additions, PodPolicy},
-    quantity,
-};
-use crate::{semantic, vocab::PolicyRef};
+use super::policy::{Additions, PodPolicy};
+use crate::{quantity, semantic, vocab::PolicyRef};
 
 /// Two values for one place.
 #[derive(Debug, Clone, PartialEq)]
@@ -138,7 +135,7 @@ impl<'p> Merger<'p> {
             for (resource, quantity) in quantities {
                 let field = format!("{at}.resources.{kind}[{resource}]");
                 let value = Value::String(quantity.clone());
-                changed |= self.put(map, resource, value, field, by, quantity::same_amount);
+                changed |= self.put(map, resource, value, field, by, same_amount);
             }
         }
         changed |= self.keyed(container, "env", &add.env, &format!("{at}.env"), by);
@@ -236,6 +233,21 @@ fn same(found: &Value, wanted: &Value) -> bool {
     match (found, wanted) {
         (Value::Number(n), Value::String(s)) => n.to_string() == *s,
         _ => semantic::equal(found, wanted),
+    }
+}
+
+/// Whether two quantities (strings, or a number as a request may send one) are the same amount.
+fn same_amount(found: &Value, wanted: &Value) -> bool {
+    fn text(value: &Value) -> Option<Cow<'_, str>> {
+        match value {
+            Value::String(s) => Some(Cow::Borrowed(s)),
+            Value::Number(n) => Some(Cow::Owned(n.to_string())),
+            _ => None,
+        }
+    }
+    match (text(found), text(wanted)) {
+        (Some(a), Some(b)) => quantity::same_amount(&a, &b),
+        _ => found == wanted,
     }
 }
 

@@ -20,7 +20,6 @@ mod matching;
 mod merge;
 mod parse;
 mod policy;
-mod quantity;
 mod requesters;
 #[cfg(test)]
 mod tests;

@@ -7,7 +7,6 @@ use serde_json::{Map, Value};
 use super::{
     identity::{Glob, Identities, Owner, OwnerField},
     policy::{API_VERSION, AUDIENCE_KIND, Additions, Audience, POD_POLICY_KIND, PodPolicy},
-    quantity::is_quantity,
     requesters::{Members, Requesters},
 };
 use crate::{
@@ -15,6 +14,7 @@ use crate::{
     error::{PolicyError, Problem},
     fieldpath::FieldPath,
     gatekeeper::matching::Wildcard,
+    quantity::is_quantity,
     selector::{LabelSelector, validate_key, validate_value},
     vocab::{PolicyKind, PolicyRef},
 };

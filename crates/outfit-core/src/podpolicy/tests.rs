@@ -409,7 +409,7 @@ fn invalid_policies_are_rejected_with_their_name_and_field() {
 
 #[test]
 fn quantities_follow_apimachinery_syntax() {
-    use super::quantity::is_quantity;
+    use crate::quantity::is_quantity;
     for good in ["1", "500m", "2Gi", "1.5", ".5", "1e3", "+1", "10E-2"] {
         assert!(is_quantity(good), "{good}");
     }

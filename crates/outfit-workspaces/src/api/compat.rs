@@ -237,11 +237,7 @@ impl Api {
 
     /// `get_podip_owner` answers text: the owner, or nothing when no pod has the address.
     async fn podip_owner(&self, query: Option<&str>) -> Answer {
-        let ip = query
-            .into_iter()
-            .flat_map(|q| q.split('&'))
-            .find_map(|pair| pair.strip_prefix("ip="))
-            .map(percent_decode);
+        let ip = query.and_then(|q| query_value(q, "ip"));
         let Some(ip) = ip.as_deref().filter(|ip| !ip.is_empty()) else {
             return Answer {
                 status: StatusCode::BAD_REQUEST,
@@ -278,29 +274,12 @@ impl Api {
     }
 }
 
-/// `%XX` escapes decoded (an IPv6 address arrives as `fe80%3A%3A1`); anything malformed is kept.
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        match (
-            bytes[i],
-            bytes.get(i + 1).copied().and_then(hex),
-            bytes.get(i + 2).copied().and_then(hex),
-        ) {
-            (b'%', Some(high), Some(low)) => {
-                out.push((high * 16 + low) as u8);
-                i += 3;
-            }
-            (byte, _, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+/// The first value of `key` in a query string, decoded as browsers encode forms (`%XX`, and `+`
+/// for a space); an IPv6 address arrives as `fe80%3A%3A1`. A malformed escape is kept as written.
+fn query_value(query: &str, key: &str) -> Option<String> {
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(name, _)| name == key)
+        .map(|(_, value)| value.into_owned())
 }
 
 fn text(error: RequestError) -> String {
@@ -350,9 +329,21 @@ mod tests {
 
     #[test]
     fn query_values_are_percent_decoded() {
-        assert_eq!(percent_decode("fe80%3A%3A1"), "fe80::1");
-        assert_eq!(percent_decode("10.244.1.5"), "10.244.1.5");
-        assert_eq!(percent_decode("bad%zz%"), "bad%zz%");
+        let ip = |query| query_value(query, "ip");
+        assert_eq!(ip("ip=fe80%3A%3A1").as_deref(), Some("fe80::1"));
+        assert_eq!(ip("ip=10.244.1.5").as_deref(), Some("10.244.1.5"));
+        // A malformed escape is kept as written, never an error or a panic.
+        assert_eq!(ip("ip=bad%zz%").as_deref(), Some("bad%zz%"));
+        assert_eq!(ip("ip=%zz").as_deref(), Some("%zz"));
+        // `%2B` is a plus; a bare `+` is a space, as in any form-encoded query.
+        assert_eq!(ip("ip=a%2Bb").as_deref(), Some("a+b"));
+        assert_eq!(ip("ip=a+b").as_deref(), Some("a b"));
+        // The first `ip` counts; other keys, and keys that merely start with `ip`, don't.
+        assert_eq!(ip("x=1&ip=10.0.0.1&ip=10.0.0.2").as_deref(), Some("10.0.0.1"));
+        assert_eq!(ip("ipx=10.0.0.9&ip=10.0.0.1").as_deref(), Some("10.0.0.1"));
+        assert_eq!(ip("ip=").as_deref(), Some(""));
+        assert_eq!(ip("x=1"), None);
+        assert_eq!(ip(""), None);
     }
 
     #[test]

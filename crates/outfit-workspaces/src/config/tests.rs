@@ -233,3 +233,168 @@ fn unknown_keys_are_refused() {
     let err = Config::load(Some(&f.0), no_env).unwrap_err().to_string();
     assert!(err.contains("unknown key \"namespce\""), "{err}");
 }
+
+/// The defaults as deic-dk's reference and the docs write them: each, given as its variable,
+/// changes nothing.
+#[test]
+fn each_default_is_the_documented_text() {
+    let documented: &[(&str, &str)] = &[
+        ("defaultRestartPolicy", "Never"),
+        ("timeoutCreate", "1m30s"),
+        ("timeoutDelete", "1m30s"),
+        ("namespace", "sciencedata-dev"),
+        (
+            "whitelistManifestRegex",
+            r"https:\/\/raw[.]githubusercontent[.]com\/deic-dk\/pod_manifests",
+        ),
+        ("tokenByteLimit", "4096"),
+        ("nfsStorageRoot", "/tank/storage"),
+        ("testingHost", "10.0.0.20"),
+        ("localRegistryURL", ""),
+        ("localRegistrySecret", "docker-registry-auth"),
+        ("ingressDomain", ""),
+        ("ingressWildcardSecret", "user-pods-wildcard"),
+        ("podSubnetCidr", "10.128.0.0/15"),
+        ("hostnameList", "[]"),
+        ("listen", "0.0.0.0:8080"),
+        ("adminListen", "0.0.0.0:8081"),
+        ("allowedSourceCidrs", r#"["127.0.0.0/8", "::1/128"]"#),
+        ("bearerTokenFile", ""),
+        ("storageClassName", "nfs"),
+        ("storageSize", "10Gi"),
+        ("ingressClassName", ""),
+        ("manifestFetchTimeout", "10s"),
+        ("manifestMaxBytes", "1048576"),
+        ("maxBodyBytes", "65536"),
+        ("shutdownGrace", "15s"),
+        ("maxConnections", "1024"),
+        ("bodyReadTimeout", "30s"),
+        ("allowedOrigins", "[]"),
+        ("tlsCertFile", ""),
+        ("tlsKeyFile", ""),
+        ("trustedProxyCidrs", "[]"),
+        ("adminGroups", "[]"),
+        ("catalogue", "[]"),
+        ("maxLifetime", ""),
+        ("idleTimeout", ""),
+        ("activityCheckInterval", "1m"),
+        ("maxWorkspacesPerUser", "0"),
+        ("maxCpuPerUser", ""),
+        ("maxMemoryPerUser", ""),
+        ("networkPolicy", "true"),
+        ("ingressNamespaces", r#"["ingress-nginx"]"#),
+        ("backendNamespace", "outfit-workspaces"),
+        (
+            "deniedEgressCidrs",
+            r#"["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "fc00::/7", "fe80::/10"]"#,
+        ),
+        ("allowedEgressCidrs", "[]"),
+    ];
+    let defaults = format!("{:?}", Config::load(None, no_env).unwrap().0);
+    let mut every_var = Vec::new();
+    for (key, text) in documented {
+        let var = format!("BACKEND_{}", key.to_uppercase());
+        let env = |name: &str| (name == var).then(|| (*text).to_owned());
+        let (config, _) = Config::load(None, env).unwrap_or_else(|e| panic!("{key}: {e}"));
+        assert_eq!(format!("{config:?}"), defaults, "{key}");
+        every_var.push((var, *text));
+    }
+    let env = |name: &str| {
+        every_var
+            .iter()
+            .find(|(v, _)| v == name)
+            .map(|(_, t)| (*t).to_owned())
+    };
+    assert_eq!(format!("{:?}", Config::load(None, env).unwrap().0), defaults);
+    // And the list is every key: a key beyond it is unknown.
+    let known = Config::load(Some(&file("x: 1\n").0), no_env)
+        .unwrap_err()
+        .to_string();
+    let keys: Vec<&str> = documented.iter().map(|(k, _)| *k).collect();
+    assert!(
+        known.ends_with(&format!("(known keys: {})", keys.join(", "))),
+        "{known}"
+    );
+}
+
+#[test]
+fn the_environment_wins_over_the_file_and_names_itself_in_errors() {
+    let f = file("ingressNamespaces: [a]\nnetworkPolicy: false\ntokenByteLimit: 7\n");
+    let env = |var: &str| match var {
+        "BACKEND_INGRESSNAMESPACES" => Some(r#"["b", "c"]"#.to_owned()),
+        "BACKEND_TOKENBYTELIMIT" => Some(" 9 ".to_owned()),
+        // Ignored keys are not read from the environment either.
+        "BACKEND_PODCACHEDIR" => Some("[not even valid".to_owned()),
+        _ => None,
+    };
+    let (config, warnings) = Config::load(Some(&f.0), env).unwrap();
+    assert_eq!(config.network.ingress_namespaces, ["b", "c"]);
+    assert!(
+        !config.network.enabled,
+        "the file's value where no variable is set"
+    );
+    assert_eq!(config.token_byte_limit, 9);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let cases: &[(&str, &str, &str, &str)] = &[
+        (
+            "BACKEND_HOSTNAMELIST",
+            "nope",
+            "hostnameList",
+            "expected a JSON list",
+        ),
+        ("BACKEND_TIMEOUTCREATE", "0", "timeoutCreate", "must be above 0"),
+        (
+            "BACKEND_MAXMEMORYPERUSER",
+            "-1Gi",
+            "maxMemoryPerUser",
+            "\"-1Gi\" is negative",
+        ),
+        (
+            "BACKEND_TLSKEYFILE",
+            "/tls.key",
+            "tlsCertFile",
+            "set both or neither",
+        ),
+        (
+            "BACKEND_CATALOGUE",
+            r#"[{"name": "a", "url": "https://evil.example/a.yaml"}]"#,
+            "catalogue",
+            "does not match whitelistManifestRegex",
+        ),
+    ];
+    for (var, value, key, hint) in cases {
+        let env = |name: &str| (name == *var).then(|| (*value).to_owned());
+        let err = Config::load(None, env).unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!("{var}: key {key}: ")) && err.contains(hint),
+            "{var}={value}: {err}"
+        );
+    }
+}
+
+#[test]
+fn file_values_are_read_as_text_whatever_yaml_made_of_them() {
+    let f = file(
+        "tokenByteLimit: 100\nnetworkPolicy: false\nmaxCpuPerUser: 1.5\ningressClassName: ~\nnamespace: ' ws '\n",
+    );
+    let (config, _) = Config::load(Some(&f.0), no_env).unwrap();
+    assert_eq!(config.token_byte_limit, 100);
+    assert!(!config.network.enabled);
+    assert_eq!(config.limits.max_cpu_millis, Some(1_500));
+    assert_eq!(config.ingress_class_name, None);
+    assert_eq!(config.namespace, "ws");
+    for (text, key, hint) in [
+        ("namespace: [a]\n", "namespace", "expected a string"),
+        ("timeoutCreate: 0\n", "timeoutCreate", "must be above 0"),
+        ("hostnameList: {a: 1}\n", "hostnameList", "expected a sequence"),
+        ("[1, 2]\n", "", "expected a mapping"),
+    ] {
+        let f = file(text);
+        let err = Config::load(Some(&f.0), no_env).unwrap_err().to_string();
+        let at = f.0.display().to_string();
+        assert!(
+            err.starts_with(&at) && err.contains(key) && err.contains(hint),
+            "{text}: {err}"
+        );
+    }
+}
