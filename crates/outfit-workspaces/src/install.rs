@@ -1,6 +1,6 @@
 //! What a cluster needs to run `outfit workspaces`, ready for `kubectl apply -f -`: its
 //! ServiceAccount, the least privilege it needs (a Role in the workspace namespace for exactly the
-//! calls [`crate::cluster`] and [`crate::cache`] make, a ClusterRole for the users' volumes and
+//! calls [`crate::io::cluster`] and [`crate::io::cache`] make, a ClusterRole for the users' volumes and
 //! for checking callers' tokens), its configuration, Deployment and Service.
 
 use outfit_k8s::component::{self, Component, Scope, Workload};

@@ -22,8 +22,11 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
-    activity::ActivityPoller, api::Api, auth::Authenticator, backend::Backend, cache::Cache,
-    cluster::Cluster, config::Config, lifecycle::Lifecycle, metrics::Metrics,
+    api::Api,
+    backend::Backend,
+    io::{auth::Authenticator, cache::Cache, cluster::Cluster, metrics::Metrics},
+    lifecycle::{Lifecycle, activity::ActivityPoller},
+    model::config::Config,
 };
 
 /// How often the certificate files are checked for changes.

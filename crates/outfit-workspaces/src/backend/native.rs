@@ -11,16 +11,17 @@ use tokio::sync::watch;
 
 use super::types::{Backend, Created, Deletion, RequestError};
 use crate::{
-    auth::Identity,
-    catalogue::{self, Item},
-    culling,
-    info::{self, Workspace},
-    keys,
-    manifest::Settings,
-    names,
-    progress::storage_claim_of,
-    report::{self, Report},
-    user::belongs_to,
+    io::{
+        auth::Identity,
+        catalogue::{self, Item},
+    },
+    model::{keys, names, user::belongs_to},
+    policy::culling,
+    workspace::{
+        info::{self, Workspace},
+        manifest::Settings,
+        progress::{self, Report, storage_claim_of},
+    },
 };
 
 /// A launch request: a catalogue entry and the env to set.
@@ -164,7 +165,7 @@ impl Backend {
             .and_then(storage_claim_of)
             .and_then(|claim| self.cache.claim(claim));
         let events = self.cache.events_of(uid);
-        report::report(name, pod.as_deref(), claim.as_deref(), &events)
+        progress::report(name, pod.as_deref(), claim.as_deref(), &events)
     }
 
     /// A receiver that sees every change of the cache.

@@ -10,15 +10,21 @@ use k8s_openapi::api::core::v1::Pod;
 use serde::Deserialize;
 
 use crate::{
-    cache::Cache,
-    catalogue::Catalogue,
-    cluster::{Cluster, ClusterError},
-    config::Config,
-    fetch::{FetchError, Fetcher},
-    limits,
-    manifest::{ManifestError, Settings},
-    progress::Phase,
-    user::{InvalidUserId, UserId},
+    io::{
+        cache::Cache,
+        catalogue::Catalogue,
+        cluster::{Cluster, ClusterError},
+        fetch::{FetchError, Fetcher},
+    },
+    model::{
+        config::Config,
+        user::{InvalidUserId, UserId},
+    },
+    policy::limits,
+    workspace::{
+        manifest::{ManifestError, Settings},
+        progress::Phase,
+    },
 };
 
 /// Why a request could not be done. Each says what was wrong; the API answers it with the
@@ -50,7 +56,7 @@ pub enum RequestError {
     },
     /// A pod name from the request can't be a workspace's.
     #[error(transparent)]
-    Name(#[from] crate::names::InvalidName),
+    Name(#[from] crate::model::names::InvalidName),
     /// The user has no pod of that name.
     #[error("user {user} has no pod named {pod:?}")]
     NoSuchPod {

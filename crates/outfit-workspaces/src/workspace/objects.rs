@@ -23,7 +23,7 @@ use k8s_openapi::{
     },
 };
 
-use crate::{config::Config, keys, names, user::UserId};
+use crate::model::{config::Config, keys, names, user::UserId};
 
 /// The reference that makes `pod` own an object. `None` for a pod the API server has not
 /// returned yet (no uid).
@@ -246,7 +246,7 @@ impl Storage {
     /// Whether an existing PV is this user's: made for the same id (by outfit) or, for a PV
     /// deic-dk made, exporting this user's path.
     pub fn belongs_to(volume: &PersistentVolume, user: &UserId, config: &Config) -> bool {
-        if let Some(owner) = crate::user::owner_of(volume) {
+        if let Some(owner) = crate::model::user::owner_of(volume) {
             return owner == user.as_str();
         }
         let want = user_path(user, config);

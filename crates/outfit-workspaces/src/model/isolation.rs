@@ -1,7 +1,7 @@
 //! What isolation sets, apart from the NetworkPolicy itself: the pod spec defaults every workspace
 //! gets unless its manifest says otherwise, and the NetworkPolicy's settings as configured. Pure
-//! data that needs nothing of the crate but [`Cidr`], so [`config`](crate::config) (which reads the
-//! settings) and [`manifest`](crate::manifest) (which applies the defaults) import it from below,
+//! data that needs nothing of the crate but [`Cidr`], so [`config`](crate::model::config) (which reads the
+//! settings) and [`manifest`](crate::workspace::manifest) (which applies the defaults) import it from below,
 //! while the NetworkPolicy, which needs both of them, sits above.
 
 use k8s_openapi::api::core::v1::PodSpec;

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::keys::{self, REPORTER};
+use crate::model::keys::{self, REPORTER};
 
 fn pod(annotations: serde_json::Value, status: serde_json::Value) -> Pod {
     serde_json::from_value(json!({

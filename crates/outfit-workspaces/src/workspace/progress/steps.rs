@@ -8,12 +8,10 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Event, PersistentVolumeClaim, 
 
 use super::{
     events::{event_time, latest},
+    phase::{self, storage_claim_of},
     types::{Step, StepState},
 };
-use crate::{
-    keys,
-    progress::{self, storage_claim_of},
-};
+use crate::model::keys;
 use StepState::{Active, Done, Pending, Skipped};
 
 fn step(name: &'static str, state: StepState, message: impl Into<String>, at: Option<Timestamp>) -> Step {
@@ -131,7 +129,7 @@ fn image_pull(pod: &Pod, events: &[Arc<Event>]) -> Step {
     let failure = containers.iter().find_map(|c| {
         let waiting = c.state.as_ref()?.waiting.as_ref()?;
         let reason = waiting.reason.as_deref()?;
-        progress::IMAGE_REASONS.contains(&reason).then(|| {
+        phase::IMAGE_REASONS.contains(&reason).then(|| {
             let message = waiting.message.as_deref().unwrap_or_default();
             format!("container {}: {reason}: {message}", c.name)
         })
@@ -187,7 +185,7 @@ fn containers(pod: &Pod) -> Step {
 }
 
 fn readiness(pod: &Pod) -> Step {
-    if progress::is_ready(pod) {
+    if phase::is_ready(pod) {
         let at = condition(pod, "Ready")
             .and_then(|c| c.last_transition_time.as_ref())
             .map(|t| t.0);

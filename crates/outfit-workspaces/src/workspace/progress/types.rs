@@ -1,6 +1,6 @@
 //! What a progress report is made of: where a workspace stands as a whole, its steps and where each
 //! stands. Plain data at the bottom of [`report`](super): the steps are read in [`steps`](super::steps),
-//! the report is put together in its parent, and [`info`](crate::info) answers its status, each
+//! the report is put together in its parent, and [`info`](crate::workspace::info) answers its status, each
 //! importing these types from here rather than from one another.
 
 use jiff::Timestamp;

@@ -4,7 +4,7 @@ use std::fmt;
 
 use kube::Resource;
 
-use crate::keys;
+use crate::model::keys;
 
 /// Why a user id was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

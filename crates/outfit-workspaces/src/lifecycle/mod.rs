@@ -10,6 +10,8 @@
 //! - user storage that no pod uses and no create wants any more is removed (deic-dk removes it
 //!   with the user's last pod; the NFS data stays, the volume's reclaim policy is Retain).
 
+pub mod activity;
+
 use std::{
     collections::{BTreeMap, HashSet},
     sync::{Arc, Mutex},
@@ -22,14 +24,17 @@ use kube::ResourceExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    cache::Cache,
-    cluster::{self, Cluster},
-    config::Config,
-    culling::{self, Cull},
-    duration, info, isolation, keys, manifest,
-    metrics::Metrics,
-    objects,
-    progress::{self, Phase, deadline, failure, storage_claim_of},
+    io::{
+        cache::Cache,
+        cluster::{self, Cluster},
+        metrics::Metrics,
+    },
+    model::{config::Config, duration, keys},
+    policy::culling::{self, Cull},
+    workspace::{
+        info, manifest, network_policy, objects,
+        progress::{self, Phase, deadline, failure, storage_claim_of},
+    },
 };
 
 /// Token reads are retried this often, this far apart, as deic-dk does.
@@ -200,7 +205,7 @@ impl Lifecycle {
                 // Wait for the cache to show what the task wrote before the pod may be picked
                 // again, so a pass never repeats the work on a stale copy.
                 let version = pod.resource_version();
-                let deadline = tokio::time::Instant::now() + crate::cache::OWN_WRITE_VISIBLE;
+                let deadline = tokio::time::Instant::now() + crate::io::cache::OWN_WRITE_VISIBLE;
                 this.cache
                     .wait_for(deadline, |cache| {
                         let current = cache.pod(&pod.name_any());
@@ -276,7 +281,7 @@ impl Lifecycle {
         let took = duration::format(elapsed);
         tracing::info!(
             pod = pod.name_any(),
-            user = crate::user::owner_of(pod),
+            user = crate::model::user::owner_of(pod),
             took,
             "workspace ready"
         );
@@ -345,7 +350,7 @@ impl Lifecycle {
         };
         tracing::warn!(
             pod = name,
-            user = crate::user::owner_of(pod),
+            user = crate::model::user::owner_of(pod),
             reason,
             "create failed; removing the pod"
         );
@@ -369,7 +374,7 @@ impl Lifecycle {
         let why = cull.to_string();
         tracing::info!(
             pod = name,
-            user = crate::user::owner_of(pod),
+            user = crate::model::user::owner_of(pod),
             reason = cull.reason(),
             why,
             "culling"
@@ -403,12 +408,12 @@ impl Lifecycle {
             if claim.metadata.deletion_timestamp.is_some() {
                 continue;
             }
-            let Some(owner) = crate::user::owner_of(claim.as_ref()) else {
+            let Some(owner) = crate::model::user::owner_of(claim.as_ref()) else {
                 continue;
             };
             if pods
                 .iter()
-                .any(|pod| crate::user::owner_of(pod.as_ref()) == Some(owner))
+                .any(|pod| crate::model::user::owner_of(pod.as_ref()) == Some(owner))
             {
                 continue;
             }
@@ -443,7 +448,7 @@ pub async fn isolate(cluster: &Cluster, config: &Config, pod: &Pod) -> Result<()
     let Some(owner) = objects::owned_by(pod) else {
         return Ok(());
     };
-    let policy = isolation::network_policy(pod, &owner, &config.network);
+    let policy = network_policy::network_policy(pod, &owner, &config.network);
     cluster.ensure_network_policy(&policy, &owner).await
 }
 

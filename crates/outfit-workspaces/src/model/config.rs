@@ -4,12 +4,22 @@
 //! Unlike viper, an environment override applies whether or not the file names the key, and a key
 //! the backend does not know is an error, so a typo never silently falls back to a default.
 
-use std::{collections::BTreeMap, net::IpAddr, net::SocketAddr, path::PathBuf, time::Duration};
+use std::{
+    collections::BTreeMap,
+    net::{IpAddr, SocketAddr},
+    path::PathBuf,
+    time::Duration,
+};
 
 use regex::Regex;
 use serde_json::Value;
 
-use crate::{cidr::Cidr, duration, isolation::settings::NetworkIsolation, limits::Limits, quantity};
+use crate::{
+    cidr::Cidr,
+    model::{duration, isolation::NetworkIsolation},
+    policy::limits::Limits,
+    quantity,
+};
 
 /// A configuration that could not be read, naming the key at fault.
 #[derive(Debug, thiserror::Error)]

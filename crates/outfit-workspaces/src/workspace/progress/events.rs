@@ -7,7 +7,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Event;
 
-use crate::keys::REPORTER;
+use crate::model::keys::REPORTER;
 
 /// When an Event last happened.
 pub fn event_time(event: &Event) -> Option<Timestamp> {

@@ -4,8 +4,8 @@
 use std::hash::Hasher;
 
 #[cfg(test)]
-use crate::user::MAX_USER_ID;
-use crate::user::UserId;
+use crate::model::user::MAX_USER_ID;
+use crate::model::user::UserId;
 
 /// The longest DNS label: pod hostnames, Service names, Ingress host labels, label values.
 pub const MAX_LABEL: usize = 63;

@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 
-use crate::{config::Config, duration, keys};
+use crate::model::{config::Config, duration, keys};
 
 /// A workspace's limits in time.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -19,7 +19,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 
-use crate::keys;
+use crate::model::keys;
 
 /// A call to the API server that failed.
 #[derive(Debug, thiserror::Error)]

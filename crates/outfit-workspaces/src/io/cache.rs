@@ -16,7 +16,7 @@ use kube::{
 };
 use tokio::{sync::watch, time::Instant};
 
-use crate::{keys, user::UserId};
+use crate::model::{keys, user::UserId};
 
 /// The backend's view of the cluster, as its watches last saw it.
 #[derive(Clone)]
@@ -145,12 +145,14 @@ impl Cache {
     /// the exact user id, never the labels two ids can share.
     pub fn owned_pod(&self, user: &UserId, name: &str) -> Option<Arc<Pod>> {
         self.pod(name)
-            .filter(|pod| crate::user::belongs_to(pod.as_ref(), user))
+            .filter(|pod| crate::model::user::belongs_to(pod.as_ref(), user))
     }
 
     /// Every pod of `user`, in name order.
     pub fn pods_of(&self, user: &UserId) -> Vec<Arc<Pod>> {
-        let mut pods = self.pods.state_filter(|pod| crate::user::belongs_to(pod, user));
+        let mut pods = self
+            .pods
+            .state_filter(|pod| crate::model::user::belongs_to(pod, user));
         pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         pods
     }
@@ -175,7 +177,7 @@ impl Cache {
         let mut events = self
             .events
             .state_filter(|e| e.involved_object.uid.as_deref() == Some(uid));
-        events.sort_by_key(|e| crate::report::event_time(e));
+        events.sort_by_key(|e| crate::workspace::progress::event_time(e));
         events
     }
 

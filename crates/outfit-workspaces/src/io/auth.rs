@@ -20,7 +20,7 @@ use hyper::{HeaderMap, header};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use kube::{Api, api::PostParams};
 
-use crate::{config::Config, user::UserId};
+use crate::model::{config::Config, user::UserId};
 
 /// The header an authenticating proxy names the user in.
 pub const USER_HEADER: &str = "x-forwarded-user";

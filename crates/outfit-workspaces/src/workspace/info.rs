@@ -8,9 +8,12 @@ use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 
 use crate::{
-    config::Config,
-    culling, keys, manifest, objects,
-    report::types::{Report, Status},
+    model::{config::Config, keys},
+    policy::culling,
+    workspace::{
+        manifest, objects,
+        progress::types::{Report, Status},
+    },
 };
 
 /// One pod as the frontend reads it. Every field is always present; `tokens` and `k8s_pod_info`
@@ -89,7 +92,7 @@ pub fn pod_info(pod: &Pod, config: &Config, now: Timestamp) -> PodInfo {
         image_name: first.and_then(|c| c.image.clone()).unwrap_or_default(),
         pod_ip: status.and_then(|s| s.pod_ip.clone()).unwrap_or_default(),
         node_ip: status.and_then(|s| s.host_ip.clone()).unwrap_or_default(),
-        owner: crate::user::owner_of(pod).unwrap_or_default().to_owned(),
+        owner: crate::model::user::owner_of(pod).unwrap_or_default().to_owned(),
         age: started.map_or_else(|| "0:0:0".to_owned(), |t| age(t, now)),
         status: match progress(pod) {
             Progress::Creating => "Creating".to_owned(),
@@ -154,7 +157,7 @@ pub fn workspace(pod: &Pod, report: &Report, config: &Config, now: Timestamp) ->
     let info = pod_info(pod, config, now);
     let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
     let age = created.map_or_else(String::new, |t| {
-        crate::duration::format(std::time::Duration::from_secs(
+        crate::model::duration::format(std::time::Duration::from_secs(
             now.as_second().saturating_sub(t.as_second()).max(0) as u64,
         ))
     });
@@ -175,7 +178,7 @@ pub fn workspace(pod: &Pod, report: &Report, config: &Config, now: Timestamp) ->
         tokens: info.tokens.unwrap_or_default(),
         ssh_url: info.ssh_url,
         expires: culling::expires(pod, config),
-        idle_timeout: lifetimes.idle_timeout.map(crate::duration::format),
+        idle_timeout: lifetimes.idle_timeout.map(crate::model::duration::format),
         last_activity: culling::last_activity(pod),
         name: info.pod_name,
     }

@@ -7,7 +7,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodCondition};
 use kube::ResourceExt;
 
-use crate::keys;
+use crate::model::keys;
 
 /// The phases of a start, in order. A create that does not finish names the one it was stuck in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

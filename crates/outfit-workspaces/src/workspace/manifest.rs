@@ -10,7 +10,11 @@ use k8s_openapi::api::core::v1::{
 };
 use serde_json::Value;
 
-use crate::{config::Config, config::data_network_address, keys, names, user::UserId};
+use crate::model::{
+    config::{Config, data_network_address},
+    keys, names,
+    user::UserId,
+};
 
 /// Env settings of a create request: container name → env var → value.
 pub type Settings = BTreeMap<String, BTreeMap<String, String>>;
@@ -116,7 +120,7 @@ pub fn prepare(
         spec.restart_policy = Some(config.default_restart_policy.clone());
     }
     apply_local_registry(spec, config);
-    crate::isolation::settings::apply_pod_defaults(spec);
+    crate::model::isolation::apply_pod_defaults(spec);
     let needs_user_storage = check_volumes(spec)?;
     ingress_port(&pod)?;
     token_keys(&pod)?;

@@ -19,8 +19,12 @@ use k8s_openapi::{
     },
 };
 
-use super::settings::NetworkIsolation;
-use crate::{cidr::Cidr, config::data_network_address, install, keys, manifest, names, objects};
+use crate::{
+    cidr::Cidr,
+    install,
+    model::{config::data_network_address, isolation::NetworkIsolation, keys, names},
+    workspace::{manifest, objects},
+};
 
 /// The label every namespace carries with its own name (set by the API server since 1.21).
 const LABEL_NAMESPACE_NAME: &str = "kubernetes.io/metadata.name";

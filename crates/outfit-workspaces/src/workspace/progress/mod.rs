@@ -4,6 +4,7 @@
 //! Events about it. Pure: the stream and the long polls read the cache and ask here.
 
 mod events;
+mod phase;
 mod steps;
 pub(crate) mod types;
 
@@ -14,9 +15,10 @@ use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
 use self::steps::{create_steps, delete_steps};
 pub use self::{
     events::{event_time, last_warning},
+    phase::{IMAGE_REASONS, Phase, deadline, failure, has_ended, is_ready, storage_claim_of, stuck},
     types::{Report, Status, Step, StepState},
 };
-use crate::{info, progress::failure};
+use crate::workspace::info;
 
 /// The progress of `pod` (called `name`), with its storage `claim` (when it mounts one) and the
 /// Events about it. `None` for `pod` means it is gone: `deleted`.

@@ -11,7 +11,12 @@ use kube::ResourceExt;
 use regex::Regex;
 use tokio_util::sync::CancellationToken;
 
-use crate::{cache::Cache, cluster::Cluster, config::Config, culling, fetch::Fetcher, info, keys};
+use crate::{
+    io::{cache::Cache, cluster::Cluster, fetch::Fetcher},
+    model::{config::Config, keys},
+    policy::culling,
+    workspace::info,
+};
 
 /// How long one status request may take.
 const TIMEOUT: Duration = Duration::from_secs(5);

@@ -10,7 +10,11 @@ use std::{
 
 use serde::Serialize;
 
-use crate::{auth::Identity, config::CatalogueEntry, fetch::Fetcher, manifest};
+use crate::{
+    io::{auth::Identity, fetch::Fetcher},
+    model::config::CatalogueEntry,
+    workspace::manifest,
+};
 
 /// How long a fetched manifest's fields are remembered.
 const REMEMBER: Duration = Duration::from_secs(60);
@@ -146,7 +150,7 @@ impl Catalogue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth;
+    use crate::io::auth;
 
     #[test]
     fn fields_are_the_declared_plain_values() {
