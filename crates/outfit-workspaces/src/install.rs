@@ -21,7 +21,7 @@ pub struct InstallOptions {
 }
 
 /// Name of the backend's objects.
-pub const NAME: &str = "outfit-workspaces";
+pub const NAME: &str = crate::model::keys::APP_NAME;
 /// The API port in the pod.
 pub const API_PORT: u16 = 8080;
 /// The admin port in the pod.

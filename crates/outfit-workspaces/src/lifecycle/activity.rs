@@ -15,7 +15,7 @@ use crate::{
     io::{cache::Cache, cluster::Cluster, fetch::Fetcher},
     model::{config::Config, keys},
     policy::culling,
-    workspace::info,
+    workspace::progress,
 };
 
 /// How long one status request may take.
@@ -99,7 +99,7 @@ impl ActivityPoller {
             }
             let asks = self.cache.pods().into_iter().filter_map(|pod| {
                 let lifetimes = culling::lifetimes(&pod, &self.config).ok()?;
-                let started = info::progress(&pod) == info::Progress::Settled
+                let started = progress::stage(&pod) == progress::Stage::Settled
                     && pod.annotations().contains_key(keys::ANNOTATION_STARTED);
                 let url = status_url(&pod, lifetimes.activity_url.as_deref()?)?;
                 started.then(|| self.ask(pod, url))

@@ -32,7 +32,7 @@ use crate::{
     model::{config::Config, duration, keys},
     policy::culling::{self, Cull},
     workspace::{
-        info, manifest, network_policy, objects,
+        manifest, network_policy, objects,
         progress::{self, Phase, deadline, failure, storage_claim_of},
     },
 };
@@ -101,7 +101,7 @@ pub fn next_step(
             Next::Wait
         };
     }
-    if info::progress(pod) != info::Progress::Creating {
+    if progress::stage(pod) != progress::Stage::Creating {
         return Next::Wait;
     }
     if progress::is_ready(pod) {
@@ -162,7 +162,7 @@ impl Lifecycle {
         let running = pods
             .iter()
             .filter(|p| {
-                info::progress(p) == info::Progress::Settled
+                progress::stage(p) == progress::Stage::Settled
                     && p.annotations().contains_key(keys::ANNOTATION_STARTED)
             })
             .count();

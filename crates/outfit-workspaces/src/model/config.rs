@@ -16,8 +16,7 @@ use serde_json::Value;
 
 use crate::{
     cidr::Cidr,
-    model::{duration, isolation::NetworkIsolation},
-    policy::limits::Limits,
+    model::{duration, isolation::NetworkIsolation, limits::Limits},
     quantity,
 };
 

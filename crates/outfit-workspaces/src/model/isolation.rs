@@ -1,8 +1,8 @@
 //! What isolation sets, apart from the NetworkPolicy itself: the pod spec defaults every workspace
 //! gets unless its manifest says otherwise, and the NetworkPolicy's settings as configured. Pure
-//! data that needs nothing of the crate but [`Cidr`], so [`config`](crate::model::config) (which reads the
-//! settings) and [`manifest`](crate::workspace::manifest) (which applies the defaults) import it from below,
-//! while the NetworkPolicy, which needs both of them, sits above.
+//! data that needs nothing of the crate but [`Cidr`], so [`config`](crate::model::config) (which
+//! reads the settings) and [`manifest`](crate::workspace::manifest) (which applies the defaults)
+//! import it from below, while the NetworkPolicy, which needs both of them, sits above.
 
 use k8s_openapi::api::core::v1::PodSpec;
 
@@ -12,7 +12,7 @@ use crate::cidr::Cidr;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NetworkIsolation {
     /// Whether each pod gets a NetworkPolicy. The caller checks it;
-    /// [`network_policy`](fn@super::network_policy) does not.
+    /// [`network_policy`](fn@crate::workspace::network_policy::network_policy) does not.
     pub enabled: bool,
     /// The namespaces whose pods may reach a workspace: the ingress controller's.
     pub ingress_namespaces: Vec<String>,

@@ -1,6 +1,10 @@
 //! The labels and annotations the backend reads and writes: deic-dk's, kept for compatibility,
 //! and outfit's own, which hold the state deic-dk kept in memory.
 
+/// The backend's own name: its objects' name and its pods' `app.kubernetes.io/name` label (the
+/// NetworkPolicy lets its pods in).
+pub const APP_NAME: &str = "outfit-workspaces";
+
 /// deic-dk's owner labels: the user id split at its `@`.
 pub const LABEL_USER: &str = "user";
 /// See [`LABEL_USER`].

@@ -9,18 +9,8 @@ use k8s_openapi::{
     apimachinery::pkg::api::resource::Quantity,
 };
 
+pub use crate::model::limits::Limits;
 use crate::quantity::{self, Amount};
-
-/// What each user may have at once; `None` is no limit.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Limits {
-    /// `maxWorkspacesPerUser`: workspace pods.
-    pub max_workspaces: Option<usize>,
-    /// `maxCpuPerUser`: CPU requested by all of them, in millicores.
-    pub max_cpu_millis: Option<u64>,
-    /// `maxMemoryPerUser`: memory requested by all of them, in bytes.
-    pub max_memory_bytes: Option<u64>,
-}
 
 /// What a pod asks the scheduler for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

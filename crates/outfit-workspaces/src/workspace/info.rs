@@ -12,7 +12,7 @@ use crate::{
     policy::culling,
     workspace::{
         manifest, objects,
-        progress::types::{Report, Status},
+        progress::{self, Report, Stage, Status},
     },
 };
 
@@ -46,33 +46,6 @@ pub struct PodInfo {
     pub k8s_pod_info: Option<BTreeMap<String, String>>,
 }
 
-/// Where a pod's create or delete stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Progress {
-    /// The create has not finished: no start jobs yet, deadline not passed.
-    Creating,
-    /// The pod is being deleted.
-    Deleting,
-    /// Neither.
-    Settled,
-}
-
-/// Where `pod`'s create or delete stands.
-pub fn progress(pod: &Pod) -> Progress {
-    if pod.metadata.deletion_timestamp.is_some() {
-        return Progress::Deleting;
-    }
-    let annotations = pod.metadata.annotations.as_ref();
-    let has = |key| annotations.is_some_and(|a| a.contains_key(key));
-    // A pod with no deadline was not made by a create (one made by hand with outfit's labels): it
-    // is settled.
-    if has(keys::ANNOTATION_CREATE_DEADLINE) && !has(keys::ANNOTATION_STARTED) {
-        Progress::Creating
-    } else {
-        Progress::Settled
-    }
-}
-
 /// `pod` as `get_pods` shows it at `now`.
 pub fn pod_info(pod: &Pod, config: &Config, now: Timestamp) -> PodInfo {
     let name = pod.metadata.name.clone().unwrap_or_default();
@@ -94,10 +67,10 @@ pub fn pod_info(pod: &Pod, config: &Config, now: Timestamp) -> PodInfo {
         node_ip: status.and_then(|s| s.host_ip.clone()).unwrap_or_default(),
         owner: crate::model::user::owner_of(pod).unwrap_or_default().to_owned(),
         age: started.map_or_else(|| "0:0:0".to_owned(), |t| age(t, now)),
-        status: match progress(pod) {
-            Progress::Creating => "Creating".to_owned(),
-            Progress::Deleting => "Deleting".to_owned(),
-            Progress::Settled => format!(
+        status: match progress::stage(pod) {
+            Stage::Creating => "Creating".to_owned(),
+            Stage::Deleting => "Deleting".to_owned(),
+            Stage::Settled => format!(
                 "{phase}:{}",
                 started
                     .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())

@@ -1,7 +1,8 @@
 //! The NetworkPolicy of each workspace pod: in from the ingress controller, the backend and (for
 //! ssh) anywhere on port 22; out to DNS and the internet but not the internal ranges, save the
 //! user's own silo. It reads the pod as [`manifest`] made it and names itself as [`objects`] names
-//! a pod's objects, so it sits above them; what it is configured with is in [`super::settings`].
+//! a pod's objects, so it sits above them; what it is configured with is in
+//! [`model::isolation`](crate::model::isolation).
 
 use std::{collections::BTreeMap, net::IpAddr};
 
@@ -21,7 +22,6 @@ use k8s_openapi::{
 
 use crate::{
     cidr::Cidr,
-    install,
     model::{config::data_network_address, isolation::NetworkIsolation, keys, names},
     workspace::{manifest, objects},
 };
@@ -70,7 +70,7 @@ fn ingress_rules(pod: &Pod, policy: &NetworkIsolation) -> Vec<NetworkPolicyIngre
         });
     let backend = NetworkPolicyPeer {
         namespace_selector: Some(namespace_named(&policy.backend_namespace)),
-        pod_selector: Some(match_labels([(LABEL_APP_NAME, install::NAME)])),
+        pod_selector: Some(match_labels([(LABEL_APP_NAME, keys::APP_NAME)])),
         ip_block: None,
     };
     let mut rules = vec![NetworkPolicyIngressRule {

@@ -1,10 +1,14 @@
-//! A workspace's progress as the progress stream sends it: each step of a start (storage bound,
-//! scheduled, image pulled, containers started, ready, services made) or of a delete, with its
-//! state, when it finished and what the cluster said, read from the pod, its storage claim and the
-//! Events about it. Pure: the stream and the long polls read the cache and ask here.
+//! Where a workspace's start or delete stands, read from its pod, its storage claim and the Events
+//! about it. Pure: the lifecycle, the stream and the long polls read the cache and ask here.
+//!
+//! [`phase`] reads the pod's status once for everyone: its stage (creating, deleting, settled),
+//! readiness, the phase a stuck start is in, its deadline and failure. The rest is the progress
+//! report the stream sends: each step of a start (storage bound, scheduled, image pulled,
+//! containers started, ready, services made) or of a delete, with its state, when it finished and
+//! what the cluster said (`steps`, `events`, `types`), put together here.
 
 mod events;
-mod phase;
+pub mod phase;
 mod steps;
 pub(crate) mod types;
 
@@ -15,10 +19,11 @@ use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
 use self::steps::{create_steps, delete_steps};
 pub use self::{
     events::{event_time, last_warning},
-    phase::{IMAGE_REASONS, Phase, deadline, failure, has_ended, is_ready, storage_claim_of, stuck},
+    phase::{
+        IMAGE_REASONS, Phase, Stage, deadline, failure, has_ended, is_ready, stage, storage_claim_of, stuck,
+    },
     types::{Report, Status, Step, StepState},
 };
-use crate::workspace::info;
 
 /// The progress of `pod` (called `name`), with its storage `claim` (when it mounts one) and the
 /// Events about it. `None` for `pod` means it is gone: `deleted`.
@@ -37,7 +42,7 @@ pub fn report(
     }
     let mut steps = create_steps(pod, claim, events);
     let Some(reason) = failure(pod) else {
-        let status = if info::progress(pod) == info::Progress::Settled {
+        let status = if stage(pod) == Stage::Settled {
             Status::Ready
         } else {
             Status::Creating

@@ -71,7 +71,8 @@ pub fn has_ended(pod: &Pod) -> bool {
     )
 }
 
-fn condition<'a>(pod: &'a Pod, kind: &str) -> Option<&'a PodCondition> {
+/// The pod's condition of type `kind`, if the pod has one.
+pub(super) fn condition<'a>(pod: &'a Pod, kind: &str) -> Option<&'a PodCondition> {
     pod.status
         .as_ref()?
         .conditions
@@ -133,6 +134,33 @@ pub fn stuck(pod: &Pod, claim: Option<&PersistentVolumeClaim>) -> (Phase, String
     }
     let message = first_waiting.unwrap_or_else(|| "containers not ready".to_owned());
     (Phase::Readiness, message)
+}
+
+/// Where a pod's create or delete stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// The create has not finished: no start jobs yet, deadline not passed.
+    Creating,
+    /// The pod is being deleted.
+    Deleting,
+    /// Neither.
+    Settled,
+}
+
+/// Where `pod`'s create or delete stands.
+pub fn stage(pod: &Pod) -> Stage {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return Stage::Deleting;
+    }
+    let annotations = pod.metadata.annotations.as_ref();
+    let has = |key| annotations.is_some_and(|a| a.contains_key(key));
+    // A pod with no deadline was not made by a create (one made by hand with outfit's labels): it
+    // is settled.
+    if has(keys::ANNOTATION_CREATE_DEADLINE) && !has(keys::ANNOTATION_STARTED) {
+        Stage::Creating
+    } else {
+        Stage::Settled
+    }
 }
 
 /// The pod's create deadline.

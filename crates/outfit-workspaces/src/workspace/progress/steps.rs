@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{ContainerStatus, Event, PersistentVolumeClaim, Pod, PodCondition};
+use k8s_openapi::api::core::v1::{ContainerStatus, Event, PersistentVolumeClaim, Pod};
 
 use super::{
     events::{event_time, latest},
-    phase::{self, storage_claim_of},
+    phase::{self, condition, storage_claim_of},
     types::{Step, StepState},
 };
 use crate::model::keys;
@@ -30,15 +30,6 @@ fn after(previous: &Step, name: &'static str, next: impl FnOnce() -> Step) -> St
     } else {
         step(name, Pending, "", None)
     }
-}
-
-fn condition<'a>(pod: &'a Pod, kind: &str) -> Option<&'a PodCondition> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == kind)
 }
 
 fn container_statuses(pod: &Pod) -> &[ContainerStatus] {
