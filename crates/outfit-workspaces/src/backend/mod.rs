@@ -26,7 +26,6 @@ use crate::{
         cluster::{Cluster, ClusterError},
         fetch::Fetcher,
     },
-    lifecycle,
     model::{config::Config, names, user::UserId},
     policy::limits,
     workspace::{
@@ -34,6 +33,7 @@ use crate::{
         manifest,
         manifest::{Requester, Settings},
         progress::Status,
+        start,
     },
 };
 
@@ -231,7 +231,10 @@ impl Backend {
 
     /// Makes the pod's NetworkPolicy, unless `networkPolicy` is off.
     async fn isolate(&self, pod: &Pod) -> Result<(), ClusterError> {
-        lifecycle::isolate(&self.cluster, &self.config, pod).await
+        match start::isolation(pod, &self.config) {
+            Some((policy, owner)) => self.cluster.ensure_network_policy(&policy, &owner).await,
+            None => Ok(()),
+        }
     }
 
     /// Waits (briefly) until the cache shows `pod`, so that a `get_pods` or watch right after the

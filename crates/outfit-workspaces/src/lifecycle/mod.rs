@@ -1,7 +1,8 @@
 //! The work that follows a create, driven by what the cache shows rather than by the request that
 //! started it, so a restarted backend (or a second replica) carries on where the last one stopped:
 //!
-//! - a pod that turned Ready gets its Services, Ingress and tokens, then is marked started;
+//! - a pod that turned Ready gets what its [`StartPlan`] says (NetworkPolicy, Services, Ingress,
+//!   tokens), then is marked started;
 //! - a pod past its deadline (stored on the pod), or that ended, is marked failed with the phase
 //!   it was stuck in and its last Warning event, reported in an Event, and removed; the Services
 //!   and Ingress it owns go with it (garbage collector);
@@ -32,8 +33,8 @@ use crate::{
     model::{config::Config, duration, keys},
     policy::culling::{self, Cull},
     workspace::{
-        manifest, network_policy, objects,
         progress::{self, Phase, deadline, failure, storage_claim_of},
+        start::{self, StartPlan, TokenRead},
     },
 };
 
@@ -217,65 +218,11 @@ impl Lifecycle {
         }
     }
 
-    /// The start jobs: Services, Ingress and tokens, then the `started` mark.
+    /// The start jobs: what the pod's [`StartPlan`] says, applied.
     async fn finish(&self, pod: &Pod) -> Result<(), Unfinished> {
-        let services = |e: cluster::ClusterError| {
-            if e.is_transient() {
-                Unfinished::Later(e)
-            } else {
-                // The reason is shown to the user: the API server's verdict, the dump in the log.
-                tracing::warn!(pod = pod.name_any(), error = %e, "a start job was refused");
-                Unfinished::Failed(Phase::Services, e.public_message())
-            }
-        };
-        let owner = objects::owned_by(pod)
-            .ok_or_else(|| Unfinished::Failed(Phase::Services, "the pod has no uid".to_owned()))?;
-        let mut annotations: BTreeMap<&str, Option<String>> = BTreeMap::new();
-        // Made at create; made here too in case the backend stopped in between.
-        isolate(&self.cluster, &self.config, pod)
-            .await
-            .map_err(services)?;
-        tracing::debug!(pod = pod.name_any(), "pod ready; making its services");
-        if manifest::exposes_ssh(pod) {
-            let service = self
-                .cluster
-                .ensure_service(&objects::ssh_service(pod, &owner), &owner)
-                .await
-                .map_err(services)?;
-            let node_port = service
-                .spec
-                .and_then(|s| s.ports)
-                .and_then(|p| p.first().and_then(|p| p.node_port));
-            annotations.insert(keys::ANNOTATION_SSH_PORT, node_port.map(|p| p.to_string()));
-        }
-        if let Ok(Some(port)) = manifest::ingress_port(pod) {
-            let service = objects::http_service(pod, &owner, port);
-            self.cluster
-                .ensure_service(&service, &owner)
-                .await
-                .map_err(services)?;
-            let ingress = objects::ingress(pod, &owner, port, &self.config);
-            self.cluster
-                .ensure_ingress(&ingress, &owner)
-                .await
-                .map_err(services)?;
-        }
-        tracing::debug!(pod = pod.name_any(), "services made; reading tokens");
-        let tokens = self.read_tokens(pod).await;
-        if !tokens.is_empty() {
-            let json = serde_json::to_string(&tokens).expect("a map of strings serializes");
-            annotations.insert(keys::ANNOTATION_TOKENS, Some(json));
-        }
-        annotations.insert(keys::ANNOTATION_STARTED, Some(Timestamp::now().to_string()));
-        // Gone: the user deleted it meanwhile (the Services and Ingress made for it go with it,
-        // by their owner reference); not a failed start.
-        self.cluster.annotate_pod(pod, annotations).await.map_err(|e| {
-            if e.is_gone() {
-                Unfinished::Gone
-            } else {
-                services(e)
-            }
-        })?;
+        let plan =
+            start::plan(pod, &self.config).map_err(|e| Unfinished::Failed(Phase::Services, e.to_string()))?;
+        self.apply(pod, &plan).await?;
         let elapsed = since_created(pod);
         self.metrics.spawned(&manifest_name(pod), None, elapsed);
         let took = duration::format(elapsed);
@@ -291,17 +238,62 @@ impl Lifecycle {
         Ok(())
     }
 
-    /// The tokens of the copy-token annotation, each read from `/tmp/<key>` of the first
-    /// container. A token that can't be read is left out (deic-dk does the same) and logged;
-    /// no retry starts past the create's deadline, so a missing token never holds up the answer.
-    async fn read_tokens(&self, pod: &Pod) -> BTreeMap<String, String> {
+    /// Makes the plan's NetworkPolicy, Services and Ingress, reads its tokens, and marks the pod
+    /// started with what they gave.
+    async fn apply(&self, pod: &Pod, plan: &StartPlan) -> Result<(), Unfinished> {
+        let refused = |e: cluster::ClusterError| {
+            if e.is_transient() {
+                Unfinished::Later(e)
+            } else {
+                // The reason is shown to the user: the API server's verdict, the dump in the log.
+                tracing::warn!(pod = pod.name_any(), error = %e, "a start job was refused");
+                Unfinished::Failed(Phase::Services, e.public_message())
+            }
+        };
+        tracing::debug!(pod = pod.name_any(), "pod ready; making its services");
+        let ssh_node_port = self.make_objects(plan).await.map_err(refused)?;
+        tracing::debug!(pod = pod.name_any(), "services made; reading tokens");
+        let tokens = match &plan.tokens {
+            Some(read) => self.read_tokens(pod, read).await,
+            None => BTreeMap::new(),
+        };
+        let marks = plan.marks(ssh_node_port, &tokens, Timestamp::now());
+        // Gone: the user deleted it meanwhile (the Services and Ingress made for it go with it,
+        // by their owner reference); not a failed start.
+        self.cluster
+            .annotate_pod(pod, marks)
+            .await
+            .map_err(|e| if e.is_gone() { Unfinished::Gone } else { refused(e) })?;
+        Ok(())
+    }
+
+    /// Makes the plan's objects, each owned by the pod; answers the ssh Service's node port.
+    async fn make_objects(&self, plan: &StartPlan) -> Result<Option<i32>, cluster::ClusterError> {
+        if let Some(policy) = &plan.network_policy {
+            self.cluster.ensure_network_policy(policy, &plan.owner).await?;
+        }
+        let mut node_port = None;
+        if let Some(service) = &plan.ssh_service {
+            let made = self.cluster.ensure_service(service, &plan.owner).await?;
+            node_port = made
+                .spec
+                .and_then(|s| s.ports)
+                .and_then(|p| p.first().and_then(|p| p.node_port));
+        }
+        if let Some((service, ingress)) = &plan.http {
+            self.cluster.ensure_service(service, &plan.owner).await?;
+            self.cluster.ensure_ingress(ingress, &plan.owner).await?;
+        }
+        Ok(node_port)
+    }
+
+    /// The tokens `read` names, each from `/tmp/<key>` of its container. A token that can't be
+    /// read is left out (deic-dk does the same) and logged; no retry starts past the create's
+    /// deadline, so a missing token never holds up the answer.
+    async fn read_tokens(&self, pod: &Pod, read: &TokenRead) -> BTreeMap<String, String> {
         let deadline = deadline(pod);
         let mut tokens = BTreeMap::new();
-        let keys = manifest::token_keys(pod).unwrap_or_default();
-        let Some(container) = pod.spec.as_ref().and_then(|s| s.containers.first()) else {
-            return tokens;
-        };
-        for key in keys {
+        for key in &read.keys {
             let mut last_error = String::new();
             for attempt in 0..TOKEN_TRIES {
                 if attempt > 0 {
@@ -314,8 +306,8 @@ impl Lifecycle {
                     .cluster
                     .read_token(
                         &pod.name_any(),
-                        &container.name,
-                        &key,
+                        &read.container,
+                        key,
                         self.config.token_byte_limit,
                     )
                     .await
@@ -330,7 +322,7 @@ impl Lifecycle {
                     }
                 }
             }
-            if !tokens.contains_key(&key) {
+            if !tokens.contains_key(key) {
                 tracing::warn!(pod = pod.name_any(), key, error = last_error, "token not read");
             }
         }
@@ -438,18 +430,6 @@ impl Lifecycle {
             }
         }
     }
-}
-
-/// Makes `pod`'s NetworkPolicy (owned by the pod), unless `networkPolicy` is off.
-pub async fn isolate(cluster: &Cluster, config: &Config, pod: &Pod) -> Result<(), cluster::ClusterError> {
-    if !config.network.enabled {
-        return Ok(());
-    }
-    let Some(owner) = objects::owned_by(pod) else {
-        return Ok(());
-    };
-    let policy = network_policy::network_policy(pod, &owner, &config.network);
-    cluster.ensure_network_policy(&policy, &owner).await
 }
 
 /// The manifest a pod was made from, for the spawn metrics.
