@@ -10,14 +10,16 @@
 //!   (isolation, limits) and the configuration that holds them.
 //! - [`policy`]: the rules a workspace is held to: per-user limits, and when its time is up.
 //! - [`workspace`]: one workspace, pure: the pod a create makes, its storage, Services, Ingress and
-//!   NetworkPolicy, what `get_pods` answers, and its progress (where a start or delete stands).
-//! - [`io`]: what talks to the outside: the API server's calls, the watches, manifests fetched,
+//!   NetworkPolicy, the plan of what it needs once ready, what `get_pods` answers, and its progress
+//!   (where a start or delete stands).
+//! - [`io`]: what talks to the outside: the API server's calls (and the trait of those the backend
+//!   and the lifecycle make, which their unit tests fake), the watches, manifests fetched,
 //!   callers' identity, what the native API offers, and the counters `/metrics` serves.
-//! - [`lifecycle`]: what follows a create (a start's jobs, deadlines) and culling, and the
-//!   workspaces' own activity endpoints.
-//! - [`backend`]: the operations (create, list, delete, the storage sweep), one folder for
-//!   `Backend`; above the lifecycle because a create hands its pod on to it.
-//! - [`api`]: HTTP: the page, the native API, deic-dk's API; one folder for `Api`.
+//! - [`lifecycle`] and [`backend`], side by side (neither imports the other): what follows a create
+//!   (a start's plan applied, deadlines), culling, the storage sweep and the workspaces' own
+//!   activity endpoints; and the operations (create, list, delete), one folder for `Backend`
+//!   and its `impl`s. Both run over [`io::calls::ClusterCalls`].
+//! - [`api`]: HTTP: the page, the native API, deic-dk's API; one folder for `Api` and its `impl`s.
 //! - [`run`]: the process. [`install`] prints what a cluster needs; it imports nothing here.
 
 pub mod cidr;
@@ -29,9 +31,8 @@ pub mod workspace;
 
 pub mod io;
 
-pub mod lifecycle;
-
 pub mod backend;
+pub mod lifecycle;
 
 pub mod api;
 

@@ -22,8 +22,9 @@ use self::types::{Deletion, Holders, Turns};
 use crate::{
     io::{
         cache::{Cache, OWN_WRITE_VISIBLE},
+        calls::ClusterCalls,
         catalogue::Catalogue,
-        cluster::{Cluster, ClusterError},
+        cluster::ClusterError,
         fetch::Fetcher,
     },
     model::{config::Config, names, user::UserId},
@@ -43,9 +44,9 @@ const STORAGE_WANTED: Duration = Duration::from_secs(30);
 /// How often the delete of a failed create's pod is tried while the API server is away.
 const UNDO_RETRY: Duration = Duration::from_secs(2);
 
-impl Backend {
+impl<C: ClusterCalls> Backend<C> {
     /// A backend over `cluster`, answering from `cache`.
-    pub fn new(config: Arc<Config>, cluster: Cluster, cache: Cache) -> Self {
+    pub fn new(config: Arc<Config>, cluster: C, cache: Cache) -> Self {
         let fetcher = Fetcher::new(
             config.whitelist_manifest_regex.clone(),
             config.manifest_fetch_timeout,
@@ -450,3 +451,6 @@ impl Backend {
             .await)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -13,6 +13,7 @@ use super::types::{Backend, Created, Deletion, RequestError};
 use crate::{
     io::{
         auth::Identity,
+        calls::ClusterCalls,
         catalogue::{self, Item},
     },
     model::{keys, names, user::belongs_to},
@@ -39,7 +40,7 @@ pub struct Launch {
 /// shorter): a page that pings on every keystroke costs one write a minute.
 const ACTIVITY_WRITE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
-impl Backend {
+impl<C: ClusterCalls> Backend<C> {
     /// The workspaces of `identity`, or everyone's when an admin asks for `all`.
     pub fn workspaces(&self, identity: &Identity, all: bool) -> Result<Vec<Workspace>, RequestError> {
         if all && !identity.admin {

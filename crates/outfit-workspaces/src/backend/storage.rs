@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::types::{Backend, RequestError};
 use crate::{
-    io::cluster::ClusterError,
+    io::{calls::ClusterCalls, cluster::ClusterError},
     model::{names, user::UserId},
     workspace::objects,
 };
@@ -23,7 +23,7 @@ enum Attempt {
     Again,
 }
 
-impl Backend {
+impl<C: ClusterCalls> Backend<C> {
     /// Makes sure the user's PV and PVC exist and are not being deleted, marked as wanted until
     /// `until`; returns the claim's name. Storage of the user's still being deleted is waited
     /// for and made anew, never taken as ready; storage of the same name that is someone else's

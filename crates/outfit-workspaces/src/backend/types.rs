@@ -173,18 +173,18 @@ pub struct CreateOutcome {
     pub reason: Option<String>,
 }
 
-/// The backend.
+/// The backend, over the cluster `C` (the API server's, or the unit tests' fake).
 #[derive(Clone)]
-pub struct Backend {
+pub struct Backend<C = Cluster> {
     pub(super) config: Arc<Config>,
-    pub(super) cluster: Cluster,
+    pub(super) cluster: C,
     pub(super) cache: Cache,
     pub(super) fetcher: Fetcher,
     pub(super) catalogue: Catalogue,
     pub(super) turns: Turns,
 }
 
-impl std::fmt::Debug for Backend {
+impl<C> std::fmt::Debug for Backend<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Backend").finish_non_exhaustive()
     }

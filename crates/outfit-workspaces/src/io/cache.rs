@@ -209,6 +209,76 @@ impl Cache {
     }
 }
 
+/// What feeds a cache made by [`Cache::fed`]: the unit tests' fake cluster, in place of the
+/// watches.
+#[cfg(test)]
+pub(crate) struct CacheFeed {
+    pods: reflector::store::Writer<Pod>,
+    claims: reflector::store::Writer<PersistentVolumeClaim>,
+    changes: Arc<watch::Sender<u64>>,
+}
+
+#[cfg(test)]
+impl CacheFeed {
+    fn apply<K>(
+        writer: &mut reflector::store::Writer<K>,
+        event: watcher::Event<K>,
+        changes: &watch::Sender<u64>,
+    ) where
+        K: kube::Resource<DynamicType = ()> + Clone,
+    {
+        writer.apply_watcher_event(&event);
+        changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// `pod` was made or changed.
+    pub(crate) fn pod(&mut self, pod: Pod) {
+        Self::apply(&mut self.pods, watcher::Event::Apply(pod), &self.changes);
+    }
+
+    /// `pod` is gone.
+    pub(crate) fn pod_gone(&mut self, pod: Pod) {
+        Self::apply(&mut self.pods, watcher::Event::Delete(pod), &self.changes);
+    }
+
+    /// `claim` was made or changed.
+    pub(crate) fn claim(&mut self, claim: PersistentVolumeClaim) {
+        Self::apply(&mut self.claims, watcher::Event::Apply(claim), &self.changes);
+    }
+
+    /// `claim` is gone.
+    pub(crate) fn claim_gone(&mut self, claim: PersistentVolumeClaim) {
+        Self::apply(&mut self.claims, watcher::Event::Delete(claim), &self.changes);
+    }
+}
+
+#[cfg(test)]
+impl Cache {
+    /// A synced, empty cache of `namespace` that shows what its feed is given.
+    pub(crate) fn fed(namespace: &str) -> (Self, CacheFeed) {
+        let pods = reflector::store::Writer::default();
+        let claims = reflector::store::Writer::default();
+        let events = reflector::store::Writer::<Event>::default();
+        let changes = Arc::new(watch::channel(0u64).0);
+        let cache = Self {
+            pods: pods.as_reader(),
+            claims: claims.as_reader(),
+            events: events.as_reader(),
+            namespace: namespace.into(),
+            changes: changes.clone(),
+            synced: Arc::new(watch::channel(true).0),
+        };
+        (
+            cache,
+            CacheFeed {
+                pods,
+                claims,
+                changes,
+            },
+        )
+    }
+}
+
 /// Drops what a progress report never reads from an Event before it is cached.
 fn slim_event(event: &mut Event) {
     let meta = &mut event.metadata;

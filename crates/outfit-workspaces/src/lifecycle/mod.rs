@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     io::{
         cache::Cache,
+        calls::ClusterCalls,
         cluster::{self, Cluster},
         metrics::Metrics,
     },
@@ -46,16 +47,16 @@ const TICK: Duration = Duration::from_secs(1);
 
 /// Finishes and fails creates, and sweeps unused storage.
 #[derive(Clone)]
-pub struct Lifecycle {
+pub struct Lifecycle<C = Cluster> {
     config: Arc<Config>,
-    cluster: Cluster,
+    cluster: C,
     cache: Cache,
     metrics: Arc<Metrics>,
     /// Pods a task is working on, so one pass never starts a second task for the same pod.
     busy: Arc<Mutex<HashSet<String>>>,
 }
 
-impl std::fmt::Debug for Lifecycle {
+impl<C> std::fmt::Debug for Lifecycle<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lifecycle").finish_non_exhaustive()
     }
@@ -122,9 +123,9 @@ pub fn next_step(
     Next::Wait
 }
 
-impl Lifecycle {
+impl<C: ClusterCalls> Lifecycle<C> {
     /// The lifecycle of the pods in `cache`.
-    pub fn new(config: Arc<Config>, cluster: Cluster, cache: Cache, metrics: Arc<Metrics>) -> Self {
+    pub fn new(config: Arc<Config>, cluster: C, cache: Cache, metrics: Arc<Metrics>) -> Self {
         Self {
             config,
             cluster,
@@ -157,10 +158,11 @@ impl Lifecycle {
         }
     }
 
+    /// One pass: what each pod needs now, each done in a task of its own.
     fn pass(&self) {
-        let now = Timestamp::now();
-        let pods = self.cache.pods();
-        let running = pods
+        let running = self
+            .cache
+            .pods()
             .iter()
             .filter(|p| {
                 progress::stage(p) == progress::Stage::Settled
@@ -168,15 +170,7 @@ impl Lifecycle {
             })
             .count();
         self.metrics.set_running(running);
-        for pod in pods {
-            let claim = storage_claim_of(&pod).and_then(|name| self.cache.claim(name));
-            let next = match next_step(&pod, claim.as_deref(), now) {
-                Next::Wait => match culling::due(&pod, &self.config, now) {
-                    Some(cull) => Next::Cull(cull),
-                    None => continue,
-                },
-                next => next,
-            };
+        for (pod, next) in self.due(Timestamp::now()) {
             let name = pod.name_any();
             tracing::debug!(pod = name, ?next, "next step");
             if !self.busy.lock().expect("busy set").insert(name.clone()) {
@@ -184,25 +178,7 @@ impl Lifecycle {
             }
             let this = self.clone();
             tokio::spawn(async move {
-                match next {
-                    Next::Finish => match this.finish(&pod).await {
-                        Ok(()) => {}
-                        Err(Unfinished::Gone) => tracing::debug!(
-                            pod = name,
-                            "deleted (or made anew) while its start was being finished"
-                        ),
-                        Err(Unfinished::Later(error)) => tracing::warn!(
-                            pod = name,
-                            %error,
-                            "could not finish the start; retrying on the next pass"
-                        ),
-                        Err(Unfinished::Failed(phase, why)) => this.fail(&pod, phase, why).await,
-                    },
-                    Next::Fail(phase, why) => this.fail(&pod, phase, why).await,
-                    Next::Remove => this.remove(&pod).await,
-                    Next::Cull(cull) => this.cull(&pod, &cull).await,
-                    Next::Wait => {}
-                }
+                this.act(&pod, next).await;
                 // Wait for the cache to show what the task wrote before the pod may be picked
                 // again, so a pass never repeats the work on a stale copy.
                 let version = pod.resource_version();
@@ -215,6 +191,47 @@ impl Lifecycle {
                     .await;
                 this.busy.lock().expect("busy set").remove(&name);
             });
+        }
+    }
+
+    /// The pods that need something done at `now`, and what, as the cache shows them.
+    fn due(&self, now: Timestamp) -> Vec<(Arc<Pod>, Next)> {
+        let mut due = Vec::new();
+        for pod in self.cache.pods() {
+            let claim = storage_claim_of(&pod).and_then(|name| self.cache.claim(name));
+            let next = match next_step(&pod, claim.as_deref(), now) {
+                Next::Wait => match culling::due(&pod, &self.config, now) {
+                    Some(cull) => Next::Cull(cull),
+                    None => continue,
+                },
+                next => next,
+            };
+            due.push((pod, next));
+        }
+        due
+    }
+
+    /// Does what `pod` needs.
+    async fn act(&self, pod: &Pod, next: Next) {
+        let name = pod.name_any();
+        match next {
+            Next::Finish => match self.finish(pod).await {
+                Ok(()) => {}
+                Err(Unfinished::Gone) => tracing::debug!(
+                    pod = name,
+                    "deleted (or made anew) while its start was being finished"
+                ),
+                Err(Unfinished::Later(error)) => tracing::warn!(
+                    pod = name,
+                    %error,
+                    "could not finish the start; retrying on the next pass"
+                ),
+                Err(Unfinished::Failed(phase, why)) => self.fail(pod, phase, why).await,
+            },
+            Next::Fail(phase, why) => self.fail(pod, phase, why).await,
+            Next::Remove => self.remove(pod).await,
+            Next::Cull(cull) => self.cull(pod, &cull).await,
+            Next::Wait => {}
         }
     }
 
@@ -448,78 +465,4 @@ fn since_created(pod: &Pod) -> Duration {
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    fn pod(annotations: serde_json::Value, status: serde_json::Value) -> Pod {
-        serde_json::from_value(json!({
-            "metadata": {"name": "p", "annotations": annotations},
-            "status": status,
-        }))
-        .unwrap()
-    }
-
-    fn at(text: &str) -> Timestamp {
-        text.parse().unwrap()
-    }
-
-    const DEADLINE: &str = "2026-01-01T00:01:30Z";
-
-    #[test]
-    fn a_ready_creating_pod_is_finished() {
-        let ready = json!({"conditions": [{"type": "Ready", "status": "True"}]});
-        let pod = pod(json!({keys::ANNOTATION_CREATE_DEADLINE: DEADLINE}), ready);
-        assert_eq!(next_step(&pod, None, at("2026-01-01T00:00:10Z")), Next::Finish);
-    }
-
-    #[test]
-    fn a_pod_past_its_deadline_fails_with_its_phase() {
-        let pod = pod(json!({keys::ANNOTATION_CREATE_DEADLINE: DEADLINE}), json!({}));
-        assert_eq!(next_step(&pod, None, at("2026-01-01T00:01:00Z")), Next::Wait);
-        let Next::Fail(phase, why) = next_step(&pod, None, at("2026-01-01T00:01:30Z")) else {
-            panic!("expected a failure");
-        };
-        assert_eq!(phase, Phase::Scheduling);
-        assert!(why.contains("deadline"), "{why}");
-    }
-
-    #[test]
-    fn a_pod_that_ended_fails_before_its_deadline() {
-        let ended = json!({"phase": "Failed", "conditions": [{"type": "PodScheduled", "status": "True"}]});
-        let pod = pod(json!({keys::ANNOTATION_CREATE_DEADLINE: DEADLINE}), ended);
-        assert!(matches!(
-            next_step(&pod, None, at("2026-01-01T00:00:01Z")),
-            Next::Fail(Phase::Readiness, _)
-        ));
-    }
-
-    #[test]
-    fn started_failed_and_foreign_pods_are_left_alone() {
-        let ready = json!({"conditions": [{"type": "Ready", "status": "True"}]});
-        let started = pod(
-            json!({keys::ANNOTATION_CREATE_DEADLINE: DEADLINE, keys::ANNOTATION_STARTED: "x"}),
-            ready.clone(),
-        );
-        let failed = pod(
-            json!({keys::ANNOTATION_CREATE_DEADLINE: DEADLINE, keys::ANNOTATION_FAILED: "x"}),
-            json!({}),
-        );
-        let foreign = pod(json!({}), ready);
-        let late = at("2030-01-01T00:00:00Z");
-        for pod in [started, foreign] {
-            assert_eq!(next_step(&pod, None, late), Next::Wait);
-        }
-        // A failed pod whose delete did not go through is deleted again, until it is going.
-        assert_eq!(next_step(&failed, None, late), Next::Remove);
-        let culled = pod(
-            json!({keys::ANNOTATION_STARTED: "x", keys::ANNOTATION_CULLED: "idle"}),
-            json!({}),
-        );
-        assert_eq!(next_step(&culled, None, late), Next::Remove);
-        let mut going = failed;
-        going.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(late));
-        assert_eq!(next_step(&going, None, late), Next::Wait);
-    }
-}
+mod tests;
