@@ -1,6 +1,11 @@
 //! The operations behind deic-dk's API (§1.2 of the reference), one method each, free of HTTP:
 //! reads come from the watch cache, writes go to the API server, and long polls wait on the
 //! cache's changes.
+//!
+//! This folder is [`Backend`]'s: the type and its errors in `types.rs`, its operations here, the
+//! native API's in `native.rs`, the user's storage in `storage.rs`. It runs over any
+//! [`ClusterCalls`]: the API server's [`Cluster`](crate::io::cluster::Cluster), or the unit tests'
+//! fake.
 
 use std::{net::IpAddr, sync::Arc, time::Duration};
 
