@@ -6,7 +6,7 @@
 //! | 0 | `Config::load` of a YAML file | an error names the file; the loaded config prepares a manifest |
 //! | 1 | the native API's launch body (`backend::Launch`, JSON) | every setting is applied to the env it names or warned about; the mandatory env (`SD_UID`, ...) is the backend's, whatever the settings say |
 //! | 2 | a manifest (`manifest::prepare`, then `assemble`) | the mandatory env is the backend's in every container, as the container will see it; pod names and their objects' names fit 63 characters |
-//! | 3 | a Pod (JSON; `report::report`, `culling`, `info`, `limits`, `progress`) | `percent` ≤ 100, and 100 exactly when ready or deleted |
+//! | 3 | a Pod (JSON; `progress::report`, `culling`, `info`, `limits`, `progress`) | `percent` ≤ 100, and 100 exactly when ready or deleted |
 //! | 4 | a Pod, its claim and Events (`{"pod":…, "claim":…, "events":[…]}`) | as 3 |
 //! | 5 | a quantity (`quantity::cpu_millis`, `bytes`) | what `format_cpu` / `format_bytes` write reads back as the same amount |
 //! | 6 | a user name (`auth::owner_id`) | an owner id is a valid user id, maps to itself, and ends in `.serviceaccount` only for a service account |
@@ -25,13 +25,16 @@ use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
 use libfuzzer_sys::fuzz_target;
 use outfit_core::quantity;
 use outfit_workspaces::{
-    Config, auth,
+    Config,
     backend::{CreateRequest, Launch},
-    culling, duration, info, limits,
-    manifest::{self, MANDATORY_ENV, Placement, Prepared, Requester, Settings},
-    names, progress,
-    report::{self, Status},
-    user::UserId,
+    io::auth,
+    model::{duration, names, user::UserId},
+    policy::{culling, limits},
+    workspace::{
+        info,
+        manifest::{self, MANDATORY_ENV, Placement, Prepared, Requester, Settings},
+        progress::{self, Status},
+    },
 };
 
 /// The manifest launches use: deic-dk's Jupyter manifest as the manifest tests have it.
@@ -238,7 +241,7 @@ fn assert_mandatory_env(prepared: &Prepared, requester: Requester<'_>, config: &
     let expected = [
         (
             "HOME_SERVER_IP",
-            Some(outfit_workspaces::config::data_network_address(requester.silo_ip)),
+            Some(outfit_workspaces::model::config::data_network_address(requester.silo_ip)),
         ),
         ("SD_UID", Some(requester.user.as_str().to_owned())),
         (
@@ -274,14 +277,14 @@ fn assert_names_fit(pod: &str) {
 
 fn pod_views(pod: &Pod, claim: Option<&PersistentVolumeClaim>, events: &[std::sync::Arc<Event>]) {
     let name = pod.metadata.name.as_deref().unwrap_or("workspace");
-    let report = report::report(name, Some(pod), claim, events);
+    let report = progress::report(name, Some(pod), claim, events);
     assert!(report.percent <= 100, "percent {}", report.percent);
     assert_eq!(
         report.percent == 100,
         matches!(report.status, Status::Ready | Status::Deleted),
         "{report:?}"
     );
-    let _ = report::report(name, None, claim, events);
+    let _ = progress::report(name, None, claim, events);
     let _ = info::pod_info(pod, &CONFIG, now());
     let _ = info::workspace(pod, &report, &CONFIG, now());
     let _ = culling::lifetimes(pod, &CONFIG);
@@ -310,7 +313,7 @@ fn progress_bundle(input: &[u8]) {
         return;
     };
     let events: Vec<_> = bundle.events.into_iter().map(std::sync::Arc::new).collect();
-    let _ = report::last_warning(&events);
+    let _ = progress::last_warning(&events);
     pod_views(&bundle.pod, bundle.claim.as_ref(), &events);
 }
 

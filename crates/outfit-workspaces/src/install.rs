@@ -1,6 +1,6 @@
 //! What a cluster needs to run `outfit workspaces`, ready for `kubectl apply -f -`: its
 //! ServiceAccount, the least privilege it needs (a Role in the workspace namespace for exactly the
-//! calls [`crate::cluster`] and [`crate::cache`] make, a ClusterRole for the users' volumes and
+//! calls [`crate::io::cluster`] and [`crate::io::cache`] make, a ClusterRole for the users' volumes and
 //! for checking callers' tokens), its configuration, Deployment and Service.
 
 use outfit_k8s::component::{self, Component, Scope, Workload};
@@ -21,7 +21,7 @@ pub struct InstallOptions {
 }
 
 /// Name of the backend's objects.
-pub const NAME: &str = "outfit-workspaces";
+pub const NAME: &str = crate::model::keys::APP_NAME;
 /// The API port in the pod.
 pub const API_PORT: u16 = 8080;
 /// The admin port in the pod.
@@ -74,7 +74,7 @@ pub fn rbac(options: &InstallOptions) -> Vec<Value> {
                 // The election of the replica that runs the lifecycle: its one Lease (create
                 // cannot be narrowed to a name; RBAC does not know the name before it exists).
                 {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
-                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [crate::keys::LEASE], "verbs": ["get", "update"]},
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [crate::model::keys::LEASE], "verbs": ["get", "update"]},
             ]),
         ),
         backend.binding(pods),
@@ -219,7 +219,7 @@ mod tests {
             .iter()
             .find(|rule| rule["verbs"] == json!(["get", "update"]))
             .unwrap();
-        assert_eq!(named["resourceNames"], json!([crate::keys::LEASE]));
+        assert_eq!(named["resourceNames"], json!([crate::model::keys::LEASE]));
         assert_eq!(
             verbs(cluster_role, "authentication.k8s.io", "tokenreviews"),
             ["create"]

@@ -2,46 +2,40 @@
 //! pods with their storage, Services and Ingresses, behind deic-dk's user-pods API
 //! (`../shared/seeds/004`), and keeps every bit of its state in the cluster.
 //!
-//! The pure part, read bottom-up: [`keys`] (labels and annotations), [`user`], [`duration`],
-//! [`cidr`], [`names`], [`limits`] (per-user limits, on `outfit_core::quantity`'s amounts),
-//! [`isolation`] (pod defaults and NetworkPolicy; its settings at the bottom, the policy itself
-//! above [`objects`]), [`config`], [`manifest`] (the pod a create makes), [`objects`] (its storage,
-//! Services and Ingress), [`info`] (what `get_pods` answers), [`progress`] (where a start stands),
-//! [`report`] (a start's or delete's steps, as the progress stream sends them), [`culling`] (when a
-//! workspace's time is up).
-//!
-//! The part that talks: [`fetch`] (manifests), [`catalogue`] (what the native API offers),
-//! [`cluster`] (the API server's calls), [`cache`] (the watches), [`auth`] (who calls the native
-//! API), [`lifecycle`] (what follows a create, and culling), [`activity`] (workspaces' own
-//! activity endpoints), [`backend`] (the operations), [`metrics`], [`api`] (HTTP: the page, the
-//! native API, deic-dk's API), [`run`] (the process); [`install`] prints what a cluster needs.
+//! The folders are the layers, read bottom-up; a file imports only from its own layer or below:
+//! - [`cidr`]: address ranges (on `ipnet`), at the top of the tree so everything may use it;
+//!   CPU and memory amounts come from `outfit_core::quantity`.
+//! - [`model`]: the plain data: labels and annotations, users, names, durations, the settings
+//!   (isolation, limits) and the configuration that holds them.
+//! - [`policy`]: the rules a workspace is held to: per-user limits, and when its time is up.
+//! - [`workspace`]: one workspace, pure: the pod a create makes, its storage, Services, Ingress and
+//!   NetworkPolicy, the plan of what it needs once ready, what `get_pods` answers, and its progress
+//!   (where a start or delete stands).
+//! - [`io`]: what talks to the outside: the API server's calls (and the trait of those the backend
+//!   and the lifecycle make, which their unit tests fake), the watches, manifests fetched,
+//!   callers' identity, what the native API offers, and the counters `/metrics` serves.
+//! - [`lifecycle`] and [`backend`], side by side (neither imports the other): what follows a create
+//!   (a start's plan applied, deadlines), culling, the storage sweep and the workspaces' own
+//!   activity endpoints, run by the replica that holds the Lease; and the operations (create,
+//!   list, delete), one folder for `Backend` and its `impl`s. Both run over
+//!   [`io::calls::ClusterCalls`].
+//! - [`api`]: HTTP: the page, the native API, deic-dk's API; one folder for `Api` and its `impl`s.
+//! - [`run`]: the process. [`install`] prints what a cluster needs; it imports nothing here.
 
 pub mod cidr;
-pub mod config;
-pub mod culling;
-pub mod duration;
-pub mod info;
-pub mod isolation;
-pub mod keys;
-pub mod limits;
-pub mod manifest;
-pub mod names;
-pub mod objects;
-pub mod progress;
-pub mod report;
-pub mod user;
 
-pub mod activity;
-pub mod api;
-pub mod auth;
+pub mod model;
+pub mod policy;
+pub mod workspace;
+
+pub mod io;
+
 pub mod backend;
-pub mod cache;
-pub mod catalogue;
-pub mod cluster;
-pub mod fetch;
-pub mod install;
 pub mod lifecycle;
-pub mod metrics;
+
+pub mod api;
+
+pub mod install;
 pub mod run;
 
-pub use crate::{config::Config, run::Server};
+pub use crate::{model::config::Config, run::Server};

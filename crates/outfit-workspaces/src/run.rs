@@ -28,8 +28,11 @@ use outfit_k8s::{
 };
 
 use crate::{
-    activity::ActivityPoller, api::Api, auth::Authenticator, backend::Backend, cache::Cache,
-    cluster::Cluster, config::Config, keys, lifecycle::Lifecycle, metrics::Metrics,
+    api::Api,
+    backend::Backend,
+    io::{auth::Authenticator, cache::Cache, cluster::Cluster, metrics::Metrics},
+    lifecycle::{Lifecycle, activity::ActivityPoller},
+    model::{config::Config, keys},
 };
 
 /// How long shutdown waits for the Lease to be released.

@@ -196,7 +196,7 @@ async fn a_storage_delete_from_a_stale_view_keeps_a_claim_wanted_since() {
         .await
         .unwrap();
 
-    let cluster = outfit_workspaces::cluster::Cluster::new(client.clone(), ns);
+    let cluster = outfit_workspaces::io::cluster::Cluster::new(client.clone(), ns);
     let error = cluster
         .delete_storage("user-storage-erin", Some(&seen_version))
         .await

@@ -7,7 +7,10 @@ use std::{net::SocketAddr, sync::Arc};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::{auth::Authenticator, backend::Backend, metrics::Metrics};
+use crate::{
+    backend::Backend,
+    io::{auth::Authenticator, metrics::Metrics},
+};
 
 /// The API as served on one connection: the backend, the authenticator and the caller's address.
 #[derive(Clone)]

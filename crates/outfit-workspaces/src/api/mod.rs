@@ -2,6 +2,8 @@
 //! page ([`web`]: `/`, `/app.js`, `/app.css`), the native API ([`native`]: `/api/v1/...`, callers
 //! authenticated one by one) or deic-dk's API ([`compat`]: everything else, callers trusted by
 //! network and a shared token). Each answers an [`Answer`]; this module encodes it and counts it.
+//! This folder is [`Api`]'s: `connection.rs` holds the type, and `compat.rs`, `native.rs` and this
+//! file each the `impl Api` of their part.
 
 mod answer;
 mod compat;

@@ -14,8 +14,8 @@ use super::{
     sse,
 };
 use crate::{
-    auth::{AuthError, Identity},
     backend::{Launch, RequestError},
+    io::auth::{AuthError, Identity},
 };
 
 /// The OpenAPI description of this API.

@@ -14,7 +14,7 @@ use hyper::body::Frame;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::{backend::Backend, report::Report};
+use crate::{backend::Backend, workspace::progress::Report};
 
 /// How often a quiet stream sends a comment.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);

@@ -1,6 +1,11 @@
 //! The operations behind deic-dk's API (§1.2 of the reference), one method each, free of HTTP:
 //! reads come from the watch cache, writes go to the API server, and long polls wait on the
 //! cache's changes.
+//!
+//! This folder is [`Backend`]'s: the type and its errors in `types.rs`, its operations here, the
+//! native API's in `native.rs`, the user's storage in `storage.rs`. It runs over any
+//! [`ClusterCalls`]: the API server's [`Cluster`](crate::io::cluster::Cluster), or the unit tests'
+//! fake.
 
 use std::{net::IpAddr, sync::Arc, time::Duration};
 
@@ -20,17 +25,22 @@ pub use self::{
 
 use self::types::{Deletion, Holders, Turns};
 use crate::{
-    cache::{Cache, OWN_WRITE_VISIBLE},
-    catalogue::Catalogue,
-    cluster::{Cluster, ClusterError},
-    config::Config,
-    fetch::Fetcher,
-    info::{self, PodInfo},
-    lifecycle, limits, manifest,
-    manifest::{Requester, Settings},
-    names,
-    report::Status,
-    user::UserId,
+    io::{
+        cache::{Cache, OWN_WRITE_VISIBLE},
+        calls::ClusterCalls,
+        catalogue::Catalogue,
+        cluster::ClusterError,
+        fetch::Fetcher,
+    },
+    model::{config::Config, names, user::UserId},
+    policy::limits,
+    workspace::{
+        info::{self, PodInfo},
+        manifest,
+        manifest::{Requester, Settings},
+        progress::Status,
+        start,
+    },
 };
 
 /// How long a create's mark keeps the storage sweep off the user's storage: enough for the
@@ -39,9 +49,9 @@ const STORAGE_WANTED: Duration = Duration::from_secs(30);
 /// How often the delete of a failed create's pod is tried while the API server is away.
 const UNDO_RETRY: Duration = Duration::from_secs(2);
 
-impl Backend {
+impl<C: ClusterCalls> Backend<C> {
     /// A backend over `cluster`, answering from `cache`.
-    pub fn new(config: Arc<Config>, cluster: Cluster, cache: Cache) -> Self {
+    pub fn new(config: Arc<Config>, cluster: C, cache: Cache) -> Self {
         let fetcher = Fetcher::new(
             config.whitelist_manifest_regex.clone(),
             config.manifest_fetch_timeout,
@@ -109,9 +119,9 @@ impl Backend {
             silo_ip: &silo_ip,
         };
         let mut prepared = manifest::prepare(&manifest_text, requester, settings, &self.config)?;
-        crate::culling::lifetimes(&prepared.pod, &self.config).map_err(RequestError::Annotation)?;
+        crate::policy::culling::lifetimes(&prepared.pod, &self.config).map_err(RequestError::Annotation)?;
         prepared.pod.annotations_mut().insert(
-            crate::keys::ANNOTATION_MANIFEST_NAME.to_owned(),
+            crate::model::keys::ANNOTATION_MANIFEST_NAME.to_owned(),
             prepared.manifest_name.clone(),
         );
         // One create of a user's at a time, so two at once can't both fit under a limit.
@@ -176,7 +186,7 @@ impl Backend {
     ) -> Result<Option<Created>, RequestError> {
         for name in names {
             if let Some(holder) = self.cache.pod(name) {
-                holders.count(crate::user::belongs_to(holder.as_ref(), user));
+                holders.count(crate::model::user::belongs_to(holder.as_ref(), user));
                 continue;
             }
             match self.cluster.create_pod(&pod_of(name)).await {
@@ -227,7 +237,10 @@ impl Backend {
 
     /// Makes the pod's NetworkPolicy, unless `networkPolicy` is off.
     async fn isolate(&self, pod: &Pod) -> Result<(), ClusterError> {
-        lifecycle::isolate(&self.cluster, &self.config, pod).await
+        match start::isolation(pod, &self.config) {
+            Some((policy, owner)) => self.cluster.ensure_network_policy(&policy, &owner).await,
+            None => Ok(()),
+        }
     }
 
     /// Waits (briefly) until the cache shows `pod`, so that a `get_pods` or watch right after the
@@ -256,7 +269,7 @@ impl Backend {
             return Ok(not_yours);
         };
         // The lifecycle fails a pod at its deadline; allow it a moment to say why.
-        let deadline = crate::progress::deadline(&pod)
+        let deadline = crate::workspace::progress::deadline(&pod)
             .map(|d| {
                 let left = d.duration_since(Timestamp::now()).as_secs().max(0) as u64;
                 Instant::now() + Duration::from_secs(left) + OWN_WRITE_VISIBLE
@@ -293,7 +306,7 @@ impl Backend {
             pod: pod_name.to_owned(),
         };
         match self
-            .delete_current(pod_name, |pod| crate::user::belongs_to(pod, &user))
+            .delete_current(pod_name, |pod| crate::model::user::belongs_to(pod, &user))
             .await?
         {
             Deletion::None => Err(no_such_pod()),
@@ -399,7 +412,7 @@ impl Backend {
             .cache
             .claims()
             .iter()
-            .filter(|c| crate::user::belongs_to(c.as_ref(), &user))
+            .filter(|c| crate::model::user::belongs_to(c.as_ref(), &user))
             .map(|c| c.name_any())
             .collect();
         for name in &claims {
@@ -438,8 +451,11 @@ impl Backend {
                         let pod_ip = p.status.as_ref().and_then(|s| s.pod_ip.as_deref());
                         pod_ip.and_then(|i| i.parse::<IpAddr>().ok()) == Some(address)
                     })
-                    .and_then(|p| crate::user::owner_of(p.as_ref()).map(str::to_owned))
+                    .and_then(|p| crate::model::user::owner_of(p.as_ref()).map(str::to_owned))
             })
             .await)
     }
 }
+
+#[cfg(test)]
+mod tests;

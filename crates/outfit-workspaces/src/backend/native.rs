@@ -11,16 +11,18 @@ use tokio::sync::watch;
 
 use super::types::{Backend, Created, Deletion, RequestError};
 use crate::{
-    auth::Identity,
-    catalogue::{self, Item},
-    culling,
-    info::{self, Workspace},
-    keys,
-    manifest::Settings,
-    names,
-    progress::storage_claim_of,
-    report::{self, Report},
-    user::belongs_to,
+    io::{
+        auth::Identity,
+        calls::ClusterCalls,
+        catalogue::{self, Item},
+    },
+    model::{keys, names, user::belongs_to},
+    policy::culling,
+    workspace::{
+        info::{self, Workspace},
+        manifest::Settings,
+        progress::{self, Report, storage_claim_of},
+    },
 };
 
 /// A launch request: a catalogue entry and the env to set.
@@ -38,7 +40,7 @@ pub struct Launch {
 /// shorter): a page that pings on every keystroke costs one write a minute.
 const ACTIVITY_WRITE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
-impl Backend {
+impl<C: ClusterCalls> Backend<C> {
     /// The workspaces of `identity`, or everyone's when an admin asks for `all`.
     pub fn workspaces(&self, identity: &Identity, all: bool) -> Result<Vec<Workspace>, RequestError> {
         if all && !identity.admin {
@@ -164,7 +166,7 @@ impl Backend {
             .and_then(storage_claim_of)
             .and_then(|claim| self.cache.claim(claim));
         let events = self.cache.events_of(uid);
-        report::report(name, pod.as_deref(), claim.as_deref(), &events)
+        progress::report(name, pod.as_deref(), claim.as_deref(), &events)
     }
 
     /// A receiver that sees every change of the cache.

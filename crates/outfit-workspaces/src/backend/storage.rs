@@ -7,7 +7,11 @@ use kube::ResourceExt;
 use tokio::time::Instant;
 
 use super::types::{Backend, RequestError};
-use crate::{cluster::ClusterError, names, objects, user::UserId};
+use crate::{
+    io::{calls::ClusterCalls, cluster::ClusterError},
+    model::{names, user::UserId},
+    workspace::objects,
+};
 
 /// How one try at the user's storage ended.
 enum Attempt {
@@ -19,7 +23,7 @@ enum Attempt {
     Again,
 }
 
-impl Backend {
+impl<C: ClusterCalls> Backend<C> {
     /// Makes sure the user's PV and PVC exist and are not being deleted, marked as wanted until
     /// `until`; returns the claim's name. Storage of the user's still being deleted is waited
     /// for and made anew, never taken as ready; storage of the same name that is someone else's
@@ -62,7 +66,7 @@ impl Backend {
             let storage = objects::Storage::new(user, silo_ip, name.to_owned(), &self.config);
             let mut claim = storage.claim(user, &self.config);
             claim.annotations_mut().insert(
-                crate::keys::ANNOTATION_STORAGE_WANTED_UNTIL.to_owned(),
+                crate::model::keys::ANNOTATION_STORAGE_WANTED_UNTIL.to_owned(),
                 until.to_owned(),
             );
             return match self.cluster.create_claim(&claim).await {
@@ -71,7 +75,7 @@ impl Backend {
                 Err(e) => Err(storage_error(e)),
             };
         };
-        match crate::user::owner_of(&claim) {
+        match crate::model::user::owner_of(&claim) {
             // Another user's (their ids share deic-dk's user string): use the other name.
             Some(owner) if owner != user.as_str() => return Ok(Attempt::Taken),
             // Made by deic-dk (no owner mark): the user's only if its volume is theirs.

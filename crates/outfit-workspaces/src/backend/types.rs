@@ -10,15 +10,21 @@ use k8s_openapi::api::core::v1::Pod;
 use serde::Deserialize;
 
 use crate::{
-    cache::Cache,
-    catalogue::Catalogue,
-    cluster::{Cluster, ClusterError},
-    config::Config,
-    fetch::{FetchError, Fetcher},
-    limits,
-    manifest::{ManifestError, Settings},
-    progress::Phase,
-    user::{InvalidUserId, UserId},
+    io::{
+        cache::Cache,
+        catalogue::Catalogue,
+        cluster::{Cluster, ClusterError},
+        fetch::{FetchError, Fetcher},
+    },
+    model::{
+        config::Config,
+        user::{InvalidUserId, UserId},
+    },
+    policy::limits,
+    workspace::{
+        manifest::{ManifestError, Settings},
+        progress::Phase,
+    },
 };
 
 /// Why a request could not be done. Each says what was wrong; the API answers it with the
@@ -50,7 +56,7 @@ pub enum RequestError {
     },
     /// A pod name from the request can't be a workspace's.
     #[error(transparent)]
-    Name(#[from] crate::names::InvalidName),
+    Name(#[from] crate::model::names::InvalidName),
     /// The user has no pod of that name.
     #[error("user {user} has no pod named {pod:?}")]
     NoSuchPod {
@@ -167,18 +173,18 @@ pub struct CreateOutcome {
     pub reason: Option<String>,
 }
 
-/// The backend.
+/// The backend, over the cluster `C` (the API server's, or the unit tests' fake).
 #[derive(Clone)]
-pub struct Backend {
+pub struct Backend<C = Cluster> {
     pub(super) config: Arc<Config>,
-    pub(super) cluster: Cluster,
+    pub(super) cluster: C,
     pub(super) cache: Cache,
     pub(super) fetcher: Fetcher,
     pub(super) catalogue: Catalogue,
     pub(super) turns: Turns,
 }
 
-impl std::fmt::Debug for Backend {
+impl<C> std::fmt::Debug for Backend<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Backend").finish_non_exhaustive()
     }

@@ -1,0 +1,158 @@
+//! The backend's decisions on a fake cluster: per-user limits, and that another user's pod or
+//! storage is never touched.
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::*;
+use crate::{
+    io::fake::{FakeCluster, NAMESPACE},
+    model::keys,
+    policy::limits::Limit,
+};
+
+const WEB: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: web\n    image: nginx\n";
+
+/// Serves `manifest` on loopback to every request; its URL.
+async fn serve(manifest: &'static str) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            let mut request = [0u8; 2048];
+            let _ = tcp.read(&mut request).await;
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{manifest}",
+                manifest.len()
+            );
+            let _ = tcp.write_all(answer.as_bytes()).await;
+        }
+    });
+    format!("http://127.0.0.1:{port}/web.yaml")
+}
+
+/// A backend over a fake cluster, configured by `env` (`BACKEND_*` variables), fetching
+/// manifests from loopback.
+fn on_fake(env: &[(&str, &str)]) -> (Backend<FakeCluster>, FakeCluster) {
+    let mut env: BTreeMap<String, String> = env
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    env.insert(
+        "BACKEND_WHITELISTMANIFESTREGEX".to_owned(),
+        r"http://127\.0\.0\.1:".to_owned(),
+    );
+    let config = Config::load(None, |var| env.get(var).cloned()).unwrap().0;
+    let (fake, cache) = FakeCluster::new();
+    (Backend::new(Arc::new(config), fake.clone(), cache), fake)
+}
+
+/// A running workspace pod of `owner`'s.
+fn workspace(name: &str, owner: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": NAMESPACE, "uid": format!("uid-{name}"),
+                     "annotations": {keys::ANNOTATION_USER_ID: owner}},
+        "spec": {"containers": [{"name": "web", "image": "nginx"}]},
+        "status": {"phase": "Running"},
+    }))
+    .unwrap()
+}
+
+fn create(url: &str, user: &str) -> CreateRequest {
+    CreateRequest {
+        yaml_url: url.to_owned(),
+        user_id: user.to_owned(),
+        settings: None,
+    }
+}
+
+const SILO: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 11));
+
+#[tokio::test]
+async fn a_create_past_the_users_workspace_limit_is_refused_before_anything_is_made() {
+    let (backend, fake) = on_fake(&[("BACKEND_MAXWORKSPACESPERUSER", "1")]);
+    fake.put_pod(workspace("web-alice", "alice@dtu.dk"));
+    // Another user's pod does not count against alice.
+    fake.put_pod(workspace("web-bob", "bob@dtu.dk"));
+    let url = serve(WEB).await;
+    let error = backend
+        .create_pod(&create(&url, "alice@dtu.dk"), SILO)
+        .await
+        .expect_err("alice is at her limit");
+    let RequestError::Limit(exceeded) = error else {
+        panic!("a limit error, got {error:?}");
+    };
+    assert_eq!((exceeded.limit, exceeded.workspaces), (Limit::Workspaces, 1));
+    assert!(fake.calls().is_empty(), "nothing is made: {:?}", fake.calls());
+}
+
+#[tokio::test]
+async fn a_create_within_the_limits_makes_the_pod_and_its_network_policy() {
+    let (backend, fake) = on_fake(&[("BACKEND_MAXWORKSPACESPERUSER", "2")]);
+    fake.put_pod(workspace("web-alice", "alice@dtu.dk"));
+    let url = serve(WEB).await;
+    let created = backend
+        .create_pod(&create(&url, "alice@dtu.dk"), SILO)
+        .await
+        .unwrap();
+    let name = created.pod_name;
+    assert_ne!(name, "web-alice", "the name held by her other pod is skipped");
+    assert_eq!(
+        fake.calls(),
+        [
+            format!("create_pod {name}"),
+            format!("ensure_network_policy {}", names::network_policy(&name)),
+        ]
+    );
+    let pods: Vec<String> = backend
+        .get_pods("alice@dtu.dk")
+        .unwrap()
+        .into_iter()
+        .map(|p| p.pod_name)
+        .collect();
+    assert!(pods.contains(&name), "the cache shows it at once: {pods:?}");
+}
+
+#[tokio::test]
+async fn another_users_pod_is_neither_deleted_nor_shown() {
+    let (backend, fake) = on_fake(&[]);
+    fake.put_pod(workspace("ws", "bob@dtu.dk"));
+    let error = backend
+        .delete_pod("alice@dtu.dk", "ws")
+        .await
+        .expect_err("not alice's");
+    assert!(matches!(error, RequestError::NoSuchPod { .. }), "{error:?}");
+    // The cache may be behind, so the API server is asked too; its answer is judged the same.
+    assert_eq!(fake.calls(), ["get_pod ws"], "no delete is sent");
+    assert!(fake.with(|s| s.pods.contains_key("ws")));
+    assert!(backend.get_pods("alice@dtu.dk").unwrap().is_empty());
+    let gone = backend.watch_delete("alice@dtu.dk", "ws").await.unwrap();
+    assert!(
+        gone,
+        "about another's pod the answer is deleted, at once and saying nothing"
+    );
+}
+
+#[tokio::test]
+async fn another_users_storage_is_never_taken() {
+    let (backend, fake) = on_fake(&[]);
+    let alice = UserId::parse("alice@dtu.dk").unwrap();
+    let taken = names::storage_name(&alice);
+    let claim = serde_json::from_value(json!({
+        "metadata": {"name": taken, "annotations": {keys::ANNOTATION_USER_ID: "mallory@dtu.dk"}},
+    }))
+    .unwrap();
+    fake.put_claim(claim);
+    let name = backend
+        .ensure_storage(&alice, "10.0.0.11", "2999-01-01T00:00:00Z")
+        .await
+        .unwrap();
+    assert_eq!(name, names::storage_name_for(&alice), "alice's own name instead");
+    let calls = fake.calls();
+    assert!(calls.contains(&format!("create_claim {name}")), "{calls:?}");
+    assert!(!calls.contains(&format!("claim_storage {taken}")), "{calls:?}");
+    let owner = fake.with(|s| s.claims[&taken].annotations()[keys::ANNOTATION_USER_ID].clone());
+    assert_eq!(owner, "mallory@dtu.dk");
+}

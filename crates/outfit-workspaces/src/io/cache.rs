@@ -1,0 +1,299 @@
+//! The watch caches the backend answers from: its pods, its users' storage claims and the
+//! namespace's Events, each kept current by a reflector, and a counter that moves on every change
+//! so that long polls and progress streams wake on changes instead of polling the API server.
+
+use std::{future::Future, sync::Arc, time::Duration};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
+use kube::{
+    Api, Client,
+    runtime::{
+        WatchStreamExt,
+        reflector::{self, ObjectRef, Store},
+        watcher,
+    },
+};
+use tokio::{sync::watch, time::Instant};
+
+use crate::model::{keys, user::UserId};
+
+/// The backend's view of the cluster, as its watches last saw it.
+#[derive(Clone)]
+pub struct Cache {
+    pods: Store<Pod>,
+    claims: Store<PersistentVolumeClaim>,
+    events: Store<Event>,
+    namespace: Arc<str>,
+    changes: Arc<watch::Sender<u64>>,
+    synced: Arc<watch::Sender<bool>>,
+}
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache")
+            .field("namespace", &self.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Retries of a failed watch: 250 ms doubling to 4 s, reset by the next event. kube's default
+/// (client-go's: 0.8 s doubling to 30 s) left the cache up to ~35 s behind the API server after an
+/// outage in the soak (RELIABILITY.md), and a stale cache answers "no such workspace" for one that
+/// exists. One backend, three watches: a retry every 4 s costs the API server nothing.
+fn watch_backoff() -> watcher::ExponentialBackoff {
+    backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(250))
+        .with_max_delay(Duration::from_secs(4))
+        .with_factor(2.0)
+        .without_max_times()
+        .into()
+}
+
+impl Cache {
+    /// The cache of `namespace`, and the task that keeps it current (run it until shutdown).
+    pub fn new(client: &Client, namespace: &str) -> (Self, impl Future<Output = ()> + Send + 'static) {
+        let selector = format!("{}={}", keys::LABEL_MANAGED_BY, keys::MANAGED_BY);
+        let (pods, pod_writer) = reflector::store();
+        let (claims, claim_writer) = reflector::store();
+        let (events, event_writer) = reflector::store();
+        let changes = Arc::new(watch::channel(0u64).0);
+        let pod_stream = reflector::reflector(
+            pod_writer,
+            watcher(
+                Api::<Pod>::namespaced(client.clone(), namespace),
+                watcher::Config::default().labels(&selector),
+            )
+            .backoff(watch_backoff())
+            .modify(|pod: &mut Pod| pod.metadata.managed_fields = None),
+        );
+        let claim_stream = reflector::reflector(
+            claim_writer,
+            watcher(
+                Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace),
+                watcher::Config::default().labels(&selector),
+            )
+            .backoff(watch_backoff())
+            .modify(|claim: &mut PersistentVolumeClaim| claim.metadata.managed_fields = None),
+        );
+        // The namespace's pod Events: the scheduler's and kubelet's say where a start stands.
+        // The namespace holds workspaces only, and Events expire (an hour by default), so the
+        // cache grows with the launches of the last hour; each is kept with only what a
+        // progress report reads (about a third of an Event as the API server sends it).
+        let event_stream = reflector::reflector(
+            event_writer,
+            watcher(
+                Api::<Event>::namespaced(client.clone(), namespace),
+                watcher::Config::default().fields("involvedObject.kind=Pod"),
+            )
+            .backoff(watch_backoff())
+            .modify(slim_event),
+        );
+        let notify = changes.clone();
+        let synced = Arc::new(watch::channel(false).0);
+        // kube's `Store::wait_until_ready` wakes only its last waiter; one waiter here tells all.
+        let (first_pods, first_claims, first_events, tell) =
+            (pods.clone(), claims.clone(), events.clone(), synced.clone());
+        let sync = async move {
+            let _ = first_pods.wait_until_ready().await;
+            let _ = first_claims.wait_until_ready().await;
+            let _ = first_events.wait_until_ready().await;
+            tell.send_replace(true);
+        };
+        let watching = async move {
+            let events = futures::stream::select(
+                futures::stream::select(
+                    pod_stream.map(|e| e.map(|_| ())),
+                    claim_stream.map(|e| e.map(|_| ())),
+                ),
+                event_stream.map(|e| e.map(|_| ())),
+            );
+            let mut events = std::pin::pin!(events);
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(()) => notify.send_modify(|n| *n = n.wrapping_add(1)),
+                    // The watcher retries with backoff; the cache keeps its last view meanwhile.
+                    Err(error) => tracing::warn!(%error, "watch failed; retrying"),
+                }
+            }
+        };
+        let task = async move {
+            futures::join!(sync, watching);
+        };
+        let cache = Self {
+            pods,
+            claims,
+            events,
+            namespace: namespace.into(),
+            changes,
+            synced,
+        };
+        (cache, task)
+    }
+
+    /// Waits until every watch has listed everything once.
+    pub async fn synced(&self) {
+        let _ = self.synced.subscribe().wait_for(|synced| *synced).await;
+    }
+
+    /// The pod called `name`.
+    pub fn pod(&self, name: &str) -> Option<Arc<Pod>> {
+        self.pods.get(&ObjectRef::new(name).within(&self.namespace))
+    }
+
+    /// `user`'s pod called `name`; `None` when there is none or it is someone else's. Ownership is
+    /// the exact user id, never the labels two ids can share.
+    pub fn owned_pod(&self, user: &UserId, name: &str) -> Option<Arc<Pod>> {
+        self.pod(name)
+            .filter(|pod| crate::model::user::belongs_to(pod.as_ref(), user))
+    }
+
+    /// Every pod of `user`, in name order.
+    pub fn pods_of(&self, user: &UserId) -> Vec<Arc<Pod>> {
+        let mut pods = self
+            .pods
+            .state_filter(|pod| crate::model::user::belongs_to(pod, user));
+        pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        pods
+    }
+
+    /// Every pod the backend made.
+    pub fn pods(&self) -> Vec<Arc<Pod>> {
+        self.pods.state()
+    }
+
+    /// The storage claim called `name`.
+    pub fn claim(&self, name: &str) -> Option<Arc<PersistentVolumeClaim>> {
+        self.claims.get(&ObjectRef::new(name).within(&self.namespace))
+    }
+
+    /// Every storage claim the backend made.
+    pub fn claims(&self) -> Vec<Arc<PersistentVolumeClaim>> {
+        self.claims.state()
+    }
+
+    /// The Events about the object with `uid`, oldest first.
+    pub fn events_of(&self, uid: &str) -> Vec<Arc<Event>> {
+        let mut events = self
+            .events
+            .state_filter(|e| e.involved_object.uid.as_deref() == Some(uid));
+        events.sort_by_key(|e| crate::workspace::progress::event_time(e));
+        events
+    }
+
+    /// A receiver that sees every change of the cache.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Evaluates `check` now and after every change until it gives an answer or `deadline`
+    /// passes (then `None`).
+    pub async fn wait_for<T>(
+        &self,
+        deadline: Instant,
+        mut check: impl FnMut(&Self) -> Option<T>,
+    ) -> Option<T> {
+        let mut changes = self.changes();
+        loop {
+            changes.borrow_and_update();
+            if let Some(answer) = check(self) {
+                return Some(answer);
+            }
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                // The watch task is gone (shutdown): nothing will change any more.
+                Ok(Err(_)) => return check(self),
+                Err(_) => return None,
+            }
+        }
+    }
+}
+
+/// What feeds a cache made by [`Cache::fed`]: the unit tests' fake cluster, in place of the
+/// watches.
+#[cfg(test)]
+pub(crate) struct CacheFeed {
+    pods: reflector::store::Writer<Pod>,
+    claims: reflector::store::Writer<PersistentVolumeClaim>,
+    changes: Arc<watch::Sender<u64>>,
+}
+
+#[cfg(test)]
+impl CacheFeed {
+    fn apply<K>(
+        writer: &mut reflector::store::Writer<K>,
+        event: watcher::Event<K>,
+        changes: &watch::Sender<u64>,
+    ) where
+        K: kube::Resource<DynamicType = ()> + Clone,
+    {
+        writer.apply_watcher_event(&event);
+        changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// `pod` was made or changed.
+    pub(crate) fn pod(&mut self, pod: Pod) {
+        Self::apply(&mut self.pods, watcher::Event::Apply(pod), &self.changes);
+    }
+
+    /// `pod` is gone.
+    pub(crate) fn pod_gone(&mut self, pod: Pod) {
+        Self::apply(&mut self.pods, watcher::Event::Delete(pod), &self.changes);
+    }
+
+    /// `claim` was made or changed.
+    pub(crate) fn claim(&mut self, claim: PersistentVolumeClaim) {
+        Self::apply(&mut self.claims, watcher::Event::Apply(claim), &self.changes);
+    }
+
+    /// `claim` is gone.
+    pub(crate) fn claim_gone(&mut self, claim: PersistentVolumeClaim) {
+        Self::apply(&mut self.claims, watcher::Event::Delete(claim), &self.changes);
+    }
+}
+
+#[cfg(test)]
+impl Cache {
+    /// A synced, empty cache of `namespace` that shows what its feed is given.
+    pub(crate) fn fed(namespace: &str) -> (Self, CacheFeed) {
+        let pods = reflector::store::Writer::default();
+        let claims = reflector::store::Writer::default();
+        let events = reflector::store::Writer::<Event>::default();
+        let changes = Arc::new(watch::channel(0u64).0);
+        let cache = Self {
+            pods: pods.as_reader(),
+            claims: claims.as_reader(),
+            events: events.as_reader(),
+            namespace: namespace.into(),
+            changes: changes.clone(),
+            synced: Arc::new(watch::channel(true).0),
+        };
+        (
+            cache,
+            CacheFeed {
+                pods,
+                claims,
+                changes,
+            },
+        )
+    }
+}
+
+/// Drops what a progress report never reads from an Event before it is cached.
+fn slim_event(event: &mut Event) {
+    let meta = &mut event.metadata;
+    meta.managed_fields = None;
+    meta.annotations = None;
+    meta.labels = None;
+    event.related = None;
+    event.reporting_instance = None;
+    event.source = None;
+    event.action = None;
+    let object = &mut event.involved_object;
+    object.api_version = None;
+    object.resource_version = None;
+    object.namespace = None;
+}
+
+/// How long a handler waits for a change the backend made itself to show in the cache.
+pub const OWN_WRITE_VISIBLE: Duration = Duration::from_secs(10);

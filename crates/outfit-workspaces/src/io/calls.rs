@@ -1,0 +1,140 @@
+//! The calls the backend and the lifecycle make on the API server, as a trait, so that their
+//! decisions (limits, ownership, deadlines, culling, the storage sweep) are unit-tested on plain
+//! data: [`Cluster`] makes the calls for real (each forwards to its method of the same name,
+//! documented there), and the unit tests' fake records them.
+
+use std::{collections::BTreeMap, future::Future, time::Duration};
+
+use k8s_openapi::{
+    api::{
+        core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Service},
+        networking::v1::{Ingress, NetworkPolicy},
+    },
+    apimachinery::pkg::apis::meta::v1::OwnerReference,
+};
+
+use super::cluster::{Cluster, ClusterError};
+
+/// The API server as the backend and the lifecycle use it: the workspace namespace's pods, their
+/// objects and Events, and the users' storage.
+pub trait ClusterCalls: Clone + Send + Sync + 'static {
+    /// Creates `pod`; 409 when its name is taken.
+    fn create_pod(&self, pod: &Pod) -> impl Future<Output = Result<Pod, ClusterError>> + Send;
+    /// The pod `name`, if there is one.
+    fn get_pod(&self, name: &str) -> impl Future<Output = Result<Option<Pod>, ClusterError>> + Send;
+    /// Deletes the pod `name` (only if its uid is `uid`, when given); `false` when it was gone.
+    fn delete_pod(
+        &self,
+        name: &str,
+        uid: Option<&str>,
+    ) -> impl Future<Output = Result<bool, ClusterError>> + Send;
+    /// Deletes what was made for the pod `pod` of `uid` (Services, Ingress, NetworkPolicy) that
+    /// it still owns; failures are logged and left to the garbage collector.
+    fn delete_made_for(&self, pod: &str, uid: &str) -> impl Future<Output = ()> + Send;
+    /// Sets (`Some`) or removes (`None`) annotations of `pod`, only if it is still that pod.
+    fn annotate_pod(
+        &self,
+        pod: &Pod,
+        annotations: BTreeMap<&str, Option<String>>,
+    ) -> impl Future<Output = Result<Pod, ClusterError>> + Send;
+    /// Makes `object`, owned by `owner`, unless it is there.
+    fn ensure_service(
+        &self,
+        object: &Service,
+        owner: &OwnerReference,
+    ) -> impl Future<Output = Result<Service, ClusterError>> + Send;
+    /// Makes `object`, owned by `owner`, unless it is there.
+    fn ensure_ingress(
+        &self,
+        object: &Ingress,
+        owner: &OwnerReference,
+    ) -> impl Future<Output = Result<Ingress, ClusterError>> + Send;
+    /// Makes `policy`, owned by `owner`, unless it is there.
+    fn ensure_network_policy(
+        &self,
+        policy: &NetworkPolicy,
+        owner: &OwnerReference,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// The file `/tmp/<key>` of `container` in `pod`, at most `limit` bytes.
+    fn read_token(
+        &self,
+        pod: &str,
+        container: &str,
+        key: &str,
+        limit: usize,
+    ) -> impl Future<Output = Result<String, String>> + Send;
+    /// Publishes an Event about `pod`.
+    fn event(&self, pod: &Pod, warning: bool, reason: &str, note: String) -> impl Future<Output = ()> + Send;
+    /// The last Warning Event from the cluster about the object with `uid`.
+    fn last_warning(&self, uid: &str) -> impl Future<Output = Option<String>> + Send;
+    /// The storage claim `name`, if there is one.
+    fn claim(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<PersistentVolumeClaim>, ClusterError>> + Send;
+    /// The volume `name`, if there is one.
+    fn volume(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<PersistentVolume>, ClusterError>> + Send;
+    /// Creates `volume`; 409 when its name is taken.
+    fn create_volume(
+        &self,
+        volume: &PersistentVolume,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// Creates `claim`; 409 when its name is taken.
+    fn create_claim(
+        &self,
+        claim: &PersistentVolumeClaim,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// Marks the claim `name` as wanted until `until`.
+    fn claim_storage(&self, name: &str, until: &str)
+    -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// Deletes the claim and volume `name` (the claim only at version `seen`, when given; 409
+    /// when it changed since).
+    fn delete_storage(
+        &self,
+        name: &str,
+        seen: Option<&str>,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// Waits up to `limit` for the claim `name` to be gone; whether it is.
+    fn wait_claim_gone(
+        &self,
+        name: &str,
+        limit: Duration,
+    ) -> impl Future<Output = Result<bool, ClusterError>> + Send;
+}
+
+/// `impl ClusterCalls for Cluster`, each call forwarded to the method of the same name.
+macro_rules! forward_to_cluster {
+    ($($call:ident($($arg:ident: $type:ty),*) -> $output:ty;)*) => {
+        impl ClusterCalls for Cluster {
+            $(
+                fn $call(&self, $($arg: $type),*) -> impl Future<Output = $output> + Send {
+                    Cluster::$call(self, $($arg),*)
+                }
+            )*
+        }
+    };
+}
+
+forward_to_cluster! {
+    create_pod(pod: &Pod) -> Result<Pod, ClusterError>;
+    get_pod(name: &str) -> Result<Option<Pod>, ClusterError>;
+    delete_pod(name: &str, uid: Option<&str>) -> Result<bool, ClusterError>;
+    delete_made_for(pod: &str, uid: &str) -> ();
+    annotate_pod(pod: &Pod, annotations: BTreeMap<&str, Option<String>>) -> Result<Pod, ClusterError>;
+    ensure_service(object: &Service, owner: &OwnerReference) -> Result<Service, ClusterError>;
+    ensure_ingress(object: &Ingress, owner: &OwnerReference) -> Result<Ingress, ClusterError>;
+    ensure_network_policy(policy: &NetworkPolicy, owner: &OwnerReference) -> Result<(), ClusterError>;
+    read_token(pod: &str, container: &str, key: &str, limit: usize) -> Result<String, String>;
+    event(pod: &Pod, warning: bool, reason: &str, note: String) -> ();
+    last_warning(uid: &str) -> Option<String>;
+    claim(name: &str) -> Result<Option<PersistentVolumeClaim>, ClusterError>;
+    volume(name: &str) -> Result<Option<PersistentVolume>, ClusterError>;
+    create_volume(volume: &PersistentVolume) -> Result<(), ClusterError>;
+    create_claim(claim: &PersistentVolumeClaim) -> Result<(), ClusterError>;
+    claim_storage(name: &str, until: &str) -> Result<(), ClusterError>;
+    delete_storage(name: &str, seen: Option<&str>) -> Result<(), ClusterError>;
+    wait_claim_gone(name: &str, limit: Duration) -> Result<bool, ClusterError>;
+}

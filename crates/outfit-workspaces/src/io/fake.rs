@@ -1,0 +1,343 @@
+//! A unit-test fake of [`ClusterCalls`]: the objects as plain data, every call recorded, and what
+//! it writes shown in a [`Cache`] the way the watches would show it. The end-to-end tests run the
+//! same code against a real API server.
+
+use std::{
+    collections::{BTreeMap, HashSet},
+    future::Future,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use k8s_openapi::{
+    api::{
+        core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Service},
+        networking::v1::{Ingress, NetworkPolicy},
+    },
+    apimachinery::pkg::apis::meta::v1::OwnerReference,
+};
+use kube::ResourceExt;
+use serde_json::json;
+
+use super::{
+    cache::{Cache, CacheFeed},
+    calls::ClusterCalls,
+    cluster::ClusterError,
+};
+
+/// The namespace the fake's objects live in.
+pub(crate) const NAMESPACE: &str = "sciencedata-dev";
+
+/// What the fake holds.
+#[derive(Default)]
+pub(crate) struct State {
+    pub pods: BTreeMap<String, Pod>,
+    pub claims: BTreeMap<String, PersistentVolumeClaim>,
+    pub volumes: BTreeMap<String, PersistentVolume>,
+    /// Every call, as "call name", in order.
+    pub calls: Vec<String>,
+    /// Storage whose delete is refused with 409 (it changed since it was seen).
+    pub conflicts: HashSet<String>,
+    versions: u64,
+}
+
+impl State {
+    fn version(&mut self) -> String {
+        self.versions += 1;
+        self.versions.to_string()
+    }
+}
+
+/// The fake cluster; clones share their state.
+#[derive(Clone)]
+pub(crate) struct FakeCluster {
+    state: Arc<Mutex<State>>,
+    feed: Arc<Mutex<CacheFeed>>,
+}
+
+/// An error as the API server answers it.
+pub(crate) fn api_error(code: u16, reason: &str, action: &str) -> ClusterError {
+    let status = json!({"status": "Failure", "code": code, "reason": reason, "message": reason});
+    ClusterError {
+        action: action.to_owned(),
+        source: kube::Error::Api(serde_json::from_value(status).expect("a Status")),
+    }
+}
+
+impl FakeCluster {
+    /// An empty cluster, and the cache that watches it.
+    pub(crate) fn new() -> (Self, Cache) {
+        let (cache, feed) = Cache::fed(NAMESPACE);
+        let fake = Self {
+            state: Arc::default(),
+            feed: Arc::new(Mutex::new(feed)),
+        };
+        (fake, cache)
+    }
+
+    /// Reads or changes the state.
+    pub(crate) fn with<T>(&self, change: impl FnOnce(&mut State) -> T) -> T {
+        change(&mut self.state.lock().expect("fake state"))
+    }
+
+    /// The calls so far.
+    pub(crate) fn calls(&self) -> Vec<String> {
+        self.with(|s| s.calls.clone())
+    }
+
+    /// Stores `pod` (in the namespace, with a version) as if made earlier.
+    pub(crate) fn put_pod(&self, mut pod: Pod) {
+        pod.metadata.namespace = Some(NAMESPACE.to_owned());
+        let stored = self.with(|s| {
+            pod.metadata.resource_version = Some(s.version());
+            s.pods.insert(pod.name_any(), pod.clone());
+            pod
+        });
+        self.feed.lock().expect("feed").pod(stored);
+    }
+
+    /// Stores `claim` (in the namespace, with a version) as if made earlier.
+    pub(crate) fn put_claim(&self, mut claim: PersistentVolumeClaim) {
+        claim.metadata.namespace = Some(NAMESPACE.to_owned());
+        let stored = self.with(|s| {
+            claim.metadata.resource_version = Some(s.version());
+            s.claims.insert(claim.name_any(), claim.clone());
+            claim
+        });
+        self.feed.lock().expect("feed").claim(stored);
+    }
+
+    fn record(&self, call: String) {
+        self.with(|s| s.calls.push(call));
+    }
+}
+
+impl ClusterCalls for FakeCluster {
+    fn create_pod(&self, pod: &Pod) -> impl Future<Output = Result<Pod, ClusterError>> + Send {
+        let name = pod.name_any();
+        self.record(format!("create_pod {name}"));
+        let taken = self.with(|s| s.pods.contains_key(&name));
+        let mut pod = pod.clone();
+        pod.metadata.uid = Some(format!("uid-{name}"));
+        let result = if taken {
+            Err(api_error(409, "AlreadyExists", "creating Pod"))
+        } else {
+            self.put_pod(pod);
+            Ok(self.with(|s| s.pods[&name].clone()))
+        };
+        async move { result }
+    }
+
+    fn get_pod(&self, name: &str) -> impl Future<Output = Result<Option<Pod>, ClusterError>> + Send {
+        self.record(format!("get_pod {name}"));
+        let pod = self.with(|s| s.pods.get(name).cloned());
+        async move { Ok(pod) }
+    }
+
+    fn delete_pod(
+        &self,
+        name: &str,
+        uid: Option<&str>,
+    ) -> impl Future<Output = Result<bool, ClusterError>> + Send {
+        self.record(format!("delete_pod {name}"));
+        let result = self.with(|s| match s.pods.get(name) {
+            None => Ok(None),
+            Some(pod) if uid.is_some_and(|uid| pod.metadata.uid.as_deref() != Some(uid)) => {
+                Err(api_error(409, "Conflict", "deleting Pod"))
+            }
+            Some(_) => Ok(s.pods.remove(name)),
+        });
+        let result = result.map(|gone| match gone {
+            Some(pod) => {
+                self.feed.lock().expect("feed").pod_gone(pod);
+                true
+            }
+            None => false,
+        });
+        async move { result }
+    }
+
+    fn annotate_pod(
+        &self,
+        pod: &Pod,
+        annotations: BTreeMap<&str, Option<String>>,
+    ) -> impl Future<Output = Result<Pod, ClusterError>> + Send {
+        let name = pod.name_any();
+        let marks: Vec<String> = annotations.keys().map(|k| (*k).to_owned()).collect();
+        self.record(format!("annotate_pod {name} {}", marks.join(",")));
+        let stored = self.with(|s| s.pods.get(&name).filter(|p| p.uid() == pod.uid()).cloned());
+        let result = match stored {
+            None => Err(api_error(404, "NotFound", "annotating Pod")),
+            Some(mut stored) => {
+                let current = stored.annotations_mut();
+                for (key, value) in annotations {
+                    match value {
+                        Some(value) => current.insert(key.to_owned(), value),
+                        None => current.remove(key),
+                    };
+                }
+                self.put_pod(stored);
+                Ok(self.with(|s| s.pods[&name].clone()))
+            }
+        };
+        async move { result }
+    }
+
+    fn ensure_service(
+        &self,
+        object: &Service,
+        _owner: &OwnerReference,
+    ) -> impl Future<Output = Result<Service, ClusterError>> + Send {
+        self.record(format!("ensure_service {}", object.name_any()));
+        let mut made = object.clone();
+        // The API server picks a NodePort Service's node port.
+        let spec = made.spec.as_mut().expect("a Service spec");
+        if spec.type_.as_deref() == Some("NodePort") {
+            for port in spec.ports.iter_mut().flatten() {
+                port.node_port = Some(30022);
+            }
+        }
+        async move { Ok(made) }
+    }
+
+    fn ensure_ingress(
+        &self,
+        object: &Ingress,
+        _owner: &OwnerReference,
+    ) -> impl Future<Output = Result<Ingress, ClusterError>> + Send {
+        self.record(format!("ensure_ingress {}", object.name_any()));
+        let made = object.clone();
+        async move { Ok(made) }
+    }
+
+    fn ensure_network_policy(
+        &self,
+        policy: &NetworkPolicy,
+        _owner: &OwnerReference,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send {
+        self.record(format!("ensure_network_policy {}", policy.name_any()));
+        async { Ok(()) }
+    }
+
+    fn read_token(
+        &self,
+        pod: &str,
+        container: &str,
+        key: &str,
+        _limit: usize,
+    ) -> impl Future<Output = Result<String, String>> + Send {
+        self.record(format!("read_token {pod}/{container} {key}"));
+        let token = format!("token-{key}");
+        async move { Ok(token) }
+    }
+
+    fn delete_made_for(&self, pod: &str, _uid: &str) -> impl Future<Output = ()> + Send {
+        self.record(format!("delete_made_for {pod}"));
+        async {}
+    }
+
+    fn event(
+        &self,
+        pod: &Pod,
+        _warning: bool,
+        reason: &str,
+        _note: String,
+    ) -> impl Future<Output = ()> + Send {
+        self.record(format!("event {} {reason}", pod.name_any()));
+        async {}
+    }
+
+    async fn last_warning(&self, _uid: &str) -> Option<String> {
+        None
+    }
+
+    fn claim(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<PersistentVolumeClaim>, ClusterError>> + Send {
+        self.record(format!("claim {name}"));
+        let claim = self.with(|s| s.claims.get(name).cloned());
+        async move { Ok(claim) }
+    }
+
+    fn volume(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<PersistentVolume>, ClusterError>> + Send {
+        self.record(format!("volume {name}"));
+        let volume = self.with(|s| s.volumes.get(name).cloned());
+        async move { Ok(volume) }
+    }
+
+    fn create_volume(
+        &self,
+        volume: &PersistentVolume,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send {
+        let name = volume.name_any();
+        self.record(format!("create_volume {name}"));
+        let taken = self.with(|s| s.volumes.insert(name, volume.clone()).is_some());
+        let result = match taken {
+            true => Err(api_error(409, "AlreadyExists", "creating PersistentVolume")),
+            false => Ok(()),
+        };
+        async move { result }
+    }
+
+    fn create_claim(
+        &self,
+        claim: &PersistentVolumeClaim,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send {
+        let name = claim.name_any();
+        self.record(format!("create_claim {name}"));
+        let result = match self.with(|s| s.claims.contains_key(&name)) {
+            true => Err(api_error(409, "AlreadyExists", "creating PersistentVolumeClaim")),
+            false => {
+                self.put_claim(claim.clone());
+                Ok(())
+            }
+        };
+        async move { result }
+    }
+
+    fn claim_storage(
+        &self,
+        name: &str,
+        _until: &str,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send {
+        self.record(format!("claim_storage {name}"));
+        async { Ok(()) }
+    }
+
+    fn delete_storage(
+        &self,
+        name: &str,
+        seen: Option<&str>,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send {
+        self.record(format!("delete_storage {name}"));
+        let result = self.with(|s| {
+            let changed = s.claims.get(name).is_some_and(|c| {
+                seen.is_some_and(|seen| c.metadata.resource_version.as_deref() != Some(seen))
+            });
+            if changed || s.conflicts.contains(name) {
+                return Err(api_error(409, "Conflict", "deleting PersistentVolumeClaim"));
+            }
+            s.volumes.remove(name);
+            Ok(s.claims.remove(name))
+        });
+        let result = result.map(|gone| {
+            if let Some(claim) = gone {
+                self.feed.lock().expect("feed").claim_gone(claim);
+            }
+        });
+        async move { result }
+    }
+
+    fn wait_claim_gone(
+        &self,
+        name: &str,
+        _limit: Duration,
+    ) -> impl Future<Output = Result<bool, ClusterError>> + Send {
+        let gone = self.with(|s| !s.claims.contains_key(name));
+        async move { Ok(gone) }
+    }
+}

@@ -1,0 +1,14 @@
+//! What talks to the outside: the API server's calls ([`cluster`], and [`calls`]: the ones the
+//! backend and the lifecycle make, as a trait their unit tests fake), the watches ([`cache`]),
+//! manifests fetched over HTTP ([`fetch`]), what the native API offers ([`catalogue`]), who calls
+//! ([`auth`], by TokenReview), and the counters `/metrics` serves ([`metrics`]).
+
+pub mod auth;
+pub mod cache;
+pub mod calls;
+pub mod catalogue;
+pub mod cluster;
+#[cfg(test)]
+pub(crate) mod fake;
+pub mod fetch;
+pub mod metrics;

@@ -1,0 +1,263 @@
+//! What the lifecycle decides for each pod, and what it does about it, on a fake cluster.
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use serde_json::json;
+
+use super::*;
+use crate::{
+    io::fake::{FakeCluster, NAMESPACE},
+    model::names,
+};
+
+fn pod(annotations: serde_json::Value, status: serde_json::Value) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": "p", "annotations": annotations},
+        "status": status,
+    }))
+    .unwrap()
+}
+
+fn at(text: &str) -> Timestamp {
+    text.parse().unwrap()
+}
+
+const DEADLINE: &str = "2026-01-01T00:01:30Z";
+
+#[test]
+fn a_ready_creating_pod_is_finished() {
+    let ready = json!({"conditions": [{"type": "Ready", "status": "True"}]});
+    let pod = pod(json!({keys::ANNOTATION_CREATE_DEADLINE: DEADLINE}), ready);
+    assert_eq!(next_step(&pod, None, at("2026-01-01T00:00:10Z")), Next::Finish);
+}
+
+#[test]
+fn a_pod_past_its_deadline_fails_with_its_phase() {
+    let pod = pod(json!({keys::ANNOTATION_CREATE_DEADLINE: DEADLINE}), json!({}));
+    assert_eq!(next_step(&pod, None, at("2026-01-01T00:01:00Z")), Next::Wait);
+    let Next::Fail(phase, why) = next_step(&pod, None, at("2026-01-01T00:01:30Z")) else {
+        panic!("expected a failure");
+    };
+    assert_eq!(phase, Phase::Scheduling);
+    assert!(why.contains("deadline"), "{why}");
+}
+
+#[test]
+fn a_pod_that_ended_fails_before_its_deadline() {
+    let ended = json!({"phase": "Failed", "conditions": [{"type": "PodScheduled", "status": "True"}]});
+    let pod = pod(json!({keys::ANNOTATION_CREATE_DEADLINE: DEADLINE}), ended);
+    assert!(matches!(
+        next_step(&pod, None, at("2026-01-01T00:00:01Z")),
+        Next::Fail(Phase::Readiness, _)
+    ));
+}
+
+#[test]
+fn started_failed_and_foreign_pods_are_left_alone() {
+    let ready = json!({"conditions": [{"type": "Ready", "status": "True"}]});
+    let started = pod(
+        json!({keys::ANNOTATION_CREATE_DEADLINE: DEADLINE, keys::ANNOTATION_STARTED: "x"}),
+        ready.clone(),
+    );
+    let failed = pod(
+        json!({keys::ANNOTATION_CREATE_DEADLINE: DEADLINE, keys::ANNOTATION_FAILED: "x"}),
+        json!({}),
+    );
+    let foreign = pod(json!({}), ready);
+    let late = at("2030-01-01T00:00:00Z");
+    for pod in [started, foreign] {
+        assert_eq!(next_step(&pod, None, late), Next::Wait);
+    }
+    // A failed pod whose delete did not go through is deleted again, until it is going.
+    assert_eq!(next_step(&failed, None, late), Next::Remove);
+    let culled = pod(
+        json!({keys::ANNOTATION_STARTED: "x", keys::ANNOTATION_CULLED: "idle"}),
+        json!({}),
+    );
+    assert_eq!(next_step(&culled, None, late), Next::Remove);
+    let mut going = failed;
+    going.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(late));
+    assert_eq!(next_step(&going, None, late), Next::Wait);
+}
+
+/// A lifecycle over a fake cluster, configured by `env` (`BACKEND_*` variables).
+fn on_fake(env: &[(&str, &str)]) -> (Lifecycle<FakeCluster>, FakeCluster) {
+    let env: BTreeMap<String, String> = env
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let config = Config::load(None, |var| env.get(var).cloned()).unwrap().0;
+    let (fake, cache) = FakeCluster::new();
+    let leading = tokio::sync::watch::channel(true).1;
+    let lifecycle = Lifecycle::new(Arc::new(config), fake.clone(), cache, Arc::default(), leading);
+    (lifecycle, fake)
+}
+
+/// alice's workspace pod `name`, with `annotations` besides her user id.
+fn workspace(name: &str, owner: &str, annotations: serde_json::Value, status: serde_json::Value) -> Pod {
+    let mut pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "uid": format!("uid-{name}"), "annotations": annotations,
+                     "labels": {"user": "alice", "domain": "dtu.dk", "podName": name}},
+        "spec": {"containers": [{"name": "main", "image": "x", "ports": [{"containerPort": 22}]}]},
+        "status": status,
+    }))
+    .unwrap();
+    pod.annotations_mut()
+        .insert(keys::ANNOTATION_USER_ID.to_owned(), owner.to_owned());
+    pod
+}
+
+fn names_of(due: &[(Arc<Pod>, Next)]) -> Vec<(String, Next)> {
+    due.iter()
+        .map(|(pod, next)| (pod.name_any(), next.clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_creating_pod_past_its_deadline_is_failed_and_removed() {
+    let (lifecycle, fake) = on_fake(&[]);
+    let deadline = json!({keys::ANNOTATION_CREATE_DEADLINE: DEADLINE});
+    fake.put_pod(workspace("ws", "alice@dtu.dk", deadline, json!({})));
+    assert!(
+        lifecycle.due(at("2026-01-01T00:01:00Z")).is_empty(),
+        "not before its deadline"
+    );
+
+    let due = lifecycle.due(at("2026-01-01T00:01:30Z"));
+    let [(pod, next)] = &due[..] else {
+        panic!("one pod due: {:?}", names_of(&due));
+    };
+    assert!(matches!(next, Next::Fail(Phase::Scheduling, _)), "{next:?}");
+    lifecycle.act(pod, next.clone()).await;
+    assert_eq!(
+        fake.calls(),
+        [
+            "event ws CreateFailed".to_owned(),
+            format!("annotate_pod ws {}", keys::ANNOTATION_FAILED),
+            "delete_pod ws".to_owned(),
+        ]
+    );
+    assert!(fake.with(|s| s.pods.is_empty()), "the pod is removed");
+    assert!(lifecycle.cache.pods().is_empty(), "and the cache shows it gone");
+}
+
+#[tokio::test]
+async fn a_ready_pod_gets_what_its_plan_says_then_is_marked_started() {
+    let (lifecycle, fake) = on_fake(&[("BACKEND_INGRESSDOMAIN", "ws.example")]);
+    let annotations = json!({
+        keys::ANNOTATION_CREATE_DEADLINE: "2999-01-01T00:00:00Z",
+        keys::ANNOTATION_INGRESS_PORT: "8888",
+        keys::ANNOTATION_COPY_TOKEN: "appendURL",
+    });
+    let ready = json!({"conditions": [{"type": "Ready", "status": "True"}]});
+    fake.put_pod(workspace("ws", "alice@dtu.dk", annotations, ready));
+    let due = lifecycle.due(Timestamp::now());
+    assert_eq!(names_of(&due), [("ws".to_owned(), Next::Finish)]);
+    lifecycle.act(&due[0].0, Next::Finish).await;
+
+    let mut marks = [
+        keys::ANNOTATION_SSH_PORT,
+        keys::ANNOTATION_STARTED,
+        keys::ANNOTATION_TOKENS,
+    ];
+    marks.sort_unstable();
+    assert_eq!(
+        fake.calls(),
+        [
+            format!("ensure_network_policy {}", names::network_policy("ws")),
+            format!("ensure_service {}", names::ssh_service("ws")),
+            format!("ensure_service {}", names::http_service("ws")),
+            format!("ensure_ingress {}", names::ingress("ws")),
+            "read_token ws/main appendURL".to_owned(),
+            format!("annotate_pod ws {}", marks.join(",")),
+            "event ws WorkspaceReady".to_owned(),
+        ]
+    );
+    let stored = fake.with(|s| s.pods["ws"].clone());
+    let annotations = stored.annotations();
+    assert_eq!(
+        annotations[keys::ANNOTATION_SSH_PORT],
+        "30022",
+        "the node port the API server chose"
+    );
+    assert_eq!(
+        annotations[keys::ANNOTATION_TOKENS],
+        r#"{"appendURL":"token-appendURL"}"#
+    );
+    assert!(
+        lifecycle.due(Timestamp::now()).is_empty(),
+        "a started pod needs nothing more"
+    );
+}
+
+#[tokio::test]
+async fn started_workspaces_past_their_lifetime_or_idle_too_long_are_culled() {
+    let (lifecycle, fake) = on_fake(&[("BACKEND_MAXLIFETIME", "1h"), ("BACKEND_IDLETIMEOUT", "30m")]);
+    let started = |at: &str, active: &str| json!({keys::ANNOTATION_STARTED: at, keys::ANNOTATION_LAST_ACTIVITY: active});
+    let ready = json!({"conditions": [{"type": "Ready", "status": "True"}]});
+    let old = started("2026-01-01T10:00:00Z", "2026-01-01T11:59:00Z");
+    let idle = started("2026-01-01T11:20:00Z", "2026-01-01T11:25:00Z");
+    let busy = started("2026-01-01T11:20:00Z", "2026-01-01T11:59:00Z");
+    fake.put_pod(workspace("old", "alice@dtu.dk", old, ready.clone()));
+    fake.put_pod(workspace("idle", "alice@dtu.dk", idle, ready.clone()));
+    fake.put_pod(workspace("busy", "alice@dtu.dk", busy, ready));
+
+    let mut due = lifecycle.due(at("2026-01-01T12:00:00Z"));
+    due.sort_by_key(|(pod, _)| pod.name_any());
+    let reasons: Vec<_> = due
+        .iter()
+        .map(|(pod, next)| match next {
+            Next::Cull(cull) => (pod.name_any(), cull.reason()),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        reasons,
+        [("idle".to_owned(), "idle"), ("old".to_owned(), "lifetime")]
+    );
+
+    let (pod, next) = &due[1];
+    lifecycle.act(pod, next.clone()).await;
+    assert_eq!(
+        fake.calls(),
+        [
+            "event old Culled".to_owned(),
+            format!("annotate_pod old {}", keys::ANNOTATION_CULLED),
+            "delete_pod old".to_owned(),
+        ]
+    );
+    let left: Vec<String> = fake.with(|s| s.pods.keys().cloned().collect());
+    assert_eq!(left, ["busy", "idle"]);
+}
+
+/// A storage claim of `owner`'s, with `annotations`.
+fn claim(name: &str, owner: &str, annotations: serde_json::Value) -> PersistentVolumeClaim {
+    let mut claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": NAMESPACE, "annotations": annotations},
+    }))
+    .unwrap();
+    claim
+        .annotations_mut()
+        .insert(keys::ANNOTATION_USER_ID.to_owned(), owner.to_owned());
+    claim
+}
+
+#[tokio::test]
+async fn the_storage_sweep_removes_only_storage_no_pod_uses_and_no_create_wants() {
+    let (lifecycle, fake) = on_fake(&[]);
+    let wanted = json!({keys::ANNOTATION_STORAGE_WANTED_UNTIL: "2999-01-01T00:00:00Z"});
+    let lapsed = json!({keys::ANNOTATION_STORAGE_WANTED_UNTIL: "2000-01-01T00:00:00Z"});
+    fake.put_claim(claim("unused", "ann@x.dk", lapsed));
+    fake.put_claim(claim("wanted", "bob@x.dk", wanted));
+    fake.put_claim(claim("in-use", "cat@x.dk", json!({})));
+    fake.put_pod(workspace("cats", "cat@x.dk", json!({}), json!({})));
+    // Wanted again since the sweep's copy was read: the delete of that version is refused.
+    fake.put_claim(claim("changed", "dan@x.dk", json!({})));
+    fake.with(|s| s.conflicts.insert("changed".to_owned()));
+
+    lifecycle.sweep_storage().await;
+    let mut deletes = fake.calls();
+    deletes.sort();
+    assert_eq!(deletes, ["delete_storage changed", "delete_storage unused"]);
+    let left: Vec<String> = fake.with(|s| s.claims.keys().cloned().collect());
+    assert_eq!(left, ["changed", "in-use", "wanted"]);
+}

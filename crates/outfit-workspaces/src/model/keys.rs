@@ -1,0 +1,70 @@
+//! The labels and annotations the backend reads and writes: deic-dk's, kept for compatibility,
+//! and outfit's own, which hold the state deic-dk kept in memory.
+
+/// The backend's own name: its objects' name and its pods' `app.kubernetes.io/name` label (the
+/// NetworkPolicy lets its pods in).
+pub const APP_NAME: &str = "outfit-workspaces";
+
+/// deic-dk's owner labels: the user id split at its `@`.
+pub const LABEL_USER: &str = "user";
+/// See [`LABEL_USER`].
+pub const LABEL_DOMAIN: &str = "domain";
+/// deic-dk's label holding the pod's own name (Services select on it).
+pub const LABEL_POD_NAME: &str = "podName";
+/// deic-dk's label on every per-pod Service and Ingress.
+pub const LABEL_CREATED_FOR_POD: &str = "createdForPod";
+/// deic-dk's labels on user storage.
+pub const LABEL_NAME: &str = "name";
+/// See [`LABEL_NAME`].
+pub const LABEL_SERVER: &str = "server";
+
+/// Marks everything the backend made; the pod watch selects on it.
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// The value of [`LABEL_MANAGED_BY`].
+pub const MANAGED_BY: &str = "outfit-workspaces";
+
+/// Manifest annotation: comma-separated token keys read from `/tmp/<key>` in the first container.
+pub const ANNOTATION_COPY_TOKEN: &str = "sciencedata.dk/copy-token";
+/// Manifest annotation: the container port an http Service and an Ingress expose.
+pub const ANNOTATION_INGRESS_PORT: &str = "sciencedata.dk/ingress-port";
+
+/// The exact user id. Labels can't hold it (`a.b@x` and `a-b@x` share a user string, and label
+/// values are capped at 63 characters), so ownership is checked on this annotation.
+pub const ANNOTATION_USER_ID: &str = "outfit.dev/user-id";
+/// When an unfinished create is given up and its pod removed (RFC 3339). Stored on the pod so a
+/// restarted backend, or another replica, enforces the same deadline.
+pub const ANNOTATION_CREATE_DEADLINE: &str = "outfit.dev/create-deadline";
+/// Set once the start jobs (Services, Ingress, tokens) are done: the create is complete.
+pub const ANNOTATION_STARTED: &str = "outfit.dev/started";
+/// The copied tokens, a JSON object of key to value.
+pub const ANNOTATION_TOKENS: &str = "outfit.dev/tokens";
+/// The ssh Service's node port, as deic-dk's `k8s_pod_info.sshPort`.
+pub const ANNOTATION_SSH_PORT: &str = "outfit.dev/ssh-port";
+/// The manifest URL the pod was made from.
+pub const ANNOTATION_MANIFEST: &str = "outfit.dev/manifest-url";
+/// The address the create request came from (decides the NFS server of the user's storage).
+pub const ANNOTATION_SILO_IP: &str = "outfit.dev/silo-ip";
+/// Why a create failed, with the phase it was stuck in; set on the pod just before it is removed,
+/// so every watcher (in any replica) answers with the same reason.
+pub const ANNOTATION_FAILED: &str = "outfit.dev/failed";
+/// On user storage: a create wants it until this time (RFC 3339), so the storage sweep leaves it
+/// alone while the create's pod does not exist yet.
+pub const ANNOTATION_STORAGE_WANTED_UNTIL: &str = "outfit.dev/wanted-until";
+/// Annotation of the manifest's `metadata.name` (the label of the spawn metrics).
+pub const ANNOTATION_MANIFEST_NAME: &str = "outfit.dev/manifest";
+/// Manifest annotation: cull the workspace this long after it started (`never` or `0`: never).
+pub const ANNOTATION_MAX_LIFETIME: &str = "outfit.dev/max-lifetime";
+/// Manifest annotation: cull the workspace after this long without activity.
+pub const ANNOTATION_IDLE_TIMEOUT: &str = "outfit.dev/idle-timeout";
+/// Manifest annotation: a Jupyter-style status URL (`last_activity`) of the workspace; `{ip}` is
+/// the pod's address.
+pub const ANNOTATION_ACTIVITY_URL: &str = "outfit.dev/activity-url";
+/// Annotation of the workspace's last activity (RFC 3339).
+pub const ANNOTATION_LAST_ACTIVITY: &str = "outfit.dev/last-activity";
+/// Annotation of why the workspace was culled.
+pub const ANNOTATION_CULLED: &str = "outfit.dev/culled";
+/// The name the backend's Events are reported under.
+pub const REPORTER: &str = "outfit-workspaces";
+
+/// The Lease in the workspace namespace whose holder runs the lifecycle (one replica of several).
+pub const LEASE: &str = "outfit-workspaces";
