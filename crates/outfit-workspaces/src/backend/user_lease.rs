@@ -175,9 +175,12 @@ impl<C: ClusterCalls> UserTurn<C> {
     /// Gives the turn up, naming `made` (the pod this create made, if it made one) for the next
     /// holder. A failed release is left to expire.
     pub(super) async fn release(self, made: Option<&Pod>) {
-        let mut lease = self.lease.lock().await.clone();
-        // The renewer waits for the lock or sleeps: it is not halfway through a write.
+        let held = self.lease.lock().await;
+        // The renewer waits for the lock or sleeps, so it is not halfway through a write; aborted
+        // while the lock is held here, it never makes another.
         self.renewer.abort();
+        let mut lease = held.clone();
+        drop(held);
         let name = lease.name_any();
         if let Some(pod) = made {
             lease.annotations_mut().insert(

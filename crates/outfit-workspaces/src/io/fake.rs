@@ -48,6 +48,14 @@ impl State {
         self.versions += 1;
         self.versions.to_string()
     }
+
+    /// Stores `lease` at a new version, as the API server does on a write.
+    fn store_lease(&mut self, lease: &Lease) -> Lease {
+        let mut stored = lease.clone();
+        stored.metadata.resource_version = Some(self.version());
+        self.leases.insert(stored.name_any(), stored.clone());
+        stored
+    }
 }
 
 /// The fake cluster; clones share their state.
@@ -356,10 +364,7 @@ impl ClusterCalls for FakeCluster {
             if s.leases.contains_key(&name) {
                 return Err(api_error(409, "AlreadyExists", "creating Lease"));
             }
-            let mut stored = lease.clone();
-            stored.metadata.resource_version = Some(s.version());
-            s.leases.insert(name, stored.clone());
-            Ok(stored)
+            Ok(s.store_lease(lease))
         });
         async move { result }
     }
@@ -374,10 +379,7 @@ impl ClusterCalls for FakeCluster {
             if current.metadata.resource_version != lease.metadata.resource_version {
                 return Err(api_error(409, "Conflict", "updating Lease"));
             }
-            let mut stored = lease.clone();
-            stored.metadata.resource_version = Some(s.version());
-            s.leases.insert(name, stored.clone());
-            Ok(stored)
+            Ok(s.store_lease(lease))
         });
         async move { result }
     }
