@@ -71,10 +71,11 @@ pub fn rbac(options: &InstallOptions) -> Vec<Value> {
                 // publishing the backend's own Events.
                 {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch"]},
                 {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
-                // The election of the replica that runs the lifecycle: its one Lease (create
-                // cannot be narrowed to a name; RBAC does not know the name before it exists).
-                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
-                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [crate::model::keys::LEASE], "verbs": ["get", "update"]},
+                // The election of the replica that runs the lifecycle, and the per-user Leases a
+                // user's creates take turns on across replicas (named by a hash of the user, so not
+                // narrowed to names): create, get and update to take, renew and release one;
+                // list and delete for the leader's sweep of those no create used for long.
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "get", "update", "list", "delete"]},
             ]),
         ),
         backend.binding(pods),
@@ -208,18 +209,11 @@ mod tests {
             ["get", "create", "delete"]
         );
         assert_eq!(verbs(role, "", "events"), ["get", "list", "watch"]);
-        // The Lease by its name only, beyond create.
+        // Leases: taken, renewed and released; listed and deleted by the sweep. Never watched.
         assert_eq!(
             verbs(role, "coordination.k8s.io", "leases"),
-            ["create", "get", "update"]
+            ["create", "get", "update", "list", "delete"]
         );
-        let named = role["rules"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|rule| rule["verbs"] == json!(["get", "update"]))
-            .unwrap();
-        assert_eq!(named["resourceNames"], json!([crate::model::keys::LEASE]));
         assert_eq!(
             verbs(cluster_role, "authentication.k8s.io", "tokenreviews"),
             ["create"]

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
+use serde_json::Value;
 
 use super::{
     native::{metric, metrics},
@@ -116,4 +117,89 @@ async fn one_replica_runs_the_lifecycle_and_another_takes_over_when_it_dies() {
         "failover: {long} ready {:.1} s after the leader was killed",
         killed.elapsed().as_secs_f64()
     );
+}
+
+/// Issue 25: per-user limits hold across replicas. Each round, alice's two launches go to the two
+/// replicas at the same moment with `maxWorkspacesPerUser: 1`: the per-user Lease lets one
+/// replica check and create at a time, and the next waits until its own cache shows the pod the
+/// other made, so exactly one is admitted and the other refused with the limit's message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_users_limit_holds_when_two_replicas_are_asked_at_the_same_moment() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-replica-limits";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let web =
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec: {containers: [{name: main, image: x}]}\n";
+    let config = format!(
+        "maxWorkspacesPerUser: 1\ncatalogue:\n- {{name: web, url: '{}'}}\n",
+        manifests.put("web.yaml", web),
+    );
+    let first = Replica::start(plane, ns, &manifests, &config).await;
+    let second = Replica::start(plane, ns, &manifests, &config).await;
+    let alice = Caller::Token("outfit-alice-token");
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), ns);
+    for round in 0..6 {
+        let ((first_status, first_answer), (second_status, second_answer)) = tokio::join!(
+            first.backend.launch(alice, "web"),
+            second.backend.launch(alice, "web")
+        );
+        let answers = [(first_status, &first_answer), (second_status, &second_answer)];
+        let admitted: Vec<&Value> = answers
+            .iter()
+            .filter(|(s, _)| *s == 201)
+            .map(|(_, a)| *a)
+            .collect();
+        let refused: Vec<&Value> = answers
+            .iter()
+            .filter(|(s, _)| *s != 201)
+            .map(|(_, a)| *a)
+            .collect();
+        assert_eq!(
+            admitted.len(),
+            1,
+            "round {round}: exactly one admitted: {answers:?}"
+        );
+        let refusal = refused[0];
+        assert_eq!(
+            refusal["reason"].as_str(),
+            Some("LimitExceeded"),
+            "round {round}: {refusal}"
+        );
+        let message = refusal["error"].as_str().unwrap();
+        assert!(
+            message.starts_with("maxWorkspacesPerUser is 1: you have 1 workspace,"),
+            "round {round}: {message}"
+        );
+        // The admitted workspace is deleted, and gone from both replicas' views, before the next
+        // round.
+        let name = admitted[0]["name"].as_str().unwrap().to_owned();
+        let (status, answer) = first
+            .backend
+            .call(alice, "DELETE", &format!("/api/v1/workspaces/{name}"), None)
+            .await;
+        assert!(status < 300, "{status} {answer}");
+        let (name, pods, first, second) = (name.as_str(), &pods, &first, &second);
+        eventually(
+            "the admitted workspace gone",
+            Duration::from_secs(30),
+            || async move {
+                pods.get_opt(name).await.unwrap().is_none()
+                    && !lists(first, name).await
+                    && !lists(second, name).await
+            },
+        )
+        .await;
+    }
+}
+
+/// Whether `replica` lists alice's workspace `name`.
+async fn lists(replica: &Replica, name: &str) -> bool {
+    let alice = Caller::Token("outfit-alice-token");
+    let (_, list) = replica
+        .backend
+        .call(alice, "GET", "/api/v1/workspaces", None)
+        .await;
+    list.to_string().contains(name)
 }

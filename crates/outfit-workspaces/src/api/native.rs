@@ -112,7 +112,7 @@ fn request_failure(error: &RequestError) -> Answer {
         }
         RequestError::NoSuchPod { .. } => (StatusCode::NOT_FOUND, "NotFound"),
         RequestError::UnknownManifest(_) => (StatusCode::NOT_FOUND, "UnknownManifest"),
-        RequestError::NamesTaken { .. } | RequestError::AlreadyDeleting(_) => {
+        RequestError::NamesTaken { .. } | RequestError::AlreadyDeleting(_) | RequestError::Busy(_) => {
             (StatusCode::CONFLICT, "Conflict")
         }
         RequestError::Forbidden(_) => (StatusCode::FORBIDDEN, "Forbidden"),

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 mod native;
 mod storage;
 mod types;
+mod user_lease;
 
 pub use self::{
     native::Launch,
@@ -124,9 +125,29 @@ impl<C: ClusterCalls> Backend<C> {
             crate::model::keys::ANNOTATION_MANIFEST_NAME.to_owned(),
             prepared.manifest_name.clone(),
         );
-        // One create of a user's at a time, so two at once can't both fit under a limit.
+        // One create of a user's at a time, so two at once can't both fit under a limit: in this
+        // process (so its creates don't contend for the Lease), then across replicas.
         let _turn = self.turns.take(user).await;
-        let existing = self.cache.pods_of(user);
+        let turn = user_lease::take(&self.cluster, user).await?;
+        let created = self.create_in_turn(&turn, user, url, prepared, silo_ip).await;
+        turn.release(created.as_ref().ok().map(|c| &c.pod)).await;
+        created
+    }
+
+    /// The rest of a create, in the user's turn: checks the limits, makes the storage and the pod.
+    async fn create_in_turn(
+        &self,
+        turn: &user_lease::UserTurn<C>,
+        user: &UserId,
+        url: &str,
+        prepared: manifest::Prepared,
+        silo_ip: String,
+    ) -> Result<Created, RequestError> {
+        let requester = Requester {
+            user,
+            silo_ip: &silo_ip,
+        };
+        let existing = turn.pods_to_count(&self.cache, user).await?;
         let existing: Vec<&Pod> = existing.iter().map(AsRef::as_ref).collect();
         limits::check(&self.config.limits, &existing, &prepared.pod)?;
         let deadline = Timestamp::now() + self.config.timeout_create;

@@ -85,7 +85,18 @@ async fn a_create_past_the_users_workspace_limit_is_refused_before_anything_is_m
         panic!("a limit error, got {error:?}");
     };
     assert_eq!((exceeded.limit, exceeded.workspaces), (Limit::Workspaces, 1));
-    assert!(fake.calls().is_empty(), "nothing is made: {:?}", fake.calls());
+    let lease = user_lease::lease_name(&UserId::parse("alice@dtu.dk").unwrap());
+    assert_eq!(
+        fake.calls(),
+        [
+            format!("get_lease {lease}"),
+            format!("create_lease {lease}"),
+            format!("replace_lease {lease}"),
+        ],
+        "nothing is made; the user's turn is taken and given back"
+    );
+    let released = fake.with(|s| s.leases[&lease].clone());
+    assert_eq!(released.spec.unwrap().holder_identity, None);
 }
 
 #[tokio::test]
@@ -99,12 +110,22 @@ async fn a_create_within_the_limits_makes_the_pod_and_its_network_policy() {
         .unwrap();
     let name = created.pod_name;
     assert_ne!(name, "web-alice", "the name held by her other pod is skipped");
+    let lease = user_lease::lease_name(&UserId::parse("alice@dtu.dk").unwrap());
     assert_eq!(
         fake.calls(),
         [
+            format!("get_lease {lease}"),
+            format!("create_lease {lease}"),
             format!("create_pod {name}"),
             format!("ensure_network_policy {}", names::network_policy(&name)),
+            format!("replace_lease {lease}"),
         ]
+    );
+    // The release names the pod, for the next holder on any replica.
+    let released = fake.with(|s| s.leases[&lease].clone());
+    assert_eq!(
+        released.annotations()[keys::ANNOTATION_LAST_MADE],
+        format!("{name}/uid-{name}")
     );
     let pods: Vec<String> = backend
         .get_pods("alice@dtu.dk")
@@ -155,4 +176,100 @@ async fn another_users_storage_is_never_taken() {
     assert!(!calls.contains(&format!("claim_storage {taken}")), "{calls:?}");
     let owner = fake.with(|s| s.claims[&taken].annotations()[keys::ANNOTATION_USER_ID].clone());
     assert_eq!(owner, "mallory@dtu.dk");
+}
+
+#[tokio::test]
+async fn two_replicas_asked_for_one_users_creates_at_once_admit_one_under_the_limit() {
+    let (first, fake) = on_fake(&[("BACKEND_MAXWORKSPACESPERUSER", "1")]);
+    // A second replica: its own per-process turns, the same cluster.
+    let second = Backend::new(first.config.clone(), fake.clone(), first.cache.clone());
+    let url = serve(WEB).await;
+    let request = create(&url, "alice@dtu.dk");
+    let (one, other) = tokio::join!(
+        first.create_pod(&request, SILO),
+        second.create_pod(&request, SILO)
+    );
+    let (admitted, refused): (Vec<_>, Vec<_>) = [one, other].into_iter().partition(Result::is_ok);
+    assert_eq!(admitted.len(), 1, "{refused:?}");
+    assert!(
+        matches!(refused[..], [Err(RequestError::Limit(_))]),
+        "{refused:?}"
+    );
+    assert_eq!(fake.with(|s| s.pods.len()), 1);
+}
+
+/// A Lease of alice's, as another create on another replica left it.
+fn alice_lease(fake: &FakeCluster, holder: Option<&str>, last_made: Option<&str>) -> String {
+    let name = user_lease::lease_name(&UserId::parse("alice@dtu.dk").unwrap());
+    let mut lease: k8s_openapi::api::coordination::v1::Lease = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": NAMESPACE, "resourceVersion": "1"},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 10, "renewTime": "2026-01-01T00:00:00.000000Z"},
+    }))
+    .unwrap();
+    if let Some(made) = last_made {
+        lease
+            .annotations_mut()
+            .insert(keys::ANNOTATION_LAST_MADE.to_owned(), made.to_owned());
+    }
+    fake.with(|s| s.leases.insert(name.clone(), lease));
+    name
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_holders_turn_is_taken_over_once_its_lease_has_not_changed_for_its_duration() {
+    let (_, fake) = on_fake(&[]);
+    let name = alice_lease(&fake, Some("killed-replica_0"), None);
+    let alice = UserId::parse("alice@dtu.dk").unwrap();
+    let started = Instant::now();
+    let turn = user_lease::take(&fake, &alice).await.unwrap();
+    assert!(
+        started.elapsed() >= user_lease::LEASE_DURATION,
+        "not before the Lease expired"
+    );
+    let holder = fake.with(|s| s.leases[&name].spec.clone().unwrap().holder_identity.unwrap());
+    assert_ne!(holder, "killed-replica_0");
+    turn.release(None).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_create_waits_for_a_live_holder_and_gives_up_past_its_wait_limit() {
+    let (_, fake) = on_fake(&[]);
+    let alice = UserId::parse("alice@dtu.dk").unwrap();
+    // The holder renews its Lease while it holds it: it never expires.
+    let holding = user_lease::take(&fake, &alice).await.unwrap();
+    let error = user_lease::take(&fake, &alice).await.err().expect("busy");
+    assert!(matches!(error, RequestError::Busy(_)), "{error:?}");
+    assert!(error.to_string().contains("try again"), "{error}");
+    holding.release(None).await;
+    let next = user_lease::take(&fake, &alice)
+        .await
+        .expect("released: taken at once");
+    next.release(None).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_pod_the_last_holder_made_counts_even_before_this_replicas_cache_shows_it() {
+    let (backend, fake) = on_fake(&[]);
+    // Made by another replica: in the cluster, not yet in this replica's cache.
+    let mut made = workspace("web-alice", "alice@dtu.dk");
+    made.metadata.namespace = Some(NAMESPACE.to_owned());
+    fake.with(|s| s.pods.insert("web-alice".to_owned(), made));
+    alice_lease(&fake, None, Some("web-alice/uid-web-alice"));
+    let alice = UserId::parse("alice@dtu.dk").unwrap();
+    let turn = user_lease::take(&fake, &alice).await.unwrap();
+    let counted = turn.pods_to_count(&backend.cache, &alice).await.unwrap();
+    let names: Vec<String> = counted.iter().map(|p| p.name_any()).collect();
+    assert_eq!(names, ["web-alice"]);
+    turn.release(None).await;
+
+    // Deleted since: nothing to wait for, nothing counted.
+    fake.with(|s| s.pods.clear());
+    let turn = user_lease::take(&fake, &alice).await.unwrap();
+    assert!(
+        turn.pods_to_count(&backend.cache, &alice)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    turn.release(None).await;
 }

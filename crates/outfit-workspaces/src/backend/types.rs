@@ -86,6 +86,9 @@ pub enum RequestError {
     /// The caller may not do this.
     #[error("{0}")]
     Forbidden(String),
+    /// Another create of the user's held their turn (the per-user Lease) too long.
+    #[error("{0}")]
+    Busy(String),
     /// The create would pass one of the user's limits.
     #[error(transparent)]
     Limit(#[from] limits::LimitExceeded),
@@ -117,7 +120,7 @@ impl RequestError {
             | Self::Limit(_) => None,
             Self::Fetch(_) | Self::Manifest(_) | Self::Annotation(_) => Some(Phase::Fetch),
             Self::Storage(_) => Some(Phase::Storage),
-            Self::NamesTaken { .. } | Self::Cluster(_) => Some(Phase::Admission),
+            Self::NamesTaken { .. } | Self::Busy(_) | Self::Cluster(_) => Some(Phase::Admission),
         }
     }
 }

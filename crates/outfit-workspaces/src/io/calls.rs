@@ -7,6 +7,7 @@ use std::{collections::BTreeMap, future::Future, time::Duration};
 
 use k8s_openapi::{
     api::{
+        coordination::v1::Lease,
         core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Service},
         networking::v1::{Ingress, NetworkPolicy},
     },
@@ -103,6 +104,16 @@ pub trait ClusterCalls: Clone + Send + Sync + 'static {
         name: &str,
         limit: Duration,
     ) -> impl Future<Output = Result<bool, ClusterError>> + Send;
+    /// The Lease `name`, if there is one.
+    fn get_lease(&self, name: &str) -> impl Future<Output = Result<Option<Lease>, ClusterError>> + Send;
+    /// Creates `lease`; 409 when its name is taken.
+    fn create_lease(&self, lease: &Lease) -> impl Future<Output = Result<Lease, ClusterError>> + Send;
+    /// Replaces `lease` at the version it carries; 409 when it changed since.
+    fn replace_lease(&self, lease: &Lease) -> impl Future<Output = Result<Lease, ClusterError>> + Send;
+    /// The per-user Leases.
+    fn user_leases(&self) -> impl Future<Output = Result<Vec<Lease>, ClusterError>> + Send;
+    /// Deletes the Lease `name` at version `seen`; 409 when it changed since.
+    fn delete_lease(&self, name: &str, seen: &str) -> impl Future<Output = Result<(), ClusterError>> + Send;
 }
 
 /// `impl ClusterCalls for Cluster`, each call forwarded to the method of the same name.
@@ -137,4 +148,9 @@ forward_to_cluster! {
     claim_storage(name: &str, until: &str) -> Result<(), ClusterError>;
     delete_storage(name: &str, seen: Option<&str>) -> Result<(), ClusterError>;
     wait_claim_gone(name: &str, limit: Duration) -> Result<bool, ClusterError>;
+    get_lease(name: &str) -> Result<Option<Lease>, ClusterError>;
+    create_lease(lease: &Lease) -> Result<Lease, ClusterError>;
+    replace_lease(lease: &Lease) -> Result<Lease, ClusterError>;
+    user_leases() -> Result<Vec<Lease>, ClusterError>;
+    delete_lease(name: &str, seen: &str) -> Result<(), ClusterError>;
 }

@@ -93,6 +93,8 @@ fn status_code(error: &kube::Error) -> Option<u16> {
     }
 }
 
+mod leases;
+
 /// The API server, as the backend uses it: one namespace, plus the cluster-scoped volumes.
 #[derive(Clone)]
 pub struct Cluster {

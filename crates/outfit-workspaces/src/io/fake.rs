@@ -11,6 +11,7 @@ use std::{
 
 use k8s_openapi::{
     api::{
+        coordination::v1::Lease,
         core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Service},
         networking::v1::{Ingress, NetworkPolicy},
     },
@@ -34,6 +35,7 @@ pub(crate) struct State {
     pub pods: BTreeMap<String, Pod>,
     pub claims: BTreeMap<String, PersistentVolumeClaim>,
     pub volumes: BTreeMap<String, PersistentVolume>,
+    pub leases: BTreeMap<String, Lease>,
     /// Every call, as "call name", in order.
     pub calls: Vec<String>,
     /// Storage whose delete is refused with 409 (it changed since it was seen).
@@ -45,6 +47,14 @@ impl State {
     fn version(&mut self) -> String {
         self.versions += 1;
         self.versions.to_string()
+    }
+
+    /// Stores `lease` at a new version, as the API server does on a write.
+    fn store_lease(&mut self, lease: &Lease) -> Lease {
+        let mut stored = lease.clone();
+        stored.metadata.resource_version = Some(self.version());
+        self.leases.insert(stored.name_any(), stored.clone());
+        stored
     }
 }
 
@@ -339,5 +349,58 @@ impl ClusterCalls for FakeCluster {
     ) -> impl Future<Output = Result<bool, ClusterError>> + Send {
         let gone = self.with(|s| !s.claims.contains_key(name));
         async move { Ok(gone) }
+    }
+
+    fn get_lease(&self, name: &str) -> impl Future<Output = Result<Option<Lease>, ClusterError>> + Send {
+        self.record(format!("get_lease {name}"));
+        let lease = self.with(|s| s.leases.get(name).cloned());
+        async move { Ok(lease) }
+    }
+
+    fn create_lease(&self, lease: &Lease) -> impl Future<Output = Result<Lease, ClusterError>> + Send {
+        let name = lease.name_any();
+        self.record(format!("create_lease {name}"));
+        let result = self.with(|s| {
+            if s.leases.contains_key(&name) {
+                return Err(api_error(409, "AlreadyExists", "creating Lease"));
+            }
+            Ok(s.store_lease(lease))
+        });
+        async move { result }
+    }
+
+    fn replace_lease(&self, lease: &Lease) -> impl Future<Output = Result<Lease, ClusterError>> + Send {
+        let name = lease.name_any();
+        self.record(format!("replace_lease {name}"));
+        let result = self.with(|s| {
+            let Some(current) = s.leases.get(&name) else {
+                return Err(api_error(404, "NotFound", "updating Lease"));
+            };
+            if current.metadata.resource_version != lease.metadata.resource_version {
+                return Err(api_error(409, "Conflict", "updating Lease"));
+            }
+            Ok(s.store_lease(lease))
+        });
+        async move { result }
+    }
+
+    fn user_leases(&self) -> impl Future<Output = Result<Vec<Lease>, ClusterError>> + Send {
+        self.record("user_leases".to_owned());
+        let leases = self.with(|s| s.leases.values().cloned().collect());
+        async move { Ok(leases) }
+    }
+
+    fn delete_lease(&self, name: &str, seen: &str) -> impl Future<Output = Result<(), ClusterError>> + Send {
+        self.record(format!("delete_lease {name}"));
+        let result = self.with(|s| match s.leases.get(name) {
+            Some(lease) if lease.metadata.resource_version.as_deref() != Some(seen) => {
+                Err(api_error(409, "Conflict", "deleting Lease"))
+            }
+            _ => {
+                s.leases.remove(name);
+                Ok(())
+            }
+        });
+        async move { result }
     }
 }

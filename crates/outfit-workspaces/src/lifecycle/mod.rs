@@ -12,6 +12,7 @@
 //!   with the user's last pod; the NFS data stays, the volume's reclaim policy is Retain).
 
 pub mod activity;
+mod user_leases;
 
 use std::{
     collections::{BTreeMap, HashSet},
@@ -154,6 +155,7 @@ impl<C: ClusterCalls> Lifecycle<C> {
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut passes = 0u64;
+        let mut leases_swept: Option<tokio::time::Instant> = None;
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
@@ -168,6 +170,10 @@ impl<C: ClusterCalls> Lifecycle<C> {
             // Storage changes rarely; every fifth pass is soon enough.
             if passes.is_multiple_of(5) {
                 self.sweep_storage().await;
+            }
+            if leases_swept.is_none_or(|at| at.elapsed() >= user_leases::SWEEP_EVERY) {
+                user_leases::sweep(&self.cluster).await;
+                leases_swept = Some(tokio::time::Instant::now());
             }
         }
     }

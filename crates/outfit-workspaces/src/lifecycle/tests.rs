@@ -261,3 +261,47 @@ async fn the_storage_sweep_removes_only_storage_no_pod_uses_and_no_create_wants(
     let left: Vec<String> = fake.with(|s| s.claims.keys().cloned().collect());
     assert_eq!(left, ["changed", "in-use", "wanted"]);
 }
+
+/// A per-user Lease `name`, last written at `renewed`.
+fn user_lease(fake: &FakeCluster, name: &str, renewed: &str, holder: Option<&str>) {
+    let lease: k8s_openapi::api::coordination::v1::Lease = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": NAMESPACE, "resourceVersion": format!("v-{name}")},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 10, "renewTime": renewed},
+    }))
+    .unwrap();
+    fake.with(|s| s.leases.insert(name.to_owned(), lease));
+}
+
+#[tokio::test]
+async fn the_sweep_deletes_per_user_leases_no_create_wrote_for_long() {
+    let (lifecycle, fake) = on_fake(&[]);
+    let now = Timestamp::now();
+    let recent = (now - jiff::SignedDuration::from_secs(60)).to_string();
+    let long_ago = (now - jiff::SignedDuration::from_secs(3600)).to_string();
+    user_lease(&fake, "outfit-user-released", &long_ago, None);
+    // Its holder died long ago without releasing it.
+    user_lease(&fake, "outfit-user-abandoned", &long_ago, Some("gone_1"));
+    user_lease(&fake, "outfit-user-recent", &recent, None);
+    user_lease(&fake, "outfit-user-held", &recent, Some("live_1"));
+
+    user_leases::sweep(&lifecycle.cluster).await;
+    let left: Vec<String> = fake.with(|s| s.leases.keys().cloned().collect());
+    assert_eq!(left, ["outfit-user-held", "outfit-user-recent"]);
+}
+
+/// Issue 25: a leader killed between marking a workspace culled and deleting it. The survivor
+/// deletes it, without a second Culled Event or count.
+#[tokio::test]
+async fn a_cull_marked_but_not_deleted_is_deleted_by_the_survivor_and_not_culled_again() {
+    let (survivor, fake) = on_fake(&[("BACKEND_MAXLIFETIME", "1h")]);
+    let marked =
+        json!({keys::ANNOTATION_STARTED: "2026-01-01T10:00:00Z", keys::ANNOTATION_CULLED: "lifetime"});
+    let ready = json!({"conditions": [{"type": "Ready", "status": "True"}]});
+    fake.put_pod(workspace("old", "alice@dtu.dk", marked, ready));
+
+    let due = survivor.due(at("2026-01-01T12:00:00Z"));
+    assert_eq!(names_of(&due), [("old".to_owned(), Next::Remove)]);
+    survivor.act(&due[0].0, Next::Remove).await;
+    assert_eq!(fake.calls(), ["delete_pod old"]);
+    assert!(fake.with(|s| s.pods.is_empty()));
+}

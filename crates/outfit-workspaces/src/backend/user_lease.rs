@@ -1,0 +1,259 @@
+//! A user's creates take turns across replicas, through a per-user `coordination.k8s.io/v1`
+//! Lease the API server arbitrates: a create takes the Lease (creates it, or writes itself in as
+//! holder at the `resourceVersion` it read, so of two replicas at most one wins), checks the
+//! user's limits and makes the pod, then releases the Lease naming that pod. The next holder, on
+//! any replica, waits until its own cache shows that pod before it checks the limits, so no two
+//! creates of one user's can both fit under a limit. A holder that dies (a replica killed
+//! mid-create) is taken over once its Lease has not changed for [`LEASE_DURATION`], by
+//! [`outfit_k8s::lease::decide`]'s rule; the lifecycle's sweep deletes Leases long released.
+
+use std::{
+    sync::{
+        Arc, OnceLock,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use k8s_openapi::{
+    api::{
+        coordination::v1::{Lease, LeaseSpec},
+        core::v1::Pod,
+    },
+    apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
+};
+use kube::ResourceExt;
+use outfit_k8s::lease::{Record, Step, decide};
+use tokio::{sync::Mutex, task::JoinHandle, time::Instant};
+
+use super::types::RequestError;
+use crate::{
+    io::{
+        cache::{Cache, OWN_WRITE_VISIBLE},
+        calls::ClusterCalls,
+    },
+    model::{keys, user::UserId},
+};
+
+/// How long a holder's Lease keeps other replicas' creates of the user waiting after it stopped
+/// renewing it (its replica died): then one takes it over.
+pub(super) const LEASE_DURATION: Duration = Duration::from_secs(10);
+/// How often a holder renews its Lease while its create goes on (storage can take a while).
+const RENEW_EVERY: Duration = Duration::from_secs(3);
+/// How long a create waits for its turn: past a dead holder's [`LEASE_DURATION`], so only a
+/// live holder slower than this refuses it.
+const WAIT_LIMIT: Duration = Duration::from_secs(25);
+/// The first and the longest pause between looks at a Lease another create holds.
+const FIRST_PAUSE: Duration = Duration::from_millis(20);
+const LONGEST_PAUSE: Duration = Duration::from_millis(400);
+
+/// The per-user Lease's name: a hash of the exact user id (ids may be longer than a name, or
+/// hold characters a name may not).
+pub(super) fn lease_name(user: &UserId) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, user.as_str().as_bytes());
+    let hex: String = digest.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("outfit-user-{hex}")
+}
+
+/// A holder name of this hold's own: the replica's identity and a count, so that two creates,
+/// even on one replica, never take each other's Lease for their own.
+fn holder_name() -> String {
+    static REPLICA: OnceLock<String> = OnceLock::new();
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let replica = REPLICA.get_or_init(outfit_k8s::election::identity);
+    format!("{replica}_{}", COUNT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The user's turn to create: the per-user Lease, held (and renewed) until [`UserTurn::release`].
+/// Dropped without a release (the request was abandoned), it is left to expire.
+pub(super) struct UserTurn<C: ClusterCalls> {
+    cluster: C,
+    lease: Arc<Mutex<Lease>>,
+    renewer: JoinHandle<()>,
+    /// The pod the last create under the Lease made: (name, uid).
+    last_made: Option<(String, String)>,
+}
+
+/// Takes `user`'s turn, waiting (up to [`WAIT_LIMIT`]) while another create holds it.
+pub(super) async fn take<C: ClusterCalls>(cluster: &C, user: &UserId) -> Result<UserTurn<C>, RequestError> {
+    let name = lease_name(user);
+    let holder = holder_name();
+    let started = Instant::now();
+    // The Lease's record as last seen, and since when by our clock (clocks of replicas may differ).
+    let mut observed: Option<(Record, Instant)> = None;
+    let mut pause = FIRST_PAUSE;
+    loop {
+        let current = cluster.get_lease(&name).await?;
+        let record = current.as_ref().map(record);
+        if let Some(record) = &record
+            && observed.as_ref().is_none_or(|(seen, _)| seen != record)
+        {
+            observed = Some((record.clone(), Instant::now()));
+        }
+        let unchanged_for = observed.as_ref().map_or(Duration::ZERO, |(_, at)| at.elapsed());
+        let written = match (decide(record.as_ref(), &holder, unchanged_for), current) {
+            (Step::Create, _) => Some(cluster.create_lease(&fresh(&name, &holder)).await),
+            (Step::Take { .. }, Some(mut lease)) => {
+                lease.spec = Some(held(lease.spec.take(), &holder));
+                Some(cluster.replace_lease(&lease).await)
+            }
+            // Held by another create; or gone since it was read.
+            _ => None,
+        };
+        match written {
+            Some(Ok(lease)) => return Ok(UserTurn::new(cluster.clone(), lease)),
+            // Another create wrote first (or the sweep deleted it): look again.
+            Some(Err(error)) if error.is_conflict() || error.is_not_found() => {}
+            Some(Err(error)) => return Err(error.into()),
+            None => {}
+        }
+        if started.elapsed() >= WAIT_LIMIT {
+            return Err(RequestError::Busy(format!(
+                "another create of user {user}'s has been under way for over {} s; try again",
+                WAIT_LIMIT.as_secs()
+            )));
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(LONGEST_PAUSE);
+    }
+}
+
+impl<C: ClusterCalls> UserTurn<C> {
+    fn new(cluster: C, lease: Lease) -> Self {
+        let last_made = lease
+            .annotations()
+            .get(keys::ANNOTATION_LAST_MADE)
+            .and_then(|made| made.split_once('/'))
+            .map(|(name, uid)| (name.to_owned(), uid.to_owned()));
+        let lease = Arc::new(Mutex::new(lease));
+        let renewer = tokio::spawn(renew(cluster.clone(), lease.clone()));
+        Self {
+            cluster,
+            lease,
+            renewer,
+            last_made,
+        }
+    }
+
+    /// The user's pods to check the limits against: the cache's, once it shows the pod the last
+    /// holder made (on another replica, its cache may not show it yet; the watch delivers pods in
+    /// order, so once it shows that one it shows every earlier one). Should the cache not catch
+    /// up in time, that pod as the API server has it is counted anyway.
+    pub(super) async fn pods_to_count(
+        &self,
+        cache: &Cache,
+        user: &UserId,
+    ) -> Result<Vec<Arc<Pod>>, RequestError> {
+        let Some((name, uid)) = &self.last_made else {
+            return Ok(cache.pods_of(user));
+        };
+        let shown = |cache: &Cache| {
+            cache
+                .pod(name)
+                .filter(|p| p.uid().as_deref() == Some(uid.as_str()))
+        };
+        if shown(cache).is_some() {
+            return Ok(cache.pods_of(user));
+        }
+        // Not in the cache: still there (then wait for it), or deleted since (nothing to count)?
+        let live =
+            self.cluster.get_pod(name).await?.filter(|p| {
+                p.uid().as_deref() == Some(uid.as_str()) && p.metadata.deletion_timestamp.is_none()
+            });
+        let Some(live) = live else {
+            return Ok(cache.pods_of(user));
+        };
+        let deadline = Instant::now() + OWN_WRITE_VISIBLE;
+        let caught_up = cache.wait_for(deadline, |cache| shown(cache).map(|_| ())).await;
+        let mut pods = cache.pods_of(user);
+        if caught_up.is_none() {
+            pods.push(Arc::new(live));
+        }
+        Ok(pods)
+    }
+
+    /// Gives the turn up, naming `made` (the pod this create made, if it made one) for the next
+    /// holder. A failed release is left to expire.
+    pub(super) async fn release(self, made: Option<&Pod>) {
+        let held = self.lease.lock().await;
+        // The renewer waits for the lock or sleeps, so it is not halfway through a write; aborted
+        // while the lock is held here, it never makes another.
+        self.renewer.abort();
+        let mut lease = held.clone();
+        drop(held);
+        let name = lease.name_any();
+        if let Some(pod) = made {
+            lease.annotations_mut().insert(
+                keys::ANNOTATION_LAST_MADE.to_owned(),
+                format!("{}/{}", pod.name_any(), pod.uid().unwrap_or_default()),
+            );
+        }
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        spec.holder_identity = None;
+        spec.renew_time = Some(now());
+        if let Err(error) = self.cluster.replace_lease(&lease).await {
+            tracing::warn!(lease = name, %error, "could not release the user's Lease; their next create waits until it expires");
+        }
+    }
+}
+
+impl<C: ClusterCalls> Drop for UserTurn<C> {
+    fn drop(&mut self) {
+        self.renewer.abort();
+    }
+}
+
+/// Renews the held Lease until aborted.
+async fn renew<C: ClusterCalls>(cluster: C, lease: Arc<Mutex<Lease>>) {
+    loop {
+        tokio::time::sleep(RENEW_EVERY).await;
+        let mut held = lease.lock().await;
+        let mut renewed = held.clone();
+        renewed.spec.get_or_insert_with(LeaseSpec::default).renew_time = Some(now());
+        match cluster.replace_lease(&renewed).await {
+            Ok(stored) => *held = stored,
+            Err(error) => {
+                tracing::warn!(lease = held.name_any(), %error, "could not renew the user's Lease");
+                if error.is_conflict() || error.is_not_found() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn now() -> MicroTime {
+    MicroTime(k8s_openapi::jiff::Timestamp::now())
+}
+
+/// What the election's rule reads of a Lease.
+fn record(lease: &Lease) -> Record {
+    let spec = lease.spec.as_ref();
+    Record {
+        holder: spec.and_then(|s| s.holder_identity.clone()),
+        renew_time: spec.and_then(|s| s.renew_time.as_ref()).map(|t| t.0.to_string()),
+        lease_duration_seconds: spec.and_then(|s| s.lease_duration_seconds),
+    }
+}
+
+/// `spec` with `holder` in it, renewed now.
+fn held(spec: Option<LeaseSpec>, holder: &str) -> LeaseSpec {
+    let mut spec = spec.unwrap_or_default();
+    spec.holder_identity = Some(holder.to_owned());
+    spec.lease_duration_seconds = Some(LEASE_DURATION.as_secs() as i32);
+    spec.acquire_time = Some(now());
+    spec.renew_time = Some(now());
+    spec
+}
+
+/// A new Lease `name`, held by `holder`.
+fn fresh(name: &str, holder: &str) -> Lease {
+    Lease {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            labels: Some([(keys::LABEL_MANAGED_BY.to_owned(), keys::MANAGED_BY.to_owned())].into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(held(None, holder)),
+    }
+}
