@@ -197,6 +197,7 @@ spec:
             title: None,
             description: String::new(),
             groups: groups.iter().map(|g| g.to_string()).collect(),
+            cluster: None,
         };
         let alice = auth::identity("alice", vec!["gpu-users".into()], &[]).unwrap();
         let bob = auth::identity("bob", vec![], &[]).unwrap();
