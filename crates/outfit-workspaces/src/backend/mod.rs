@@ -14,13 +14,14 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use tokio::time::Instant;
 
+mod clusters;
 mod native;
 mod storage;
 mod types;
 
 pub use self::{
     native::Launch,
-    types::{Backend, CreateOutcome, CreateRequest, Created, RequestError},
+    types::{Backend, CreateOutcome, CreateRequest, Created, Member, RequestError},
 };
 
 use self::types::{Deletion, Holders, Turns};
@@ -58,10 +59,17 @@ impl<C: ClusterCalls> Backend<C> {
             config.manifest_max_bytes,
         );
         let catalogue = Catalogue::new(&config.catalogue, fetcher.clone());
+        let default = Member {
+            name: config.default_cluster.clone(),
+            config: config.clone(),
+            cluster: cluster.clone(),
+            cache: cache.clone(),
+        };
         Self {
             config,
             cluster,
             cache,
+            members: Arc::from([default]),
             fetcher,
             catalogue,
             turns: Turns::default(),
@@ -126,7 +134,8 @@ impl<C: ClusterCalls> Backend<C> {
         );
         // One create of a user's at a time, so two at once can't both fit under a limit.
         let _turn = self.turns.take(user).await;
-        let existing = self.cache.pods_of(user);
+        // Limits count the user's workspaces on every cluster.
+        let existing = self.pods_everywhere(user);
         let existing: Vec<&Pod> = existing.iter().map(AsRef::as_ref).collect();
         limits::check(&self.config.limits, &existing, &prepared.pod)?;
         let deadline = Timestamp::now() + self.config.timeout_create;
@@ -185,7 +194,8 @@ impl<C: ClusterCalls> Backend<C> {
         pod_of: impl Fn(&str) -> Pod,
     ) -> Result<Option<Created>, RequestError> {
         for name in names {
-            if let Some(holder) = self.cache.pod(name) {
+            // Names are unique across clusters, so that a name says which workspace it is.
+            if let Some(holder) = self.pod_anywhere(name) {
                 holders.count(crate::model::user::belongs_to(holder.as_ref(), user));
                 continue;
             }
@@ -282,7 +292,9 @@ impl<C: ClusterCalls> Backend<C> {
             .wait_for(deadline, |_| {
                 let report = self.report(pod_name, &uid);
                 let (ready, reason) = match report.status {
-                    Status::Creating => return None,
+                    // Unknown is the native API's word for a cluster that can't be reached; the
+                    // default cluster's own report never says it.
+                    Status::Creating | Status::Unknown => return None,
                     Status::Ready => (true, None),
                     Status::Failed => (false, Some(report.message)),
                     Status::Deleting => (false, Some("the pod is being deleted".to_owned())),
