@@ -253,7 +253,7 @@ impl Api {
             ),
             Endpoint::Catalogue => ok(
                 StatusCode::OK,
-                json!({"items": backend.catalogue(identity).await}),
+                json!({"items": backend.catalogue(identity).await, "clusters": backend.clusters()}),
             ),
             Endpoint::List => ok(
                 StatusCode::OK,

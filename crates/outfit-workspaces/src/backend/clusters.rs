@@ -25,6 +25,12 @@ impl<C: ClusterCalls> Backend<C> {
         &self.members
     }
 
+    /// Every cluster as the catalogue's answer shows it (where a launch may go), the default
+    /// one first.
+    pub fn clusters(&self) -> Vec<ClusterState> {
+        self.members.iter().map(Self::state_of).collect()
+    }
+
     /// The backend working on `member`: its calls, cache and namespace.
     pub(super) fn on(&self, member: &Member<C>) -> Self {
         Self {
