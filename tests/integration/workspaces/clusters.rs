@@ -1,6 +1,6 @@
 //! One `outfit workspaces` over two clusters (two control planes of the harness, each with a
-//! kwok node): a workspace on each, one cluster's API server killed and started again while the
-//! user keeps working on the other.
+//! kwok node): a workspace on each (one launched from the page), one cluster's API server killed
+//! and started again while the user keeps working on the other.
 
 use std::time::Duration;
 
@@ -54,6 +54,35 @@ async fn launch_ready(backend: &Backend, caller: Caller<'_>, cluster: Option<&st
     name
 }
 
+/// Headless Chromium launches `web` on `cluster` through the page's form, checks that the list
+/// shows the workspace on that cluster, and deletes it (`tests/browser/workspace_page.py`).
+async fn browser_launch_on(backend: &Backend, token: &str, cluster: &str) {
+    let driver =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/browser/workspace_page.py");
+    let output = tokio::process::Command::new("/usr/bin/python3")
+        .arg(&driver)
+        .args(["--url", &format!("http://127.0.0.1:{}/", backend.port)])
+        .args([
+            "--token",
+            token,
+            "--manifest",
+            "web",
+            "--cluster",
+            cluster,
+            "--timeout",
+            "90",
+        ])
+        .output()
+        .await
+        .expect("/usr/bin/python3 runs the browser driver");
+    assert!(
+        output.status.success(),
+        "the browser session failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_backend_serves_two_clusters_and_rides_out_one_going_away() {
     let plane = ControlPlane::with_nodes();
@@ -96,6 +125,8 @@ async fn one_backend_serves_two_clusters_and_rides_out_one_going_away() {
         error["error"].as_str().unwrap().contains("default, east"),
         "{error}"
     );
+    // The page offers the choice: a browser launches on east, sees the row say so, deletes it.
+    browser_launch_on(&backend, &alice_token, "east").await;
 
     // East's API server goes away: its workspace is unknown, with why; the default works on.
     let start_again = east.stop_apiserver();
