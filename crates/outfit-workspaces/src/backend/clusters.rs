@@ -28,7 +28,7 @@ impl<C: ClusterCalls> Backend<C> {
     /// Every cluster as the catalogue's answer shows it (where a launch may go), the default
     /// one first.
     pub fn clusters(&self) -> Vec<ClusterState> {
-        self.members.iter().map(Self::state_of).collect()
+        self.members.iter().map(|m| self.state_of(m)).collect()
     }
 
     /// The backend working on `member`: its calls, cache and namespace.
@@ -66,7 +66,7 @@ impl<C: ClusterCalls> Backend<C> {
                 known.join(", ")
             ))
         })?;
-        match member.cache.unreachable() {
+        match self.unreachable(member) {
             Some(why) => Err(RequestError::Unreachable {
                 cluster: member.name.clone(),
                 why,
@@ -95,8 +95,19 @@ impl<C: ClusterCalls> Backend<C> {
             .collect()
     }
 
+    /// Why `member` can't be reached, when the backend serves several clusters. With one, the
+    /// backend behaves as it always has while its API server is away (docs/workspaces.md): reads
+    /// answer from the cache as they stand, and writes are tried and answer the API server's
+    /// error.
+    pub(super) fn unreachable(&self, member: &Member<C>) -> Option<String> {
+        if self.members.len() < 2 {
+            return None;
+        }
+        member.cache.unreachable()
+    }
+
     /// `member` as a workspace's answer shows it.
-    pub(super) fn state_of(member: &Member<C>) -> ClusterState {
-        ClusterState::new(&member.name, member.cache.unreachable())
+    pub(super) fn state_of(&self, member: &Member<C>) -> ClusterState {
+        ClusterState::new(&member.name, self.unreachable(member))
     }
 }

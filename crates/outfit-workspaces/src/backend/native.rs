@@ -119,15 +119,16 @@ impl<C: ClusterCalls> Backend<C> {
     pub async fn remove(&self, identity: &Identity, name: &str) -> Result<String, RequestError> {
         names::check_pod_name(name)?;
         let visible = |pod: &Pod| identity.admin || belongs_to(pod, &identity.user);
-        // The cluster whose cache shows the name; else each that answers asks its API server
-        // (a cache can be behind), the default one first.
+        // The cluster whose cache shows the name; else each asks its API server (a cache can
+        // be behind), those that answer first, so that one away fails the delete only when
+        // the others have no such workspace.
         let candidates: Vec<_> = match self.holder_of(name) {
             Some((member, _)) => vec![member],
-            None => self
-                .members
-                .iter()
-                .filter(|m| m.cache.unreachable().is_none())
-                .collect(),
+            None => {
+                let mut all: Vec<_> = self.members.iter().collect();
+                all.sort_by_key(|m| self.unreachable(m).is_some());
+                all
+            }
         };
         for member in candidates {
             let on = self.on(member);
@@ -218,7 +219,7 @@ impl<C: ClusterCalls> Backend<C> {
     /// `pod`, on `member` (this backend's cluster), as the native API shows it.
     fn describe(&self, member: &Member<C>, pod: &Pod, now: Timestamp) -> Workspace {
         let report = self.report_here(&pod.name_any(), &pod.uid().unwrap_or_default());
-        info::workspace(pod, &report, &self.config, Self::state_of(member), now)
+        info::workspace(pod, &report, &self.config, self.state_of(member), now)
     }
 
     /// `identity`'s pod `name`, on whichever cluster holds it; for an admin, anyone's.

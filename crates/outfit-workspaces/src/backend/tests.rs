@@ -331,3 +331,23 @@ async fn an_unreachable_clusters_workspaces_are_unknown_and_launches_to_it_refus
         "{back:?}"
     );
 }
+
+#[tokio::test]
+async fn with_one_cluster_an_api_server_away_changes_nothing_the_apis_answer() {
+    let url = serve(WEB).await;
+    let catalogue = format!(r#"[{{"name": "web", "url": "{url}"}}]"#);
+    let (backend, fake) = on_fake(&[("BACKEND_CATALOGUE", &catalogue)]);
+    fake.put_pod(workspace("web-alice", "alice@dtu.dk"));
+    fake.set_unreachable(Some("connection refused"));
+    let shown = backend.workspace(&alice(), "web-alice").unwrap();
+    assert!(
+        shown.cluster.reachable && shown.status != Status::Unknown,
+        "{shown:?}"
+    );
+    // The launch is tried (here the fake answers), not refused as a cluster away.
+    let (launched, _) = backend
+        .launch(&alice(), &launch("web", None), SILO)
+        .await
+        .unwrap();
+    assert_eq!(created_pods(&fake), [launched.name]);
+}

@@ -338,7 +338,7 @@ impl Cache {
 
 /// How often the API server is asked whether it answers, and how long it has to answer.
 const PROBE_EVERY: Duration = Duration::from_secs(3);
-const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Asks the API server for its version every [`PROBE_EVERY`]: a watch that merely goes quiet
 /// (a partition drops packets, nothing resets the connection) reports no error, and a watch
