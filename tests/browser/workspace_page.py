@@ -53,6 +53,16 @@ def test_sel(hook, **attrs):
     return sel
 
 
+def choose(d, option, hook, value):
+    """Picks `option` (of value `value`) in the select with `data-test` `hook`."""
+    option.click()
+    select = d.find(test_sel(hook))
+    if select.get_property("value") != value:
+        # Some drivers don't fire change on an option click: set it the way a user would.
+        d.script("const s = arguments[0]; s.value = arguments[1]; s.dispatchEvent(new Event('change', {bubbles: true}));",
+                 select, value)
+
+
 class Driver:
     """A Selenium session in headless Chromium, with the few helpers the test needs."""
 
@@ -266,12 +276,7 @@ def run(d, opts):
     option = wait_for(f"catalogue entry {opts.manifest!r} in the select", catalogue_option, 30, seen)
     if d.attr(option, "disabled") is not None:
         raise Failure(f"catalogue entry {opts.manifest!r} can't be launched: {d.text(d.find(test_sel('entry-error'))) if d.find(test_sel('entry-error')) else ''}")
-    option.click()
-    select = d.find(test_sel("catalogue-select"))
-    if select.get_property("value") != opts.manifest:
-        # Some drivers don't fire change on an option click: set it the way a user would.
-        d.script("const s = arguments[0]; s.value = arguments[1]; s.dispatchEvent(new Event('change', {bubbles: true}));",
-                 select, opts.manifest)
+    choose(d, option, "catalogue-select", opts.manifest)
     for container, name, value in fields:
         sel = test_sel(f"field-{container}-{name}")
         box = wait_for(f"the input {sel}", lambda: d.find(sel), 10, seen)
@@ -281,6 +286,18 @@ def run(d, opts):
         got = box.get_property("value")
         if got != value:
             raise Failure(f"the input {sel} holds {got!r} after typing {value!r}")
+
+    if opts.cluster:
+        def cluster_option():
+            sel = d.find(test_sel("cluster-select"))
+            if not (sel and d.displayed(sel)):
+                return None
+            return d.find(f"option[value={css_string(opts.cluster)}]", root=sel)
+
+        option = wait_for(f"cluster {opts.cluster!r} offered in the launch form", cluster_option, 30, seen)
+        if d.attr(option, "disabled") is not None:
+            raise Failure(f"cluster {opts.cluster!r} is offered but can't be chosen")
+        choose(d, option, "cluster-select", opts.cluster)
 
     form = d.find(test_sel("launch-form"))
     seq_before = d.attr(form, "data-launch-seq") if form else None
@@ -331,6 +348,12 @@ def run(d, opts):
     rsel = test_sel("workspace-row", name=name)
     wait_for(f"row {rsel} with data-status=ready",
              lambda: any(d.attr(r, "data-status") == "ready" for r in d.find_all(rsel)), 15, seen)
+    if opts.cluster:
+        def on_cluster():
+            row = d.find(rsel)
+            where = d.find(test_sel("row-cluster"), root=row) if row else None
+            return where is not None and d.displayed(where) and d.text(where).strip() == f"on {opts.cluster}"
+        wait_for(f"row {rsel} to say it runs on {opts.cluster!r}", on_cluster, 15, seen)
 
     # d. the screenshot, taken while the workspace is ready.
     if opts.screenshot:
@@ -380,6 +403,7 @@ def main():
     ap.add_argument("--token", help="Kubernetes token to sign in with when the page asks")
     ap.add_argument("--expect-user", help="whoami must show this user")
     ap.add_argument("--manifest", required=True, help="the catalogue entry to launch")
+    ap.add_argument("--cluster", help="choose this cluster in the launch form; the row must show it")
     ap.add_argument("--field", action="append", default=[], metavar="container/NAME=value",
                     help="a setting to fill in (repeatable)")
     ap.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for ready, and for deleted")

@@ -83,6 +83,12 @@ impl ControlPlane {
         ControlPlane::start_for_test_binary(name, 0)
     }
 
+    /// As [`Self::start`], with a controller manager, a scheduler and `nodes` kwok nodes (as
+    /// [`Self::with_nodes`]), for a test that needs pods to run on a cluster of its own.
+    pub fn start_with_nodes(name: &str, nodes: u32) -> ControlPlane {
+        ControlPlane::start_for_test_binary(name, nodes)
+    }
+
     fn start_for_test_binary(name: &str, nodes: u32) -> ControlPlane {
         let state_dir = scratch_dir().join(format!("control-plane-{}-{name}", std::process::id()));
         // Stop the processes and remove the state when this binary exits, however it exits: up.sh

@@ -27,12 +27,17 @@ use outfit_k8s::{
     lease::Timing,
 };
 
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
 use crate::{
     api::Api,
-    backend::Backend,
+    backend::{Backend, Member},
     io::{auth::Authenticator, cache::Cache, cluster::Cluster, metrics::Metrics},
     lifecycle::{Lifecycle, activity::ActivityPoller},
-    model::{config::Config, keys},
+    model::{
+        config::{ClusterEntry, Config},
+        keys,
+    },
 };
 
 /// How long shutdown waits for the Lease to be released.
@@ -46,6 +51,14 @@ pub enum RunError {
     /// The serving certificate could not be loaded.
     #[error("TLS: {0}")]
     Tls(#[from] outfit_http::tls::TlsError),
+    /// One of `clusters` can't be reached through its kubeconfig.
+    #[error("clusters: {name}: {reason}")]
+    Cluster {
+        /// The cluster.
+        name: String,
+        /// Why.
+        reason: String,
+    },
     /// A port could not be bound.
     #[error("binding {what} {address}: {source}")]
     Bind {
@@ -62,6 +75,8 @@ pub enum RunError {
 pub struct Server {
     config: Arc<Config>,
     client: kube::Client,
+    /// The clients of `clusters`, in their order.
+    remotes: Vec<kube::Client>,
     api: TcpListener,
     admin: Option<TcpListener>,
     certificate: Option<Arc<CertStore>>,
@@ -102,9 +117,14 @@ impl Server {
             }
             None => None,
         };
+        let mut remotes = Vec::new();
+        for entry in &config.clusters {
+            remotes.push(remote_client(entry).await?);
+        }
         Ok(Self {
             config: Arc::new(config),
             client,
+            remotes,
             api,
             admin,
             certificate,
@@ -125,40 +145,46 @@ impl Server {
     pub async fn run(self, shutdown: CancellationToken) {
         let config = self.config;
         let tracker = TaskTracker::new();
-        let (cache, watch_task) = Cache::new(&self.client, &config.namespace);
-        let cluster = Cluster::new(self.client.clone(), &config.namespace);
         let metrics = Arc::new(Metrics::default());
         let ready = Arc::new(watch::channel(false).0);
-
-        let watches = tokio::spawn(watch_task);
-        let leading = Arc::new(watch::channel(false).0);
-        let election = Election {
-            namespace: config.namespace.clone(),
-            name: keys::LEASE.to_owned(),
-            identity: election::identity(),
-            timing: Timing::default(),
-            duty: "finishes, fails and culls workspaces and sweeps unused storage",
-            granted_by: "outfit manifests --workspaces",
-            alone_when_forbidden: true,
-        };
+        let (cache, watch_task) = Cache::new(&self.client, &config.namespace);
+        let cluster = Cluster::new(self.client.clone(), &config.namespace);
+        let mut tasks = vec![tokio::spawn(watch_task)];
         let leader_metrics = metrics.clone();
-        let election_task = tokio::spawn(election::run(
-            self.client.clone(),
-            election,
-            leading.clone(),
-            move |leading| leader_metrics.set_leader(leading),
-            shutdown.clone(),
-        ));
-        let lifecycle = Lifecycle::new(
-            config.clone(),
-            cluster.clone(),
-            cache.clone(),
-            metrics.clone(),
-            leading.subscribe(),
-        );
-        let lifecycle_task = tokio::spawn(lifecycle.run(shutdown.clone()));
-        let poller = ActivityPoller::new(config.clone(), cluster.clone(), cache.clone());
-        let activity_task = tokio::spawn(poller.run(shutdown.clone()));
+        let on_leading = move |leading| leader_metrics.set_leader(leading);
+        let default = Member {
+            name: config.default_cluster.clone(),
+            config: config.clone(),
+            cluster: cluster.clone(),
+            cache: cache.clone(),
+        };
+        let mut elections = vec![tend(
+            &self.client,
+            &default,
+            &metrics,
+            on_leading,
+            &shutdown,
+            &mut tasks,
+        )];
+        let mut backend = Backend::new(config.clone(), cluster, cache.clone());
+        // Each of `clusters`: its own watches, lifecycle and Lease; its changes wake the
+        // default cache's waiters, so one progress stream follows every cluster.
+        for (entry, client) in config.clusters.iter().zip(&self.remotes) {
+            let mut own = (*config).clone();
+            if let Some(namespace) = &entry.namespace {
+                own.namespace.clone_from(namespace);
+            }
+            let (remote_cache, remote_watch) = Cache::new_beside(client, &own.namespace, &cache);
+            tasks.push(tokio::spawn(remote_watch));
+            let member = Member {
+                name: entry.name.clone(),
+                cluster: Cluster::new(client.clone(), &own.namespace),
+                config: Arc::new(own),
+                cache: remote_cache,
+            };
+            elections.push(tend(client, &member, &metrics, |_| {}, &shutdown, &mut tasks));
+            backend = backend.with_member(member);
+        }
         let auth = Authenticator::new(self.client.clone(), config.clone());
         {
             let (cache, ready, shutdown) = (cache.clone(), ready.clone(), shutdown.clone());
@@ -184,7 +210,6 @@ impl Server {
                 tracker.clone(),
             ));
         }
-        let backend = Backend::new(config.clone(), cluster, cache);
         let acceptor = match &self.certificate {
             Some(store) => {
                 tokio::spawn(store.clone().watch(CERTIFICATE_POLL, shutdown.clone()));
@@ -234,12 +259,75 @@ impl Server {
         {
             tracing::warn!(grace = ?config.shutdown_grace, "requests still in flight at the end of the grace period");
         }
-        lifecycle_task.abort();
-        activity_task.abort();
-        watches.abort();
-        // The leader gives the Lease up on shutdown, so another replica takes over at once.
-        if tokio::time::timeout(LEASE_RELEASE, election_task).await.is_err() {
-            tracing::warn!("the Lease was not released in time; another replica takes over once it expires");
+        for task in &tasks {
+            task.abort();
+        }
+        // The leader gives the Leases up on shutdown, so another replica takes over at once.
+        let released = futures::future::join_all(elections);
+        if tokio::time::timeout(LEASE_RELEASE, released).await.is_err() {
+            tracing::warn!("a Lease was not released in time; another replica takes over once it expires");
         }
     }
+}
+
+/// Starts `member`'s Lease election, lifecycle and activity poller (pushed to `tasks`); returns
+/// the election, which shutdown awaits so that the Lease is given up.
+fn tend(
+    client: &kube::Client,
+    member: &Member,
+    metrics: &Arc<Metrics>,
+    on_leading: impl Fn(bool) + Send + 'static,
+    shutdown: &CancellationToken,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> tokio::task::JoinHandle<()> {
+    let leading = Arc::new(watch::channel(false).0);
+    let election = Election {
+        namespace: member.config.namespace.clone(),
+        name: keys::LEASE.to_owned(),
+        identity: election::identity(),
+        timing: Timing::default(),
+        duty: "finishes, fails and culls workspaces and sweeps unused storage",
+        granted_by: "outfit manifests --workspaces",
+        alone_when_forbidden: true,
+    };
+    let election_task = tokio::spawn(election::run(
+        client.clone(),
+        election,
+        leading.clone(),
+        on_leading,
+        shutdown.clone(),
+    ));
+    let lifecycle = Lifecycle::new(
+        member.config.clone(),
+        member.cluster.clone(),
+        member.cache.clone(),
+        metrics.clone(),
+        leading.subscribe(),
+    );
+    tasks.push(tokio::spawn(lifecycle.run(shutdown.clone())));
+    let poller = ActivityPoller::new(
+        member.config.clone(),
+        member.cluster.clone(),
+        member.cache.clone(),
+    );
+    tasks.push(tokio::spawn(poller.run(shutdown.clone())));
+    election_task
+}
+
+/// The client of one of `clusters`, from its kubeconfig and context.
+async fn remote_client(entry: &ClusterEntry) -> Result<kube::Client, RunError> {
+    let failed = |reason: String| RunError::Cluster {
+        name: entry.name.clone(),
+        reason,
+    };
+    let file = Kubeconfig::read_from(&entry.kubeconfig)
+        .map_err(|e| failed(format!("reading {}: {e}", entry.kubeconfig.display())))?;
+    let options = KubeConfigOptions {
+        context: entry.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let config = kube::Config::from_custom_kubeconfig(file, &options)
+        .await
+        .map_err(|e| failed(format!("{}: {e}", entry.kubeconfig.display())))?;
+    kube::Client::try_from(config).map_err(|e| failed(e.to_string()))
 }

@@ -6,6 +6,7 @@
 //! - `support`: the manifest server, `outfit workspaces` as a child process, the HTTP client and
 //!   the cluster helpers;
 //! - `cleanup`: what a delete takes with it;
+//! - `clusters`: one backend over two clusters, one of them killed and started again;
 //! - `session`: whole sessions (ours, and the documentation-only Python client's), user ids;
 //! - `lifecycle`: creates that never turn ready, restarts, a second replica;
 //! - `replicas`: several replicas, one leading the lifecycle, failover;
@@ -18,6 +19,7 @@
 
 mod attacks;
 mod cleanup;
+mod clusters;
 mod guards;
 mod lifecycle;
 mod native;

@@ -42,12 +42,7 @@ async fn launch_ready(replica: &Replica, manifest: &str) -> String {
     let (status, created) = replica.backend.launch(alice, manifest).await;
     assert_eq!(status, 201, "{created}");
     let name = created["name"].as_str().unwrap().to_owned();
-    let events = replica.backend.follow(alice, &name).await;
-    assert_eq!(
-        events.last().map(|(n, _)| n.as_str()),
-        Some("ready"),
-        "{events:?}"
-    );
+    replica.backend.follow_to_ready(alice, &name).await;
     name
 }
 

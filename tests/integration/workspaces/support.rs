@@ -304,6 +304,16 @@ impl Backend {
         .await
     }
 
+    /// Follows the workspace `name` of `caller` until its stream ends, which must be at ready.
+    pub(super) async fn follow_to_ready(&self, caller: Caller<'_>, name: &str) {
+        let events = self.follow(caller, name).await;
+        assert_eq!(
+            events.last().map(|(n, _)| n.as_str()),
+            Some("ready"),
+            "{events:?}"
+        );
+    }
+
     /// The events of a progress stream as `caller`, read until the stream ends: (name, data).
     pub(super) async fn follow(&self, caller: Caller<'_>, name: &str) -> Vec<(String, Value)> {
         self.assert_running();

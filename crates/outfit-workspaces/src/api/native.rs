@@ -117,6 +117,8 @@ fn request_failure(error: &RequestError) -> Answer {
         }
         RequestError::Forbidden(_) => (StatusCode::FORBIDDEN, "Forbidden"),
         RequestError::Limit(_) => (StatusCode::FORBIDDEN, "LimitExceeded"),
+        RequestError::WrongCluster(_) => (StatusCode::BAD_REQUEST, "UnknownCluster"),
+        RequestError::Unreachable { .. } => (StatusCode::SERVICE_UNAVAILABLE, "ClusterUnreachable"),
         RequestError::Storage(_) | RequestError::Cluster(_) => {
             (StatusCode::INTERNAL_SERVER_ERROR, "ClusterError")
         }
@@ -251,7 +253,7 @@ impl Api {
             ),
             Endpoint::Catalogue => ok(
                 StatusCode::OK,
-                json!({"items": backend.catalogue(identity).await}),
+                json!({"items": backend.catalogue(identity).await, "clusters": backend.clusters()}),
             ),
             Endpoint::List => ok(
                 StatusCode::OK,

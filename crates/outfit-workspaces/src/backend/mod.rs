@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use tokio::time::Instant;
 
+mod clusters;
 mod native;
 mod storage;
 mod types;
@@ -21,7 +22,7 @@ mod user_lease;
 
 pub use self::{
     native::Launch,
-    types::{Backend, CreateOutcome, CreateRequest, Created, RequestError},
+    types::{Backend, CreateOutcome, CreateRequest, Created, Member, RequestError},
 };
 
 use self::types::{Deletion, Holders, Turns};
@@ -59,10 +60,17 @@ impl<C: ClusterCalls> Backend<C> {
             config.manifest_max_bytes,
         );
         let catalogue = Catalogue::new(&config.catalogue, fetcher.clone());
+        let default = Member {
+            name: config.default_cluster.clone(),
+            config: config.clone(),
+            cluster: cluster.clone(),
+            cache: cache.clone(),
+        };
         Self {
             config,
             cluster,
             cache,
+            members: Arc::from([default]),
             fetcher,
             catalogue,
             turns: Turns::default(),
@@ -128,7 +136,9 @@ impl<C: ClusterCalls> Backend<C> {
         // One create of a user's at a time, so two at once can't both fit under a limit: in this
         // process (so its creates don't contend for the Lease), then across replicas.
         let _turn = self.turns.take(user).await;
-        let turn = user_lease::take(&self.cluster, user).await?;
+        // The default cluster arbitrates every create of a user, whichever cluster it goes to.
+        let arbiter = &self.members[0];
+        let turn = user_lease::take(&arbiter.cluster, user).await?;
         let created = self.create_in_turn(&turn, user, url, prepared, silo_ip).await;
         turn.release(created.as_ref().ok().map(|c| &c.pod)).await;
         created
@@ -147,7 +157,14 @@ impl<C: ClusterCalls> Backend<C> {
             user,
             silo_ip: &silo_ip,
         };
-        let existing = turn.pods_to_count(&self.cache, user).await?;
+        // The pod the last turn made counts before the default cluster's cache shows it, and
+        // limits count the user's workspaces on every cluster.
+        let mut existing = turn.pods_to_count(&self.members[0].cache, user).await?;
+        for pod in self.pods_everywhere(user) {
+            if !existing.iter().any(|seen| seen.uid() == pod.uid()) {
+                existing.push(pod);
+            }
+        }
         let existing: Vec<&Pod> = existing.iter().map(AsRef::as_ref).collect();
         limits::check(&self.config.limits, &existing, &prepared.pod)?;
         let deadline = Timestamp::now() + self.config.timeout_create;
@@ -206,7 +223,8 @@ impl<C: ClusterCalls> Backend<C> {
         pod_of: impl Fn(&str) -> Pod,
     ) -> Result<Option<Created>, RequestError> {
         for name in names {
-            if let Some(holder) = self.cache.pod(name) {
+            // Names are unique across clusters, so that a name says which workspace it is.
+            if let Some(holder) = self.pod_anywhere(name) {
                 holders.count(crate::model::user::belongs_to(holder.as_ref(), user));
                 continue;
             }
@@ -303,7 +321,9 @@ impl<C: ClusterCalls> Backend<C> {
             .wait_for(deadline, |_| {
                 let report = self.report(pod_name, &uid);
                 let (ready, reason) = match report.status {
-                    Status::Creating => return None,
+                    // Unknown is the native API's word for a cluster that can't be reached; the
+                    // default cluster's own report never says it.
+                    Status::Creating | Status::Unknown => return None,
                     Status::Ready => (true, None),
                     Status::Failed => (false, Some(report.message)),
                     Status::Deleting => (false, Some("the pod is being deleted".to_owned())),

@@ -1,7 +1,7 @@
 //! The operations behind the native API: each takes the authenticated caller, who acts on their
 //! own workspaces only (admins, on anyone's), and answers from the watch cache.
 
-use std::{collections::BTreeMap, net::IpAddr};
+use std::{collections::BTreeMap, net::IpAddr, sync::Arc};
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
@@ -9,7 +9,7 @@ use kube::ResourceExt;
 use serde::Deserialize;
 use tokio::sync::watch;
 
-use super::types::{Backend, Created, Deletion, RequestError};
+use super::types::{Backend, Created, Deletion, Member, RequestError};
 use crate::{
     io::{
         auth::Identity,
@@ -34,6 +34,10 @@ pub struct Launch {
     /// Container name → env var → value.
     #[serde(default)]
     pub settings: Settings,
+    /// The cluster to launch on, when the catalogue entry names none; the default one when
+    /// unset.
+    #[serde(default)]
+    pub cluster: Option<String>,
 }
 
 /// Activity is recorded at most this often per workspace (or a third of its idle timeout, when
@@ -48,22 +52,31 @@ impl<C: ClusterCalls> Backend<C> {
                 "only members of adminGroups may list every user's workspaces".to_owned(),
             ));
         }
-        let pods = if all {
-            let mut pods = self.cache.pods();
-            pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-            pods
-        } else {
-            self.cache.pods_of(&identity.user)
-        };
         let now = Timestamp::now();
-        Ok(pods.iter().map(|pod| self.describe(pod, now)).collect())
+        let mut workspaces: Vec<Workspace> = self
+            .members
+            .iter()
+            .flat_map(|member| {
+                let pods = if all {
+                    member.cache.pods()
+                } else {
+                    member.cache.pods_of(&identity.user)
+                };
+                let on = self.on(member);
+                pods.into_iter()
+                    .map(move |pod| on.describe(member, &pod, now))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        workspaces.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(workspaces)
     }
 
     /// The workspace `name` of `identity` (any user's, for an admin).
     pub fn workspace(&self, identity: &Identity, name: &str) -> Result<Workspace, RequestError> {
         names::check_pod_name(name)?;
-        let pod = self.visible_pod(identity, name)?;
-        Ok(self.describe(&pod, Timestamp::now()))
+        let (member, pod) = self.visible_pod(identity, name)?;
+        Ok(self.on(member).describe(member, &pod, Timestamp::now()))
     }
 
     /// Launches the catalogue entry of `launch` for `identity`.
@@ -85,20 +98,20 @@ impl<C: ClusterCalls> Backend<C> {
             )));
         }
         let url = entry.url.clone();
+        let member = self.choose_member(entry.cluster.as_deref(), launch.cluster.as_deref(), &entry.name)?;
+        let on = self.on(member);
         let Created {
             pod_name,
             warnings,
             pod,
-        } = self
-            .create(&identity.user, &url, &launch.settings, silo_ip)
-            .await?;
+        } = on.create(&identity.user, &url, &launch.settings, silo_ip).await?;
         // The cache's copy when it has one (newer); the API server's answer when the cache is
         // behind: the workspace exists, so the answer must say so.
-        let pod = self
+        let pod = on
             .cache
             .pod(&pod_name)
             .map_or(pod, |cached| cached.as_ref().clone());
-        Ok((self.describe(&pod, Timestamp::now()), warnings))
+        Ok((on.describe(member, &pod, Timestamp::now()), warnings))
     }
 
     /// Deletes the workspace `name` of `identity` (any user's, for an admin); returns the uid of
@@ -106,21 +119,36 @@ impl<C: ClusterCalls> Backend<C> {
     pub async fn remove(&self, identity: &Identity, name: &str) -> Result<String, RequestError> {
         names::check_pod_name(name)?;
         let visible = |pod: &Pod| identity.admin || belongs_to(pod, &identity.user);
-        match self.delete_current(name, visible).await? {
-            Deletion::None => Err(not_found(identity, name)),
-            Deletion::Already(pod) => Ok(pod.uid().unwrap_or_default()),
-            Deletion::Requested(pod) => {
-                tracing::info!(pod = name, user = %identity.user, by = identity.username, "workspace deletion requested");
-                self.await_deleting(&pod).await;
-                Ok(pod.uid().unwrap_or_default())
+        // The cluster whose cache shows the name; else each asks its API server (a cache can
+        // be behind), those that answer first, so that one away fails the delete only when
+        // the others have no such workspace.
+        let candidates: Vec<_> = match self.holder_of(name) {
+            Some((member, _)) => vec![member],
+            None => {
+                let mut all: Vec<_> = self.members.iter().collect();
+                all.sort_by_key(|m| self.unreachable(m).is_some());
+                all
+            }
+        };
+        for member in candidates {
+            let on = self.on(member);
+            match on.delete_current(name, visible).await? {
+                Deletion::None => {}
+                Deletion::Already(pod) => return Ok(pod.uid().unwrap_or_default()),
+                Deletion::Requested(pod) => {
+                    tracing::info!(pod = name, user = %identity.user, by = identity.username, cluster = member.name, "workspace deletion requested");
+                    on.await_deleting(&pod).await;
+                    return Ok(pod.uid().unwrap_or_default());
+                }
             }
         }
+        Err(not_found(identity, name))
     }
 
     /// Records that `identity` is active in workspace `name`.
     pub async fn activity(&self, identity: &Identity, name: &str) -> Result<(), RequestError> {
         names::check_pod_name(name)?;
-        let pod = self.owned_pod(identity, name)?;
+        let (member, pod) = self.owned_pod(identity, name)?;
         let now = Timestamp::now();
         let every = culling::lifetimes(&pod, &self.config)
             .ok()
@@ -133,7 +161,7 @@ impl<C: ClusterCalls> Backend<C> {
             .is_some_and(|t| now.duration_since(t).as_secs_f64() < every.as_secs_f64());
         if !recent {
             let mark = BTreeMap::from([(keys::ANNOTATION_LAST_ACTIVITY, Some(now.to_string()))]);
-            self.cluster.annotate_pod(&pod, mark).await.map_err(|error| {
+            member.cluster.annotate_pod(&pod, mark).await.map_err(|error| {
                 if error.is_gone() {
                     RequestError::NoSuchPod {
                         user: identity.user.to_string(),
@@ -155,11 +183,25 @@ impl<C: ClusterCalls> Backend<C> {
     /// The uid of workspace `name` that `identity` may follow.
     pub fn follow(&self, identity: &Identity, name: &str) -> Result<String, RequestError> {
         names::check_pod_name(name)?;
-        Ok(self.visible_pod(identity, name)?.uid().unwrap_or_default())
+        Ok(self.visible_pod(identity, name)?.1.uid().unwrap_or_default())
     }
 
-    /// The progress of the pod `name` with `uid`, as the cache shows it now.
+    /// The progress of the pod `name` with `uid`, as the cache of the cluster that shows it
+    /// (or its Events, once it is gone) shows it now.
     pub fn report(&self, name: &str, uid: &str) -> Report {
+        let holder = self
+            .holder_of(name)
+            .filter(|(_, pod)| pod.uid().as_deref() == Some(uid))
+            .map(|(member, _)| member)
+            .or_else(|| self.members.iter().find(|m| !m.cache.events_of(uid).is_empty()));
+        match holder {
+            Some(member) => self.on(member).report_here(name, uid),
+            None => self.report_here(name, uid),
+        }
+    }
+
+    /// The progress of the pod `name` with `uid`, as this backend's cache shows it now.
+    fn report_here(&self, name: &str, uid: &str) -> Report {
         let pod = self.cache.pod(name).filter(|p| p.uid().as_deref() == Some(uid));
         let claim = pod
             .as_deref()
@@ -174,24 +216,24 @@ impl<C: ClusterCalls> Backend<C> {
         self.cache.changes()
     }
 
-    fn describe(&self, pod: &Pod, now: Timestamp) -> Workspace {
-        let report = self.report(&pod.name_any(), &pod.uid().unwrap_or_default());
-        info::workspace(pod, &report, &self.config, now)
+    /// `pod`, on `member` (this backend's cluster), as the native API shows it.
+    fn describe(&self, member: &Member<C>, pod: &Pod, now: Timestamp) -> Workspace {
+        let report = self.report_here(&pod.name_any(), &pod.uid().unwrap_or_default());
+        info::workspace(pod, &report, &self.config, self.state_of(member), now)
     }
 
-    /// `identity`'s pod `name`; for an admin, anyone's.
-    fn visible_pod(&self, identity: &Identity, name: &str) -> Result<std::sync::Arc<Pod>, RequestError> {
+    /// `identity`'s pod `name`, on whichever cluster holds it; for an admin, anyone's.
+    fn visible_pod(&self, identity: &Identity, name: &str) -> Result<(&Member<C>, Arc<Pod>), RequestError> {
         if identity.admin {
-            return self.cache.pod(name).ok_or_else(|| not_found(identity, name));
+            return self.holder_of(name).ok_or_else(|| not_found(identity, name));
         }
         self.owned_pod(identity, name)
     }
 
-    fn owned_pod(&self, identity: &Identity, name: &str) -> Result<std::sync::Arc<Pod>, RequestError> {
+    fn owned_pod(&self, identity: &Identity, name: &str) -> Result<(&Member<C>, Arc<Pod>), RequestError> {
         // Someone else's pod is "not found", as if it did not exist: names tell nothing.
-        self.cache
-            .pod(name)
-            .filter(|pod| belongs_to(pod.as_ref(), &identity.user))
+        self.holder_of(name)
+            .filter(|(_, pod)| belongs_to(pod.as_ref(), &identity.user))
             .ok_or_else(|| not_found(identity, name))
     }
 }

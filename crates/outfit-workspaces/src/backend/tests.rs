@@ -273,3 +273,200 @@ async fn the_pod_the_last_holder_made_counts_even_before_this_replicas_cache_sho
     );
     turn.release(None).await;
 }
+
+/// A backend over two fake clusters, `default` and `east`, with the catalogue entries `web`
+/// (anywhere) and `gpu` (on east) serving `WEB`, configured further by `env`.
+async fn on_two_fakes(env: &[(&str, &str)]) -> (Backend<FakeCluster>, FakeCluster, FakeCluster) {
+    let url = serve(WEB).await;
+    let catalogue = format!(
+        r#"[{{"name": "web", "url": "{url}"}}, {{"name": "gpu", "url": "{url}", "cluster": "east"}}]"#
+    );
+    let mut env = env.to_vec();
+    env.push(("BACKEND_CATALOGUE", &catalogue));
+    env.push((
+        "BACKEND_CLUSTERS",
+        r#"[{"name": "east", "kubeconfig": "/east.yaml"}]"#,
+    ));
+    let (backend, default) = on_fake(&env);
+    let (east, east_cache) = FakeCluster::beside(&backend.cache);
+    let member = Member {
+        name: "east".to_owned(),
+        config: backend.config.clone(),
+        cluster: east.clone(),
+        cache: east_cache,
+    };
+    (backend.with_member(member), default, east)
+}
+
+fn alice() -> crate::io::auth::Identity {
+    crate::io::auth::Identity {
+        username: "alice".to_owned(),
+        groups: Vec::new(),
+        user: UserId::parse("alice@dtu.dk").unwrap(),
+        admin: false,
+    }
+}
+
+fn launch(manifest: &str, cluster: Option<&str>) -> Launch {
+    Launch {
+        manifest: manifest.to_owned(),
+        settings: Settings::new(),
+        cluster: cluster.map(str::to_owned),
+    }
+}
+
+fn created_pods(fake: &FakeCluster) -> Vec<String> {
+    fake.calls()
+        .into_iter()
+        .filter_map(|c| c.strip_prefix("create_pod ").map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_launch_goes_to_the_entrys_cluster_else_the_users_choice_else_the_default() {
+    let (backend, default, east) = on_two_fakes(&[]).await;
+    let (first, _) = backend
+        .launch(&alice(), &launch("web", None), SILO)
+        .await
+        .unwrap();
+    assert_eq!(first.cluster.name, "default");
+    assert_eq!(created_pods(&default), std::slice::from_ref(&first.name));
+    let (chosen, _) = backend
+        .launch(&alice(), &launch("web", Some("east")), SILO)
+        .await
+        .unwrap();
+    assert_eq!(chosen.cluster.name, "east");
+    assert_ne!(
+        chosen.name, first.name,
+        "a name held on another cluster is skipped"
+    );
+    let (fixed, _) = backend
+        .launch(&alice(), &launch("gpu", None), SILO)
+        .await
+        .unwrap();
+    assert_eq!(fixed.cluster.name, "east");
+    assert_eq!(created_pods(&east), [chosen.name.clone(), fixed.name.clone()]);
+    for (request, hint) in [
+        (
+            launch("web", Some("moon")),
+            "there is no cluster \"moon\"; the clusters are default, east",
+        ),
+        (
+            launch("gpu", Some("default")),
+            "runs on cluster east only, not default",
+        ),
+    ] {
+        let error = backend.launch(&alice(), &request, SILO).await.unwrap_err();
+        assert!(
+            matches!(error, RequestError::WrongCluster(_)) && error.to_string().contains(hint),
+            "{error}"
+        );
+    }
+    assert_eq!(
+        created_pods(&default).len() + created_pods(&east).len(),
+        3,
+        "nothing more made"
+    );
+    // The list, get and delete find each workspace on its own cluster.
+    let listed: Vec<(String, String)> = backend
+        .workspaces(&alice(), false)
+        .unwrap()
+        .into_iter()
+        .map(|w| (w.name, w.cluster.name))
+        .collect();
+    assert_eq!(listed.len(), 3, "{listed:?}");
+    assert!(
+        listed.contains(&(fixed.name.clone(), "east".to_owned())),
+        "{listed:?}"
+    );
+    assert_eq!(
+        backend.workspace(&alice(), &fixed.name).unwrap().cluster.name,
+        "east"
+    );
+    backend.remove(&alice(), &fixed.name).await.unwrap();
+    assert!(
+        east.calls().contains(&format!("delete_pod {}", fixed.name)),
+        "{:?}",
+        east.calls()
+    );
+    assert!(!default.calls().iter().any(|c| c.starts_with("delete_pod")));
+}
+
+#[tokio::test]
+async fn limits_count_the_users_workspaces_on_every_cluster() {
+    let (backend, default, east) = on_two_fakes(&[("BACKEND_MAXWORKSPACESPERUSER", "1")]).await;
+    east.put_pod(workspace("web-alice", "alice@dtu.dk"));
+    let error = backend
+        .launch(&alice(), &launch("web", None), SILO)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, RequestError::Limit(_)), "{error}");
+    // Only the user's turn was taken there (the default cluster arbitrates): nothing made.
+    assert!(created_pods(&default).is_empty(), "{:?}", default.calls());
+    assert!(created_pods(&east).is_empty(), "{:?}", east.calls());
+}
+
+#[tokio::test]
+async fn an_unreachable_clusters_workspaces_are_unknown_and_launches_to_it_refused() {
+    let (backend, _default, east) = on_two_fakes(&[]).await;
+    east.put_pod(workspace("web-alice", "alice@dtu.dk"));
+    east.set_unreachable(Some("connection refused"));
+    let (here, _) = backend
+        .launch(&alice(), &launch("web", None), SILO)
+        .await
+        .unwrap();
+    let error = backend
+        .launch(&alice(), &launch("web", Some("east")), SILO)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, RequestError::Unreachable { cluster, .. } if cluster == "east"),
+        "{error}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "cluster east can't be reached now: connection refused"
+    );
+    let list = backend.workspaces(&alice(), false).unwrap();
+    let away = list.iter().find(|w| w.cluster.name == "east").unwrap();
+    assert_eq!(away.status, Status::Unknown);
+    assert!(!away.cluster.reachable);
+    assert_eq!(away.cluster.error.as_deref(), Some("connection refused"));
+    assert!(
+        away.message.contains("cluster east can't be reached"),
+        "{}",
+        away.message
+    );
+    let home = list.iter().find(|w| w.name == here.name).unwrap();
+    assert!(
+        home.cluster.reachable && home.status != Status::Unknown,
+        "{home:?}"
+    );
+    // Back: its workspace is what its cache says again.
+    east.set_unreachable(None);
+    let back = backend.workspace(&alice(), "web-alice").unwrap();
+    assert!(
+        back.cluster.reachable && back.status != Status::Unknown,
+        "{back:?}"
+    );
+}
+
+#[tokio::test]
+async fn with_one_cluster_an_api_server_away_changes_nothing_the_apis_answer() {
+    let url = serve(WEB).await;
+    let catalogue = format!(r#"[{{"name": "web", "url": "{url}"}}]"#);
+    let (backend, fake) = on_fake(&[("BACKEND_CATALOGUE", &catalogue)]);
+    fake.put_pod(workspace("web-alice", "alice@dtu.dk"));
+    fake.set_unreachable(Some("connection refused"));
+    let shown = backend.workspace(&alice(), "web-alice").unwrap();
+    assert!(
+        shown.cluster.reachable && shown.status != Status::Unknown,
+        "{shown:?}"
+    );
+    // The launch is tried (here the fake answers), not refused as a cluster away.
+    let (launched, _) = backend
+        .launch(&alice(), &launch("web", None), SILO)
+        .await
+        .unwrap();
+    assert_eq!(created_pods(&fake), [launched.name]);
+}

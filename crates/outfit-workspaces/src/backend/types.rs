@@ -92,6 +92,17 @@ pub enum RequestError {
     /// The create would pass one of the user's limits.
     #[error(transparent)]
     Limit(#[from] limits::LimitExceeded),
+    /// A launch named a cluster that is not configured, or one its manifest does not run on.
+    #[error("{0}")]
+    WrongCluster(String),
+    /// A launch's cluster can't be reached now.
+    #[error("cluster {cluster} can't be reached now: {why}")]
+    Unreachable {
+        /// The cluster.
+        cluster: String,
+        /// Why.
+        why: String,
+    },
 }
 
 impl RequestError {
@@ -117,7 +128,9 @@ impl RequestError {
             | Self::AlreadyDeleting(_)
             | Self::UnknownManifest(_)
             | Self::Forbidden(_)
-            | Self::Limit(_) => None,
+            | Self::Limit(_)
+            | Self::WrongCluster(_)
+            | Self::Unreachable { .. } => None,
             Self::Fetch(_) | Self::Manifest(_) | Self::Annotation(_) => Some(Phase::Fetch),
             Self::Storage(_) => Some(Phase::Storage),
             Self::NamesTaken { .. } | Self::Busy(_) | Self::Cluster(_) => Some(Phase::Admission),
@@ -176,12 +189,29 @@ pub struct CreateOutcome {
     pub reason: Option<String>,
 }
 
-/// The backend, over the cluster `C` (the API server's, or the unit tests' fake).
+/// One cluster the backend serves workspaces on: its name, the configuration its workspaces are
+/// made with (its namespace), its calls and its cache.
+#[derive(Clone)]
+pub struct Member<C = Cluster> {
+    /// `defaultCluster`, or the name of one of `clusters`.
+    pub name: String,
+    /// The configuration, with this cluster's namespace.
+    pub config: Arc<Config>,
+    /// Its API server.
+    pub cluster: C,
+    /// Its watches.
+    pub cache: Cache,
+}
+
+/// The backend, over the cluster `C` (the API server's, or the unit tests' fake). `cluster` and
+/// `cache` are the cluster it works on (the default one, unless [`Backend::on`] chose another);
+/// `members` are every cluster, the default one first.
 #[derive(Clone)]
 pub struct Backend<C = Cluster> {
     pub(super) config: Arc<Config>,
     pub(super) cluster: C,
     pub(super) cache: Cache,
+    pub(super) members: Arc<[Member<C>]>,
     pub(super) fetcher: Fetcher,
     pub(super) catalogue: Catalogue,
     pub(super) turns: Turns,

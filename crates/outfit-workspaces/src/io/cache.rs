@@ -27,6 +27,8 @@ pub struct Cache {
     namespace: Arc<str>,
     changes: Arc<watch::Sender<u64>>,
     synced: Arc<watch::Sender<bool>>,
+    /// `None` while the watches answer; why not, since the last failed one.
+    unreachable: Arc<watch::Sender<Option<String>>>,
 }
 
 impl std::fmt::Debug for Cache {
@@ -53,11 +55,29 @@ fn watch_backoff() -> watcher::ExponentialBackoff {
 impl Cache {
     /// The cache of `namespace`, and the task that keeps it current (run it until shutdown).
     pub fn new(client: &Client, namespace: &str) -> (Self, impl Future<Output = ()> + Send + 'static) {
+        Self::with_changes(client, namespace, Arc::new(watch::channel(0u64).0))
+    }
+
+    /// The cache of `namespace` on another cluster than `beside`'s, whose changes wake what
+    /// waits on `beside` (and the other way round), so that one progress stream or long poll
+    /// follows every cluster.
+    pub fn new_beside(
+        client: &Client,
+        namespace: &str,
+        beside: &Cache,
+    ) -> (Self, impl Future<Output = ()> + Send + 'static) {
+        Self::with_changes(client, namespace, beside.changes.clone())
+    }
+
+    fn with_changes(
+        client: &Client,
+        namespace: &str,
+        changes: Arc<watch::Sender<u64>>,
+    ) -> (Self, impl Future<Output = ()> + Send + 'static) {
         let selector = format!("{}={}", keys::LABEL_MANAGED_BY, keys::MANAGED_BY);
         let (pods, pod_writer) = reflector::store();
         let (claims, claim_writer) = reflector::store();
         let (events, event_writer) = reflector::store();
-        let changes = Arc::new(watch::channel(0u64).0);
         let pod_stream = reflector::reflector(
             pod_writer,
             watcher(
@@ -90,6 +110,8 @@ impl Cache {
             .modify(slim_event),
         );
         let notify = changes.clone();
+        let unreachable = Arc::new(watch::channel(None::<String>).0);
+        let health = unreachable.clone();
         let synced = Arc::new(watch::channel(false).0);
         // kube's `Store::wait_until_ready` wakes only its last waiter; one waiter here tells all.
         let (first_pods, first_claims, first_events, tell) =
@@ -111,14 +133,27 @@ impl Cache {
             let mut events = std::pin::pin!(events);
             while let Some(event) = events.next().await {
                 match event {
-                    Ok(()) => notify.send_modify(|n| *n = n.wrapping_add(1)),
-                    // The watcher retries with backoff; the cache keeps its last view meanwhile.
-                    Err(error) => tracing::warn!(%error, "watch failed; retrying"),
+                    Ok(()) => {
+                        if health.send_if_modified(|why| why.take().is_some()) {
+                            tracing::info!("watches answer again");
+                        }
+                        notify.send_modify(|n| *n = n.wrapping_add(1));
+                    }
+                    // The watcher retries with backoff; the cache keeps its last view meanwhile,
+                    // and says the cluster can't be reached until a watch answers again.
+                    Err(error) => {
+                        tracing::warn!(%error, "watch failed; retrying");
+                        let why = format!("its API server does not answer ({error})");
+                        if health.send_if_modified(|was| was.replace(why).is_none()) {
+                            notify.send_modify(|n| *n = n.wrapping_add(1));
+                        }
+                    }
                 }
             }
         };
+        let probe = probe(client.clone(), unreachable.clone(), changes.clone());
         let task = async move {
-            futures::join!(sync, watching);
+            futures::join!(sync, watching, probe);
         };
         let cache = Self {
             pods,
@@ -127,6 +162,7 @@ impl Cache {
             namespace: namespace.into(),
             changes,
             synced,
+            unreachable,
         };
         (cache, task)
     }
@@ -134,6 +170,12 @@ impl Cache {
     /// Waits until every watch has listed everything once.
     pub async fn synced(&self) {
         let _ = self.synced.subscribe().wait_for(|synced| *synced).await;
+    }
+
+    /// Why the cluster can't be reached (its last watch failed and none has answered since);
+    /// `None` while it answers. Meanwhile the cache shows what it last saw.
+    pub fn unreachable(&self) -> Option<String> {
+        self.unreachable.borrow().clone()
     }
 
     /// The pod called `name`.
@@ -216,6 +258,7 @@ pub(crate) struct CacheFeed {
     pods: reflector::store::Writer<Pod>,
     claims: reflector::store::Writer<PersistentVolumeClaim>,
     changes: Arc<watch::Sender<u64>>,
+    unreachable: Arc<watch::Sender<Option<String>>>,
 }
 
 #[cfg(test)]
@@ -250,16 +293,28 @@ impl CacheFeed {
     pub(crate) fn claim_gone(&mut self, claim: PersistentVolumeClaim) {
         Self::apply(&mut self.claims, watcher::Event::Delete(claim), &self.changes);
     }
+
+    /// The watches fail with `why` (`Some`), or answer again (`None`).
+    pub(crate) fn set_unreachable(&mut self, why: Option<String>) {
+        self.unreachable.send_replace(why);
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
 }
 
 #[cfg(test)]
 impl Cache {
     /// A synced, empty cache of `namespace` that shows what its feed is given.
     pub(crate) fn fed(namespace: &str) -> (Self, CacheFeed) {
+        Self::fed_beside(namespace, None)
+    }
+
+    /// As [`Cache::fed`], sharing the changes of `beside` when given (another cluster's cache).
+    pub(crate) fn fed_beside(namespace: &str, beside: Option<&Cache>) -> (Self, CacheFeed) {
         let pods = reflector::store::Writer::default();
         let claims = reflector::store::Writer::default();
         let events = reflector::store::Writer::<Event>::default();
-        let changes = Arc::new(watch::channel(0u64).0);
+        let changes = beside.map_or_else(|| Arc::new(watch::channel(0u64).0), |c| c.changes.clone());
+        let unreachable = Arc::new(watch::channel(None::<String>).0);
         let cache = Self {
             pods: pods.as_reader(),
             claims: claims.as_reader(),
@@ -267,6 +322,7 @@ impl Cache {
             namespace: namespace.into(),
             changes: changes.clone(),
             synced: Arc::new(watch::channel(true).0),
+            unreachable: unreachable.clone(),
         };
         (
             cache,
@@ -274,8 +330,51 @@ impl Cache {
                 pods,
                 claims,
                 changes,
+                unreachable,
             },
         )
+    }
+}
+
+/// How often the API server is asked whether it answers, and how long it has to answer.
+const PROBE_EVERY: Duration = Duration::from_secs(3);
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Asks the API server for its version every [`PROBE_EVERY`]: a watch that merely goes quiet
+/// (a partition drops packets, nothing resets the connection) reports no error, and a watch
+/// that resumes reports nothing until something changes, so its errors alone can't say
+/// whether the cluster answers.
+async fn probe(
+    client: Client,
+    unreachable: Arc<watch::Sender<Option<String>>>,
+    changes: Arc<watch::Sender<u64>>,
+) {
+    loop {
+        let why = match tokio::time::timeout(PROBE_TIMEOUT, client.apiserver_version()).await {
+            Ok(Ok(_)) => None,
+            Ok(Err(error)) => Some(format!("its API server does not answer ({error})")),
+            Err(_) => Some(format!(
+                "its API server did not answer within {}s",
+                PROBE_TIMEOUT.as_secs()
+            )),
+        };
+        let changed = unreachable.send_if_modified(|was| match (&why, was.is_some()) {
+            (None, true) => {
+                tracing::info!("the API server answers again");
+                *was = None;
+                true
+            }
+            (Some(why), false) => {
+                tracing::warn!(why, "the API server can't be reached");
+                *was = Some(why.clone());
+                true
+            }
+            _ => false,
+        });
+        if changed {
+            changes.send_modify(|n| *n = n.wrapping_add(1));
+        }
+        tokio::time::sleep(PROBE_EVERY).await;
     }
 }
 

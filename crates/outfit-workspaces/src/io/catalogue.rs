@@ -43,6 +43,9 @@ pub struct Item {
     pub fields: Vec<Field>,
     /// Why the manifest could not be read; such an entry can't be launched.
     pub error: Option<String>,
+    /// The cluster it is always launched on, when the catalogue names one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
 }
 
 /// The env fields of `manifest`: every plain `value` a container declares, except the ones the
@@ -120,6 +123,7 @@ impl Catalogue {
                 description: entry.description.clone(),
                 fields,
                 error,
+                cluster: entry.cluster.clone(),
             });
         }
         items
@@ -197,6 +201,7 @@ spec:
             title: None,
             description: String::new(),
             groups: groups.iter().map(|g| g.to_string()).collect(),
+            cluster: None,
         };
         let alice = auth::identity("alice", vec!["gpu-users".into()], &[]).unwrap();
         let bob = auth::identity("bob", vec![], &[]).unwrap();

@@ -85,6 +85,25 @@ impl FakeCluster {
         (fake, cache)
     }
 
+    /// An empty cluster beside the one whose cache is `other`: its cache's changes wake what
+    /// waits on `other`'s, as the watches of several clusters do.
+    pub(crate) fn beside(other: &Cache) -> (Self, Cache) {
+        let (cache, feed) = Cache::fed_beside(NAMESPACE, Some(other));
+        let fake = Self {
+            state: Arc::default(),
+            feed: Arc::new(Mutex::new(feed)),
+        };
+        (fake, cache)
+    }
+
+    /// The cluster's watches fail with `why` (`Some`), or answer again (`None`).
+    pub(crate) fn set_unreachable(&self, why: Option<&str>) {
+        self.feed
+            .lock()
+            .expect("feed")
+            .set_unreachable(why.map(str::to_owned));
+    }
+
     /// Reads or changes the state.
     pub(crate) fn with<T>(&self, change: impl FnOnce(&mut State) -> T) -> T {
         change(&mut self.state.lock().expect("fake state"))

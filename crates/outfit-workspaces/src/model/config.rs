@@ -149,6 +149,11 @@ pub struct Config {
     /// link-local ranges, cloud metadata among them, by default) and `allowedEgressCidrs`
     /// (exceptions to those; the user's silo always is one).
     pub network: NetworkIsolation,
+    /// outfit: what the default cluster (in-cluster, or `KUBECONFIG`'s) is called.
+    pub default_cluster: String,
+    /// outfit: the clusters beside the default one, each with its kubeconfig, context and
+    /// namespace; none by default.
+    pub clusters: Vec<ClusterEntry>,
 }
 
 /// The API's serving certificate and key.
@@ -253,8 +258,27 @@ impl Config {
                 });
             }
         };
+        let mut clusters = std::collections::BTreeSet::from([s.default_cluster.as_str()]);
+        for (index, entry) in s.clusters.iter().enumerate() {
+            if !clusters.insert(entry.name.as_str()) {
+                let reason = format!(
+                    "entry {index}: the name {:?} is taken (defaultCluster or an earlier entry)",
+                    entry.name
+                );
+                return Err(error("clusters", reason));
+            }
+        }
         let mut names = std::collections::BTreeSet::new();
         for entry in &s.catalogue {
+            if let Some(cluster) = entry.cluster.as_deref().filter(|c| !clusters.contains(c)) {
+                let known: Vec<&str> = clusters.iter().copied().collect();
+                let reason = format!(
+                    "entry {:?}: cluster {cluster:?} is not one of {}",
+                    entry.name,
+                    known.join(", ")
+                );
+                return Err(error("catalogue", reason));
+            }
             if !names.insert(entry.name.as_str()) {
                 return Err(error(
                     "catalogue",
@@ -324,7 +348,16 @@ impl Config {
                 denied_egress_cidrs,
                 allowed_egress_cidrs: s.allowed_egress_cidrs,
             },
+            default_cluster: s.default_cluster,
+            clusters: s.clusters,
         })
+    }
+
+    /// Every cluster's name, the default one's first.
+    pub fn cluster_names(&self) -> Vec<&str> {
+        std::iter::once(self.default_cluster.as_str())
+            .chain(self.clusters.iter().map(|c| c.name.as_str()))
+            .collect()
     }
 
     /// The host name of the silo at `silo_ip` or at its data-network address, as deic-dk looks
@@ -352,5 +385,5 @@ mod tests;
 
 pub use self::{
     exposure::Exposure,
-    settings::{CatalogueEntry, HostnameEntry},
+    settings::{CatalogueEntry, ClusterEntry, HostnameEntry},
 };

@@ -19,6 +19,7 @@
     token: null, // bearer token in use; null when an authenticating proxy vouches for us
     me: null,
     catalogue: [],
+    clusters: [], // {name, reachable, error}: where a launch may go, the default first
     rows: new Map(), // name -> row record
     streams: new Map(), // name -> live progress stream
     cards: new Map(), // name -> progress card
@@ -314,6 +315,7 @@
       function (data) {
         if (gen !== state.generation) return;
         state.catalogue = (data && Array.isArray(data.items) ? data.items : []).filter(function (e) { return e && e.name; });
+        state.clusters = (data && Array.isArray(data.clusters) ? data.clusters : []).filter(function (c) { return c && c.name; });
         renderCatalogue();
       },
       function (e) {
@@ -386,7 +388,29 @@
       ]));
     });
     show($("fields"), fields.length > 0);
+    renderClusters(entry);
     updateLaunchButton();
+  }
+
+  // With more than one cluster, the user picks where; an entry that names its cluster fixes it.
+  function renderClusters(entry) {
+    var select = $("cluster-select");
+    var previous = select.value;
+    select.replaceChildren();
+    state.clusters.forEach(function (c) {
+      select.append(el("option", {
+        value: c.name,
+        text: c.name + (c.reachable === false ? " (unreachable)" : ""),
+        disabled: c.reachable === false,
+      }));
+    });
+    var fixed = entry && entry.cluster;
+    var keep = state.clusters.some(function (c) { return c.name === previous && c.reachable !== false; });
+    if (fixed) select.value = fixed;
+    else if (keep) select.value = previous;
+    else if (state.clusters.length) select.value = state.clusters[0].name;
+    select.disabled = !!fixed;
+    show($("cluster-choice"), state.clusters.length > 1);
   }
 
   function updateLaunchButton() {
@@ -428,7 +452,9 @@
     button.disabled = true;
     setText(button, "Launching…");
     var gen = state.generation;
-    api("POST", "workspaces", { manifest: entry.name, settings: settings })
+    var request = { manifest: entry.name, settings: settings };
+    if (state.clusters.length > 1 && !entry.cluster) request.cluster = $("cluster-select").value;
+    api("POST", "workspaces", request)
       .then(
         function (ws) {
           if (gen !== state.generation || !ws || !ws.name) return;
@@ -561,7 +587,8 @@
     rec.nameStrong = el("strong", { class: "ws-name", text: name });
     rec.manifestMeta = el("div");
     rec.limitsMeta = el("div");
-    rec.nameMeta = el("div", { class: "ws-meta" }, [rec.manifestMeta, rec.limitsMeta]);
+    rec.clusterMeta = el("div", { "data-test": "row-cluster" });
+    rec.nameMeta = el("div", { class: "ws-meta" }, [rec.manifestMeta, rec.clusterMeta, rec.limitsMeta]);
     rec.userCell = el("td", { class: "col-user", "data-label": "User" });
     rec.badge = el("span", { class: "badge" });
     rec.phaseText = el("div", { class: "ws-phase" });
@@ -624,6 +651,10 @@
     if (ws.idleTimeout) limits.push("idle " + ws.idleTimeout);
     setText(rec.manifestMeta, ws.manifest || "");
     setText(rec.limitsMeta, limits.join(" · "));
+    var cluster = ws.cluster || {};
+    var several = state.clusters.length > 1 || cluster.reachable === false;
+    setText(rec.clusterMeta, several && cluster.name ? "on " + cluster.name + (cluster.reachable === false ? " (unreachable)" : "") : "");
+    show(rec.clusterMeta, several && !!cluster.name);
     setText(rec.userCell, ws.user || "");
 
     // Phase and message: live from the stream while one runs, else from the list.

@@ -123,10 +123,43 @@ pub struct Workspace {
     pub idle_timeout: Option<String>,
     /// Its last activity recorded.
     pub last_activity: Option<Timestamp>,
+    /// The cluster it runs on.
+    pub cluster: ClusterState,
 }
 
-/// `pod` as the native API shows it at `now`, with its progress `report`.
-pub fn workspace(pod: &Pod, report: &Report, config: &Config, now: Timestamp) -> Workspace {
+/// A workspace's cluster as the native API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClusterState {
+    /// The cluster's name (`defaultCluster`, or one of `clusters`).
+    pub name: String,
+    /// Whether its API server answers; when not, the workspace is shown as last seen, with
+    /// status `unknown`.
+    pub reachable: bool,
+    /// Why it can't be reached.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl ClusterState {
+    /// The cluster `name`, unreachable for the reason `unreachable` gives, if any.
+    pub fn new(name: &str, unreachable: Option<String>) -> Self {
+        Self {
+            name: name.to_owned(),
+            reachable: unreachable.is_none(),
+            error: unreachable,
+        }
+    }
+}
+
+/// `pod` as the native API shows it at `now`, with its progress `report`, on `cluster` (where it
+/// stands is unknown while that can't be reached).
+pub fn workspace(
+    pod: &Pod,
+    report: &Report,
+    config: &Config,
+    cluster: ClusterState,
+    now: Timestamp,
+) -> Workspace {
     let info = pod_info(pod, config, now);
     let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
     let age = created.map_or_else(String::new, |t| {
@@ -136,15 +169,26 @@ pub fn workspace(pod: &Pod, report: &Report, config: &Config, now: Timestamp) ->
     });
     let annotations = pod.metadata.annotations.as_ref();
     let lifetimes = culling::lifetimes(pod, config).unwrap_or_default();
+    let (status, phase, message) = match &cluster.error {
+        None => (report.status, report.phase, report.message.clone()),
+        Some(why) => (
+            Status::Unknown,
+            None,
+            format!(
+                "cluster {} can't be reached: {why}; shown as last seen",
+                cluster.name
+            ),
+        ),
+    };
     Workspace {
         user: info.owner,
         manifest: annotations
             .and_then(|a| a.get(keys::ANNOTATION_MANIFEST_NAME))
             .cloned()
             .unwrap_or_default(),
-        status: report.status,
-        phase: report.phase,
-        message: report.message.clone(),
+        status,
+        phase,
+        message,
         created,
         age,
         url: info.url,
@@ -154,6 +198,7 @@ pub fn workspace(pod: &Pod, report: &Report, config: &Config, now: Timestamp) ->
         idle_timeout: lifetimes.idle_timeout.map(crate::model::duration::format),
         last_activity: culling::last_activity(pod),
         name: info.pod_name,
+        cluster,
     }
 }
 

@@ -111,6 +111,10 @@ pub(super) struct Settings {
     pub(super) denied_egress_cidrs: Vec<Cidr>,
     #[serde(deserialize_with = "cidr_list")]
     pub(super) allowed_egress_cidrs: Vec<Cidr>,
+    #[serde(deserialize_with = "cluster_name")]
+    pub(super) default_cluster: String,
+    #[serde(deserialize_with = "clusters")]
+    pub(super) clusters: Vec<ClusterEntry>,
 }
 
 /// One `hostnameList` entry: the silo at `address` is called `hostname`.
@@ -139,6 +143,26 @@ pub struct CatalogueEntry {
     /// Only members of these groups may launch it; everyone when empty.
     #[serde(default)]
     pub groups: Vec<String>,
+    /// The cluster it is launched on (a name of `clusters` or `defaultCluster`); the user's
+    /// choice, else the default cluster, when unset.
+    #[serde(default)]
+    pub cluster: Option<String>,
+}
+
+/// One cluster of `clusters`, beside the default one (in-cluster, or `KUBECONFIG`'s).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterEntry {
+    /// What the API, the page and catalogue entries call it.
+    pub name: String,
+    /// The kubeconfig file that reaches it.
+    pub kubeconfig: std::path::PathBuf,
+    /// The kubeconfig's context; its current context when unset.
+    #[serde(default)]
+    pub context: Option<String>,
+    /// The namespace of its workspaces; `namespace`'s when unset.
+    #[serde(default)]
+    pub namespace: Option<String>,
 }
 
 /// deic-dk's `whitelistManifestRegex`.
@@ -211,6 +235,8 @@ impl Default for Settings {
             backend_namespace: "outfit-workspaces".to_owned(),
             denied_egress_cidrs: networks(DEFAULT_DENIED_EGRESS),
             allowed_egress_cidrs: Vec::new(),
+            default_cluster: "default".to_owned(),
+            clusters: Vec::new(),
         }
     }
 }
@@ -404,4 +430,48 @@ fn namespaces<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> 
 
 fn origins<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
     exposure::parse_origins(&list::<D, Vec<String>>(d)?).map_err(D::Error::custom)
+}
+
+/// A cluster's name: a DNS label (lowercase letters, digits and `-`, at most 63), as it appears
+/// in answers and labels.
+pub(super) fn check_cluster_name(name: &str) -> Result<(), String> {
+    let label = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if label {
+        Ok(())
+    } else {
+        Err(format!(
+            "cluster name {name:?} must be 1 to 63 lowercase letters, digits or '-', not starting or ending with '-'"
+        ))
+    }
+}
+
+fn cluster_name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    parsed(d, |t| check_cluster_name(t).map(|()| t.to_owned()))
+}
+
+/// `clusters`: each entry read on its own, so that a bad one is named by its index.
+fn clusters<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ClusterEntry>, D::Error> {
+    let entries: Vec<Value> = list(d)?;
+    entries
+        .into_iter()
+        .enumerate()
+        .map(|(index, entry)| {
+            let at = |reason: String| D::Error::custom(format!("entry {index}: {reason}"));
+            let entry = ClusterEntry::deserialize(entry).map_err(|e| at(e.to_string()))?;
+            check_cluster_name(&entry.name).map_err(at)?;
+            if entry.kubeconfig.as_os_str().is_empty() {
+                return Err(at("kubeconfig must not be empty".to_owned()));
+            }
+            if entry.namespace.as_deref().is_some_and(|n| n.trim().is_empty()) {
+                return Err(at("namespace must not be empty when set".to_owned()));
+            }
+            Ok(entry)
+        })
+        .collect()
 }

@@ -289,6 +289,8 @@ fn each_default_is_the_documented_text() {
             r#"["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "fc00::/7", "fe80::/10"]"#,
         ),
         ("allowedEgressCidrs", "[]"),
+        ("defaultCluster", "default"),
+        ("clusters", "[]"),
     ];
     let defaults = format!("{:?}", Config::load(None, no_env).unwrap().0);
     let mut every_var = Vec::new();
@@ -397,4 +399,83 @@ fn file_values_are_read_as_text_whatever_yaml_made_of_them() {
             "{text}: {err}"
         );
     }
+}
+
+#[test]
+fn clusters_are_read_with_their_kubeconfig_context_and_namespace() {
+    let f = file(
+        "defaultCluster: here\nclusters:\n  - name: east\n    kubeconfig: /etc/east.yaml\n    context: admin@east\n    namespace: ws-east\n  - name: west\n    kubeconfig: /etc/west.yaml\n\
+         catalogue:\n  - name: gpu\n    url: https://raw.githubusercontent.com/deic-dk/pod_manifests/main/gpu.yaml\n    cluster: east\n",
+    );
+    let (config, _) = Config::load(Some(&f.0), no_env).unwrap();
+    assert_eq!(config.cluster_names(), ["here", "east", "west"]);
+    assert_eq!(config.clusters[0].context.as_deref(), Some("admin@east"));
+    assert_eq!(config.clusters[0].namespace.as_deref(), Some("ws-east"));
+    assert_eq!(
+        config.clusters[1].kubeconfig,
+        std::path::PathBuf::from("/etc/west.yaml")
+    );
+    assert_eq!(config.clusters[1].context, None);
+    assert_eq!(config.catalogue[0].cluster.as_deref(), Some("east"));
+    let (config, _) = Config::load(None, no_env).unwrap();
+    assert_eq!(config.cluster_names(), ["default"], "one cluster unless told");
+}
+
+#[test]
+fn a_bad_cluster_entry_is_named_by_key_and_index() {
+    let entry = |name: &str| format!(r#"{{"name": "{name}", "kubeconfig": "/k"}}"#);
+    let cases = [
+        (
+            format!("[{}, {{\"name\": \"b\"}}]", entry("a")),
+            "clusters",
+            "entry 1: missing field `kubeconfig`",
+        ),
+        (
+            r#"[{"name": "a", "kubeconfig": "/k", "contxt": "x"}]"#.to_owned(),
+            "clusters",
+            "entry 0: unknown field `contxt`",
+        ),
+        (
+            format!("[{}]", entry("East")),
+            "clusters",
+            "entry 0: cluster name \"East\"",
+        ),
+        (
+            format!("[{}, {}]", entry("a"), entry("a")),
+            "clusters",
+            "entry 1: the name \"a\" is taken",
+        ),
+        (
+            format!("[{}]", entry("default")),
+            "clusters",
+            "entry 0: the name \"default\" is taken",
+        ),
+        (
+            r#"[{"name": "a", "kubeconfig": ""}]"#.to_owned(),
+            "clusters",
+            "entry 0: kubeconfig must not be empty",
+        ),
+    ];
+    for (value, key, hint) in &cases {
+        let env = |name: &str| (name == "BACKEND_CLUSTERS").then(|| value.clone());
+        let err = Config::load(None, env).unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!("BACKEND_CLUSTERS: key {key}: ")) && err.contains(hint),
+            "{value}: {err}"
+        );
+    }
+    let env = |name: &str| {
+        match name {
+        "BACKEND_CATALOGUE" => Some(
+            r#"[{"name": "gpu", "url": "https://raw.githubusercontent.com/deic-dk/pod_manifests/x.yaml", "cluster": "moon"}]"#
+                .to_owned(),
+        ),
+        _ => None,
+    }
+    };
+    let err = Config::load(None, env).unwrap_err().to_string();
+    assert!(
+        err.contains("key catalogue: entry \"gpu\": cluster \"moon\" is not one of default"),
+        "{err}"
+    );
 }

@@ -20,6 +20,8 @@ pub enum Status {
     Deleting,
     /// It is gone.
     Deleted,
+    /// Its cluster can't be reached: shown as last seen, its state unknown until it answers.
+    Unknown,
 }
 
 impl Status {
@@ -36,6 +38,7 @@ impl Status {
             Self::Failed => "failed",
             Self::Deleting => "deleting",
             Self::Deleted => "deleted",
+            Self::Unknown => "unknown",
         }
     }
 }
