@@ -139,15 +139,19 @@ impl<C: ClusterCalls> Backend<C> {
         // The default cluster arbitrates every create of a user, whichever cluster it goes to.
         let arbiter = &self.members[0];
         let turn = user_lease::take(&arbiter.cluster, user).await?;
-        let created = self.create_in_turn(&turn, user, url, prepared, silo_ip).await;
-        turn.release(created.as_ref().ok().map(|c| &c.pod)).await;
+        let created = self
+            .create_in_turn(turn.as_ref(), user, url, prepared, silo_ip)
+            .await;
+        if let Some(turn) = turn {
+            turn.release(created.as_ref().ok().map(|c| &c.pod)).await;
+        }
         created
     }
 
     /// The rest of a create, in the user's turn: checks the limits, makes the storage and the pod.
     async fn create_in_turn(
         &self,
-        turn: &user_lease::UserTurn<C>,
+        turn: Option<&user_lease::UserTurn<C>>,
         user: &UserId,
         url: &str,
         prepared: manifest::Prepared,
@@ -159,7 +163,10 @@ impl<C: ClusterCalls> Backend<C> {
         };
         // The pod the last turn made counts before the default cluster's cache shows it, and
         // limits count the user's workspaces on every cluster.
-        let mut existing = turn.pods_to_count(&self.members[0].cache, user).await?;
+        let mut existing = match turn {
+            Some(turn) => turn.pods_to_count(&self.members[0].cache, user).await?,
+            None => Vec::new(),
+        };
         for pod in self.pods_everywhere(user) {
             if !existing.iter().any(|seen| seen.uid() == pod.uid()) {
                 existing.push(pod);

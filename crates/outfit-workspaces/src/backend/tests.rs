@@ -221,7 +221,7 @@ async fn a_dead_holders_turn_is_taken_over_once_its_lease_has_not_changed_for_it
     let name = alice_lease(&fake, Some("killed-replica_0"), None);
     let alice = UserId::parse("alice@dtu.dk").unwrap();
     let started = Instant::now();
-    let turn = user_lease::take(&fake, &alice).await.unwrap();
+    let turn = user_lease::take(&fake, &alice).await.unwrap().expect("a Lease");
     assert!(
         started.elapsed() >= user_lease::LEASE_DURATION,
         "not before the Lease expired"
@@ -236,14 +236,15 @@ async fn a_create_waits_for_a_live_holder_and_gives_up_past_its_wait_limit() {
     let (_, fake) = on_fake(&[]);
     let alice = UserId::parse("alice@dtu.dk").unwrap();
     // The holder renews its Lease while it holds it: it never expires.
-    let holding = user_lease::take(&fake, &alice).await.unwrap();
+    let holding = user_lease::take(&fake, &alice).await.unwrap().expect("a Lease");
     let error = user_lease::take(&fake, &alice).await.err().expect("busy");
     assert!(matches!(error, RequestError::Busy(_)), "{error:?}");
     assert!(error.to_string().contains("try again"), "{error}");
     holding.release(None).await;
     let next = user_lease::take(&fake, &alice)
         .await
-        .expect("released: taken at once");
+        .expect("released: taken at once")
+        .expect("a Lease");
     next.release(None).await;
 }
 
@@ -256,7 +257,7 @@ async fn the_pod_the_last_holder_made_counts_even_before_this_replicas_cache_sho
     fake.with(|s| s.pods.insert("web-alice".to_owned(), made));
     alice_lease(&fake, None, Some("web-alice/uid-web-alice"));
     let alice = UserId::parse("alice@dtu.dk").unwrap();
-    let turn = user_lease::take(&fake, &alice).await.unwrap();
+    let turn = user_lease::take(&fake, &alice).await.unwrap().expect("a Lease");
     let counted = turn.pods_to_count(&backend.cache, &alice).await.unwrap();
     let names: Vec<String> = counted.iter().map(|p| p.name_any()).collect();
     assert_eq!(names, ["web-alice"]);
@@ -264,7 +265,7 @@ async fn the_pod_the_last_holder_made_counts_even_before_this_replicas_cache_sho
 
     // Deleted since: nothing to wait for, nothing counted.
     fake.with(|s| s.pods.clear());
-    let turn = user_lease::take(&fake, &alice).await.unwrap();
+    let turn = user_lease::take(&fake, &alice).await.unwrap().expect("a Lease");
     assert!(
         turn.pods_to_count(&backend.cache, &alice)
             .await
@@ -469,4 +470,19 @@ async fn with_one_cluster_an_api_server_away_changes_nothing_the_apis_answer() {
         .await
         .unwrap();
     assert_eq!(created_pods(&fake), [launched.name]);
+}
+
+#[tokio::test]
+async fn without_a_grant_for_leases_creates_take_turns_per_replica_as_before() {
+    let (backend, fake) = on_fake(&[("BACKEND_MAXWORKSPACESPERUSER", "1")]);
+    fake.with(|s| s.leases_forbidden = true);
+    let url = serve(WEB).await;
+    let request = create(&url, "alice@dtu.dk");
+    backend
+        .create_pod(&request, SILO)
+        .await
+        .expect("an installation whose RBAC predates the per-user Leases still creates");
+    let error = backend.create_pod(&request, SILO).await.unwrap_err();
+    assert!(matches!(error, RequestError::Limit(_)), "{error}");
+    assert_eq!(fake.with(|s| s.pods.len()), 1);
 }

@@ -74,8 +74,13 @@ pub(super) struct UserTurn<C: ClusterCalls> {
     last_made: Option<(String, String)>,
 }
 
-/// Takes `user`'s turn, waiting (up to [`WAIT_LIMIT`]) while another create holds it.
-pub(super) async fn take<C: ClusterCalls>(cluster: &C, user: &UserId) -> Result<UserTurn<C>, RequestError> {
+/// Takes `user`'s turn, waiting (up to [`WAIT_LIMIT`]) while another create holds it. `None`
+/// when RBAC grants no Leases (an installation from before the per-user turns): creates then take
+/// turns per replica only, as they did then, and a warning says so once.
+pub(super) async fn take<C: ClusterCalls>(
+    cluster: &C,
+    user: &UserId,
+) -> Result<Option<UserTurn<C>>, RequestError> {
     let name = lease_name(user);
     let holder = holder_name();
     let started = Instant::now();
@@ -83,7 +88,17 @@ pub(super) async fn take<C: ClusterCalls>(cluster: &C, user: &UserId) -> Result<
     let mut observed: Option<(Record, Instant)> = None;
     let mut pause = FIRST_PAUSE;
     loop {
-        let current = cluster.get_lease(&name).await?;
+        let current = match cluster.get_lease(&name).await {
+            Ok(current) => current,
+            Err(error) if error.is_forbidden() => {
+                static WARNED: std::sync::Once = std::sync::Once::new();
+                WARNED.call_once(|| {
+                    tracing::warn!(%error, "no grant for Leases: per-user limits hold per replica only; re-apply `outfit manifests --workspaces`");
+                });
+                return Ok(None);
+            }
+            Err(error) => return Err(error.into()),
+        };
         let record = current.as_ref().map(record);
         if let Some(record) = &record
             && observed.as_ref().is_none_or(|(seen, _)| seen != record)
@@ -101,7 +116,7 @@ pub(super) async fn take<C: ClusterCalls>(cluster: &C, user: &UserId) -> Result<
             _ => None,
         };
         match written {
-            Some(Ok(lease)) => return Ok(UserTurn::new(cluster.clone(), lease)),
+            Some(Ok(lease)) => return Ok(Some(UserTurn::new(cluster.clone(), lease))),
             // Another create wrote first (or the sweep deleted it): look again.
             Some(Err(error)) if error.is_conflict() || error.is_not_found() => {}
             Some(Err(error)) => return Err(error.into()),

@@ -66,6 +66,11 @@ impl ClusterError {
         status_code(&self.source) == Some(409)
     }
 
+    /// Whether the API server answered 403 (RBAC grants no such thing).
+    pub fn is_forbidden(&self) -> bool {
+        status_code(&self.source) == Some(403)
+    }
+
     /// What a caller is told: the step and the API server's verdict, without kube-rs's dump of
     /// the error or the URLs it reached (the log keeps those).
     pub fn public_message(&self) -> String {

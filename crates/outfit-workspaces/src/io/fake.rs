@@ -40,6 +40,8 @@ pub(crate) struct State {
     pub calls: Vec<String>,
     /// Storage whose delete is refused with 409 (it changed since it was seen).
     pub conflicts: HashSet<String>,
+    /// Leases refused with 403, as RBAC from before the per-user turns refuses them.
+    pub leases_forbidden: bool,
     versions: u64,
 }
 
@@ -372,8 +374,13 @@ impl ClusterCalls for FakeCluster {
 
     fn get_lease(&self, name: &str) -> impl Future<Output = Result<Option<Lease>, ClusterError>> + Send {
         self.record(format!("get_lease {name}"));
-        let lease = self.with(|s| s.leases.get(name).cloned());
-        async move { Ok(lease) }
+        let lease = self.with(|s| {
+            if s.leases_forbidden {
+                return Err(api_error(403, "Forbidden", "reading Lease"));
+            }
+            Ok(s.leases.get(name).cloned())
+        });
+        async move { lease }
     }
 
     fn create_lease(&self, lease: &Lease) -> impl Future<Output = Result<Lease, ClusterError>> + Send {
