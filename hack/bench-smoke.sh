@@ -22,6 +22,8 @@ step hack/memory-10k/run.sh --smoke
 hack/memory-10k/run.sh --smoke
 step hack/bench-workspaces.sh --smoke
 hack/bench-workspaces.sh --smoke
+step hack/bench-workspaces-scale.sh --smoke
+hack/bench-workspaces-scale.sh --smoke
 step hack/soak.sh --smoke
 hack/soak.sh --smoke
 step hack/soak.sh --smoke --workspaces

@@ -138,6 +138,25 @@ pub async fn service_account_tokens(
     tokens.into_iter().collect()
 }
 
+/// Whether [`Backend::start`] gives the backend an admin port (`/readyz`, `/metrics`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminPort {
+    Off,
+    /// On a free port of 127.0.0.1: [`Backend::admin_port`].
+    Loopback,
+}
+
+/// Where a workspace benchmark runs: the flags workspaces-bench and workspaces-scale share.
+#[derive(Debug, clap::Args)]
+pub struct BenchCluster {
+    /// The state directory of `hack/control-plane/up.sh --nodes N`.
+    #[arg(long)]
+    pub state_dir: PathBuf,
+    /// The outfit binary.
+    #[arg(long, default_value = "target/release/outfit")]
+    pub outfit: PathBuf,
+}
+
 /// A running `outfit workspaces`; killed when dropped.
 #[derive(Debug)]
 pub struct Backend {
@@ -145,23 +164,34 @@ pub struct Backend {
     pub child: Child,
     /// Its API's port on 127.0.0.1.
     pub port: u16,
+    /// Its admin port (`/readyz`, `/metrics`) on 127.0.0.1, if it has one.
+    pub admin_port: Option<u16>,
 }
 
 impl Backend {
     /// Starts `outfit workspaces` with the admin's `kubeconfig` and a config written to
-    /// `config`: `settings` (YAML keys) plus `listen` on a free loopback port and no admin port.
-    /// Its log goes to `log` (at `level`), or at `warn` to this stderr. Waits until it listens.
+    /// `config`: `settings` (YAML keys) plus `listen` on a free loopback port and, as `admin`
+    /// says, an admin port on another or none. Its log goes to `log` (at `level`), or at `warn`
+    /// to this stderr. Waits until it listens.
     pub fn start(
         outfit: &Path,
         kubeconfig: &Path,
         config: &Path,
         settings: &str,
         log: Option<(&Path, &str)>,
+        admin: AdminPort,
     ) -> Result<Self> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let free_port =
+            || -> Result<u16> { Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port()) };
+        let port = free_port()?;
+        let admin_port = match admin {
+            AdminPort::Off => None,
+            AdminPort::Loopback => Some(free_port()?),
+        };
+        let admin_listen = admin_port.map_or_else(|| "''".to_owned(), |p| format!("127.0.0.1:{p}"));
         std::fs::write(
             config,
-            format!("{settings}\nlisten: 127.0.0.1:{port}\nadminListen: ''\n"),
+            format!("{settings}\nlisten: 127.0.0.1:{port}\nadminListen: {admin_listen}\n"),
         )?;
         let (stderr, level) = match log {
             Some((path, level)) => (Stdio::from(std::fs::File::create(path)?), level),
@@ -176,7 +206,11 @@ impl Backend {
             .stderr(stderr)
             .spawn()
             .with_context(|| format!("starting {}", outfit.display()))?;
-        let backend = Self { child, port };
+        let backend = Self {
+            child,
+            port,
+            admin_port,
+        };
         let deadline = Instant::now() + Duration::from_secs(30);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             ensure!(

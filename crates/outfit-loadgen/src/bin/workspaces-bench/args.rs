@@ -1,18 +1,13 @@
 //! The command line.
 
-use std::path::PathBuf;
-
 use clap::Parser;
+use outfit_loadgen::harness::BenchCluster;
 
 #[derive(Debug, Parser)]
 #[command(args_override_self = true)]
 pub(crate) struct Args {
-    /// The state directory of `hack/control-plane/up.sh --nodes N`.
-    #[arg(long)]
-    pub(crate) state_dir: PathBuf,
-    /// The outfit binary.
-    #[arg(long, default_value = "target/release/outfit")]
-    pub(crate) outfit: PathBuf,
+    #[command(flatten)]
+    pub(crate) cluster: BenchCluster,
     /// Pods created in the create-to-ready measurement (each way).
     #[arg(long, default_value_t = 50)]
     pub(crate) creates: usize,

@@ -1,15 +1,10 @@
 //! `get_pods` over many users' pods, made straight in the API server as the backend makes them.
 
-use std::{
-    collections::BTreeMap,
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use bytes::Bytes;
 use futures::StreamExt;
-use http_body_util::{BodyExt, Full};
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api, Client,
@@ -17,7 +12,7 @@ use kube::{
 };
 use serde_json::{Value, json};
 
-use outfit_loadgen::harness::Backend;
+use outfit_loadgen::{harness::Backend, workspaces::KeepAlive};
 
 /// Makes `users` × `per_user` pods as the backend makes them: its labels and annotations.
 pub(crate) async fn make_pods(client: &Client, ns: &str, users: usize, per_user: usize) -> Result<()> {
@@ -78,34 +73,15 @@ pub(crate) async fn get_pods(
     per_user: usize,
     requests: usize,
 ) -> Result<Vec<Duration>> {
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", backend.port)).await?;
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp)).await?;
-    tokio::spawn(connection);
+    let mut connection = KeepAlive::connect(backend.port).await?;
     let mut latencies = Vec::with_capacity(requests);
-    let bodies: Arc<BTreeMap<usize, Bytes>> = Arc::new(
-        (0..users)
-            .map(|u| {
-                (
-                    u,
-                    Bytes::from(json!({"user_id": format!("user{u}@bench.example")}).to_string()),
-                )
-            })
-            .collect(),
-    );
+    let bodies: Vec<Bytes> = (0..users)
+        .map(|u| Bytes::from(json!({"user_id": format!("user{u}@bench.example")}).to_string()))
+        .collect();
     // Warm-up: the first answers also wait for the cache's first read.
     for i in 0..requests + 50 {
-        let body = bodies[&(i % users)].clone();
-        let request = hyper::Request::post("/get_pods")
-            .header("host", "x")
-            .header("content-type", "application/json")
-            .body(Full::new(body))?;
-        sender.ready().await?;
-        let started = Instant::now();
-        let response = sender.send_request(request).await?;
-        let status = response.status();
-        let body = response.into_body().collect().await?.to_bytes();
-        let took = started.elapsed();
+        let body = bodies[i % users].clone();
+        let (status, body, took) = connection.send("POST", "/get_pods", &[], Some(body)).await?;
         let pods: Value = serde_json::from_slice(&body)?;
         if status != 200 || pods.as_array().map(Vec::len) != Some(per_user) {
             bail!(

@@ -48,20 +48,23 @@ mod get_pods;
 mod native;
 mod support;
 
-use outfit_loadgen::harness::{make_namespace, serve_manifests};
+use outfit_loadgen::{
+    harness::{make_namespace, serve_manifests},
+    workspaces::{delete_namespace, manifest, ms, percentiles, report},
+};
 
 use self::{
     args::Args,
     get_pods::{get_pods, make_pods},
     native::native,
-    support::{delete_namespace, manifest, ms, percentiles, post, report, start_backend},
+    support::{post, start_backend},
 };
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let args = Args::parse();
-    let kubeconfig = args.state_dir.join("kubeconfig");
+    let kubeconfig = args.cluster.state_dir.join("kubeconfig");
     let config = kube::Config::from_custom_kubeconfig(
         Kubeconfig::read_from(&kubeconfig)?,
         &KubeConfigOptions::default(),

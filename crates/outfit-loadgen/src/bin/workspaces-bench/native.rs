@@ -3,17 +3,15 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use bytes::Bytes;
 use futures::StreamExt;
-use http_body_util::{BodyExt, Empty};
 use kube::Client;
 use serde_json::json;
 
-use crate::{
-    args::Args,
-    support::{WORKSPACES_PER_MANIFEST, call, delete_namespace, report, start_backend},
+use crate::{args::Args, support::start_backend};
+use outfit_loadgen::{
+    harness::make_namespace,
+    workspaces::{WORKSPACES_PER_MANIFEST, call, delete_namespace, follow_progress, open_progress, report},
 };
-use outfit_loadgen::harness::make_namespace;
 use outfit_test_support::control_plane::env_value;
 
 pub(crate) async fn native(args: &Args, client: &Client, manifests: u16) -> Result<()> {
@@ -31,7 +29,7 @@ pub(crate) async fn native(args: &Args, client: &Client, manifests: u16) -> Resu
     let tokens = outfit_loadgen::harness::service_account_tokens(client, &ns, "bench", args.creates).await?;
     let launches: Vec<(String, String)> = tokens.into_iter().map(|t| (t, "web".to_owned())).collect();
     let users = launch_all(backend.port, launches, args.parallel).await?;
-    let alice = env_value(&args.state_dir, "ALICE_TOKEN")?;
+    let alice = env_value(&args.cluster.state_dir, "ALICE_TOKEN")?;
     let launches = (0..args.creates)
         .map(|i| (alice.clone(), format!("web{}", i % alice_manifests)))
         .collect();
@@ -81,7 +79,15 @@ struct Launched {
 async fn launch_all(port: u16, launches: Vec<(String, String)>, parallel: usize) -> Result<Vec<Launched>> {
     let tokens: std::collections::BTreeSet<&str> = launches.iter().map(|(t, _)| t.as_str()).collect();
     for token in tokens {
-        let (status, me) = call(port, "GET", "/api/v1/me", Some(token), None).await?;
+        let authorization = format!("Bearer {token}");
+        let (status, me) = call(
+            port,
+            "GET",
+            "/api/v1/me",
+            &[("authorization", &authorization)],
+            None,
+        )
+        .await?;
         if status != 200 {
             bail!("GET /api/v1/me answered {status}: {me}");
         }
@@ -100,9 +106,11 @@ async fn launch_all(port: u16, launches: Vec<(String, String)>, parallel: usize)
 /// One launch: the POST, then the progress stream, read as it arrives, until `ready`.
 async fn launch(port: u16, token: String, manifest: String) -> Result<Launched> {
     tokio::time::timeout(Duration::from_secs(180), async {
+        let authorization = format!("Bearer {token}");
+        let headers = [("authorization", authorization.as_str())];
         let started = Instant::now();
         let body = json!({"manifest": manifest, "settings": {}});
-        let (status, workspace) = call(port, "POST", "/api/v1/workspaces", Some(&token), Some(&body)).await?;
+        let (status, workspace) = call(port, "POST", "/api/v1/workspaces", &headers, Some(&body)).await?;
         let created = started.elapsed();
         if status != 201 {
             bail!("POST /api/v1/workspaces answered {status}: {workspace}");
@@ -110,60 +118,25 @@ async fn launch(port: u16, token: String, manifest: String) -> Result<Launched> 
         let name = workspace["name"].as_str().context("a workspace without a name")?;
 
         let opened = Instant::now();
-        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-        let (mut sender, connection) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp)).await?;
-        tokio::spawn(connection);
-        let request = hyper::Request::get(format!("/api/v1/workspaces/{name}/progress"))
-            .header("host", "x")
-            .header("authorization", format!("Bearer {token}"))
-            .header("accept", "text/event-stream")
-            .body(Empty::<Bytes>::new())?;
-        let mut response = sender.send_request(request).await?;
-        if response.status() != 200 {
-            let status = response.status();
-            let body = response.into_body().collect().await?.to_bytes();
-            bail!(
-                "GET .../progress answered {status}: {}",
-                String::from_utf8_lossy(&body)
-            );
-        }
-        // Events end with a blank line; a frame may hold part of one or several.
-        let mut buffer: Vec<u8> = Vec::new();
+        let mut response = open_progress(port, name, &headers).await?;
         let mut first: Option<(Duration, Duration, bool)> = None;
-        loop {
-            let frame = response
-                .body_mut()
-                .frame()
-                .await
-                .context("the progress stream ended before `ready`")??;
-            let Ok(data) = frame.into_data() else { continue };
-            let now = Instant::now();
-            buffer.extend_from_slice(&data);
-            while let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
-                let event: Vec<u8> = buffer.drain(..end + 2).collect();
-                let event = String::from_utf8_lossy(&event);
-                // Comments (`: keep-alive`) have no event line.
-                let Some(kind) = event.lines().find_map(|l| l.strip_prefix("event: ")) else {
-                    continue;
-                };
-                let (first_event, first_from_open, first_was_progress) =
-                    *first.get_or_insert((now - started, now - opened, kind == "progress"));
-                match kind {
-                    "progress" => {}
-                    "ready" => {
-                        return Ok(Launched {
-                            created,
-                            first_event,
-                            first_from_open,
-                            first_was_progress,
-                            ready: now - started,
-                        });
-                    }
-                    _ => bail!("workspace {name} ended with {}", event.trim_end()),
-                }
-            }
+        let mut ready = Duration::ZERO;
+        let last = follow_progress(&mut response, |kind, now| {
+            first.get_or_insert((now - started, now - opened, kind == "progress"));
+            ready = now - started;
+        })
+        .await?;
+        if last != "ready" {
+            bail!("workspace {name} ended with {last}");
         }
+        let (first_event, first_from_open, first_was_progress) = first.context("a stream without events")?;
+        Ok(Launched {
+            created,
+            first_event,
+            first_from_open,
+            first_was_progress,
+            ready,
+        })
     })
     .await
     .context("a launch not ready within 3 minutes")?

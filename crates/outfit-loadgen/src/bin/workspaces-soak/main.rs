@@ -46,7 +46,7 @@ use std::{
 
 use anyhow::{Result, bail, ensure};
 use clap::Parser;
-use outfit_loadgen::harness::{self, Backend};
+use outfit_loadgen::harness::{self, AdminPort, Backend};
 use outfit_test_support::control_plane::{ControlPlane, vm_rss_kib};
 use tokio_util::sync::CancellationToken;
 
@@ -240,6 +240,7 @@ fn start_backend(
         &work.join("workspaces.yaml"),
         &settings,
         Some((&work.join("workspaces.log"), "info")),
+        AdminPort::Off,
     )
 }
 

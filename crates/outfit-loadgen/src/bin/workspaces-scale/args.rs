@@ -1,0 +1,52 @@
+//! The command line: every number defaults to issue 25's scale and can be turned down.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use outfit_loadgen::harness::BenchCluster;
+
+#[derive(Debug, Parser)]
+#[command(args_override_self = true)]
+pub(crate) struct Args {
+    /// The cluster (`hack/control-plane/up.sh --nodes K`: K simulated nodes, the script's
+    /// `--nodes`, 200 by default) and the outfit binary.
+    #[command(flatten)]
+    pub(crate) cluster: BenchCluster,
+    /// Workspaces live at the end of the fill.
+    #[arg(long, default_value_t = 10_000)]
+    pub(crate) workspaces: usize,
+    /// Users owning them (workspace `i` is user `i % users`'s).
+    #[arg(long, default_value_t = 2_000)]
+    pub(crate) users: usize,
+    /// Creates started per second during the fill, half through `create_pod`, half through
+    /// `POST /api/v1/workspaces`.
+    #[arg(long, default_value_t = 20.0)]
+    pub(crate) rate: f64,
+    /// Bare creates (the admin's pod, no backend) timed at `--rate` before the fill.
+    #[arg(long, default_value_t = 400)]
+    pub(crate) bare_creates: usize,
+    /// One user in this many (a different one in each round of users) also launches one more
+    /// workspace through the other API and deletes it once ready (0: no churn).
+    #[arg(long, default_value_t = 20)]
+    pub(crate) churn_every: usize,
+    /// Lists per second (`get_pods` and `GET /api/v1/workspaces` in turn) during the fill.
+    #[arg(long, default_value_t = 10.0)]
+    pub(crate) list_rate: f64,
+    /// Timed requests of each list, one keep-alive connection each, once the fill is done.
+    #[arg(long, default_value_t = 2_000)]
+    pub(crate) list_requests: usize,
+    /// Record the backend's RSS and CPU (and the cluster's CPU) every this many workspaces.
+    #[arg(long, default_value_t = 1_000)]
+    pub(crate) sample_every: usize,
+    /// Progress streams held open at once (one workspace each, one per user in turn) on
+    /// workspaces that cannot be scheduled until the nodes are opened (0: skip).
+    #[arg(long, default_value_t = 2_000)]
+    pub(crate) streams: usize,
+    /// kube-apiserver's audit log, written with hack/bench-workspaces-scale.sh's policy (the
+    /// backend's requests only); without it the requests per create are not counted.
+    #[arg(long)]
+    pub(crate) audit_log: Option<PathBuf>,
+    /// Working directory for the backends' configurations and logs.
+    #[arg(long)]
+    pub(crate) work: Option<PathBuf>,
+}

@@ -1,0 +1,208 @@
+//! outfit's workspace backend at a university's scale (issue 25): `--workspaces` (10,000)
+//! workspaces of `--users` (2,000) on the simulated nodes of `hack/control-plane/up.sh --nodes K`
+//! (200). Run with `hack/bench-workspaces-scale.sh`, which starts that cluster with an audit log
+//! of the backend's requests; by hand:
+//!
+//! ```text
+//! hack/control-plane/up.sh --nodes 200 /tmp/wsscale
+//! cargo build --release -p outfit -p outfit-loadgen
+//! ./target/release/workspaces-scale --state-dir /tmp/wsscale
+//! hack/control-plane/down.sh /tmp/wsscale
+//! ```
+//!
+//! In turn:
+//!
+//! 1. **Bare creates**: `--bare-creates` pods made by the admin at `--rate`, timed to Ready.
+//! 2. **Fill**: the backend (its own ServiceAccount, `maxWorkspacesPerUser` just above each
+//!    user's share) gets `--workspaces` creates at `--rate` a second, every other one through
+//!    `create_pod` + `watch_create_pod` and the others through `POST /api/v1/workspaces` + the
+//!    progress stream, each timed to ready; every `--churn-every`th user also launches one more
+//!    through the other API and deletes it once ready; `--list-rate` lists a second run
+//!    alongside. The backend's RSS and CPU, and the cluster's CPU, every `--sample-every`.
+//! 3. **Lists at scale**: `--list-requests` `get_pods` and `GET /api/v1/workspaces`, each
+//!    answer checked against the user's count, and admin lists of everything.
+//! 4. **A fresh replica**: a second backend on the same namespace, timed to `/readyz`.
+//! 5. **Held progress streams**: `--streams` launches whose pods wait for a node label, each
+//!    followed through its stream; then the nodes get the label and every stream must end
+//!    `ready`.
+//! 6. **API requests per create**, from kube-apiserver's audit log (`--audit-log`): the
+//!    backend's requests during the fill, by verb and resource.
+//!
+//! Fails (after printing everything) if any create, delete, list or stream failed.
+
+use std::time::Instant;
+
+use anyhow::{Result, bail};
+use clap::Parser;
+use kube::{
+    Client,
+    config::{KubeConfigOptions, Kubeconfig},
+};
+use outfit_loadgen::{
+    harness::{AdminPort, Backend, make_namespace, serve_manifests},
+    workspaces::{manifest, pod_manifest},
+};
+use outfit_test_support::control_plane::env_value;
+
+mod args;
+mod at_scale;
+mod bare;
+mod cluster;
+mod fill;
+mod launch;
+mod report;
+mod streams;
+
+use self::{
+    args::Args,
+    cluster::{HOLD_LABEL, Processes, audit_mark, backend_kubeconfig},
+    streams::HELD,
+};
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    if args.workspaces == 0 || args.users == 0 || args.rate <= 0.0 {
+        bail!("--workspaces, --users and --rate must be above 0");
+    }
+    let work = args
+        .work
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("workspaces-scale-{}", std::process::id())));
+    std::fs::create_dir_all(&work)?;
+    let kubeconfig = Kubeconfig::read_from(args.cluster.state_dir.join("kubeconfig"))?;
+    let client = Client::try_from(
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?,
+    )?;
+    let manifests = serve_manifests(served).await?;
+    let marks = args.audit_log.as_deref().map(audit_mark).transpose()?;
+
+    let bare = bare::bare_creates(&client, args.bare_creates, args.rate).await?;
+
+    let ns = format!("scale-{}", std::process::id());
+    make_namespace(&client, &ns).await?;
+    let (backend_kubeconfig, backend_user) =
+        backend_kubeconfig(&client, &args.cluster.state_dir, &work).await?;
+    let settings = settings(&args, &ns, manifests)?;
+    let start = |name: &str| {
+        Backend::start(
+            &args.cluster.outfit,
+            &backend_kubeconfig,
+            &work.join(format!("{name}.yaml")),
+            &settings,
+            Some((&work.join(format!("{name}.log")), "warn")),
+            AdminPort::Loopback,
+        )
+    };
+    let started = Instant::now();
+    let backend = start("backend")?;
+    let admin_port = backend.admin_port.unwrap_or_default();
+    // The fill's requests are counted from here, after the backend's first full read.
+    at_scale::wait_ready(backend.child.id(), admin_port, started, started.elapsed()).await?;
+    let processes = Processes::new(&args.cluster.state_dir, backend.child.id())?;
+    let fill_from = args.audit_log.as_deref().map(audit_mark).transpose()?;
+    let fill = fill::fill(&args, backend.port, manifests, &processes).await?;
+    let fill_to = args.audit_log.as_deref().map(audit_mark).transpose()?;
+    report::fill(&args, &bare, &fill, &processes);
+
+    settle(&client, &ns, args.workspaces).await?;
+    let owned = |u: usize| args.workspaces / args.users + usize::from(u < args.workspaces % args.users);
+    let lists = at_scale::lists(
+        backend.port,
+        args.users,
+        args.list_requests,
+        owned,
+        args.workspaces,
+    )
+    .await?;
+    report::lists(&args, &lists);
+
+    let started = Instant::now();
+    let replica = start("replica")?;
+    let listening = started.elapsed();
+    let admin_port = replica.admin_port.unwrap_or_default();
+    let fresh = at_scale::wait_ready(replica.child.id(), admin_port, started, listening).await?;
+    drop(replica);
+    report::replica(&args, &fresh);
+
+    let held = if args.streams > 0 {
+        Some(
+            streams::held_streams(
+                &client,
+                backend.port,
+                args.streams,
+                args.users,
+                args.rate,
+                &processes,
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
+    if let Some(held) = &held {
+        report::streams(held, &processes);
+    }
+    let end = args.audit_log.as_deref().map(audit_mark).transpose()?;
+    if let (Some(log), Some(from), Some(to), Some(start), Some(end)) =
+        (&args.audit_log, fill_from, fill_to, marks, end)
+    {
+        report::requests(log, (from, to), (start, end), &backend_user, &fill)?;
+    }
+    report::goals(&bare, &fill, &lists, &fresh, held.as_ref(), &processes);
+    let failures = fill.failures.len() + held.as_ref().map_or(0, |h| h.failures.len());
+    if failures > 0 {
+        bail!("{failures} operations failed (listed above)");
+    }
+    Ok(())
+}
+
+/// The manifests served: `held` waits for the nodes' hold label, anything else is
+/// [`manifest`]'s pod.
+fn served(name: &str) -> String {
+    if name == HELD {
+        pod_manifest(name, &format!("  nodeSelector: {{{HOLD_LABEL}: open}}\n"))
+    } else {
+        manifest(name)
+    }
+}
+
+/// The backends' configuration: the namespace, manifests from the local server (the catalogue
+/// offers `web` and `held`), a per-user limit just above each user's share, room for the held
+/// streams' connections, and 127.0.0.1 as the authenticating proxy.
+fn settings(args: &Args, ns: &str, manifests: u16) -> Result<String> {
+    let pod_cidr = env_value(&args.cluster.state_dir, "POD_CIDR")?;
+    // Each user's share, one churn launch and one held stream per round of users.
+    let limit = args.workspaces.div_ceil(args.users) + 1 + args.streams.div_ceil(args.users);
+    let connections = args.streams + 1_024;
+    let url = |name: &str| format!("'http://127.0.0.1:{manifests}/{name}.yaml'");
+    Ok(format!(
+        "namespace: {ns}\nwhitelistManifestRegex: 'http://127\\.0\\.0\\.1:{manifests}/'\n\
+         ingressDomain: pods.scale\npodSubnetCidr: {pod_cidr}\ntimeoutCreate: 30m\n\
+         maxWorkspacesPerUser: {limit}\nmaxConnections: {connections}\n\
+         trustedProxyCidrs: ['127.0.0.0/8']\nadminGroups: [scale-admins]\n\
+         catalogue:\n- {{name: web, url: {}}}\n- {{name: {HELD}, url: {}}}\n",
+        url("web"),
+        url(HELD)
+    ))
+}
+
+/// Waits (at most five minutes) until namespace `ns` holds exactly `count` pods: the churn's
+/// deleted ones gone, so every list can be checked against each user's share.
+async fn settle(client: &Client, ns: &str, count: usize) -> Result<()> {
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client.clone(), ns);
+    let deadline = Instant::now() + std::time::Duration::from_secs(300);
+    loop {
+        let page = pods
+            .list_metadata(&kube::api::ListParams::default().limit(1))
+            .await?;
+        let there = page.items.len() + page.metadata.remaining_item_count.unwrap_or(0) as usize;
+        if there == count {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("{there} pods in {ns} 5 minutes after the fill, not {count}");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
