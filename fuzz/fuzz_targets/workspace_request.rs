@@ -31,7 +31,7 @@ use outfit_workspaces::{
     model::{duration, names, user::UserId},
     policy::{culling, limits},
     workspace::{
-        info,
+        info::{self, ClusterState},
         manifest::{self, MANDATORY_ENV, Placement, Prepared, Requester, Settings},
         progress::{self, Status},
     },
@@ -286,7 +286,12 @@ fn pod_views(pod: &Pod, claim: Option<&PersistentVolumeClaim>, events: &[std::sy
     );
     let _ = progress::report(name, None, claim, events);
     let _ = info::pod_info(pod, &CONFIG, now());
-    let _ = info::workspace(pod, &report, &CONFIG, now());
+    for cluster in [
+        ClusterState::new("default", None),
+        ClusterState::new("east", Some("connection refused".to_owned())),
+    ] {
+        let _ = info::workspace(pod, &report, &CONFIG, cluster, now());
+    }
     let _ = culling::lifetimes(pod, &CONFIG);
     let _ = culling::due(pod, &CONFIG, now());
     let _ = culling::expires(pod, &CONFIG);
