@@ -124,12 +124,12 @@ pub async fn run(
             () = tokio::time::sleep(election.timing.retry_period) => {}
         }
     }
-    if state.leading && alone {
+    if state.leading {
         leading.send_replace(false);
         on_change(false);
-    } else if state.leading {
-        leading.send_replace(false);
-        on_change(false);
+        if alone {
+            return;
+        }
         match release(&api, &election).await {
             Ok(()) => tracing::info!(lease = %election.name, "released the Lease"),
             Err(error) => {

@@ -475,6 +475,14 @@ impl Cluster {
     }
 }
 
+/// Whether the object with `meta` has an owner of `uid`.
+fn owned_by(meta: &kube::core::ObjectMeta, uid: &str) -> bool {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .any(|owner| owner.uid == uid)
+}
+
 /// A delete of the object only while it has `uid` (an object made anew under its name is spared).
 fn only_uid(uid: Option<String>) -> DeleteParams {
     DeleteParams {
@@ -494,13 +502,7 @@ where
     let Some(existing) = api.get_opt(&name).await? else {
         return Ok(());
     };
-    let owned = existing
-        .meta()
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|r| r.uid == owner_uid);
-    if !owned {
+    if !owned_by(existing.meta(), owner_uid) {
         return Ok(());
     }
     let params = only_uid(existing.meta().uid.clone());
@@ -535,13 +537,7 @@ where
         let Some(existing) = api.get_opt(&name).await.map_err(|e| error("reading", e))? else {
             continue;
         };
-        let ours = existing
-            .meta()
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|r| r.uid == owner.uid);
-        if ours {
+        if owned_by(existing.meta(), &owner.uid) {
             return Ok(existing);
         }
         // Left by an earlier pod of the same name (deic-dk's start jobs delete these too).
