@@ -200,7 +200,8 @@ fn conflict_is_lost(result: Result<Lease, kube::Error>) -> Result<bool, kube::Er
     }
 }
 
-fn record(lease: &Lease) -> Record {
+/// What the election's rule ([`decide`]) reads of a Lease.
+pub fn record(lease: &Lease) -> Record {
     let spec = lease.spec.clone().unwrap_or_default();
     Record {
         holder: spec.holder_identity,

@@ -23,7 +23,10 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
 };
 use kube::ResourceExt;
-use outfit_k8s::lease::{Record, Step, decide};
+use outfit_k8s::{
+    election::record,
+    lease::{Record, Step, decide},
+};
 use tokio::{sync::Mutex, task::JoinHandle, time::Instant};
 
 use super::types::RequestError;
@@ -239,16 +242,6 @@ async fn renew<C: ClusterCalls>(cluster: C, lease: Arc<Mutex<Lease>>) {
 
 fn now() -> MicroTime {
     MicroTime(k8s_openapi::jiff::Timestamp::now())
-}
-
-/// What the election's rule reads of a Lease.
-fn record(lease: &Lease) -> Record {
-    let spec = lease.spec.as_ref();
-    Record {
-        holder: spec.and_then(|s| s.holder_identity.clone()),
-        renew_time: spec.and_then(|s| s.renew_time.as_ref()).map(|t| t.0.to_string()),
-        lease_duration_seconds: spec.and_then(|s| s.lease_duration_seconds),
-    }
 }
 
 /// `spec` with `holder` in it, renewed now.
