@@ -191,6 +191,7 @@ impl Api {
                         }
                         ok(answer)
                     }
+                    Err(error @ RequestError::TooManyCreates(_)) => Ok(create_refused(&error)),
                     Err(error) => {
                         let phase = error.phase().map(|p| p.as_str()).unwrap_or("request");
                         tracing::warn!(user = request.user_id, url = request.yaml_url, phase, %error, "create refused");
@@ -280,6 +281,16 @@ fn query_value(query: &str, key: &str) -> Option<String> {
     form_urlencoded::parse(query.as_bytes())
         .find(|(name, _)| name == key)
         .map(|(_, value)| value.into_owned())
+}
+
+/// `create_pod`'s answer when too many creates are under way: not the request's fault, so 429
+/// (which the encoder gives a Retry-After), not deic-dk's 400.
+pub(super) fn create_refused(error: &RequestError) -> Answer {
+    failure(
+        Some(Route::CreatePod),
+        StatusCode::TOO_MANY_REQUESTS,
+        error.public_message(),
+    )
 }
 
 fn text(error: RequestError) -> String {

@@ -18,7 +18,7 @@ use std::future::Future;
 use bytes::Bytes;
 use http_body_util::{Either, Full};
 use hyper::{
-    Request, Response,
+    Request, Response, StatusCode,
     body::Incoming,
     header::{self, HeaderValue},
 };
@@ -62,6 +62,9 @@ impl outfit_http::accept::Handler for Api {
     }
 }
 
+/// What a 429 (too many creates under way) tells the caller to wait before trying again.
+const RETRY_AFTER_SECONDS: u64 = 1;
+
 fn encode(answer: Answer) -> Response<ResponseBody> {
     let whole = |bytes: Bytes| Either::Left(Full::new(bytes));
     let (body, content_type) = match answer.body {
@@ -81,6 +84,9 @@ fn encode(answer: Answer) -> Response<ResponseBody> {
     if let Some(content_type) = content_type {
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     }
+    if answer.status == StatusCode::TOO_MANY_REQUESTS {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+    }
     for (name, value) in web::SECURITY_HEADERS {
         headers.insert(name, HeaderValue::from_static(value));
     }
@@ -91,4 +97,28 @@ fn encode(answer: Answer) -> Response<ResponseBody> {
         headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::backend::RequestError;
+
+    #[test]
+    fn too_many_creates_is_a_429_with_retry_after_on_both_apis() {
+        let error = RequestError::TooManyCreates(256);
+        assert!(error.to_string().contains("maxCreatesInFlight"), "{error}");
+        let native = native::request_failure(&error);
+        let compat = compat::create_refused(&error);
+        for answer in [native, compat] {
+            let response = encode(answer);
+            assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+            assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+        }
+        // Other answers tell no one to come back.
+        let plain = encode(Answer::json(StatusCode::OK, json!({})));
+        assert!(plain.headers().get(header::RETRY_AFTER).is_none());
+    }
 }

@@ -101,7 +101,7 @@ fn ok(status: StatusCode, body: impl Serialize) -> Answer {
 }
 
 /// The status and reason of a failed operation.
-fn request_failure(error: &RequestError) -> Answer {
+pub(super) fn request_failure(error: &RequestError) -> Answer {
     let (status, reason) = match error {
         RequestError::User(_) | RequestError::Name(_) | RequestError::BadAddress(_) => {
             (StatusCode::BAD_REQUEST, "BadRequest")
@@ -115,6 +115,7 @@ fn request_failure(error: &RequestError) -> Answer {
         RequestError::NamesTaken { .. } | RequestError::AlreadyDeleting(_) | RequestError::Busy(_) => {
             (StatusCode::CONFLICT, "Conflict")
         }
+        RequestError::TooManyCreates(_) => (StatusCode::TOO_MANY_REQUESTS, "TooManyCreates"),
         RequestError::Forbidden(_) => (StatusCode::FORBIDDEN, "Forbidden"),
         RequestError::Limit(_) => (StatusCode::FORBIDDEN, "LimitExceeded"),
         RequestError::WrongCluster(_) => (StatusCode::BAD_REQUEST, "UnknownCluster"),

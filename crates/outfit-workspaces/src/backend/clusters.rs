@@ -82,9 +82,12 @@ impl<C: ClusterCalls> Backend<C> {
             .find_map(|member| member.cache.pod(name).map(|pod| (member, pod)))
     }
 
-    /// The pod `name` on any cluster.
-    pub(super) fn pod_anywhere(&self, name: &str) -> Option<Arc<Pod>> {
-        self.holder_of(name).map(|(_, pod)| pod)
+    /// The pod that holds the name `name` on any cluster: as its cache shows it, else as a create
+    /// of this process made it (the cache may not show it yet).
+    pub(super) fn name_holder(&self, name: &str) -> Option<Arc<Pod>> {
+        self.members
+            .iter()
+            .find_map(|member| member.cache.pod_or_made(name))
     }
 
     /// Every pod of `user`, on every cluster.

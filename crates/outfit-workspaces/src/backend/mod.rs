@@ -25,7 +25,7 @@ pub use self::{
     types::{Backend, CreateOutcome, CreateRequest, Created, Member, RequestError},
 };
 
-use self::types::{Deletion, Holders, Turns};
+use self::types::{CreateSlots, Deletion, Holders, Released, Turns};
 use crate::{
     io::{
         cache::{Cache, OWN_WRITE_VISIBLE},
@@ -67,6 +67,7 @@ impl<C: ClusterCalls> Backend<C> {
             cache: cache.clone(),
         };
         Self {
+            creates: CreateSlots::new(config.max_creates_in_flight),
             config,
             cluster,
             cache,
@@ -74,6 +75,7 @@ impl<C: ClusterCalls> Backend<C> {
             fetcher,
             catalogue,
             turns: Turns::default(),
+            released: Released::default(),
         }
     }
 
@@ -121,6 +123,8 @@ impl<C: ClusterCalls> Backend<C> {
         settings: &Settings,
         silo_ip: IpAddr,
     ) -> Result<Created, RequestError> {
+        // Held to the end of the create, refused past `maxCreatesInFlight`.
+        let _slot = self.creates.take()?;
         let manifest_text = self.fetcher.fetch(url).await?;
         let silo_ip = silo_ip.to_string();
         let requester = Requester {
@@ -138,7 +142,7 @@ impl<C: ClusterCalls> Backend<C> {
         let _turn = self.turns.take(user).await;
         // The default cluster arbitrates every create of a user, whichever cluster it goes to.
         let arbiter = &self.members[0];
-        let turn = user_lease::take(&arbiter.cluster, user).await?;
+        let turn = user_lease::take(&arbiter.cluster, &self.released, user).await?;
         let created = self
             .create_in_turn(turn.as_ref(), user, url, prepared, silo_ip)
             .await;
@@ -230,16 +234,20 @@ impl<C: ClusterCalls> Backend<C> {
         pod_of: impl Fn(&str) -> Pod,
     ) -> Result<Option<Created>, RequestError> {
         for name in names {
-            // Names are unique across clusters, so that a name says which workspace it is.
-            if let Some(holder) = self.pod_anywhere(name) {
+            // Names are unique across clusters, so that a name says which workspace it is. Chosen
+            // from what the caches show (and this process made), not by trying: each name tried
+            // and taken is a create answered 409.
+            if let Some(holder) = self.name_holder(name) {
                 holders.count(crate::model::user::belongs_to(holder.as_ref(), user));
                 continue;
             }
             match self.cluster.create_pod(&pod_of(name)).await {
                 Ok(created) => {
                     tracing::info!(pod = name, user = %user, "pod created");
+                    self.cache.own_writes().made(&created);
                     // Isolated right after the pod is stored, while it waits for a node and its
-                    // images; the lifecycle makes sure again before it is ready.
+                    // images; the lifecycle makes sure again before it is ready unless this
+                    // process made it (own_writes).
                     if let Err(error) = self.isolate(&created).await {
                         self.undo_create(&created);
                         return Err(error.into());
@@ -284,7 +292,14 @@ impl<C: ClusterCalls> Backend<C> {
     /// Makes the pod's NetworkPolicy, unless `networkPolicy` is off.
     async fn isolate(&self, pod: &Pod) -> Result<(), ClusterError> {
         match start::isolation(pod, &self.config) {
-            Some((policy, owner)) => self.cluster.ensure_network_policy(&policy, &owner).await,
+            Some((policy, owner)) => {
+                // The pod may turn ready (and its start look for this) before the answer.
+                let own_writes = self.cache.own_writes();
+                own_writes.isolating(&owner.uid);
+                let made = self.cluster.ensure_network_policy(&policy, &owner).await;
+                own_writes.isolated(&owner.uid, made.is_ok());
+                made
+            }
             None => Ok(()),
         }
     }

@@ -88,12 +88,8 @@ async fn a_create_past_the_users_workspace_limit_is_refused_before_anything_is_m
     let lease = user_lease::lease_name(&UserId::parse("alice@dtu.dk").unwrap());
     assert_eq!(
         fake.calls(),
-        [
-            format!("get_lease {lease}"),
-            format!("create_lease {lease}"),
-            format!("replace_lease {lease}"),
-        ],
-        "nothing is made; the user's turn is taken and given back"
+        [format!("create_lease {lease}"), format!("replace_lease {lease}")],
+        "nothing is made; the user's turn is taken (made: none there) and given back"
     );
     let released = fake.with(|s| s.leases[&lease].clone());
     assert_eq!(released.spec.unwrap().holder_identity, None);
@@ -114,7 +110,6 @@ async fn a_create_within_the_limits_makes_the_pod_and_its_network_policy() {
     assert_eq!(
         fake.calls(),
         [
-            format!("get_lease {lease}"),
             format!("create_lease {lease}"),
             format!("create_pod {name}"),
             format!("ensure_network_policy {}", names::network_policy(&name)),
@@ -134,6 +129,87 @@ async fn a_create_within_the_limits_makes_the_pod_and_its_network_policy() {
         .map(|p| p.pod_name)
         .collect();
     assert!(pods.contains(&name), "the cache shows it at once: {pods:?}");
+}
+
+#[tokio::test]
+async fn a_create_records_the_network_policy_it_made_so_the_start_does_not_make_it_again() {
+    let (backend, _fake) = on_fake(&[]);
+    let url = serve(WEB).await;
+    let created = backend
+        .create_pod(&create(&url, "alice@dtu.dk"), SILO)
+        .await
+        .unwrap();
+    let uid = created.pod.uid().expect("a stored pod has a uid");
+    assert!(backend.cache.own_writes().take_isolated(&uid).await);
+}
+
+#[tokio::test]
+async fn a_name_is_chosen_from_what_the_cache_and_this_process_made_and_a_race_moves_on() {
+    let (backend, fake) = on_fake(&[]);
+    let url = serve(WEB).await;
+    let candidates = names::pod_name_candidates("web", &UserId::parse("alice@dtu.dk").unwrap());
+    // The first name: made by this process, the watch not showing it yet. The second: made by
+    // another replica a moment ago (neither shows it).
+    let lagging = workspace(&candidates[0], "alice@dtu.dk");
+    fake.with(|s| s.pods.insert(candidates[0].clone(), lagging.clone()));
+    backend.cache.own_writes().made(&lagging);
+    fake.with(|s| {
+        s.pods
+            .insert(candidates[1].clone(), workspace(&candidates[1], "alice@dtu.dk"))
+    });
+    let created = backend
+        .create_pod(&create(&url, "alice@dtu.dk"), SILO)
+        .await
+        .unwrap();
+    assert_eq!(created.pod_name, candidates[2]);
+    let pod_creates: Vec<String> = fake
+        .calls()
+        .into_iter()
+        .filter(|call| call.starts_with("create_pod "))
+        .collect();
+    assert_eq!(
+        pod_creates,
+        [
+            format!("create_pod {}", candidates[1]),
+            format!("create_pod {}", candidates[2])
+        ],
+        "the name this process made is not tried; the one taken in a race is, and answered 409"
+    );
+}
+
+#[tokio::test]
+async fn a_create_past_max_creates_in_flight_is_refused_until_one_ends() {
+    let (backend, fake) = on_fake(&[("BACKEND_MAXCREATESINFLIGHT", "1")]);
+    // A manifest server that takes the request and never answers: the first create stays in
+    // flight, fetching.
+    let stalled = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let stalled_url = format!("http://{}/web.yaml", stalled.local_addr().unwrap());
+    let first = tokio::spawn({
+        let backend = backend.clone();
+        async move {
+            backend
+                .create_pod(&create(&stalled_url, "alice@dtu.dk"), SILO)
+                .await
+        }
+    });
+    let (_held, _) = stalled.accept().await.unwrap();
+    let url = serve(WEB).await;
+    let error = backend
+        .create_pod(&create(&url, "bob@dtu.dk"), SILO)
+        .await
+        .expect_err("one create is under way, the most allowed");
+    assert!(matches!(error, RequestError::TooManyCreates(1)), "{error:?}");
+    assert!(
+        fake.calls().is_empty(),
+        "refused before any request: {:?}",
+        fake.calls()
+    );
+    first.abort();
+    let _ = first.await;
+    backend
+        .create_pod(&create(&url, "bob@dtu.dk"), SILO)
+        .await
+        .expect("the slot is free again");
 }
 
 #[tokio::test]
@@ -220,8 +296,12 @@ async fn a_dead_holders_turn_is_taken_over_once_its_lease_has_not_changed_for_it
     let (_, fake) = on_fake(&[]);
     let name = alice_lease(&fake, Some("killed-replica_0"), None);
     let alice = UserId::parse("alice@dtu.dk").unwrap();
+    let released = Released::default();
     let started = Instant::now();
-    let turn = user_lease::take(&fake, &alice).await.unwrap().expect("a Lease");
+    let turn = user_lease::take(&fake, &released, &alice)
+        .await
+        .unwrap()
+        .expect("a Lease");
     assert!(
         started.elapsed() >= user_lease::LEASE_DURATION,
         "not before the Lease expired"
@@ -235,17 +315,61 @@ async fn a_dead_holders_turn_is_taken_over_once_its_lease_has_not_changed_for_it
 async fn a_create_waits_for_a_live_holder_and_gives_up_past_its_wait_limit() {
     let (_, fake) = on_fake(&[]);
     let alice = UserId::parse("alice@dtu.dk").unwrap();
+    let released = Released::default();
     // The holder renews its Lease while it holds it: it never expires.
-    let holding = user_lease::take(&fake, &alice).await.unwrap().expect("a Lease");
-    let error = user_lease::take(&fake, &alice).await.err().expect("busy");
+    let holding = user_lease::take(&fake, &released, &alice)
+        .await
+        .unwrap()
+        .expect("a Lease");
+    let error = user_lease::take(&fake, &released, &alice)
+        .await
+        .err()
+        .expect("busy");
     assert!(matches!(error, RequestError::Busy(_)), "{error:?}");
     assert!(error.to_string().contains("try again"), "{error}");
     holding.release(None).await;
-    let next = user_lease::take(&fake, &alice)
+    let next = user_lease::take(&fake, &released, &alice)
         .await
         .expect("released: taken at once")
         .expect("a Lease");
     next.release(None).await;
+}
+
+#[tokio::test]
+async fn a_users_next_turn_is_one_write_at_the_version_this_process_released_it_at() {
+    let (backend, fake) = on_fake(&[]);
+    let url = serve(WEB).await;
+    let lease = user_lease::lease_name(&UserId::parse("alice@dtu.dk").unwrap());
+    let request = create(&url, "alice@dtu.dk");
+    // The Lease calls of one create of alice's.
+    let lease_calls_of_a_create = async || {
+        fake.with(|s| s.calls.clear());
+        backend.create_pod(&request, SILO).await.unwrap();
+        let calls = fake.calls();
+        calls
+            .into_iter()
+            .filter(|c| c.contains("_lease "))
+            .collect::<Vec<_>>()
+    };
+    let (made, released) = (format!("create_lease {lease}"), format!("replace_lease {lease}"));
+    let first = lease_calls_of_a_create().await;
+    assert_eq!(first, [made, released.clone()], "none there: made, not read");
+    let second = lease_calls_of_a_create().await;
+    assert_eq!(
+        second,
+        [released.clone(), released.clone()],
+        "taken unread, then released"
+    );
+    // Another replica takes and releases it meanwhile: the version kept here is stale, so the
+    // write is refused (409) and the Lease read and decided on as it stands.
+    let alice = UserId::parse("alice@dtu.dk").unwrap();
+    let other = user_lease::take(&fake, &Released::default(), &alice)
+        .await
+        .unwrap();
+    other.expect("a Lease").release(None).await;
+    let read = format!("get_lease {lease}");
+    let third = lease_calls_of_a_create().await;
+    assert_eq!(third, [released.clone(), read, released.clone(), released]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -257,7 +381,11 @@ async fn the_pod_the_last_holder_made_counts_even_before_this_replicas_cache_sho
     fake.with(|s| s.pods.insert("web-alice".to_owned(), made));
     alice_lease(&fake, None, Some("web-alice/uid-web-alice"));
     let alice = UserId::parse("alice@dtu.dk").unwrap();
-    let turn = user_lease::take(&fake, &alice).await.unwrap().expect("a Lease");
+    let released = Released::default();
+    let turn = user_lease::take(&fake, &released, &alice)
+        .await
+        .unwrap()
+        .expect("a Lease");
     let counted = turn.pods_to_count(&backend.cache, &alice).await.unwrap();
     let names: Vec<String> = counted.iter().map(|p| p.name_any()).collect();
     assert_eq!(names, ["web-alice"]);
@@ -265,7 +393,10 @@ async fn the_pod_the_last_holder_made_counts_even_before_this_replicas_cache_sho
 
     // Deleted since: nothing to wait for, nothing counted.
     fake.with(|s| s.pods.clear());
-    let turn = user_lease::take(&fake, &alice).await.unwrap().expect("a Lease");
+    let turn = user_lease::take(&fake, &released, &alice)
+        .await
+        .unwrap()
+        .expect("a Lease");
     assert!(
         turn.pods_to_count(&backend.cache, &alice)
             .await

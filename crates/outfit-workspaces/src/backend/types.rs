@@ -6,7 +6,8 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::{coordination::v1::Lease, core::v1::Pod};
+use kube::ResourceExt;
 use serde::Deserialize;
 
 use crate::{
@@ -89,6 +90,11 @@ pub enum RequestError {
     /// Another create of the user's held their turn (the per-user Lease) too long.
     #[error("{0}")]
     Busy(String),
+    /// As many creates as `maxCreatesInFlight` allows are under way already.
+    #[error(
+        "{0} creates are under way, as many as this backend takes at once (maxCreatesInFlight); try again in a moment"
+    )]
+    TooManyCreates(usize),
     /// The create would pass one of the user's limits.
     #[error(transparent)]
     Limit(#[from] limits::LimitExceeded),
@@ -133,7 +139,9 @@ impl RequestError {
             | Self::Unreachable { .. } => None,
             Self::Fetch(_) | Self::Manifest(_) | Self::Annotation(_) => Some(Phase::Fetch),
             Self::Storage(_) => Some(Phase::Storage),
-            Self::NamesTaken { .. } | Self::Busy(_) | Self::Cluster(_) => Some(Phase::Admission),
+            Self::NamesTaken { .. } | Self::Busy(_) | Self::TooManyCreates(_) | Self::Cluster(_) => {
+                Some(Phase::Admission)
+            }
         }
     }
 }
@@ -215,6 +223,8 @@ pub struct Backend<C = Cluster> {
     pub(super) fetcher: Fetcher,
     pub(super) catalogue: Catalogue,
     pub(super) turns: Turns,
+    pub(super) released: Released,
+    pub(super) creates: CreateSlots,
 }
 
 impl<C> std::fmt::Debug for Backend<C> {
@@ -238,6 +248,61 @@ impl Turns {
             turns.entry(user.clone()).or_default().clone()
         };
         lock.lock_owned().await
+    }
+}
+
+/// The creates that may be under way at once (`maxCreatesInFlight`): each holds memory (its
+/// manifest, its pod, its requests) until the API server answers, so when the API server falls
+/// behind, creates past the bound are refused instead of piling up.
+#[derive(Clone)]
+pub(super) struct CreateSlots {
+    slots: Arc<tokio::sync::Semaphore>,
+    limit: usize,
+}
+
+impl CreateSlots {
+    pub(super) fn new(limit: usize) -> Self {
+        Self {
+            slots: Arc::new(tokio::sync::Semaphore::new(limit)),
+            limit,
+        }
+    }
+
+    /// A slot for one create, held until dropped; refused when every slot is taken.
+    pub(super) fn take(&self) -> Result<tokio::sync::OwnedSemaphorePermit, RequestError> {
+        self.slots
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| RequestError::TooManyCreates(self.limit))
+    }
+}
+
+/// The per-user Leases as this process last released them, by name, so that the user's next
+/// create takes its Lease with one write at that version instead of reading it first.
+/// Bounded: past [`RELEASED_KEPT`] Leases it starts over (a Lease not kept costs a read).
+#[derive(Clone, Default)]
+pub(super) struct Released(Arc<std::sync::Mutex<std::collections::HashMap<String, Lease>>>);
+
+/// How many released Leases [`Released`] keeps (each under a KiB).
+const RELEASED_KEPT: usize = 4096;
+
+impl Released {
+    fn leases(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Lease>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The Lease `name` as this process released it last, forgotten here (a turn uses it once).
+    pub(super) fn take(&self, name: &str) -> Option<Lease> {
+        self.leases().remove(name)
+    }
+
+    /// `lease`, as the API server stored this process's release of it.
+    pub(super) fn keep(&self, lease: Lease) {
+        let mut leases = self.leases();
+        if leases.len() >= RELEASED_KEPT {
+            leases.clear();
+        }
+        leases.insert(lease.name_any(), lease);
     }
 }
 

@@ -6,6 +6,11 @@
 //! creates of one user's can both fit under a limit. A holder that dies (a replica killed
 //! mid-create) is taken over once its Lease has not changed for [`LEASE_DURATION`], by
 //! [`outfit_k8s::lease::decide`]'s rule; the lifecycle's sweep deletes Leases long released.
+//!
+//! A take costs one write when it can: at the version this process released the Lease at (kept
+//! in [`Released`]: unchanged since, it is free), or a create when this process never saw it
+//! (none there: it is free). A 409 or 404 says someone else wrote it since; then it is read
+//! and decided on as it stands.
 
 use std::{
     sync::{
@@ -29,7 +34,7 @@ use outfit_k8s::{
 };
 use tokio::{sync::Mutex, task::JoinHandle, time::Instant};
 
-use super::types::RequestError;
+use super::types::{Released, RequestError};
 use crate::{
     io::{
         cache::{Cache, OWN_WRITE_VISIBLE},
@@ -71,6 +76,8 @@ fn holder_name() -> String {
 /// Dropped without a release (the request was abandoned), it is left to expire.
 pub(super) struct UserTurn<C: ClusterCalls> {
     cluster: C,
+    /// Where the release is kept for the user's next take.
+    released: Released,
     lease: Arc<Mutex<Lease>>,
     renewer: JoinHandle<()>,
     /// The pod the last create under the Lease made: (name, uid).
@@ -82,10 +89,26 @@ pub(super) struct UserTurn<C: ClusterCalls> {
 /// turns per replica only, as they did then, and a warning says so once.
 pub(super) async fn take<C: ClusterCalls>(
     cluster: &C,
+    released: &Released,
     user: &UserId,
 ) -> Result<Option<UserTurn<C>>, RequestError> {
     let name = lease_name(user);
     let holder = holder_name();
+    // Unread: at the version this process released it at, or made anew when it never saw it.
+    let unread = match released.take(&name) {
+        Some(mut lease) => {
+            lease.spec = Some(held(lease.spec.take(), &holder));
+            cluster.replace_lease(&lease).await
+        }
+        None => cluster.create_lease(&fresh(&name, &holder)).await,
+    };
+    match unread {
+        Ok(lease) => return Ok(Some(UserTurn::new(cluster.clone(), released.clone(), lease))),
+        // Written (or deleted by the sweep) since this process saw it: read it.
+        Err(error) if error.is_conflict() || error.is_not_found() => {}
+        Err(error) if error.is_forbidden() => return Ok(no_grant(&error)),
+        Err(error) => return Err(error.into()),
+    }
     let started = Instant::now();
     // The Lease's record as last seen, and since when by our clock (clocks of replicas may differ).
     let mut observed: Option<(Record, Instant)> = None;
@@ -93,13 +116,7 @@ pub(super) async fn take<C: ClusterCalls>(
     loop {
         let current = match cluster.get_lease(&name).await {
             Ok(current) => current,
-            Err(error) if error.is_forbidden() => {
-                static WARNED: std::sync::Once = std::sync::Once::new();
-                WARNED.call_once(|| {
-                    tracing::warn!(%error, "no grant for Leases: per-user limits hold per replica only; re-apply `outfit manifests --workspaces`");
-                });
-                return Ok(None);
-            }
+            Err(error) if error.is_forbidden() => return Ok(no_grant(&error)),
             Err(error) => return Err(error.into()),
         };
         let record = current.as_ref().map(record);
@@ -119,7 +136,7 @@ pub(super) async fn take<C: ClusterCalls>(
             _ => None,
         };
         match written {
-            Some(Ok(lease)) => return Ok(Some(UserTurn::new(cluster.clone(), lease))),
+            Some(Ok(lease)) => return Ok(Some(UserTurn::new(cluster.clone(), released.clone(), lease))),
             // Another create wrote first (or the sweep deleted it): look again.
             Some(Err(error)) if error.is_conflict() || error.is_not_found() => {}
             Some(Err(error)) => return Err(error.into()),
@@ -136,8 +153,17 @@ pub(super) async fn take<C: ClusterCalls>(
     }
 }
 
+/// No turn across replicas: RBAC grants no Leases. Says so once.
+fn no_grant<C: ClusterCalls>(error: &crate::io::cluster::ClusterError) -> Option<UserTurn<C>> {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        tracing::warn!(%error, "no grant for Leases: per-user limits hold per replica only; re-apply `outfit manifests --workspaces`");
+    });
+    None
+}
+
 impl<C: ClusterCalls> UserTurn<C> {
-    fn new(cluster: C, lease: Lease) -> Self {
+    fn new(cluster: C, released: Released, lease: Lease) -> Self {
         let last_made = lease
             .annotations()
             .get(keys::ANNOTATION_LAST_MADE)
@@ -147,6 +173,7 @@ impl<C: ClusterCalls> UserTurn<C> {
         let renewer = tokio::spawn(renew(cluster.clone(), lease.clone()));
         Self {
             cluster,
+            released,
             lease,
             renewer,
             last_made,
@@ -209,8 +236,11 @@ impl<C: ClusterCalls> UserTurn<C> {
         let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
         spec.holder_identity = None;
         spec.renew_time = Some(now());
-        if let Err(error) = self.cluster.replace_lease(&lease).await {
-            tracing::warn!(lease = name, %error, "could not release the user's Lease; their next create waits until it expires");
+        match self.cluster.replace_lease(&lease).await {
+            Ok(stored) => self.released.keep(stored),
+            Err(error) => {
+                tracing::warn!(lease = name, %error, "could not release the user's Lease; their next create waits until it expires");
+            }
         }
     }
 }

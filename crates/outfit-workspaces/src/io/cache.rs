@@ -16,6 +16,7 @@ use kube::{
 };
 use tokio::{sync::watch, time::Instant};
 
+use super::own_writes::OwnWrites;
 use crate::model::{keys, user::UserId};
 
 /// The backend's view of the cluster, as its watches last saw it.
@@ -29,6 +30,8 @@ pub struct Cache {
     synced: Arc<watch::Sender<bool>>,
     /// `None` while the watches answer; why not, since the last failed one.
     unreachable: Arc<watch::Sender<Option<String>>>,
+    /// What this process wrote and the watches may not show yet.
+    own_writes: OwnWrites,
 }
 
 impl std::fmt::Debug for Cache {
@@ -163,6 +166,7 @@ impl Cache {
             changes,
             synced,
             unreachable,
+            own_writes: OwnWrites::default(),
         };
         (cache, task)
     }
@@ -181,6 +185,23 @@ impl Cache {
     /// The pod called `name`.
     pub fn pod(&self, name: &str) -> Option<Arc<Pod>> {
         self.pods.get(&ObjectRef::new(name).within(&self.namespace))
+    }
+
+    /// The pod called `name` as the cache shows it, else as a create of this process made it
+    /// (the watch may lag): whether the name is taken.
+    pub fn pod_or_made(&self, name: &str) -> Option<Arc<Pod>> {
+        match self.pod(name) {
+            Some(pod) => {
+                self.own_writes.shown(name);
+                Some(pod)
+            }
+            None => self.own_writes.made_pod(name),
+        }
+    }
+
+    /// What this process wrote and the watches may not show yet.
+    pub fn own_writes(&self) -> &OwnWrites {
+        &self.own_writes
     }
 
     /// `user`'s pod called `name`; `None` when there is none or it is someone else's. Ownership is
@@ -323,6 +344,7 @@ impl Cache {
             changes: changes.clone(),
             synced: Arc::new(watch::channel(true).0),
             unreachable: unreachable.clone(),
+            own_writes: OwnWrites::default(),
         };
         (
             cache,

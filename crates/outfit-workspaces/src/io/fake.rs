@@ -387,6 +387,9 @@ impl ClusterCalls for FakeCluster {
         let name = lease.name_any();
         self.record(format!("create_lease {name}"));
         let result = self.with(|s| {
+            if s.leases_forbidden {
+                return Err(api_error(403, "Forbidden", "creating Lease"));
+            }
             if s.leases.contains_key(&name) {
                 return Err(api_error(409, "AlreadyExists", "creating Lease"));
             }

@@ -1,5 +1,6 @@
 //! What talks to the outside: the API server's calls ([`cluster`], and [`calls`]: the ones the
-//! backend and the lifecycle make, as a trait their unit tests fake), the watches ([`cache`]),
+//! backend and the lifecycle make, as a trait their unit tests fake), the watches ([`cache`];
+//! [`own_writes`]: what this process wrote that they may not show yet),
 //! manifests fetched over HTTP ([`fetch`]), what the native API offers ([`catalogue`]), who calls
 //! ([`auth`], by TokenReview), and the counters `/metrics` serves ([`metrics`]).
 
@@ -12,3 +13,4 @@ pub mod cluster;
 pub(crate) mod fake;
 pub mod fetch;
 pub mod metrics;
+pub mod own_writes;

@@ -312,7 +312,11 @@ impl<C: ClusterCalls> Lifecycle<C> {
 
     /// Makes the plan's objects, each owned by the pod; answers the ssh Service's node port.
     async fn make_objects(&self, plan: &StartPlan) -> Result<Option<i32>, cluster::ClusterError> {
-        if let Some(policy) = &plan.network_policy {
+        // Made at create; made here only when this process's create did not make it (another
+        // replica's did, or the backend restarted between the create and now).
+        if let Some(policy) = &plan.network_policy
+            && !self.cache.own_writes().take_isolated(&plan.owner.uid).await
+        {
             self.cluster.ensure_network_policy(policy, &plan.owner).await?;
         }
         let mut node_port = None;

@@ -141,6 +141,26 @@ async fn a_creating_pod_past_its_deadline_is_failed_and_removed() {
 }
 
 #[tokio::test]
+async fn a_ready_pod_whose_create_here_made_its_network_policy_is_not_given_another() {
+    let (lifecycle, fake) = on_fake(&[]);
+    let annotations = json!({keys::ANNOTATION_CREATE_DEADLINE: "2999-01-01T00:00:00Z"});
+    let ready = json!({"conditions": [{"type": "Ready", "status": "True"}]});
+    fake.put_pod(workspace("ws", "alice@dtu.dk", annotations, ready));
+    lifecycle.cache.own_writes().isolated("uid-ws", true);
+    let pod = fake.with(|s| s.pods["ws"].clone());
+    lifecycle.act(&pod, Next::Finish).await;
+    let calls = fake.calls();
+    assert!(
+        !calls.iter().any(|call| call.starts_with("ensure_network_policy")),
+        "{calls:?}"
+    );
+    assert!(
+        calls.iter().any(|call| call.starts_with("annotate_pod ws")),
+        "{calls:?}"
+    );
+}
+
+#[tokio::test]
 async fn a_ready_pod_gets_what_its_plan_says_then_is_marked_started() {
     let (lifecycle, fake) = on_fake(&[("BACKEND_INGRESSDOMAIN", "ws.example")]);
     let annotations = json!({

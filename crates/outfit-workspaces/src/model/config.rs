@@ -115,6 +115,9 @@ pub struct Config {
     pub manifest_max_bytes: usize,
     /// outfit: the largest request body accepted.
     pub max_body_bytes: usize,
+    /// outfit: creates under way at once (both APIs); past it a create is answered 429, so that
+    /// memory stays bounded when the API server falls behind.
+    pub max_creates_in_flight: usize,
     /// outfit: how long in-flight requests get to finish once shutdown starts.
     pub shutdown_grace: Duration,
     /// outfit: the exposure of the API port to hostile callers: `maxConnections` (open at once;
@@ -323,6 +326,7 @@ impl Config {
             manifest_fetch_timeout: s.manifest_fetch_timeout,
             manifest_max_bytes: s.manifest_max_bytes,
             max_body_bytes: s.max_body_bytes,
+            max_creates_in_flight: s.max_creates_in_flight,
             shutdown_grace: s.shutdown_grace,
             exposure: Exposure {
                 max_connections: s.max_connections,

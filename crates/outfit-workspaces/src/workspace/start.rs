@@ -33,7 +33,8 @@ pub struct TokenRead {
 pub struct StartPlan {
     /// The pod, as the objects' owner.
     pub owner: OwnerReference,
-    /// Made at create too; made again in case the backend stopped in between. `None` when
+    /// Made at create too; made again unless this process's create made it (the backend
+    /// restarted in between, or another replica made the pod). `None` when
     /// `networkPolicy` is off.
     pub network_policy: Option<NetworkPolicy>,
     /// The NodePort Service of a pod that exposes ssh; its port is marked on the pod.

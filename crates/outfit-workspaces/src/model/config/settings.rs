@@ -71,6 +71,8 @@ pub(super) struct Settings {
     pub(super) manifest_max_bytes: usize,
     #[serde(deserialize_with = "size")]
     pub(super) max_body_bytes: usize,
+    #[serde(deserialize_with = "size")]
+    pub(super) max_creates_in_flight: usize,
     #[serde(deserialize_with = "duration")]
     pub(super) shutdown_grace: Duration,
     #[serde(deserialize_with = "size")]
@@ -215,6 +217,7 @@ impl Default for Settings {
             manifest_fetch_timeout: Duration::from_secs(10),
             manifest_max_bytes: 1 << 20,
             max_body_bytes: 64 << 10,
+            max_creates_in_flight: 256,
             shutdown_grace: Duration::from_secs(15),
             max_connections: 1024,
             body_read_timeout: Duration::from_secs(30),

@@ -266,6 +266,7 @@ fn each_default_is_the_documented_text() {
         ("manifestFetchTimeout", "10s"),
         ("manifestMaxBytes", "1048576"),
         ("maxBodyBytes", "65536"),
+        ("maxCreatesInFlight", "256"),
         ("shutdownGrace", "15s"),
         ("maxConnections", "1024"),
         ("bodyReadTimeout", "30s"),
