@@ -279,6 +279,13 @@ fn chart_renders_what_outfit_manifests_prints_for_the_same_settings() {
             json!({"webhook": {"enabled": false}, "crds": {"install": false},
                    "workspaces": {"enabled": true, "namespace": "users", "replicas": 1}}),
         ),
+        (
+            "the workspace backend without its FlowSchema (clusters before 1.29)",
+            vec!["--workspaces", "--without-flow-schema"],
+            "outfit-system",
+            json!({"webhook": {"enabled": false}, "crds": {"install": false},
+                   "workspaces": {"enabled": true, "flowSchema": {"enabled": false}}}),
+        ),
     ];
     for (name, args, namespace, values) in cases {
         let differences = differences(&args, namespace, &values);

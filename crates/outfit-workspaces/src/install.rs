@@ -1,7 +1,8 @@
 //! What a cluster needs to run `outfit workspaces`, ready for `kubectl apply -f -`: its
 //! ServiceAccount, the least privilege it needs (a Role in the workspace namespace for exactly the
 //! calls [`crate::io::cluster`] and [`crate::io::cache`] make, a ClusterRole for the users' volumes and
-//! for checking callers' tokens), its configuration, Deployment and Service.
+//! for checking callers' tokens), its configuration, Deployment and Service, and its own share of
+//! the API server (API Priority and Fairness: a FlowSchema and a priority level).
 
 use outfit_k8s::component::{self, Component, Scope, Workload};
 use serde_json::{Value, json};
@@ -18,6 +19,9 @@ pub struct InstallOptions {
     pub image: String,
     /// Replicas; every bit of state is in the cluster, so two answer alike.
     pub replicas: u32,
+    /// Whether to print the FlowSchema and priority level (`flowcontrol.apiserver.k8s.io/v1`,
+    /// Kubernetes 1.29 and later).
+    pub flow_schema: bool,
 }
 
 /// Name of the backend's objects.
@@ -42,6 +46,9 @@ pub fn objects(options: &InstallOptions) -> Vec<Value> {
         objects.push(component::namespace(&options.workspace_namespace));
     }
     objects.extend(rbac(options));
+    if options.flow_schema {
+        objects.extend(flow_control(options));
+    }
     objects.push(config_map(options));
     objects.push(deployment(options));
     objects.push(component_of(options).service("api", 80));
@@ -88,6 +95,43 @@ pub fn rbac(options: &InstallOptions) -> Vec<Value> {
             ]),
         ),
         backend.binding(Scope::Cluster),
+    ]
+}
+
+/// The backend's own priority level, and the FlowSchema that puts its ServiceAccount's requests
+/// there. Without them they fall in the `service-accounts` schema, whose `workload-low` level
+/// every ServiceAccount shares: on a loaded API server it refused three of four of the backend's
+/// requests with 429 (BENCHMARKS.md, "Workspace backend at scale"). Its creates are bounded by
+/// `maxCreatesInFlight`, so a share of its own takes little from the others.
+pub fn flow_control(options: &InstallOptions) -> Vec<Value> {
+    let labels = component_of(options).labels();
+    let flowcontrol = "flowcontrol.apiserver.k8s.io/v1";
+    vec![
+        json!({
+            "apiVersion": flowcontrol, "kind": "PriorityLevelConfiguration",
+            "metadata": {"name": NAME, "labels": labels},
+            "spec": {"type": "Limited", "limited": {
+                // workload-low, every other ServiceAccount's, has 100; global-default 20.
+                "nominalConcurrencyShares": 30,
+                "lendablePercent": 50,
+                "limitResponse": {"type": "Queue", "queuing": {"queues": 64, "handSize": 6, "queueLengthLimit": 50}}
+            }}
+        }),
+        json!({
+            "apiVersion": flowcontrol, "kind": "FlowSchema",
+            "metadata": {"name": NAME, "labels": labels},
+            "spec": {
+                "priorityLevelConfiguration": {"name": NAME},
+                // Before `service-accounts` (9000), after the system's own (up to 900).
+                "matchingPrecedence": 1000,
+                "distinguisherMethod": {"type": "ByUser"},
+                "rules": [{
+                    "subjects": [{"kind": "ServiceAccount", "serviceAccount": {"name": NAME, "namespace": options.namespace}}],
+                    "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "namespaces": ["*"], "clusterScope": true}],
+                    "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]
+                }]
+            }
+        }),
     ]
 }
 
@@ -151,7 +195,42 @@ mod tests {
             workspace_namespace: "sciencedata".to_owned(),
             image: "outfit:test".to_owned(),
             replicas: 2,
+            flow_schema: true,
         }
+    }
+
+    /// The one object of `kind` in `objects`.
+    fn the<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
+        objects.iter().find(|o| o["kind"] == kind).unwrap()
+    }
+
+    #[test]
+    fn the_flow_schema_gives_the_backends_account_its_own_priority_level() {
+        let printed = objects(&options());
+        let (schema, level) = (
+            the(&printed, "FlowSchema"),
+            the(&printed, "PriorityLevelConfiguration"),
+        );
+        assert_eq!(
+            schema["spec"]["priorityLevelConfiguration"]["name"],
+            level["metadata"]["name"]
+        );
+        let subject = &schema["spec"]["rules"][0]["subjects"][0]["serviceAccount"];
+        let account = the(&printed, "ServiceAccount");
+        assert_eq!(subject["name"], account["metadata"]["name"]);
+        assert_eq!(subject["namespace"], account["metadata"]["namespace"]);
+        let before_service_accounts = schema["spec"]["matchingPrecedence"].as_u64().unwrap();
+        assert!(before_service_accounts < 9000);
+        // Left out for clusters before Kubernetes 1.29.
+        let without = objects(&InstallOptions {
+            flow_schema: false,
+            ..options()
+        });
+        assert!(
+            !without
+                .iter()
+                .any(|o| o["apiVersion"].as_str().unwrap().starts_with("flowcontrol"))
+        );
     }
 
     #[test]

@@ -124,6 +124,11 @@ pub(crate) struct ManifestsArgs {
         requires = "workspaces"
     )]
     workspaces_namespace: String,
+
+    /// With --workspaces: leave out the backend's FlowSchema and priority level
+    /// (`flowcontrol.apiserver.k8s.io/v1`), for clusters before Kubernetes 1.29.
+    #[arg(long, requires = "workspaces")]
+    without_flow_schema: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -191,6 +196,7 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
             workspace_namespace: args.workspaces_namespace.clone(),
             image: args.image.clone(),
             replicas: args.replicas,
+            flow_schema: !args.without_flow_schema,
         })
     } else {
         match &args.webhook_url {
