@@ -2,7 +2,10 @@
 //! `watch_create_pod`) or the native one (`POST /api/v1/workspaces` as an authenticating proxy's
 //! user, then its progress stream).
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::atomic::{AtomicUsize, Ordering},
+    time::{Duration, Instant},
+};
 
 use anyhow::{Context, Result, bail};
 use outfit_loadgen::workspaces::{call, follow_progress, open_progress};
@@ -33,6 +36,29 @@ impl Way {
     }
 }
 
+/// Creates the backend answered 429 (`maxCreatesInFlight` under way), each tried again after its
+/// `Retry-After` (1 s); the time to ready includes the waits.
+pub(crate) static REFUSED_BUSY: AtomicUsize = AtomicUsize::new(0);
+/// The backend's `Retry-After` on a 429.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// `call` of a create, tried again while the backend answers 429.
+async fn admitted(
+    port: u16,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &serde_json::Value,
+) -> Result<(u16, serde_json::Value)> {
+    loop {
+        let (status, answer) = call(port, "POST", path, headers, Some(body)).await?;
+        if status != 429 {
+            return Ok((status, answer));
+        }
+        REFUSED_BUSY.fetch_add(1, Ordering::Relaxed);
+        tokio::time::sleep(RETRY_AFTER).await;
+    }
+}
+
 /// User `u`'s id, the same in both APIs.
 pub(crate) fn user(u: usize) -> String {
     format!("u{u}@scale.example")
@@ -53,7 +79,7 @@ pub(crate) async fn create(
         Way::Compat => {
             let url = format!("http://127.0.0.1:{manifests}/{manifest}.yaml");
             let body = json!({"yaml_url": url, "user_id": user});
-            let (status, created) = call(port, "POST", "/create_pod", &[], Some(&body)).await?;
+            let (status, created) = admitted(port, "/create_pod", &[], &body).await?;
             let pod = created["pod_name"].as_str().unwrap_or_default().to_owned();
             if status != 200 || pod.is_empty() {
                 bail!("create_pod for {user} answered {status}: {created}");
@@ -84,7 +110,7 @@ pub(crate) async fn launch(
 ) -> Result<(String, hyper::Response<hyper::body::Incoming>)> {
     let headers = [("x-forwarded-user", user)];
     let body = json!({"manifest": manifest, "settings": {}});
-    let (status, workspace) = call(port, "POST", "/api/v1/workspaces", &headers, Some(&body)).await?;
+    let (status, workspace) = admitted(port, "/api/v1/workspaces", &headers, &body).await?;
     if status != 201 {
         bail!("POST /api/v1/workspaces for {user} answered {status}: {workspace}");
     }

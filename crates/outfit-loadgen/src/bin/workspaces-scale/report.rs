@@ -28,6 +28,10 @@ pub(crate) fn fill(args: &Args, bare: &[Duration], fill: &Fill, processes: &Proc
         fill.creates.len() as f64 / fill.took.as_secs_f64(),
         args.rate
     );
+    let refused = crate::launch::REFUSED_BUSY.load(std::sync::atomic::Ordering::Relaxed);
+    if refused > 0 {
+        println!(" creates answered 429 (maxCreatesInFlight) and tried again 1 s later: {refused}");
+    }
     report(" bare create to Ready (the admin, no backend)", bare);
     let ready = |keep: &dyn Fn(&Created) -> bool| -> Vec<Duration> {
         fill.creates.iter().filter(|c| keep(c)).map(|c| c.ready).collect()
