@@ -7,7 +7,8 @@
 #                                                     changes, certificate rotation, kube-apiserver
 #                                                     outages (crates/outfit-loadgen/src/bin/soak.rs)
 #   hack/soak.sh [--smoke] --workspaces [flags]       outfit workspaces: users launching and
-#                                                     deleting through kube-apiserver outages, then
+#                                                     deleting on two replicas through
+#                                                     kube-apiserver outages and replica kills, then
 #                                                     an orphan check (.../bin/workspaces-soak/)
 #
 # --help after either lists its flags (a flag given twice: the last counts, so flags after --smoke
@@ -25,7 +26,7 @@ if [ "${1:-}" = --workspaces ]; then
   bin=workspaces-soak
   shift
   smoke_flags=(--minutes 0.8 --users 2 --outage-every 10 --outage-seconds 3 --grace 10
-    --ready-wait 30 --settle 60)
+    --replica-kill-every 12 --replica-down 3 --ready-wait 45 --settle 60)
 fi
 [ "$SMOKE" = 1 ] || smoke_flags=()
 build_bins

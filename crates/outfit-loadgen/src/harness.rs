@@ -166,6 +166,39 @@ pub struct Backend {
     pub port: u16,
     /// Its admin port (`/readyz`, `/metrics`) on 127.0.0.1, if it has one.
     pub admin_port: Option<u16>,
+    /// How it was started, to start it again on the same ports.
+    launch: Launch,
+}
+
+/// The command line of a [`Backend`]: the binary, its kubeconfig and config, its log and level.
+#[derive(Debug, Clone)]
+struct Launch {
+    outfit: PathBuf,
+    kubeconfig: PathBuf,
+    config: PathBuf,
+    log: Option<(PathBuf, String)>,
+}
+
+impl Launch {
+    /// Starts the process; its log is appended to.
+    fn spawn(&self) -> Result<Child> {
+        let (stderr, level) = match &self.log {
+            Some((path, level)) => {
+                let file = std::fs::File::options().create(true).append(true).open(path)?;
+                (Stdio::from(file), level.as_str())
+            }
+            None => (Stdio::inherit(), "warn"),
+        };
+        Command::new(&self.outfit)
+            .args(["workspaces", "--config"])
+            .arg(&self.config)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("OUTFIT_LOG", level)
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .with_context(|| format!("starting {}", self.outfit.display()))
+    }
 }
 
 impl Backend {
@@ -193,33 +226,49 @@ impl Backend {
             config,
             format!("{settings}\nlisten: 127.0.0.1:{port}\nadminListen: {admin_listen}\n"),
         )?;
-        let (stderr, level) = match log {
-            Some((path, level)) => (Stdio::from(std::fs::File::create(path)?), level),
-            None => (Stdio::inherit(), "warn"),
+        if let Some((path, _)) = log {
+            std::fs::File::create(path)?;
+        }
+        let launch = Launch {
+            outfit: outfit.to_owned(),
+            kubeconfig: kubeconfig.to_owned(),
+            config: config.to_owned(),
+            log: log.map(|(path, level)| (path.to_owned(), level.to_owned())),
         };
-        let child = Command::new(outfit)
-            .args(["workspaces", "--config"])
-            .arg(config)
-            .env("KUBECONFIG", kubeconfig)
-            .env("OUTFIT_LOG", level)
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .with_context(|| format!("starting {}", outfit.display()))?;
         let backend = Self {
-            child,
+            child: launch.spawn()?,
             port,
             admin_port,
+            launch,
         };
+        backend.await_listening()?;
+        Ok(backend)
+    }
+
+    /// Kills the process as a crash would (SIGKILL), and waits for it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the process again as it was started (the same ports and config), its log appended
+    /// to the same file; waits until it listens.
+    pub fn start_again(&mut self) -> Result<()> {
+        self.kill();
+        self.child = self.launch.spawn()?;
+        self.await_listening()
+    }
+
+    fn await_listening(&self) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
             ensure!(
                 Instant::now() < deadline,
                 "outfit workspaces did not listen within 30 s"
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        Ok(backend)
+        Ok(())
     }
 
     /// Whether the process is still running.

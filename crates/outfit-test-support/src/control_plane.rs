@@ -39,8 +39,8 @@ pub enum ControlPlaneError {
     Read { path: PathBuf, source: std::io::Error },
     #[error("{key} is not in {}/env", dir.display())]
     MissingEnv { key: String, dir: PathBuf },
-    #[error("kube-apiserver (pid {pid}) is not running")]
-    NotRunning { pid: String },
+    #[error("{name} (pid {pid}) is not running")]
+    NotRunning { name: String, pid: String },
     #[error("kube-apiserver not ready {} s after its restart", RESTART_READY.as_secs())]
     NotReady,
     #[error("the kubeconfig {}: {source}", path.display())]
@@ -178,21 +178,12 @@ impl ControlPlane {
     /// Kills kube-apiserver with SIGKILL, as a crash would (etcd keeps the data), and waits until
     /// it is gone; the [`Outage`] starts it again with the same command line.
     pub fn kill_apiserver(&self) -> Result<Outage> {
-        let pid_file = self.state_dir.join("kube-apiserver.pid");
-        let pid = std::fs::read_to_string(&pid_file)
-            .map_err(|source| ControlPlaneError::Read {
-                path: pid_file.clone(),
-                source,
-            })?
-            .trim()
-            .to_owned();
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map_err(|_| ControlPlaneError::NotRunning { pid: pid.clone() })?;
-        let args: Vec<String> = cmdline
-            .split(|b| *b == 0)
-            .filter(|a| !a.is_empty())
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
+        let Daemon {
+            name,
+            pid,
+            pid_file,
+            args,
+        } = self.daemon("kube-apiserver")?;
         let killed = Instant::now();
         let status = Command::new("kill")
             .args(["-KILL", &pid])
@@ -202,7 +193,7 @@ impl ControlPlane {
                 source,
             })?;
         if !status.success() {
-            return Err(ControlPlaneError::NotRunning { pid });
+            return Err(ControlPlaneError::NotRunning { name, pid });
         }
         while std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| !c.is_empty()) {
             std::thread::sleep(Duration::from_millis(20));
@@ -239,25 +230,7 @@ impl Outage {
     /// Starts kube-apiserver again with the same command line, its output appended to `log`,
     /// without waiting for it to be ready.
     pub fn start_again(&self, log: &Path) -> Result<()> {
-        let status = Command::new("bash")
-            .arg("-c")
-            .arg(r#"pidfile="$1"; log="$2"; shift 2; setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "$@" </dev/null >>"$log" 2>&1 &"#)
-            .arg("restart")
-            .arg(&self.pid_file)
-            .arg(log)
-            .args(&self.args)
-            .status()
-            .map_err(|source| ControlPlaneError::Run {
-                command: "bash (restarting kube-apiserver)",
-                source,
-            })?;
-        if !status.success() {
-            return Err(ControlPlaneError::Failed {
-                command: "restarting kube-apiserver",
-                dir: log.to_owned(),
-            });
-        }
-        Ok(())
+        start_detached(&self.pid_file, log, &self.args, "kube-apiserver")
     }
 
     /// Starts kube-apiserver again (see [`Self::start_again`]) and waits until it is ready;
@@ -278,6 +251,97 @@ impl Outage {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+}
+
+/// Starts `args` in a session of its own (as up.sh starts its daemons, so it outlives this
+/// process), its pid written to `pid_file` and its output appended to `log`; does not wait.
+fn start_detached(pid_file: &Path, log: &Path, args: &[String], name: &'static str) -> Result<()> {
+    let status = Command::new("bash")
+        .arg("-c")
+        .arg(r#"pidfile="$1"; log="$2"; shift 2; setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "$@" </dev/null >>"$log" 2>&1 &"#)
+        .arg("restart")
+        .arg(pid_file)
+        .arg(log)
+        .args(args)
+        .status()
+        .map_err(|source| ControlPlaneError::Run {
+            command: "bash (restarting a control-plane process)",
+            source,
+        })?;
+    if !status.success() {
+        return Err(ControlPlaneError::Failed {
+            command: name,
+            dir: log.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// A running control-plane process (`kube-scheduler`, ...) as up.sh started it: its pid file and
+/// command line, read while it runs, so that it can be started again if it exits.
+#[derive(Debug, Clone)]
+pub struct Daemon {
+    name: String,
+    /// Its pid when it was read.
+    pid: String,
+    pid_file: PathBuf,
+    args: Vec<String>,
+}
+
+impl ControlPlane {
+    /// The process `name` (its `<name>.pid` in the state directory), which must be running now.
+    pub fn daemon(&self, name: &str) -> Result<Daemon> {
+        let pid_file = self.state_dir.join(format!("{name}.pid"));
+        let pid = std::fs::read_to_string(&pid_file)
+            .map_err(|source| ControlPlaneError::Read {
+                path: pid_file.clone(),
+                source,
+            })?
+            .trim()
+            .to_owned();
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .ok()
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| ControlPlaneError::NotRunning {
+                name: name.to_owned(),
+                pid: pid.clone(),
+            })?;
+        let args = cmdline
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        Ok(Daemon {
+            name: name.to_owned(),
+            pid,
+            pid_file,
+            args,
+        })
+    }
+}
+
+impl Daemon {
+    /// Whether the process of the pid file still runs.
+    pub fn running(&self) -> bool {
+        std::fs::read_to_string(&self.pid_file).is_ok_and(|pid| {
+            std::fs::read(format!("/proc/{}/cmdline", pid.trim())).is_ok_and(|c| !c.is_empty())
+        })
+    }
+
+    /// The process's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Starts it again with the same command line, its output appended to `log`; does not wait.
+    pub fn start_again(&self, log: &Path) -> Result<()> {
+        start_detached(
+            &self.pid_file,
+            log,
+            &self.args,
+            "restarting a control-plane process",
+        )
     }
 }
 

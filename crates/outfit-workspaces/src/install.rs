@@ -56,7 +56,8 @@ pub fn objects(options: &InstallOptions) -> Vec<Value> {
 }
 
 /// The ServiceAccount and what it may do. Only the verbs the backend uses: it never updates
-/// (patches instead), never lists Services or Ingresses (it reads them by name).
+/// (patches instead), and lists Services, Ingresses and NetworkPolicies only for the leader's
+/// sweep of those whose pod is gone (once a minute; requests read them by name).
 pub fn rbac(options: &InstallOptions) -> Vec<Value> {
     let backend = component_of(options);
     let pods = Scope::Namespace(&options.workspace_namespace);
@@ -68,12 +69,12 @@ pub fn rbac(options: &InstallOptions) -> Vec<Value> {
                 {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "delete", "patch"]},
                 // Token reads: websocket exec is a GET that newer API servers also check as create.
                 {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get", "create"]},
-                {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "create", "delete"]},
+                {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "create", "delete"]},
                 {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "list", "watch", "create", "delete", "patch"]},
-                {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ["get", "create", "delete"]},
+                {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ["get", "list", "create", "delete"]},
                 // Each workspace's NetworkPolicy, read by name like the Services; `delete` removes
                 // one an earlier pod of the same name left before the garbage collector did.
-                {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["get", "create", "delete"]},
+                {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["get", "list", "create", "delete"]},
                 // Reading a failed pod's last Warning and watching the workspaces' Events;
                 // publishing the backend's own Events.
                 {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch"]},
@@ -285,8 +286,12 @@ mod tests {
         let (role, cluster_role) = (find("Role"), find("ClusterRole"));
         assert_eq!(
             verbs(role, "networking.k8s.io", "networkpolicies"),
-            ["get", "create", "delete"]
+            ["get", "list", "create", "delete"]
         );
+        // Listed (never watched) by the leader's sweep of what gone pods left.
+        for (group, resource) in [("", "services"), ("networking.k8s.io", "ingresses")] {
+            assert_eq!(verbs(role, group, resource), ["get", "list", "create", "delete"]);
+        }
         assert_eq!(verbs(role, "", "events"), ["get", "list", "watch"]);
         // Leases: taken, renewed and released; listed and deleted by the sweep. Never watched.
         assert_eq!(

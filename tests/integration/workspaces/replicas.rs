@@ -3,9 +3,16 @@
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::coordination::v1::Lease;
-use kube::Api;
-use serde_json::Value;
+use k8s_openapi::api::{
+    coordination::v1::Lease,
+    core::v1::{Event, Node, Service},
+    networking::v1::{Ingress, NetworkPolicy},
+};
+use kube::{
+    Api, ResourceExt,
+    api::{DeleteParams, ListParams, Patch, PatchParams},
+};
+use serde_json::{Value, json};
 
 use super::{
     native::{metric, metrics},
@@ -197,4 +204,201 @@ async fn lists(replica: &Replica, name: &str) -> bool {
         .call(alice, "GET", "/api/v1/workspaces", None)
         .await;
     list.to_string().contains(name)
+}
+
+/// The two replicas of a test, started on `ns` with `config`; (leader, follower) once one leads.
+async fn leader_and_follower(
+    plane: &ControlPlane,
+    ns: &str,
+    manifests: &Manifests,
+    config: &str,
+) -> (Replica, Replica) {
+    let first = Replica::start(plane, ns, manifests, config).await;
+    let second = Replica::start(plane, ns, manifests, config).await;
+    eventually("one replica leading", Duration::from_secs(30), || async {
+        first.leads().await || second.leads().await
+    })
+    .await;
+    if first.leads().await {
+        (first, second)
+    } else {
+        (second, first)
+    }
+}
+
+/// Whether the Service, Ingress and NetworkPolicy made for the pod `pod` exist: (all, none).
+async fn made_for(client: &kube::Client, ns: &str, pod: &str) -> (bool, bool) {
+    let services: Api<Service> = Api::namespaced(client.clone(), ns);
+    let ingresses: Api<Ingress> = Api::namespaced(client.clone(), ns);
+    let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), ns);
+    let found = [
+        services.get_opt(&format!("{pod}-http")).await.unwrap().is_some(),
+        ingresses
+            .get_opt(&format!("{pod}-ingress"))
+            .await
+            .unwrap()
+            .is_some(),
+        policies
+            .get_opt(&format!("{pod}-isolation"))
+            .await
+            .unwrap()
+            .is_some(),
+    ];
+    (found.iter().all(|f| *f), found.iter().all(|f| !*f))
+}
+
+/// A web workspace (an http Service and an Ingress, besides its NetworkPolicy), with `extra`
+/// lines under `metadata` and under `spec`.
+fn web(annotations: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  annotations: {{sciencedata.dk/ingress-port: '80'{annotations}}}\n\
+         spec:\n  {spec}containers: [{{name: web, image: nginx, ports: [{{containerPort: 80}}]}}]\n"
+    )
+}
+
+/// Issue 25: a leader killed while a cull is due. The workspace's lifetime ends while the leader
+/// is dead (or as it dies): the survivor, once it holds the Lease, culls it once (the metrics of
+/// both show one cull in all, wherever it happened), and the pod and what was made for it go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cull_due_while_the_leader_is_dead_is_done_once_by_the_survivor() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-replica-cull";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let config = format!(
+        "catalogue:\n- {{name: brief, url: '{}'}}\n",
+        manifests.put("brief.yaml", &web(", outfit.dev/max-lifetime: 8s", "")),
+    );
+    let (leader, follower) = leader_and_follower(plane, ns, &manifests, &config).await;
+    let name = launch_ready(&follower, "brief").await;
+    assert_eq!(made_for(&client, ns, &name).await, (true, false));
+
+    let culled = "outfit_workspaces_culled_total{reason=\"lifetime\"}";
+    let culled_by_leader = leader.metric(culled).await;
+    drop(leader);
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), ns);
+    eventually("the workspace culled", Duration::from_secs(45), || async {
+        pods.get_opt(&name).await.unwrap().is_none()
+    })
+    .await;
+    eventually(
+        "what was made for it removed",
+        Duration::from_secs(30),
+        || async { made_for(&client, ns, &name).await.1 },
+    )
+    .await;
+    assert!(follower.leads().await);
+    assert_eq!(
+        culled_by_leader + follower.metric(culled).await,
+        1.0,
+        "one cull in all"
+    );
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    let about = ListParams::default().fields(&format!("involvedObject.name={name}"));
+    let culls = events.list(&about).await.unwrap().items;
+    let culls: Vec<_> = culls
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("Culled"))
+        .collect();
+    assert!(
+        culls.len() == 1 && culls[0].series.is_none(),
+        "one Culled Event: {culls:?}"
+    );
+}
+
+/// Issue 25: a launch accepted by one replica whose start is not finished when the leader is
+/// killed (its pod waits for a node label that only comes after the kill) is finished by the
+/// survivor: ready, with its Service, Ingress and NetworkPolicy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_unfinished_when_the_leader_dies_is_finished_by_the_survivor() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-replica-finish";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let label = "outfit.test/replica-finish";
+    let config = format!(
+        "catalogue:\n- {{name: held, url: '{}'}}\n",
+        manifests.put(
+            "held.yaml",
+            &web("", &format!("nodeSelector: {{{label}: 'yes'}}\n  "))
+        ),
+    );
+    let (leader, follower) = leader_and_follower(plane, ns, &manifests, &config).await;
+    let alice = Caller::Token("outfit-alice-token");
+    let (status, created) = follower.backend.launch(alice, "held").await;
+    assert_eq!(status, 201, "{created}");
+    let name = created["name"].as_str().unwrap().to_owned();
+    drop(leader);
+
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = nodes.list(&Default::default()).await.unwrap().items[0].name_any();
+    let labelled = |value: Option<&str>| json!({"metadata": {"labels": {label: value}}});
+    nodes
+        .patch(
+            &node,
+            &PatchParams::default(),
+            &Patch::Merge(labelled(Some("yes"))),
+        )
+        .await
+        .unwrap();
+    follower.backend.follow_to_ready(alice, &name).await;
+    nodes
+        .patch(&node, &PatchParams::default(), &Patch::Merge(labelled(None)))
+        .await
+        .unwrap();
+    assert!(follower.leads().await);
+    assert_eq!(made_for(&client, ns, &name).await, (true, false));
+}
+
+/// Issue 25: a replica killed between a pod's delete and the delete of what was made for it
+/// leaves the Service, Ingress and NetworkPolicy to the garbage collector alone, which stalls
+/// after API server restarts (RELIABILITY.md); here kube-controller-manager is stopped, so only
+/// the next leader's sweep of what gone pods left can remove them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_replica_killed_mid_delete_left_is_removed_by_the_next_leader() {
+    let plane = ControlPlane::start_with_nodes("replica-orphans", 1);
+    let client = plane.admin_client().await;
+    let ns = "ws-replica-orphans";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let config = format!(
+        "catalogue:\n- {{name: web, url: '{}'}}\n",
+        manifests.put("web.yaml", &web("", ""))
+    );
+    let first = Replica::start(&plane, ns, &manifests, &config).await;
+    let name = launch_ready(&first, "web").await;
+    assert_eq!(made_for(&client, ns, &name).await, (true, false));
+
+    // The replica dies with the pod deleted and nothing else: the pod's delete is made here.
+    kill_controller_manager(&plane);
+    drop(first);
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), ns);
+    pods.delete(&name, &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    eventually("the pod gone", Duration::from_secs(30), || async {
+        pods.get_opt(&name).await.unwrap().is_none()
+    })
+    .await;
+    assert_eq!(made_for(&client, ns, &name).await, (true, false), "left behind");
+
+    let _next = Replica::start(&plane, ns, &manifests, &config).await;
+    eventually(
+        "what the gone pod left removed",
+        Duration::from_secs(30),
+        || async { made_for(&client, ns, &name).await.1 },
+    )
+    .await;
+}
+
+/// Kills `plane`'s kube-controller-manager (its garbage collector with it).
+fn kill_controller_manager(plane: &ControlPlane) {
+    let pid = std::fs::read_to_string(plane.state_dir.join("kube-controller-manager.pid")).unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", pid.trim()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill kube-controller-manager {pid}");
 }

@@ -3,7 +3,11 @@
 //! data: [`Cluster`] makes the calls for real (each forwards to its method of the same name,
 //! documented there), and the unit tests' fake records them.
 
-use std::{collections::BTreeMap, future::Future, time::Duration};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    future::Future,
+    time::Duration,
+};
 
 use k8s_openapi::{
     api::{
@@ -14,7 +18,7 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::OwnerReference,
 };
 
-use super::cluster::{Cluster, ClusterError};
+use super::cluster::{Cluster, ClusterError, made::MadeFor};
 
 /// The API server as the backend and the lifecycle use it: the workspace namespace's pods, their
 /// objects and Events, and the users' storage.
@@ -114,6 +118,9 @@ pub trait ClusterCalls: Clone + Send + Sync + 'static {
     fn user_leases(&self) -> impl Future<Output = Result<Vec<Lease>, ClusterError>> + Send;
     /// Deletes the Lease `name` at version `seen`; 409 when it changed since.
     fn delete_lease(&self, name: &str, seen: &str) -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// The pods that the namespace's outfit-made Services, Ingresses and NetworkPolicies were
+    /// made for.
+    fn made_for(&self) -> impl Future<Output = Result<BTreeSet<MadeFor>, ClusterError>> + Send;
 }
 
 /// `impl ClusterCalls for Cluster`, each call forwarded to the method of the same name.
@@ -153,4 +160,5 @@ forward_to_cluster! {
     replace_lease(lease: &Lease) -> Result<Lease, ClusterError>;
     user_leases() -> Result<Vec<Lease>, ClusterError>;
     delete_lease(name: &str, seen: &str) -> Result<(), ClusterError>;
+    made_for() -> Result<BTreeSet<MadeFor>, ClusterError>;
 }

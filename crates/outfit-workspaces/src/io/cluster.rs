@@ -99,6 +99,7 @@ fn status_code(error: &kube::Error) -> Option<u16> {
 }
 
 mod leases;
+pub mod made;
 
 /// The API server, as the backend uses it: one namespace, plus the cluster-scoped volumes.
 #[derive(Clone)]

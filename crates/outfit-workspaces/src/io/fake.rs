@@ -3,7 +3,7 @@
 //! same code against a real API server.
 
 use std::{
-    collections::{BTreeMap, HashSet},
+    collections::{BTreeMap, BTreeSet, HashSet},
     future::Future,
     sync::{Arc, Mutex},
     time::Duration,
@@ -23,7 +23,7 @@ use serde_json::json;
 use super::{
     cache::{Cache, CacheFeed},
     calls::ClusterCalls,
-    cluster::ClusterError,
+    cluster::{ClusterError, made::MadeFor},
 };
 
 /// The namespace the fake's objects live in.
@@ -36,6 +36,8 @@ pub(crate) struct State {
     pub claims: BTreeMap<String, PersistentVolumeClaim>,
     pub volumes: BTreeMap<String, PersistentVolume>,
     pub leases: BTreeMap<String, Lease>,
+    /// The pods the namespace's Services, Ingresses and NetworkPolicies were made for.
+    pub made: BTreeSet<MadeFor>,
     /// Every call, as "call name", in order.
     pub calls: Vec<String>,
     /// Storage whose delete is refused with 409 (it changed since it was seen).
@@ -262,8 +264,12 @@ impl ClusterCalls for FakeCluster {
         async move { Ok(token) }
     }
 
-    fn delete_made_for(&self, pod: &str, _uid: &str) -> impl Future<Output = ()> + Send {
+    fn delete_made_for(&self, pod: &str, uid: &str) -> impl Future<Output = ()> + Send {
         self.record(format!("delete_made_for {pod}"));
+        self.with(|s| {
+            s.made
+                .retain(|made| (made.pod.as_str(), made.uid.as_str()) != (pod, uid))
+        });
         async {}
     }
 
@@ -431,5 +437,11 @@ impl ClusterCalls for FakeCluster {
             }
         });
         async move { result }
+    }
+
+    fn made_for(&self) -> impl Future<Output = Result<BTreeSet<MadeFor>, ClusterError>> + Send {
+        self.record("made_for".to_owned());
+        let made = self.with(|s| s.made.clone());
+        async move { Ok(made) }
     }
 }

@@ -9,9 +9,12 @@
 //! - a started workspace past its lifetime or idle too long is culled: an Event says why, and it
 //!   is deleted;
 //! - user storage that no pod uses and no create wants any more is removed (deic-dk removes it
-//!   with the user's last pod; the NFS data stays, the volume's reclaim policy is Retain).
+//!   with the user's last pod; the NFS data stays, the volume's reclaim policy is Retain);
+//! - Services, Ingresses and NetworkPolicies whose pod is gone are removed ([`orphans`]: a
+//!   replica killed between a pod's delete and theirs leaves them).
 
 pub mod activity;
+mod orphans;
 mod user_leases;
 
 use std::{
@@ -156,6 +159,7 @@ impl<C: ClusterCalls> Lifecycle<C> {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut passes = 0u64;
         let mut leases_swept: Option<tokio::time::Instant> = None;
+        let mut made_swept: Option<tokio::time::Instant> = None;
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
@@ -163,6 +167,8 @@ impl<C: ClusterCalls> Lifecycle<C> {
                 _ = tick.tick() => {}
             }
             if !*self.leading.borrow() {
+                // On taking the lead, sweep at once: the last leader may have died mid-delete.
+                made_swept = None;
                 continue;
             }
             self.pass();
@@ -174,6 +180,10 @@ impl<C: ClusterCalls> Lifecycle<C> {
             if leases_swept.is_none_or(|at| at.elapsed() >= user_leases::SWEEP_EVERY) {
                 user_leases::sweep(&self.cluster).await;
                 leases_swept = Some(tokio::time::Instant::now());
+            }
+            if made_swept.is_none_or(|at| at.elapsed() >= orphans::SWEEP_EVERY) {
+                orphans::sweep(&self.cluster, &self.cache).await;
+                made_swept = Some(tokio::time::Instant::now());
             }
         }
     }
@@ -393,17 +403,17 @@ impl<C: ClusterCalls> Lifecycle<C> {
             reason,
             "create failed; removing the pod"
         );
-        self.metrics
-            .spawned(&manifest_name(pod), Some(phase.as_str()), since_created(pod));
-        self.cluster
-            .event(pod, true, "CreateFailed", reason.clone())
-            .await;
-        let mark = BTreeMap::from([(keys::ANNOTATION_FAILED, Some(reason))]);
+        // The mark first: a leader killed after it leaves the survivor only the delete (see
+        // `next_step`), so the Event and the count are never made twice.
+        let mark = BTreeMap::from([(keys::ANNOTATION_FAILED, Some(reason.clone()))]);
         if let Err(error) = self.cluster.annotate_pod(pod, mark).await
             && !error.is_gone()
         {
             tracing::warn!(%error, "could not mark the failed pod");
         }
+        self.metrics
+            .spawned(&manifest_name(pod), Some(phase.as_str()), since_created(pod));
+        self.cluster.event(pod, true, "CreateFailed", reason).await;
         self.remove(pod).await;
     }
 
@@ -418,13 +428,14 @@ impl<C: ClusterCalls> Lifecycle<C> {
             why,
             "culling"
         );
-        self.cluster.event(pod, false, "Culled", why.clone()).await;
-        let mark = BTreeMap::from([(keys::ANNOTATION_CULLED, Some(why))]);
+        // The mark first, as in `fail`: once it is made, a survivor only deletes.
+        let mark = BTreeMap::from([(keys::ANNOTATION_CULLED, Some(why.clone()))]);
         if let Err(error) = self.cluster.annotate_pod(pod, mark).await
             && !error.is_gone()
         {
             tracing::warn!(%error, "could not mark the culled pod");
         }
+        self.cluster.event(pod, false, "Culled", why).await;
         self.metrics.culled(cull.reason());
         self.remove(pod).await;
     }

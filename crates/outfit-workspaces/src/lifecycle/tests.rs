@@ -130,9 +130,10 @@ async fn a_creating_pod_past_its_deadline_is_failed_and_removed() {
     lifecycle.act(pod, next.clone()).await;
     assert_eq!(
         fake.calls(),
+        // Marked before the Event: a leader killed in between leaves the survivor only the delete.
         [
-            "event ws CreateFailed".to_owned(),
             format!("annotate_pod ws {}", keys::ANNOTATION_FAILED),
+            "event ws CreateFailed".to_owned(),
             "delete_pod ws".to_owned(),
         ]
     );
@@ -239,9 +240,10 @@ async fn started_workspaces_past_their_lifetime_or_idle_too_long_are_culled() {
     lifecycle.act(pod, next.clone()).await;
     assert_eq!(
         fake.calls(),
+        // Marked before the Event: a leader killed in between leaves the survivor only the delete.
         [
-            "event old Culled".to_owned(),
             format!("annotate_pod old {}", keys::ANNOTATION_CULLED),
+            "event old Culled".to_owned(),
             "delete_pod old".to_owned(),
         ]
     );

@@ -1,7 +1,10 @@
 //! The soak's side of the cluster, as the admin sees it: its namespace, users and manifest, and
 //! what the backend left behind.
 
-use std::time::{Duration, Instant};
+use std::{
+    collections::BTreeMap,
+    time::{Duration, Instant},
+};
 
 use anyhow::Result;
 use k8s_openapi::api::{
@@ -32,9 +35,71 @@ spec:
     volumeMounts: [{name: sciencedata, mountPath: /data}]
 "#;
 
-/// The manifest, whatever the name asked for.
-pub(crate) fn manifest(_name: &str) -> String {
-    MANIFEST.to_owned()
+/// How long the brief workspace lives once started before the leader culls it.
+pub(crate) const BRIEF_LIFETIME: &str = "5s";
+
+/// The manifest: the brief one (culled [`BRIEF_LIFETIME`] after its start) for `brief`, the web
+/// one for any other name.
+pub(crate) fn manifest(name: &str) -> String {
+    if name == "brief" {
+        let lifetime = format!("outfit.dev/max-lifetime: {BRIEF_LIFETIME}, ");
+        MANIFEST.replacen("annotations: {", &format!("annotations: {{{lifetime}"), 1)
+    } else {
+        MANIFEST.to_owned()
+    }
+}
+
+/// The users with more than `max` workspaces now (pods of theirs not being deleted), as
+/// "user has n: pods".
+pub(crate) async fn over_limit(client: &Client, ns: &str, max: usize) -> Result<Vec<String>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let list = pods.list(&ListParams::default().labels(MANAGED)).await?;
+    let mut by_user: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for pod in list
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+    {
+        let labels = pod.labels();
+        let user = format!(
+            "{}@{}",
+            labels.get("user").map_or("?", String::as_str),
+            labels.get("domain").map_or("?", String::as_str)
+        );
+        by_user.entry(user).or_default().push(pod.name_any());
+    }
+    Ok(by_user
+        .into_iter()
+        .filter(|(_, pods)| pods.len() > max)
+        .map(|(user, pods)| format!("{user} has {}: {}", pods.len(), pods.join(", ")))
+        .collect())
+}
+
+/// The culls in `ns` (the backend's Culled Events), and the workspaces culled more than once.
+pub(crate) async fn culls(client: &Client, ns: &str) -> Result<(usize, Vec<String>)> {
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), ns);
+    let list = events.list(&ListParams::default()).await?;
+    let mut by_pod: BTreeMap<String, (String, usize)> = BTreeMap::new();
+    for event in list
+        .items
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("Culled"))
+    {
+        let object = &event.involved_object;
+        let entry = by_pod
+            .entry(object.uid.clone().unwrap_or_default())
+            .or_insert_with(|| (object.name.clone().unwrap_or_default(), 0));
+        // An Event repeated by one recorder is a series: count each occurrence.
+        let occurrences = event.series.as_ref().and_then(|s| s.count).unwrap_or(1);
+        entry.1 += usize::try_from(occurrences).unwrap_or(1).max(1);
+    }
+    let total = by_pod.values().map(|(_, n)| n).sum();
+    let twice = by_pod
+        .into_values()
+        .filter(|(_, n)| *n > 1)
+        .map(|(pod, n)| format!("{pod} culled {n} times"))
+        .collect();
+    Ok((total, twice))
 }
 
 /// Deletes namespace `name` (not waiting).

@@ -8,23 +8,35 @@
 //! It starts its own control plane with simulated nodes (`hack/control-plane/up.sh --nodes 1`,
 //! stopped at the end; `--state-dir` reuses a running one), a namespace of its own, a loopback
 //! server of the manifest (an nginx pod with an http Ingress and the user's NFS storage), and the
-//! release `outfit workspaces` with the manifest in its catalogue. Then, for `--minutes`, all at
-//! once:
+//! `--replicas` replicas of the release `outfit workspaces` (one leads: it finishes starts and
+//! culls) with the manifest in their catalogue and `maxWorkspacesPerUser: --max-per-user`. Then,
+//! for `--minutes`, all at once:
 //!
 //! - **Users**: `--users` service accounts (their tokens checked by TokenReview like anyone's)
 //!   each launch (`POST /api/v1/workspaces`) and delete (`DELETE /api/v1/workspaces/<name>`) in
-//!   a loop: every third launch is deleted at once, while its pod is still being made; the others
-//!   are deleted once `GET` shows them ready (or after `--ready-wait`). A delete that fails is
-//!   retried until it is answered 2xx or 404, as a user would.
+//!   a loop, each request to the next replica in turn: every third launch is deleted at once,
+//!   while its pod is still being made; every fourth is of a brief workspace (lifetime
+//!   [`cluster::BRIEF_LIFETIME`]) left for the leader to cull; the others are deleted once `GET`
+//!   shows them ready. A delete that fails is retried until it is answered 2xx or 404, as a user
+//!   would.
 //! - **API server outages** every `--outage-every` seconds: kube-apiserver is killed (SIGKILL,
 //!   etcd keeps the data), left down `--outage-seconds`, and started again with the same command
 //!   line.
-//! - **RSS** of outfit workspaces every 2 s.
+//! - **Replica kills** every `--replica-kill-every` seconds: one replica (the leader first, then
+//!   follower and leader in turn) is killed (SIGKILL) and started again `--replica-down` seconds
+//!   later on the same ports.
+//! - **The limit**: every second, no user may have more than `--max-per-user` pods not being
+//!   deleted.
+//! - **RSS** of the first replica every 2 s.
 //!
 //! Every answer must be JSON; an error must be `{"error", "reason"}`; no request may take
-//! [`http::HANG`] or find the backend gone. An error is expected only for a request that overlaps
-//! an outage, or the `--grace` seconds after the API server is ready again (watches resync);
-//! any other is a violation.
+//! [`http::HANG`] or find the backend gone (a killed replica's refused connections excepted). An
+//! error is expected only for a request that overlaps an outage or a replica kill, or the
+//! `--grace` seconds after (watches resync; a dead replica's per-user Lease expires); any other
+//! is a violation. A launch refused with `LimitExceeded` is counted, not a violation. Every
+//! launch a user waits for must turn ready or fail cleanly within `--ready-wait`, and every brief
+//! one be culled within it after: whichever replica accepted it, whichever was killed. No
+//! workspace may be culled twice (its Culled Events).
 //!
 //! At the end the users' workspaces left are deleted through the API, and within `--settle`
 //! seconds the namespace must hold no pod, Service, Ingress, NetworkPolicy or
@@ -36,11 +48,12 @@
 mod cluster;
 mod http;
 mod outages;
+mod replicas;
 mod users;
 
 use std::{
     path::PathBuf,
-    sync::Arc,
+    sync::{Arc, atomic::AtomicUsize},
     time::{Duration, Instant},
 };
 
@@ -52,6 +65,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::{
     outages::Outages,
+    replicas::{Replicas, kill_loop},
     users::{Tally, user_loop},
 };
 
@@ -70,6 +84,18 @@ struct Args {
     /// Seconds the API server stays down.
     #[arg(long, default_value_t = 15.0)]
     outage_seconds: f64,
+    /// Replicas of the backend behind the users.
+    #[arg(long, default_value_t = 2)]
+    replicas: usize,
+    /// Seconds between replica kills (the first after this long; 0: none).
+    #[arg(long, default_value_t = 90.0)]
+    replica_kill_every: f64,
+    /// Seconds a killed replica stays down.
+    #[arg(long, default_value_t = 5.0)]
+    replica_down: f64,
+    /// `maxWorkspacesPerUser`.
+    #[arg(long, default_value_t = 1)]
+    max_per_user: usize,
     /// Seconds after the API server is ready again during which errors are still expected.
     #[arg(long, default_value_t = 15.0)]
     grace: f64,
@@ -88,6 +114,8 @@ async fn main() -> Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let args = Args::parse();
     ensure!(args.users > 0, "--users must be positive");
+    ensure!(args.replicas > 0, "--replicas must be positive");
+    ensure!(args.max_per_user > 0, "--max-per-user must be positive");
     let (work, outfit) = args.places.resolve("outfit-workspaces-soak")?;
     let plane = ControlPlane::start_or_reuse(args.places.state_dir.as_deref(), &work, 1)?;
     let result = soak(&args, &plane, &outfit, &work).await;
@@ -111,14 +139,50 @@ async fn soak(
     harness::make_namespace(&client, &namespace).await?;
     let manifests = harness::serve_manifests(cluster::manifest).await?;
     let tokens = harness::service_account_tokens(&client, &namespace, "soak", args.users).await?;
-    let backend = start_backend(plane, outfit, work, &namespace, manifests)?;
-    let pid = backend.child.id();
+    let backends = (0..args.replicas)
+        .map(|replica| {
+            start_backend(
+                plane,
+                outfit,
+                work,
+                &namespace,
+                manifests,
+                replica,
+                args.max_per_user,
+            )
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let replicas = Arc::new(Replicas::new(backends));
 
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(args.minutes * 60.0);
     let outages = Arc::new(Outages::default());
     let stop = CancellationToken::new();
-    let rss = tokio::spawn(sample_rss(pid, started, stop.clone()));
+    let tally = Arc::new(Tally::default());
+    let rss = tokio::spawn(sample_rss(replicas.clone(), started, stop.clone()));
+    let limits = tokio::spawn(check_limits(
+        client.clone(),
+        namespace.clone(),
+        args.max_per_user,
+        tally.clone(),
+        stop.clone(),
+    ));
+    let scheduler = tokio::spawn(keep_running(
+        plane.daemon("kube-scheduler")?,
+        work.join("kube-scheduler-restarted.log"),
+        started,
+        stop.clone(),
+    ));
+    let replica_killer = (args.replica_kill_every > 0.0).then(|| {
+        tokio::spawn(kill_loop(
+            replicas.clone(),
+            started,
+            Duration::from_secs_f64(args.replica_kill_every),
+            Duration::from_secs_f64(args.replica_down),
+            deadline,
+            outages.clone(),
+        ))
+    });
     let killer = tokio::spawn(outage_loop(
         started,
         plane.state_dir.clone(),
@@ -128,7 +192,6 @@ async fn soak(
         deadline,
         outages.clone(),
     ));
-    let tally = Arc::new(Tally::default());
     let workers: Vec<_> = tokens
         .into_iter()
         .enumerate()
@@ -137,12 +200,13 @@ async fn soak(
                 started,
                 index,
                 token,
-                port: backend.port,
+                replicas: replicas.clone(),
                 deadline,
                 ready_wait: Duration::from_secs_f64(args.ready_wait),
                 grace: Duration::from_secs_f64(args.grace),
                 outages: outages.clone(),
                 tally: tally.clone(),
+                sent: AtomicUsize::new(index),
             }))
         })
         .collect();
@@ -151,7 +215,37 @@ async fn soak(
         live.extend(worker.await?);
     }
     let downtimes = killer.await??;
+    let kills = match replica_killer {
+        Some(killer) => killer.await??,
+        None => Vec::new(),
+    };
     let loop_time = started.elapsed();
+    stop.cancel();
+    limits.await?;
+    println!("kube-scheduler restarts: {}", scheduler.await?);
+    match cluster::culls(&client, &namespace).await {
+        Ok((culls, twice)) => {
+            println!("culls: {culls} (Culled Events), culled twice: {}", twice.len());
+            for pod in twice {
+                tally.violation(pod);
+            }
+        }
+        Err(error) => tally.violation(format!("could not list the Culled Events: {error:#}")),
+    }
+    println!(
+        "replica kills: {} ({} of the leader), {:.1} s down in all",
+        kills.len(),
+        kills.iter().filter(|k| k.leader).count(),
+        kills.iter().map(|k| k.down.as_secs_f64()).sum::<f64>()
+    );
+    for kill in &kills {
+        println!(
+            "  replica {}{}: {:.1} s down",
+            kill.replica,
+            if kill.leader { " (leader)" } else { "" },
+            kill.down.as_secs_f64()
+        );
+    }
 
     let mut ok = tally.report(loop_time, &downtimes);
     let ghosts = cluster::ghosts(&client, &namespace, &live).await?;
@@ -161,9 +255,8 @@ async fn soak(
             ghosts.join(", ")
         );
     }
-    let cleanup = users::delete_everything(backend.port, &tally.tokens(), &outages).await;
+    let cleanup = users::delete_everything(&replicas, &tally.tokens(), &outages).await;
     let orphans = cluster::wait_empty(&client, &namespace, Duration::from_secs_f64(args.settle)).await?;
-    stop.cancel();
     let samples = rss.await?;
     let tsv: String = samples
         .iter()
@@ -174,8 +267,8 @@ async fn soak(
         "Events in the namespace at the end (the backend caches them; they expire after an hour): {}",
         cluster::event_count(&client, &namespace).await.unwrap_or(0)
     );
-    let alive = backend.alive();
-    drop(backend);
+    let alive = replicas.alive();
+    drop(replicas);
     ok &= report_end(&cleanup, &orphans, &samples, alive);
     println!("{}", if ok { "PASS" } else { "FAIL" });
     if orphans.is_empty() {
@@ -187,7 +280,7 @@ async fn soak(
 fn report_end(cleanup: &Result<usize>, orphans: &[String], rss: &[(f64, u64)], alive: bool) -> bool {
     let mut ok = alive;
     if !alive {
-        println!("VIOLATION: outfit workspaces is no longer running");
+        println!("VIOLATION: a replica of outfit workspaces is no longer running");
     }
     match cleanup {
         Ok(count) => println!("cleanup: {count} workspaces left at the end deleted through the API"),
@@ -206,7 +299,7 @@ fn report_end(cleanup: &Result<usize>, orphans: &[String], rss: &[(f64, u64)], a
         let peak = rss.iter().map(|s| s.1).max().unwrap_or(0);
         let at = |q: usize| rss[(rss.len() - 1) * q / 4].1 as f64 / 1024.0;
         println!(
-            "RSS of outfit workspaces: start {:.1} MiB, then {:.1} / {:.1} / {:.1} MiB at each quarter, \
+            "RSS of the first replica (restarted when killed): start {:.1} MiB, then {:.1} / {:.1} / {:.1} MiB at each quarter, \
              peak {:.1} MiB, end {:.1} MiB ({} samples)",
             first.1 as f64 / 1024.0,
             at(1),
@@ -220,28 +313,89 @@ fn report_end(cleanup: &Result<usize>, orphans: &[String], rss: &[(f64, u64)], a
     ok
 }
 
-/// Starts the backend with the manifest server's catalogue; its log goes to `workspaces.log`.
+/// Starts replica `replica` of the backend with the manifest server's catalogue and an admin
+/// port (its metrics say whether it leads); its log goes to `workspaces-<replica>.log`.
 fn start_backend(
     plane: &ControlPlane,
     outfit: &std::path::Path,
     work: &std::path::Path,
     namespace: &str,
     manifests: u16,
+    replica: usize,
+    max_per_user: usize,
 ) -> Result<Backend> {
     let pod_cidr = plane.try_env("POD_CIDR")?;
     let settings = format!(
         "namespace: {namespace}\nwhitelistManifestRegex: 'http://127\\.0\\.0\\.1:{manifests}/'\n\
          ingressDomain: pods.soak\npodSubnetCidr: {pod_cidr}\ntimeoutCreate: 2m\n\
-         catalogue:\n- {{name: web, url: 'http://127.0.0.1:{manifests}/web.yaml'}}"
+         maxWorkspacesPerUser: {max_per_user}\n\
+         catalogue:\n- {{name: web, url: 'http://127.0.0.1:{manifests}/web.yaml'}}\n\
+         - {{name: brief, url: 'http://127.0.0.1:{manifests}/brief.yaml'}}"
     );
     Backend::start(
         outfit,
         &plane.state_dir.join("kubeconfig"),
-        &work.join("workspaces.yaml"),
+        &work.join(format!("workspaces-{replica}.yaml")),
         &settings,
-        Some((&work.join("workspaces.log"), "info")),
-        AdminPort::Off,
+        Some((&work.join(format!("workspaces-{replica}.log")), "info")),
+        AdminPort::Loopback,
     )
+}
+
+/// Starts `daemon` again whenever it exits, until `stop`; returns how many times. kube-scheduler
+/// exits on its own some seconds after an API server kill ("Scheduler cache is corrupted"): in a
+/// cluster its kubelet would start it again; here nothing else would, and no pod would be
+/// scheduled after the first outage.
+async fn keep_running(
+    daemon: outfit_test_support::control_plane::Daemon,
+    log: PathBuf,
+    started: Instant,
+    stop: CancellationToken,
+) -> usize {
+    let mut restarts = 0;
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return restarts,
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        if daemon.running() {
+            continue;
+        }
+        restarts += 1;
+        println!(
+            "{} exited; started again at t={:.0}s",
+            daemon.name(),
+            started.elapsed().as_secs_f64()
+        );
+        if let Err(error) = daemon.start_again(&log) {
+            println!("{}: {error}", daemon.name());
+        }
+    }
+}
+
+/// Checks every second until `stop` that no user has more than `max` workspaces; a check the API
+/// server cannot answer (an outage) is skipped.
+async fn check_limits(
+    client: kube::Client,
+    namespace: String,
+    max: usize,
+    tally: Arc<Tally>,
+    stop: CancellationToken,
+) {
+    let mut checks = 0u64;
+    loop {
+        if let Ok(over) = cluster::over_limit(&client, &namespace, max).await {
+            checks += 1;
+            for over in over {
+                tally.violation(format!("maxWorkspacesPerUser {max} exceeded: {over}"));
+            }
+        }
+        tokio::select! {
+            () = stop.cancelled() => break,
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+    println!("limit checks: {checks} (maxWorkspacesPerUser {max})");
 }
 
 /// Kills and restarts kube-apiserver every `every` until `deadline`; returns each downtime.
@@ -281,11 +435,11 @@ async fn outage_loop(
     Ok(downtimes)
 }
 
-/// Samples the backend's RSS every 2 s until `stop`: (seconds since start, KiB).
-async fn sample_rss(pid: u32, started: Instant, stop: CancellationToken) -> Vec<(f64, u64)> {
+/// Samples the first replica's RSS every 2 s until `stop`: (seconds since start, KiB).
+async fn sample_rss(replicas: Arc<Replicas>, started: Instant, stop: CancellationToken) -> Vec<(f64, u64)> {
     let mut samples = Vec::new();
     loop {
-        if let Some(kib) = vm_rss_kib(pid) {
+        if let Some(kib) = vm_rss_kib(replicas.pids()[0]) {
             samples.push((started.elapsed().as_secs_f64(), kib));
         }
         tokio::select! {

@@ -2,7 +2,10 @@
 
 use std::{
     collections::BTreeMap,
-    sync::{Arc, Mutex, PoisonError},
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -12,6 +15,7 @@ use serde_json::{Value, json};
 use crate::{
     http::{Answer, call},
     outages::Outages,
+    replicas::Replicas,
 };
 
 /// How long to wait between tries after an error, as a user (or a page) would.
@@ -23,12 +27,15 @@ pub(crate) struct User {
     pub(crate) started: Instant,
     pub(crate) index: usize,
     pub(crate) token: String,
-    pub(crate) port: u16,
+    /// The replicas: each request goes to the next, in turn.
+    pub(crate) replicas: Arc<Replicas>,
     pub(crate) deadline: Instant,
     pub(crate) ready_wait: Duration,
     pub(crate) grace: Duration,
     pub(crate) outages: Arc<Outages>,
     pub(crate) tally: Arc<Tally>,
+    /// How many requests this user sent (picks the replica of the next).
+    pub(crate) sent: AtomicUsize,
 }
 
 /// Counts of every request by what it was and how it ended, and the violations seen.
@@ -44,7 +51,10 @@ struct Counts {
     violations: Vec<String>,
     launched: u64,
     ready: u64,
-    not_ready_in_time: u64,
+    /// Launches whose start failed (cleanly: the workspace says why).
+    failed: u64,
+    /// Launches of the brief workspace, culled after their lifetime.
+    culled: u64,
     deleted: u64,
     /// Each user's token, for the cleanup.
     tokens: Vec<String>,
@@ -63,6 +73,11 @@ impl Tally {
     }
 
     /// Prints the counts and violations; whether there was none.
+    /// Records a violation found outside a request (the limit and cull checks).
+    pub(crate) fn violation(&self, why: String) {
+        self.lock().violations.push(why);
+    }
+
     pub(crate) fn report(&self, elapsed: Duration, downtimes: &[Duration]) -> bool {
         let counts = self.lock();
         println!(
@@ -72,8 +87,8 @@ impl Tally {
             downtimes.iter().map(Duration::as_secs_f64).sum::<f64>().round()
         );
         println!(
-            "launched {} (ready {}, not ready within the wait {}), deleted {}",
-            counts.launched, counts.ready, counts.not_ready_in_time, counts.deleted
+            "launched {} (ready {}, failed cleanly {}, brief ones culled {}), deleted {}",
+            counts.launched, counts.ready, counts.failed, counts.culled, counts.deleted
         );
         for ((request, outcome), count) in &counts.outcomes {
             println!("  {request:<8} {outcome:<40} {count}");
@@ -102,10 +117,14 @@ impl User {
         path: &str,
         body: Option<&Value>,
     ) -> Option<(u16, Value)> {
+        let replica = self.sent.fetch_add(1, Ordering::Relaxed) % self.replicas.ports.len();
         let sent = Instant::now();
-        let (answer, took) = call(self.port, method, path, &self.token, body).await;
+        let (answer, took) = call(self.replicas.ports[replica], method, path, &self.token, body).await;
         let expected = self.outages.overlaps(sent, Instant::now(), self.grace);
-        let (outcome, violation, result) = judge(kind, &answer, expected);
+        // A replica killed before or while it answers: the connection fails (the user tries again,
+        // on the next replica).
+        let replica_down = self.replicas.down[replica].overlaps(sent, Instant::now(), REPLICA_GRACE);
+        let (outcome, violation, result) = judge(kind, &answer, expected, replica_down);
         let mut counts = self.tally.lock();
         *counts.outcomes.entry((kind, outcome)).or_default() += 1;
         let slowest = counts.slowest.entry(kind).or_default();
@@ -121,8 +140,8 @@ impl User {
         result
     }
 
-    async fn launch(&self) -> Option<String> {
-        let body = json!({"manifest": "web"});
+    async fn launch(&self, manifest: &str) -> Option<String> {
+        let body = json!({"manifest": manifest});
         match self
             .request("launch", "POST", "/api/v1/workspaces", Some(&body))
             .await
@@ -135,24 +154,56 @@ impl User {
         }
     }
 
-    /// Polls the workspace until it is ready, failed or gone, or `ready_wait` passed.
-    async fn await_ready(&self, name: &str) {
+    /// Polls the workspace until it is ready, failed or gone, or `ready_wait` passed: an accepted
+    /// create must end ready or cleanly failed (with the reason shown), whichever replica
+    /// accepted it and whichever was killed meanwhile. Whether it turned ready.
+    async fn await_ready(&self, name: &str) -> bool {
         let until = Instant::now() + self.ready_wait;
+        let path = format!("/api/v1/workspaces/{name}");
         while Instant::now() < until {
-            let path = format!("/api/v1/workspaces/{name}");
             if let Some((status, workspace)) = self.request("get", "GET", &path, None).await {
                 match (status, workspace["status"].as_str()) {
                     (200, Some("ready")) => {
                         self.tally.lock().ready += 1;
-                        return;
+                        return true;
                     }
-                    (200, Some("failed" | "deleted")) | (404, _) => return,
+                    (200, Some("failed")) => {
+                        self.tally.lock().failed += 1;
+                        return false;
+                    }
+                    (200, Some("deleted")) | (404, _) => {
+                        self.unfinished(name, "gone before it turned ready or failed");
+                        return false;
+                    }
                     _ => {}
                 }
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
-        self.tally.lock().not_ready_in_time += 1;
+        self.unfinished(name, "neither ready nor failed within --ready-wait");
+        false
+    }
+
+    /// Polls the brief workspace until it is gone (culled by the leader), or `ready_wait` passed.
+    async fn await_culled(&self, name: &str) {
+        let until = Instant::now() + self.ready_wait;
+        let path = format!("/api/v1/workspaces/{name}");
+        while Instant::now() < until {
+            if let Some((status, workspace)) = self.request("get", "GET", &path, None).await
+                && (status == 404 || workspace["status"].as_str() == Some("deleted"))
+            {
+                self.tally.lock().culled += 1;
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        self.unfinished(name, "not culled within --ready-wait after its lifetime");
+    }
+
+    fn unfinished(&self, name: &str, why: &str) {
+        let at = self.started.elapsed().as_secs_f64();
+        self.tally
+            .violation(format!("t={at:.0}s user {} workspace {name}: {why}", self.index));
     }
 
     /// Deletes the workspace, retrying until it is answered 2xx or 404; whether it was.
@@ -170,9 +221,18 @@ impl User {
     }
 }
 
+/// How long after a replica listens again a failed connection to it is still its kill's.
+const REPLICA_GRACE: Duration = Duration::from_secs(1);
+
 /// Names an answer's outcome; says why it is a violation, if it is; gives the HTTP answer.
-fn judge(kind: &str, answer: &Answer, expected: bool) -> (String, Option<String>, Option<(u16, Value)>) {
+fn judge(
+    kind: &str,
+    answer: &Answer,
+    expected: bool,
+    replica_down: bool,
+) -> (String, Option<String>, Option<(u16, Value)>) {
     match answer {
+        Answer::Hung | Answer::Transport(_) if replica_down => ("replica killed".into(), None, None),
         Answer::Hung => (
             "hung".into(),
             Some(format!("no answer within {:?}", crate::http::HANG)),
@@ -198,6 +258,18 @@ fn judge(kind: &str, answer: &Answer, expected: bool) -> (String, Option<String>
             None,
             Some((404, body.clone())),
         ),
+        // Two replicas' caches may trail each other by moments: one that has not yet seen the
+        // user's last workspace go refuses the next launch, as a user over the limit is refused.
+        // The limit check on the cluster is what must never fail.
+        Answer::Status(status, body)
+            if kind == "launch" && body["reason"].as_str() == Some("LimitExceeded") =>
+        {
+            (
+                format!("{status} LimitExceeded"),
+                None,
+                Some((*status, body.clone())),
+            )
+        }
         Answer::Status(status, body) => {
             let reason = body["reason"].as_str().unwrap_or("?");
             let outcome = format!("{status} {reason}{}", if expected { " (outage)" } else { "" });
@@ -221,11 +293,17 @@ pub(crate) async fn user_loop(user: User) -> Vec<String> {
     let mut iteration = 0u64;
     while Instant::now() < user.deadline {
         iteration += 1;
-        let Some(name) = user.launch().await else {
+        // Every fourth launch is of the brief workspace, left for the leader to cull.
+        let brief = iteration.is_multiple_of(4);
+        let Some(name) = user.launch(if brief { "brief" } else { "web" }).await else {
             tokio::time::sleep(RETRY).await;
             continue;
         };
-        if !iteration.is_multiple_of(3) {
+        if brief {
+            if user.await_ready(&name).await {
+                user.await_culled(&name).await;
+            }
+        } else if !iteration.is_multiple_of(3) {
             user.await_ready(&name).await;
         }
         // A delete is retried past the deadline, but not for ever.
@@ -240,19 +318,24 @@ pub(crate) async fn user_loop(user: User) -> Vec<String> {
 }
 
 /// Deletes every workspace each token's user still has, through the API; returns how many.
-pub(crate) async fn delete_everything(port: u16, tokens: &[String], outages: &Arc<Outages>) -> Result<usize> {
+pub(crate) async fn delete_everything(
+    replicas: &Arc<Replicas>,
+    tokens: &[String],
+    outages: &Arc<Outages>,
+) -> Result<usize> {
     let mut deleted = 0;
     for (index, token) in tokens.iter().enumerate() {
         let user = User {
             started: Instant::now(),
             index,
             token: token.clone(),
-            port,
+            replicas: replicas.clone(),
             deadline: Instant::now(),
             ready_wait: Duration::ZERO,
             grace: Duration::ZERO,
             outages: outages.clone(),
             tally: Arc::default(),
+            sent: AtomicUsize::new(0),
         };
         let Some((200, list)) = user.request("list", "GET", "/api/v1/workspaces", None).await else {
             bail!("user {index}: GET /api/v1/workspaces failed");
