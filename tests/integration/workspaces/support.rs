@@ -136,6 +136,7 @@ impl Backend {
                  podSubnetCidr: {pod_cidr}\n\
                  timeoutCreate: 60s\n\
                  timeoutDelete: 30s\n\
+                 storageGracePeriod: 0s\n\
                  hostnameList: [{{hostname: silo1.test, address: 10.0.0.20}}]\n\
                  listen: 127.0.0.1:{port}\n\
                  adminListen: ''\n",

@@ -15,6 +15,7 @@
 
 pub mod activity;
 mod orphans;
+mod storage;
 mod user_leases;
 
 use std::{
@@ -160,6 +161,7 @@ impl<C: ClusterCalls> Lifecycle<C> {
         let mut passes = 0u64;
         let mut leases_swept: Option<tokio::time::Instant> = None;
         let mut made_swept: Option<tokio::time::Instant> = None;
+        let mut unused_storage = storage::Unused::default();
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
@@ -169,13 +171,16 @@ impl<C: ClusterCalls> Lifecycle<C> {
             if !*self.leading.borrow() {
                 // On taking the lead, sweep at once: the last leader may have died mid-delete.
                 made_swept = None;
+                // Another leader may have seen the storage used meanwhile: count afresh.
+                unused_storage = storage::Unused::default();
                 continue;
             }
             self.pass();
             passes += 1;
             // Storage changes rarely; every fifth pass is soon enough.
             if passes.is_multiple_of(5) {
-                self.sweep_storage().await;
+                let now = tokio::time::Instant::now();
+                storage::sweep(&self.cluster, &self.cache, &self.config, &mut unused_storage, now).await;
             }
             if leases_swept.is_none_or(|at| at.elapsed() >= user_leases::SWEEP_EVERY) {
                 user_leases::sweep(&self.cluster).await;
@@ -447,45 +452,6 @@ impl<C: ClusterCalls> Lifecycle<C> {
             .await
         {
             tracing::warn!(%error, pod = pod.name_any(), "could not remove the failed pod; retrying on the next pass");
-        }
-    }
-
-    /// Removes user storage no pod uses and no create wants.
-    async fn sweep_storage(&self) {
-        let now = Timestamp::now();
-        let pods = self.cache.pods();
-        for claim in self.cache.claims() {
-            if claim.metadata.deletion_timestamp.is_some() {
-                continue;
-            }
-            let Some(owner) = crate::model::user::owner_of(claim.as_ref()) else {
-                continue;
-            };
-            if pods
-                .iter()
-                .any(|pod| crate::model::user::owner_of(pod.as_ref()) == Some(owner))
-            {
-                continue;
-            }
-            let wanted = claim
-                .annotations()
-                .get(keys::ANNOTATION_STORAGE_WANTED_UNTIL)
-                .and_then(|t| t.parse::<Timestamp>().ok())
-                .is_some_and(|until| until > now);
-            if wanted {
-                continue;
-            }
-            let name = claim.name_any();
-            // The cache may be behind a create that has just marked the claim as wanted: delete
-            // only the version seen here (the soak caught a launch losing its claim this way).
-            let seen = claim.resource_version();
-            match self.cluster.delete_storage(&name, seen.as_deref()).await {
-                Ok(()) => tracing::info!(storage = name, user = owner, "removed storage no pod uses"),
-                Err(error) if error.is_conflict() => {
-                    tracing::info!(storage = name, user = owner, "unused storage wanted again; kept");
-                }
-                Err(error) => tracing::warn!(%error, "could not remove unused storage"),
-            }
         }
     }
 }

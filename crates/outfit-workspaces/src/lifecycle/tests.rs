@@ -263,25 +263,63 @@ fn claim(name: &str, owner: &str, annotations: serde_json::Value) -> PersistentV
     claim
 }
 
-#[tokio::test]
-async fn the_storage_sweep_removes_only_storage_no_pod_uses_and_no_create_wants() {
-    let (lifecycle, fake) = on_fake(&[]);
+/// The claims of the storage sweep's tests: ann's lapsed mark, bob's wanted, cat's used by a
+/// pod, dan's changed since the sweep's copy was read (its delete is refused).
+fn storage_of_four(fake: &FakeCluster) {
     let wanted = json!({keys::ANNOTATION_STORAGE_WANTED_UNTIL: "2999-01-01T00:00:00Z"});
     let lapsed = json!({keys::ANNOTATION_STORAGE_WANTED_UNTIL: "2000-01-01T00:00:00Z"});
     fake.put_claim(claim("unused", "ann@x.dk", lapsed));
     fake.put_claim(claim("wanted", "bob@x.dk", wanted));
     fake.put_claim(claim("in-use", "cat@x.dk", json!({})));
     fake.put_pod(workspace("cats", "cat@x.dk", json!({}), json!({})));
-    // Wanted again since the sweep's copy was read: the delete of that version is refused.
     fake.put_claim(claim("changed", "dan@x.dk", json!({})));
     fake.with(|s| s.conflicts.insert("changed".to_owned()));
+}
 
-    lifecycle.sweep_storage().await;
+#[tokio::test]
+async fn the_storage_sweep_removes_only_storage_no_pod_uses_and_no_create_wants() {
+    let (lifecycle, fake) = on_fake(&[("BACKEND_STORAGEGRACEPERIOD", "0")]);
+    storage_of_four(&fake);
+
+    let mut unused = storage::Unused::default();
+    let now = tokio::time::Instant::now();
+    storage::sweep(
+        &lifecycle.cluster,
+        &lifecycle.cache,
+        &lifecycle.config,
+        &mut unused,
+        now,
+    )
+    .await;
     let mut deletes = fake.calls();
     deletes.sort();
     assert_eq!(deletes, ["delete_storage changed", "delete_storage unused"]);
     let left: Vec<String> = fake.with(|s| s.claims.keys().cloned().collect());
     assert_eq!(left, ["changed", "in-use", "wanted"]);
+}
+
+#[tokio::test]
+async fn the_storage_sweep_keeps_unused_storage_for_the_grace_period() {
+    let (lifecycle, fake) = on_fake(&[]);
+    storage_of_four(&fake);
+    let (cluster, cache, config) = (&lifecycle.cluster, &lifecycle.cache, &lifecycle.config);
+    let mut unused = storage::Unused::default();
+    let start = tokio::time::Instant::now();
+
+    storage::sweep(cluster, cache, config, &mut unused, start).await;
+    let later = start + std::time::Duration::from_secs(59);
+    storage::sweep(cluster, cache, config, &mut unused, later).await;
+    assert!(
+        fake.calls().is_empty(),
+        "nothing removed within the minute: {:?}",
+        fake.calls()
+    );
+
+    let after = start + std::time::Duration::from_secs(60);
+    storage::sweep(cluster, cache, config, &mut unused, after).await;
+    let mut deletes = fake.calls();
+    deletes.sort();
+    assert_eq!(deletes, ["delete_storage changed", "delete_storage unused"]);
 }
 
 /// A per-user Lease `name`, last written at `renewed`.

@@ -142,6 +142,10 @@ pub struct Config {
     pub idle_timeout: Option<Duration>,
     /// outfit: how often a workspace's activity endpoint is asked.
     pub activity_check_interval: Duration,
+    /// outfit: how long a user's storage outlives their last workspace before the sweep removes
+    /// it, so a user who launches again at once keeps the claim instead of waiting for its
+    /// delete to finish.
+    pub storage_grace_period: Duration,
     /// outfit: what each user may have at once: `maxWorkspacesPerUser` (`0`: no limit),
     /// `maxCpuPerUser` and `maxMemoryPerUser` (Kubernetes quantities of the pods' requests;
     /// empty or `0`: no limit).
@@ -340,6 +344,7 @@ impl Config {
             max_lifetime: s.max_lifetime,
             idle_timeout: s.idle_timeout,
             activity_check_interval: s.activity_check_interval,
+            storage_grace_period: s.storage_grace_period,
             limits: Limits {
                 max_workspaces: s.max_workspaces_per_user,
                 max_cpu_millis: s.max_cpu_per_user,

@@ -97,6 +97,8 @@ pub(super) struct Settings {
     pub(super) idle_timeout: Option<Duration>,
     #[serde(deserialize_with = "positive_duration")]
     pub(super) activity_check_interval: Duration,
+    #[serde(deserialize_with = "duration")]
+    pub(super) storage_grace_period: Duration,
     #[serde(deserialize_with = "workspace_count")]
     pub(super) max_workspaces_per_user: Option<usize>,
     #[serde(deserialize_with = "cpu_limit")]
@@ -230,6 +232,7 @@ impl Default for Settings {
             max_lifetime: None,
             idle_timeout: None,
             activity_check_interval: Duration::from_secs(60),
+            storage_grace_period: Duration::from_secs(60),
             max_workspaces_per_user: None,
             max_cpu_per_user: None,
             max_memory_per_user: None,

@@ -279,6 +279,7 @@ fn each_default_is_the_documented_text() {
         ("maxLifetime", ""),
         ("idleTimeout", ""),
         ("activityCheckInterval", "1m"),
+        ("storageGracePeriod", "1m"),
         ("maxWorkspacesPerUser", "0"),
         ("maxCpuPerUser", ""),
         ("maxMemoryPerUser", ""),
