@@ -4,10 +4,10 @@
 
 use std::{future::Future, sync::Arc, time::Duration};
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
 use kube::{
-    Api, Client,
+    Api, Client, ResourceExt,
     runtime::{
         WatchStreamExt,
         reflector::{self, ObjectRef, Store},
@@ -78,6 +78,7 @@ impl Cache {
         changes: Arc<watch::Sender<u64>>,
     ) -> (Self, impl Future<Output = ()> + Send + 'static) {
         let selector = format!("{}={}", keys::LABEL_MANAGED_BY, keys::MANAGED_BY);
+        let own_writes = OwnWrites::default();
         let (pods, pod_writer) = reflector::store();
         let (claims, claim_writer) = reflector::store();
         let (events, event_writer) = reflector::store();
@@ -89,7 +90,18 @@ impl Cache {
             )
             .backoff(watch_backoff())
             .modify(|pod: &mut Pod| pod.metadata.managed_fields = None),
-        );
+        )
+        .inspect_ok({
+            let own_writes = own_writes.clone();
+            move |event| {
+                if let watcher::Event::Apply(pod)
+                | watcher::Event::InitApply(pod)
+                | watcher::Event::Delete(pod) = event
+                {
+                    own_writes.shown(&pod.name_any(), pod.uid().as_deref());
+                }
+            }
+        });
         let claim_stream = reflector::reflector(
             claim_writer,
             watcher(
@@ -166,7 +178,7 @@ impl Cache {
             changes,
             synced,
             unreachable,
-            own_writes: OwnWrites::default(),
+            own_writes,
         };
         (cache, task)
     }
@@ -192,7 +204,7 @@ impl Cache {
     pub fn pod_or_made(&self, name: &str) -> Option<Arc<Pod>> {
         match self.pod(name) {
             Some(pod) => {
-                self.own_writes.shown(name);
+                self.own_writes.shown(name, pod.uid().as_deref());
                 Some(pod)
             }
             None => self.own_writes.made_pod(name),

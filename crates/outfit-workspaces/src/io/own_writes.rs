@@ -84,9 +84,20 @@ impl OwnWrites {
         }
     }
 
-    /// The cache shows the pod `name` (or its delete): the record of its make is not needed.
-    pub fn shown(&self, name: &str) {
-        self.records().made.remove(name);
+    /// The pod watch saw the pod `name` with `uid` made or deleted: the record of the make of
+    /// that very pod is not needed any more (the cache holds the name while the pod exists). A
+    /// pod made and deleted before anyone asked for its name would otherwise hold the name for
+    /// [`MADE_KEPT`]: the two-replica soak, whose users delete and relaunch within seconds, ran
+    /// out of names that way.
+    pub fn shown(&self, name: &str, uid: Option<&str>) {
+        let mut records = self.records();
+        if records
+            .made
+            .get(name)
+            .is_some_and(|(pod, _)| pod.uid().as_deref() == uid)
+        {
+            records.made.remove(name);
+        }
     }
 
     /// A create is making the NetworkPolicy of the pod with `uid`.
@@ -168,8 +179,13 @@ mod tests {
         writes.made(&pod("ws", "u1"));
         assert_eq!(writes.made_pod("ws").and_then(|p| p.uid()).as_deref(), Some("u1"));
         assert!(writes.made_pod("other").is_none());
-        writes.shown("ws");
-        assert!(writes.made_pod("ws").is_none(), "the cache shows it now");
+        writes.shown("ws", Some("u0"));
+        assert!(
+            writes.made_pod("ws").is_some(),
+            "another pod of the name was seen"
+        );
+        writes.shown("ws", Some("u1"));
+        assert!(writes.made_pod("ws").is_none(), "the watch saw it");
         writes.made(&pod("ws", "u2"));
         tokio::time::advance(MADE_KEPT).await;
         assert!(writes.made_pod("ws").is_none(), "a stale record holds no name");
