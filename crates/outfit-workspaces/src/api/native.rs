@@ -276,7 +276,7 @@ impl Api {
                 tracing::info!(user = %identity.user, workspace = workspace.name, manifest = launch.manifest, "launched");
                 ok(StatusCode::CREATED, answer)
             }
-            Endpoint::Get(name) => ok(StatusCode::OK, backend.workspace(identity, &name)?),
+            Endpoint::Get(name) => ok(StatusCode::OK, backend.workspace(identity, &name).await?),
             Endpoint::Delete(name) => {
                 let uid = backend.remove(identity, &name).await?;
                 if follow {
@@ -291,7 +291,7 @@ impl Api {
                 }
             }
             Endpoint::Progress(name) => {
-                let uid = backend.follow(identity, &name)?;
+                let uid = backend.follow(identity, &name).await?;
                 let stream = sse::stream(backend.clone(), name, uid, self.shutdown.clone());
                 Answer {
                     status: StatusCode::OK,

@@ -73,10 +73,22 @@ impl<C: ClusterCalls> Backend<C> {
     }
 
     /// The workspace `name` of `identity` (any user's, for an admin).
-    pub fn workspace(&self, identity: &Identity, name: &str) -> Result<Workspace, RequestError> {
+    pub async fn workspace(&self, identity: &Identity, name: &str) -> Result<Workspace, RequestError> {
         names::check_pod_name(name)?;
-        let (member, pod) = self.visible_pod(identity, name)?;
-        Ok(self.on(member).describe(member, &pod, Timestamp::now()))
+        let now = Timestamp::now();
+        let (member, pod) = match self.visible_pod(identity, name) {
+            Ok((member, pod)) => return Ok(self.on(member).describe(member, &pod, now)),
+            Err(not_found) => self.unseen_pod(identity, name).await?.ok_or(not_found)?,
+        };
+        let uid = pod.uid().unwrap_or_default();
+        let report = progress::report(name, Some(&pod), None, &member.cache.events_of(&uid));
+        Ok(info::workspace(
+            &pod,
+            &report,
+            &member.config,
+            self.state_of(member),
+            now,
+        ))
     }
 
     /// Launches the catalogue entry of `launch` for `identity`.
@@ -181,9 +193,39 @@ impl<C: ClusterCalls> Backend<C> {
     }
 
     /// The uid of workspace `name` that `identity` may follow.
-    pub fn follow(&self, identity: &Identity, name: &str) -> Result<String, RequestError> {
+    pub async fn follow(&self, identity: &Identity, name: &str) -> Result<String, RequestError> {
         names::check_pod_name(name)?;
-        Ok(self.visible_pod(identity, name)?.1.uid().unwrap_or_default())
+        let pod = match self.visible_pod(identity, name) {
+            Ok((_, pod)) => pod,
+            Err(not_found) => self.unseen_pod(identity, name).await?.ok_or(not_found)?.1,
+        };
+        Ok(pod.uid().unwrap_or_default())
+    }
+
+    /// `identity`'s workspace `name` (anyone's, for an admin) as the API servers of the reachable
+    /// clusters have it, for a name no cache shows: a workspace launched a moment ago through
+    /// another replica, or through this one before its watch showed it, is not "not found" (the
+    /// two-replica soak's users, whose requests go to the replicas in turn, were told so). As a
+    /// delete does; one GET per cluster, made only for a name the caches do not hold.
+    async fn unseen_pod(
+        &self,
+        identity: &Identity,
+        name: &str,
+    ) -> Result<Option<(&Member<C>, Arc<Pod>)>, RequestError> {
+        for member in self.members.iter() {
+            if self.unreachable(member).is_some() {
+                continue;
+            }
+            let Some(pod) = member.cluster.get_pod(name).await? else {
+                continue;
+            };
+            let outfits =
+                pod.labels().get(keys::LABEL_MANAGED_BY).map(String::as_str) == Some(keys::MANAGED_BY);
+            if outfits && (identity.admin || belongs_to(&pod, &identity.user)) {
+                return Ok(Some((member, Arc::new(pod))));
+            }
+        }
+        Ok(None)
     }
 
     /// The progress of the pod `name` with `uid`, as the cache of the cluster that shows it

@@ -16,7 +16,7 @@ use kube::{
 };
 use tokio::{sync::watch, time::Instant};
 
-use super::own_writes::OwnWrites;
+use super::{event_index::EventIndex, own_writes::OwnWrites};
 use crate::model::{keys, user::UserId};
 
 /// The backend's view of the cluster, as its watches last saw it.
@@ -25,6 +25,8 @@ pub struct Cache {
     pods: Store<Pod>,
     claims: Store<PersistentVolumeClaim>,
     events: Store<Event>,
+    /// The cached Events by the uid of the pod they are about.
+    event_index: EventIndex,
     namespace: Arc<str>,
     changes: Arc<watch::Sender<u64>>,
     synced: Arc<watch::Sender<bool>>,
@@ -79,6 +81,7 @@ impl Cache {
     ) -> (Self, impl Future<Output = ()> + Send + 'static) {
         let selector = format!("{}={}", keys::LABEL_MANAGED_BY, keys::MANAGED_BY);
         let own_writes = OwnWrites::default();
+        let event_index = EventIndex::default();
         let (pods, pod_writer) = reflector::store();
         let (claims, claim_writer) = reflector::store();
         let (events, event_writer) = reflector::store();
@@ -123,7 +126,11 @@ impl Cache {
             )
             .backoff(watch_backoff())
             .modify(slim_event),
-        );
+        )
+        .inspect_ok({
+            let event_index = event_index.clone();
+            move |event| event_index.observe(event)
+        });
         let notify = changes.clone();
         let unreachable = Arc::new(watch::channel(None::<String>).0);
         let health = unreachable.clone();
@@ -174,6 +181,7 @@ impl Cache {
             pods,
             claims,
             events,
+            event_index,
             namespace: namespace.into(),
             changes,
             synced,
@@ -249,9 +257,12 @@ impl Cache {
 
     /// The Events about the object with `uid`, oldest first.
     pub fn events_of(&self, uid: &str) -> Vec<Arc<Event>> {
-        let mut events = self
-            .events
-            .state_filter(|e| e.involved_object.uid.as_deref() == Some(uid));
+        let mut events: Vec<Arc<Event>> = self
+            .event_index
+            .refs_of(uid)
+            .iter()
+            .filter_map(|event| self.events.get(event))
+            .collect();
         events.sort_by_key(|e| crate::workspace::progress::event_time(e));
         events
     }
@@ -352,6 +363,7 @@ impl Cache {
             pods: pods.as_reader(),
             claims: claims.as_reader(),
             events: events.as_reader(),
+            event_index: EventIndex::default(),
             namespace: namespace.into(),
             changes: changes.clone(),
             synced: Arc::new(watch::channel(true).0),

@@ -9,6 +9,7 @@ pub mod cache;
 pub mod calls;
 pub mod catalogue;
 pub mod cluster;
+pub mod event_index;
 #[cfg(test)]
 pub(crate) mod fake;
 pub mod fetch;

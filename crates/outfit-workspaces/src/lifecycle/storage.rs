@@ -5,7 +5,7 @@
 //! finalizer, as after an API server restart: the two-replica soak found it). The NFS data stays
 //! either way: the volume's reclaim policy is Retain.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
@@ -27,14 +27,14 @@ pub(super) struct Unused {
 
 /// Whether `claim` is unused now: not being deleted, outfit's, of a user not among
 /// `users_with_pods`, and not marked wanted by a create (`outfit.dev/wanted-until`) past `now`.
-fn is_unused(claim: &PersistentVolumeClaim, users_with_pods: &[&str], now: Timestamp) -> bool {
+fn is_unused(claim: &PersistentVolumeClaim, users_with_pods: &HashSet<&str>, now: Timestamp) -> bool {
     if claim.metadata.deletion_timestamp.is_some() {
         return false;
     }
     let Some(owner) = owner_of(claim) else {
         return false;
     };
-    if users_with_pods.contains(&owner) {
+    if users_with_pods.contains(owner) {
         return false;
     }
     claim
@@ -81,7 +81,7 @@ pub(super) async fn sweep<C: ClusterCalls>(
 ) {
     let now = Timestamp::now();
     let pods = cache.pods();
-    let users_with_pods: Vec<&str> = pods.iter().filter_map(|pod| owner_of(pod.as_ref())).collect();
+    let users_with_pods: HashSet<&str> = pods.iter().filter_map(|pod| owner_of(pod.as_ref())).collect();
     let claims = cache.claims();
     let by_name: HashMap<String, &PersistentVolumeClaim> = claims
         .iter()
