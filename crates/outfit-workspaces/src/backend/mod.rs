@@ -34,7 +34,7 @@ use crate::{
         cluster::ClusterError,
         fetch::Fetcher,
     },
-    model::{config::Config, names, user::UserId},
+    model::{config::Config, keys, names, user::UserId},
     policy::limits,
     workspace::{
         info::{self, PodInfo},
@@ -326,8 +326,15 @@ impl<C: ClusterCalls> Backend<C> {
             ready: false,
             reason: None,
         };
-        let Some(pod) = self.cache.owned_pod(&user, pod_name) else {
-            return Ok(not_yours);
+        let pod = match self.cache.owned_pod(&user, pod_name) {
+            Some(pod) => pod,
+            None => match self
+                .unseen_pod(pod_name, |pod| crate::model::user::belongs_to(pod, &user))
+                .await?
+            {
+                Some(pod) => pod,
+                None => return Ok(not_yours),
+            },
         };
         // The lifecycle fails a pod at its deadline; allow it a moment to say why.
         let deadline = crate::workspace::progress::deadline(&pod)
@@ -427,6 +434,34 @@ impl<C: ClusterCalls> Backend<C> {
                 }
             })
             .await;
+    }
+
+    /// The outfit pod `name` as the API server has it, if `visible` to the asker, for a name the
+    /// cache does not show yet (made a moment ago through another replica, whose creates this
+    /// one's watch shows moments later); once found, the cache is given a moment to show it,
+    /// since the reports read the cache. One GET, made only for a name the cache does not hold.
+    async fn unseen_pod(
+        &self,
+        name: &str,
+        visible: impl Fn(&Pod) -> bool,
+    ) -> Result<Option<Arc<Pod>>, RequestError> {
+        let Some(pod) = self.cluster.get_pod(name).await? else {
+            return Ok(None);
+        };
+        let outfits = pod.labels().get(keys::LABEL_MANAGED_BY).map(String::as_str) == Some(keys::MANAGED_BY);
+        if !outfits || !visible(&pod) {
+            return Ok(None);
+        }
+        let uid = pod.uid();
+        self.cache
+            .wait_for(Instant::now() + OWN_WRITE_VISIBLE, |cache| {
+                cache
+                    .pod(name)
+                    .is_some_and(|shown| shown.uid() == uid)
+                    .then_some(())
+            })
+            .await;
+        Ok(Some(Arc::new(pod)))
     }
 
     /// `watch_delete_pod`: waits until the user's pod is gone, up to `timeoutDelete`. About a

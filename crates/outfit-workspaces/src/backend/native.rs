@@ -78,7 +78,7 @@ impl<C: ClusterCalls> Backend<C> {
         let now = Timestamp::now();
         let (member, pod) = match self.visible_pod(identity, name) {
             Ok((member, pod)) => return Ok(self.on(member).describe(member, &pod, now)),
-            Err(not_found) => self.unseen_pod(identity, name).await?.ok_or(not_found)?,
+            Err(not_found) => self.unseen_workspace(identity, name).await?.ok_or(not_found)?,
         };
         let uid = pod.uid().unwrap_or_default();
         let report = progress::report(name, Some(&pod), None, &member.cache.events_of(&uid));
@@ -197,32 +197,27 @@ impl<C: ClusterCalls> Backend<C> {
         names::check_pod_name(name)?;
         let pod = match self.visible_pod(identity, name) {
             Ok((_, pod)) => pod,
-            Err(not_found) => self.unseen_pod(identity, name).await?.ok_or(not_found)?.1,
+            Err(not_found) => self.unseen_workspace(identity, name).await?.ok_or(not_found)?.1,
         };
         Ok(pod.uid().unwrap_or_default())
     }
 
     /// `identity`'s workspace `name` (anyone's, for an admin) as the API servers of the reachable
     /// clusters have it, for a name no cache shows: a workspace launched a moment ago through
-    /// another replica, or through this one before its watch showed it, is not "not found" (the
-    /// two-replica soak's users, whose requests go to the replicas in turn, were told so). As a
-    /// delete does; one GET per cluster, made only for a name the caches do not hold.
-    async fn unseen_pod(
+    /// another replica is not "not found" (the two-replica soak's users, whose requests go to
+    /// the replicas in turn, were told so). As a delete does.
+    async fn unseen_workspace(
         &self,
         identity: &Identity,
         name: &str,
     ) -> Result<Option<(&Member<C>, Arc<Pod>)>, RequestError> {
+        let visible = |pod: &Pod| identity.admin || belongs_to(pod, &identity.user);
         for member in self.members.iter() {
             if self.unreachable(member).is_some() {
                 continue;
             }
-            let Some(pod) = member.cluster.get_pod(name).await? else {
-                continue;
-            };
-            let outfits =
-                pod.labels().get(keys::LABEL_MANAGED_BY).map(String::as_str) == Some(keys::MANAGED_BY);
-            if outfits && (identity.admin || belongs_to(&pod, &identity.user)) {
-                return Ok(Some((member, Arc::new(pod))));
+            if let Some(pod) = self.on(member).unseen_pod(name, visible).await? {
+                return Ok(Some((member, pod)));
             }
         }
         Ok(None)

@@ -627,7 +627,8 @@ async fn without_a_grant_for_leases_creates_take_turns_per_replica_as_before() {
 /// this one while its watch lags (the two-replica soak's users, whose requests go to the replicas
 /// in turn, were told so): a name the caches do not hold is asked of the API server, and only an
 /// outfit workspace of the asker's is shown.
-#[tokio::test]
+// Paused time: the backend gives the cache (which is never fed here) a while to show it.
+#[tokio::test(start_paused = true)]
 async fn a_workspace_the_cache_does_not_show_yet_is_read_from_the_api_server() {
     let (backend, fake) = on_fake(&[]);
     let mut made_elsewhere = workspace("web-alice", "alice@dtu.dk");
@@ -648,10 +649,7 @@ async fn a_workspace_the_cache_does_not_show_yet_is_read_from_the_api_server() {
 
     let shown = backend.workspace(&alice(), "web-alice").await.unwrap();
     // Running, with no start under way: as the cache would show it, not as gone.
-    assert_eq!(
-        (shown.name.as_str(), shown.status),
-        ("web-alice", Status::Ready)
-    );
+    assert_eq!((shown.name.as_str(), shown.status), ("web-alice", Status::Ready));
     assert_eq!(
         backend.follow(&alice(), "web-alice").await.unwrap(),
         "uid-web-alice"
