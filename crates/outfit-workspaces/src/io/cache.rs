@@ -16,7 +16,7 @@ use kube::{
 };
 use tokio::{sync::watch, time::Instant};
 
-use super::{event_index::EventIndex, own_writes::OwnWrites};
+use super::{changed_pods::ChangedPods, event_index::EventIndex, own_writes::OwnWrites};
 use crate::model::{keys, user::UserId};
 
 /// The backend's view of the cluster, as its watches last saw it.
@@ -34,6 +34,8 @@ pub struct Cache {
     unreachable: Arc<watch::Sender<Option<String>>>,
     /// What this process wrote and the watches may not show yet.
     own_writes: OwnWrites,
+    /// The pods changed since the lifecycle last looked.
+    changed_pods: ChangedPods,
 }
 
 impl std::fmt::Debug for Cache {
@@ -81,6 +83,7 @@ impl Cache {
     ) -> (Self, impl Future<Output = ()> + Send + 'static) {
         let selector = format!("{}={}", keys::LABEL_MANAGED_BY, keys::MANAGED_BY);
         let own_writes = OwnWrites::default();
+        let changed_pods = ChangedPods::default();
         let event_index = EventIndex::default();
         let (pods, pod_writer) = reflector::store();
         let (claims, claim_writer) = reflector::store();
@@ -95,14 +98,18 @@ impl Cache {
             .modify(|pod: &mut Pod| pod.metadata.managed_fields = None),
         )
         .inspect_ok({
-            let own_writes = own_writes.clone();
-            move |event| {
-                if let watcher::Event::Apply(pod)
-                | watcher::Event::InitApply(pod)
-                | watcher::Event::Delete(pod) = event
-                {
-                    own_writes.shown(&pod.name_any(), pod.uid().as_deref());
+            let (own_writes, changed_pods) = (own_writes.clone(), changed_pods.clone());
+            move |event| match event {
+                watcher::Event::Apply(pod) | watcher::Event::Delete(pod) => {
+                    let name = pod.name_any();
+                    own_writes.shown(&name, pod.uid().as_deref());
+                    changed_pods.mark(&name);
                 }
+                watcher::Event::InitApply(pod) => own_writes.shown(&pod.name_any(), pod.uid().as_deref()),
+                // A (re)list is in the store only now, and pods gone meanwhile left no Delete to
+                // name them: look at every pod.
+                watcher::Event::InitDone => changed_pods.mark_all(),
+                watcher::Event::Init => {}
             }
         });
         let claim_stream = reflector::reflector(
@@ -187,6 +194,7 @@ impl Cache {
             synced,
             unreachable,
             own_writes,
+            changed_pods,
         };
         (cache, task)
     }
@@ -222,6 +230,11 @@ impl Cache {
     /// What this process wrote and the watches may not show yet.
     pub fn own_writes(&self) -> &OwnWrites {
         &self.own_writes
+    }
+
+    /// The pods changed since the lifecycle last looked: it takes them.
+    pub fn changed_pods(&self) -> &ChangedPods {
+        &self.changed_pods
     }
 
     /// `user`'s pod called `name`; `None` when there is none or it is someone else's. Ownership is
@@ -300,6 +313,7 @@ impl Cache {
 #[cfg(test)]
 pub(crate) struct CacheFeed {
     pods: reflector::store::Writer<Pod>,
+    changed_pods: ChangedPods,
     claims: reflector::store::Writer<PersistentVolumeClaim>,
     changes: Arc<watch::Sender<u64>>,
     unreachable: Arc<watch::Sender<Option<String>>>,
@@ -320,11 +334,13 @@ impl CacheFeed {
 
     /// `pod` was made or changed.
     pub(crate) fn pod(&mut self, pod: Pod) {
+        self.changed_pods.mark(&pod.name_any());
         Self::apply(&mut self.pods, watcher::Event::Apply(pod), &self.changes);
     }
 
     /// `pod` is gone.
     pub(crate) fn pod_gone(&mut self, pod: Pod) {
+        self.changed_pods.mark(&pod.name_any());
         Self::apply(&mut self.pods, watcher::Event::Delete(pod), &self.changes);
     }
 
@@ -359,6 +375,7 @@ impl Cache {
         let events = reflector::store::Writer::<Event>::default();
         let changes = beside.map_or_else(|| Arc::new(watch::channel(0u64).0), |c| c.changes.clone());
         let unreachable = Arc::new(watch::channel(None::<String>).0);
+        let changed_pods = ChangedPods::default();
         let cache = Self {
             pods: pods.as_reader(),
             claims: claims.as_reader(),
@@ -369,11 +386,13 @@ impl Cache {
             synced: Arc::new(watch::channel(true).0),
             unreachable: unreachable.clone(),
             own_writes: OwnWrites::default(),
+            changed_pods: changed_pods.clone(),
         };
         (
             cache,
             CacheFeed {
                 pods,
+                changed_pods,
                 claims,
                 changes,
                 unreachable,

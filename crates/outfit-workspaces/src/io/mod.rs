@@ -1,6 +1,7 @@
 //! What talks to the outside: the API server's calls ([`cluster`], and [`calls`]: the ones the
 //! backend and the lifecycle make, as a trait their unit tests fake), the watches ([`cache`];
-//! [`own_writes`]: what this process wrote that they may not show yet),
+//! [`own_writes`]: what this process wrote that they may not show yet; [`changed_pods`]: which
+//! pods changed since the lifecycle last looked),
 //! manifests fetched over HTTP ([`fetch`]), what the native API offers ([`catalogue`]), who calls
 //! ([`auth`], by TokenReview), and the counters `/metrics` serves ([`metrics`]).
 
@@ -8,6 +9,7 @@ pub mod auth;
 pub mod cache;
 pub mod calls;
 pub mod catalogue;
+pub mod changed_pods;
 pub mod cluster;
 pub mod event_index;
 #[cfg(test)]

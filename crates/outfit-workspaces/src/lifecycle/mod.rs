@@ -155,7 +155,8 @@ impl<C: ClusterCalls> Lifecycle<C> {
         }
     }
 
-    /// Runs until `shutdown`: a pass on every change of the cache, and every second.
+    /// Runs until `shutdown`: a look at the pods that changed on every change of the cache, and
+    /// at every pod every second (deadlines and culls come due without a change).
     pub async fn run(self, shutdown: CancellationToken) {
         self.cache.synced().await;
         tracing::debug!("lifecycle started");
@@ -166,25 +167,41 @@ impl<C: ClusterCalls> Lifecycle<C> {
         let mut leases_swept: Option<tokio::time::Instant> = None;
         let mut made_swept: Option<tokio::time::Instant> = None;
         let mut unused_storage = storage::Unused::default();
+        let mut looked_at_all = false;
         loop {
-            tokio::select! {
+            let ticked = tokio::select! {
                 () = shutdown.cancelled() => return,
-                _ = changes.changed() => {}
-                _ = tick.tick() => {}
-            }
+                _ = changes.changed() => false,
+                _ = tick.tick() => true,
+            };
+            // Taken while another replica leads too, so the set holds only what is news.
+            let changed = self.cache.changed_pods().take();
             if !*self.leading.borrow() {
-                // On taking the lead, sweep at once: the last leader may have died mid-delete.
+                // On taking the lead, look at every pod and sweep at once: the last leader may
+                // have died mid-start or mid-delete.
+                looked_at_all = false;
                 made_swept = None;
                 // Another leader may have seen the storage used meanwhile: count afresh.
                 unused_storage = storage::Unused::default();
                 continue;
             }
             let started = tokio::time::Instant::now();
-            self.pass();
-            // A pass reads every pod, and changes come with every launch: at 10,000 workspaces
-            // and 20 launches a second, passes back to back took a core (BENCHMARKS.md). Resting
-            // as long as the pass took keeps the lifecycle to half a core at most, at the cost
-            // of that much delay (a millisecond or two at 1,000 workspaces).
+            if ticked || changed.all || !looked_at_all {
+                looked_at_all = true;
+                self.count_running();
+                self.pass(self.cache.pods());
+            } else {
+                self.pass(
+                    changed
+                        .names
+                        .iter()
+                        .filter_map(|name| self.cache.pod(name))
+                        .collect(),
+                );
+            }
+            // At 10,000 workspaces a pass over every pod takes a few milliseconds (BENCHMARKS.md).
+            // Resting as long as the pass took keeps the lifecycle to half a core at most, at the
+            // cost of that much delay.
             tokio::time::sleep(started.elapsed().min(MAX_REST)).await;
             // Storage changes rarely; every few seconds is soon enough.
             if storage_swept.elapsed() >= STORAGE_SWEEP_EVERY {
@@ -203,8 +220,8 @@ impl<C: ClusterCalls> Lifecycle<C> {
         }
     }
 
-    /// One pass: what each pod needs now, each done in a task of its own.
-    fn pass(&self) {
+    /// Counts the started workspaces for the metrics.
+    fn count_running(&self) {
         let running = self
             .cache
             .pods()
@@ -215,7 +232,11 @@ impl<C: ClusterCalls> Lifecycle<C> {
             })
             .count();
         self.metrics.set_running(running);
-        for (pod, next) in self.due(Timestamp::now()) {
+    }
+
+    /// One pass over `pods`: what each needs now, each done in a task of its own.
+    fn pass(&self, pods: Vec<Arc<Pod>>) {
+        for (pod, next) in self.due(pods, Timestamp::now()) {
             let name = pod.name_any();
             tracing::debug!(pod = name, ?next, "next step");
             if !self.busy.lock().expect("busy set").insert(name.clone()) {
@@ -235,14 +256,16 @@ impl<C: ClusterCalls> Lifecycle<C> {
                     })
                     .await;
                 this.busy.lock().expect("busy set").remove(&name);
+                // A change seen while the task ran was passed over: look again.
+                this.cache.changed_pods().mark(&name);
             });
         }
     }
 
-    /// The pods that need something done at `now`, and what, as the cache shows them.
-    fn due(&self, now: Timestamp) -> Vec<(Arc<Pod>, Next)> {
+    /// Those of `pods` that need something done at `now`, and what.
+    fn due(&self, pods: Vec<Arc<Pod>>, now: Timestamp) -> Vec<(Arc<Pod>, Next)> {
         let mut due = Vec::new();
-        for pod in self.cache.pods() {
+        for pod in pods {
             let claim = storage_claim_of(&pod).and_then(|name| self.cache.claim(name));
             let next = match next_step(&pod, claim.as_deref(), now) {
                 Next::Wait => match culling::due(&pod, &self.config, now) {

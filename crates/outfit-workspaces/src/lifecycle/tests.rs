@@ -106,6 +106,13 @@ fn workspace(name: &str, owner: &str, annotations: serde_json::Value, status: se
     pod
 }
 
+impl<C: ClusterCalls> Lifecycle<C> {
+    /// What every pod in the cache needs at `now` (as a pass each second asks).
+    fn due_all(&self, now: Timestamp) -> Vec<(Arc<Pod>, Next)> {
+        self.due(self.cache.pods(), now)
+    }
+}
+
 fn names_of(due: &[(Arc<Pod>, Next)]) -> Vec<(String, Next)> {
     due.iter()
         .map(|(pod, next)| (pod.name_any(), next.clone()))
@@ -118,11 +125,11 @@ async fn a_creating_pod_past_its_deadline_is_failed_and_removed() {
     let deadline = json!({keys::ANNOTATION_CREATE_DEADLINE: DEADLINE});
     fake.put_pod(workspace("ws", "alice@dtu.dk", deadline, json!({})));
     assert!(
-        lifecycle.due(at("2026-01-01T00:01:00Z")).is_empty(),
+        lifecycle.due_all(at("2026-01-01T00:01:00Z")).is_empty(),
         "not before its deadline"
     );
 
-    let due = lifecycle.due(at("2026-01-01T00:01:30Z"));
+    let due = lifecycle.due_all(at("2026-01-01T00:01:30Z"));
     let [(pod, next)] = &due[..] else {
         panic!("one pod due: {:?}", names_of(&due));
     };
@@ -171,7 +178,7 @@ async fn a_ready_pod_gets_what_its_plan_says_then_is_marked_started() {
     });
     let ready = json!({"conditions": [{"type": "Ready", "status": "True"}]});
     fake.put_pod(workspace("ws", "alice@dtu.dk", annotations, ready));
-    let due = lifecycle.due(Timestamp::now());
+    let due = lifecycle.due_all(Timestamp::now());
     assert_eq!(names_of(&due), [("ws".to_owned(), Next::Finish)]);
     lifecycle.act(&due[0].0, Next::Finish).await;
 
@@ -205,9 +212,39 @@ async fn a_ready_pod_gets_what_its_plan_says_then_is_marked_started() {
         r#"{"appendURL":"token-appendURL"}"#
     );
     assert!(
-        lifecycle.due(Timestamp::now()).is_empty(),
+        lifecycle.due_all(Timestamp::now()).is_empty(),
         "a started pod needs nothing more"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_change_is_acted_on_at_once_not_at_the_next_look_at_every_pod() {
+    let (lifecycle, fake) = on_fake(&[]);
+    let shutdown = CancellationToken::new();
+    tokio::spawn(lifecycle.clone().run(shutdown.clone()));
+    // The first look, at every pod (there are none), happens now.
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    let began = tokio::time::Instant::now();
+    let annotations = json!({keys::ANNOTATION_CREATE_DEADLINE: "2999-01-01T00:00:00Z"});
+    let ready = json!({"conditions": [{"type": "Ready", "status": "True"}]});
+    fake.put_pod(workspace("ws", "alice@dtu.dk", annotations, ready));
+    let started = |cache: &Cache| {
+        let pod = cache.pod("ws")?;
+        pod.annotations()
+            .contains_key(keys::ANNOTATION_STARTED)
+            .then_some(())
+    };
+    let finished = lifecycle.cache.wait_for(began + 10 * TICK, started).await;
+    assert!(
+        finished.is_some(),
+        "the ready pod was finished: {:?}",
+        fake.calls()
+    );
+    // Time stands still while tasks run: only the change can have woken the lifecycle.
+    assert!(began.elapsed() < TICK, "finished after {:?}", began.elapsed());
+    shutdown.cancel();
 }
 
 #[tokio::test]
@@ -222,7 +259,7 @@ async fn started_workspaces_past_their_lifetime_or_idle_too_long_are_culled() {
     fake.put_pod(workspace("idle", "alice@dtu.dk", idle, ready.clone()));
     fake.put_pod(workspace("busy", "alice@dtu.dk", busy, ready));
 
-    let mut due = lifecycle.due(at("2026-01-01T12:00:00Z"));
+    let mut due = lifecycle.due_all(at("2026-01-01T12:00:00Z"));
     due.sort_by_key(|(pod, _)| pod.name_any());
     let reasons: Vec<_> = due
         .iter()
@@ -359,7 +396,7 @@ async fn a_cull_marked_but_not_deleted_is_deleted_by_the_survivor_and_not_culled
     let ready = json!({"conditions": [{"type": "Ready", "status": "True"}]});
     fake.put_pod(workspace("old", "alice@dtu.dk", marked, ready));
 
-    let due = survivor.due(at("2026-01-01T12:00:00Z"));
+    let due = survivor.due_all(at("2026-01-01T12:00:00Z"));
     assert_eq!(names_of(&due), [("old".to_owned(), Next::Remove)]);
     survivor.act(&due[0].0, Next::Remove).await;
     assert_eq!(fake.calls(), ["delete_pod old"]);
