@@ -37,7 +37,7 @@ kind: Policy
 omitStages: [RequestReceived, ResponseStarted]
 rules:
 - level: Metadata
-  users: ["system:serviceaccount:default:outfit-scale-backend"]
+  users: ["system:serviceaccount:default:outfit-workspaces"]
 - level: None
 POLICY
 OUTFIT_CP_APISERVER_ARGS="${OUTFIT_CP_APISERVER_ARGS:-} --audit-policy-file=$state/audit-policy.yaml --audit-log-path=$state/audit.log --audit-log-maxsize=100000" \

@@ -46,6 +46,11 @@ pub(crate) struct Args {
     /// backend's requests only); without it the requests per create are not counted.
     #[arg(long)]
     pub(crate) audit_log: Option<PathBuf>,
+    /// Leave the backend's requests in the `service-accounts` FlowSchema (priority level
+    /// `workload-low`, shared with every ServiceAccount) instead of the FlowSchema and priority
+    /// level `outfit manifests --workspaces` ships.
+    #[arg(long)]
+    pub(crate) without_flow_schema: bool,
     /// Working directory for the backends' configurations and logs.
     #[arg(long)]
     pub(crate) work: Option<PathBuf>,

@@ -9,17 +9,18 @@ use std::{
     time::Instant,
 };
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use k8s_openapi::api::core::v1::{Node, ServiceAccount};
 use kube::{
     Api, Client,
-    api::{Patch, PatchParams, PostParams},
+    api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
 
 /// The backend's ServiceAccount (in `default`), bound to cluster-admin; the audit policy of
-/// hack/bench-workspaces-scale.sh logs this user's requests only.
-pub(crate) const BACKEND_ACCOUNT: &str = "outfit-scale-backend";
+/// hack/bench-workspaces-scale.sh logs this user's requests only. Named as `outfit manifests
+/// --workspaces` names the backend's, so that the FlowSchema it ships covers it.
+pub(crate) const BACKEND_ACCOUNT: &str = "outfit-workspaces";
 
 /// The label the held workspaces' pods select; the nodes get it when the streams are released.
 pub(crate) const HOLD_LABEL: &str = "outfit.dev/scale-hold";
@@ -58,6 +59,44 @@ pub(crate) async fn backend_kubeconfig(
     let path = work.join("kubeconfig-backend");
     std::fs::write(&path, admin.replace(&admin_token, token))?;
     Ok((path, format!("system:serviceaccount:default:{BACKEND_ACCOUNT}")))
+}
+
+/// Applies the priority level and FlowSchema that `outfit manifests --workspaces --namespace
+/// default` prints (the shipped ones, for [`BACKEND_ACCOUNT`]), so the figures are the ones an
+/// installed backend gets.
+pub(crate) async fn apply_flow_schema(client: &Client, outfit: &Path) -> Result<()> {
+    let output = std::process::Command::new(outfit)
+        .args(["manifests", "--workspaces", "--namespace", "default"])
+        .output()
+        .with_context(|| format!("running {}", outfit.display()))?;
+    if !output.status.success() {
+        bail!(
+            "outfit manifests --workspaces failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let objects: Vec<Value> = serde_saphyr::from_multiple(std::str::from_utf8(&output.stdout)?)?;
+    let mut applied = 0;
+    for object in objects {
+        if !matches!(
+            object["kind"].as_str(),
+            Some("PriorityLevelConfiguration" | "FlowSchema")
+        ) {
+            continue;
+        }
+        let object: DynamicObject = serde_json::from_value(object)?;
+        let types = object.types.as_ref().context("an object without a kind")?;
+        let gvk = GroupVersionKind::try_from(types)?;
+        Api::<DynamicObject>::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
+            .create(&PostParams::default(), &object)
+            .await
+            .with_context(|| format!("creating the {}", gvk.kind))?;
+        applied += 1;
+    }
+    if applied != 2 {
+        bail!("outfit manifests --workspaces printed {applied} flow-control objects, not 2");
+    }
+    Ok(())
 }
 
 /// Gives every node the hold label, so the held workspaces' pods can be scheduled.

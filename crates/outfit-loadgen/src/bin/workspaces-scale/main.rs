@@ -13,7 +13,8 @@
 //! In turn:
 //!
 //! 1. **Bare creates**: `--bare-creates` pods made by the admin at `--rate`, timed to Ready.
-//! 2. **Fill**: the backend (its own ServiceAccount, `maxWorkspacesPerUser` just above each
+//! 2. **Fill**: the backend (its own ServiceAccount under the FlowSchema `outfit manifests
+//!    --workspaces` ships, unless `--without-flow-schema`; `maxWorkspacesPerUser` just above each
 //!    user's share) gets `--workspaces` creates at `--rate` a second, every other one through
 //!    `create_pod` + `watch_create_pod` and the others through `POST /api/v1/workspaces` + the
 //!    progress stream, each timed to ready; every `--churn-every`th user also launches one more
@@ -55,7 +56,7 @@ mod streams;
 
 use self::{
     args::Args,
-    cluster::{HOLD_LABEL, Processes, audit_mark, backend_kubeconfig},
+    cluster::{HOLD_LABEL, Processes, apply_flow_schema, audit_mark, backend_kubeconfig},
     streams::HELD,
 };
 
@@ -83,6 +84,9 @@ async fn main() -> Result<()> {
     make_namespace(&client, &ns).await?;
     let (backend_kubeconfig, backend_user) =
         backend_kubeconfig(&client, &args.cluster.state_dir, &work).await?;
+    if !args.without_flow_schema {
+        apply_flow_schema(&client, &args.cluster.outfit).await?;
+    }
     let settings = settings(&args, &ns, manifests)?;
     let start = |name: &str| {
         Backend::start(
@@ -105,8 +109,8 @@ async fn main() -> Result<()> {
     let fill_to = args.audit_log.as_deref().map(audit_mark).transpose()?;
     report::fill(&args, &bare, &fill, &processes);
 
-    settle(&client, &ns, args.workspaces).await?;
     let owned = |u: usize| args.workspaces / args.users + usize::from(u < args.workspaces % args.users);
+    settle(&client, &ns, args.workspaces, owned).await?;
     let lists = at_scale::lists(
         backend.port,
         args.users,
@@ -188,21 +192,65 @@ fn settings(args: &Args, ns: &str, manifests: u16) -> Result<String> {
 }
 
 /// Waits (at most five minutes) until namespace `ns` holds exactly `count` pods: the churn's
-/// deleted ones gone, so every list can be checked against each user's share.
-async fn settle(client: &Client, ns: &str, count: usize) -> Result<()> {
+/// deleted ones gone, so every list can be checked against each user's share. Pods beyond a
+/// user's share `owned(u)` are those of launches the benchmark gave up on (counted as failed)
+/// that the backend went on to finish: past the five minutes they are deleted, newest first, so
+/// that the phases after the fill still run on the counts they check.
+async fn settle(client: &Client, ns: &str, count: usize, owned: impl Fn(usize) -> usize) -> Result<()> {
     let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client.clone(), ns);
-    let deadline = Instant::now() + std::time::Duration::from_secs(300);
-    loop {
+    let there = || async {
         let page = pods
             .list_metadata(&kube::api::ListParams::default().limit(1))
             .await?;
-        let there = page.items.len() + page.metadata.remaining_item_count.unwrap_or(0) as usize;
+        anyhow::Ok(page.items.len() + page.metadata.remaining_item_count.unwrap_or(0) as usize)
+    };
+    let deadline = Instant::now() + std::time::Duration::from_secs(300);
+    let mut trimmed = false;
+    loop {
+        let there = there().await?;
         if there == count {
             return Ok(());
         }
         if Instant::now() > deadline {
-            bail!("{there} pods in {ns} 5 minutes after the fill, not {count}");
+            if trimmed || there < count {
+                bail!("{there} pods in {ns} 5 minutes after the fill, not {count}");
+            }
+            let extra = trim_extras(&pods, &owned).await?;
+            println!(
+                "settle: {there} pods 5 minutes after the fill, not {count}: deleted {extra} beyond their users' shares (launches given up on, then finished)"
+            );
+            trimmed = true;
         }
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
+}
+
+/// Deletes each user's pods beyond `owned(user)`, newest first; answers how many.
+async fn trim_extras(
+    pods: &kube::Api<k8s_openapi::api::core::v1::Pod>,
+    owned: &impl Fn(usize) -> usize,
+) -> Result<usize> {
+    let mut by_user: std::collections::BTreeMap<usize, Vec<_>> = Default::default();
+    for pod in pods.list_metadata(&Default::default()).await?.items {
+        let user = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("outfit.dev/user-id"))
+            .and_then(|id| id.strip_prefix('u')?.split('@').next()?.parse::<usize>().ok());
+        if let Some(user) = user {
+            by_user.entry(user).or_default().push(pod.metadata);
+        }
+    }
+    let mut deleted = 0;
+    for (user, mut metas) in by_user {
+        metas.sort_by(|a, b| b.creation_timestamp.cmp(&a.creation_timestamp));
+        let extra = metas.len().saturating_sub(owned(user));
+        for meta in metas.into_iter().take(extra) {
+            let name = meta.name.unwrap_or_default();
+            pods.delete(&name, &Default::default()).await?;
+            deleted += 1;
+        }
+    }
+    Ok(deleted)
 }
