@@ -16,7 +16,11 @@ use kube::{
 };
 use tokio::{sync::watch, time::Instant};
 
-use super::{changed_pods::ChangedPods, event_index::EventIndex, own_writes::OwnWrites};
+use super::{
+    changed_pods::ChangedPods,
+    index::{EventIndex, OwnerIndex},
+    own_writes::OwnWrites,
+};
 use crate::model::{keys, user::UserId};
 
 /// The backend's view of the cluster, as its watches last saw it.
@@ -27,6 +31,8 @@ pub struct Cache {
     events: Store<Event>,
     /// The cached Events by the uid of the pod they are about.
     event_index: EventIndex,
+    /// The cached pods by their owner.
+    owner_index: OwnerIndex,
     namespace: Arc<str>,
     changes: Arc<watch::Sender<u64>>,
     synced: Arc<watch::Sender<bool>>,
@@ -84,7 +90,8 @@ impl Cache {
         let selector = format!("{}={}", keys::LABEL_MANAGED_BY, keys::MANAGED_BY);
         let own_writes = OwnWrites::default();
         let changed_pods = ChangedPods::default();
-        let event_index = EventIndex::default();
+        let event_index = EventIndex::events();
+        let owner_index = OwnerIndex::owners();
         let (pods, pod_writer) = reflector::store();
         let (claims, claim_writer) = reflector::store();
         let (events, event_writer) = reflector::store();
@@ -99,17 +106,21 @@ impl Cache {
         )
         .inspect_ok({
             let (own_writes, changed_pods) = (own_writes.clone(), changed_pods.clone());
-            move |event| match event {
-                watcher::Event::Apply(pod) | watcher::Event::Delete(pod) => {
-                    let name = pod.name_any();
-                    own_writes.shown(&name, pod.uid().as_deref());
-                    changed_pods.mark(&name);
+            let owner_index = owner_index.clone();
+            move |event| {
+                owner_index.observe(event);
+                match event {
+                    watcher::Event::Apply(pod) | watcher::Event::Delete(pod) => {
+                        let name = pod.name_any();
+                        own_writes.shown(&name, pod.uid().as_deref());
+                        changed_pods.mark(&name);
+                    }
+                    watcher::Event::InitApply(pod) => own_writes.shown(&pod.name_any(), pod.uid().as_deref()),
+                    // A (re)list is in the store only now, and pods gone meanwhile left no Delete to
+                    // name them: look at every pod.
+                    watcher::Event::InitDone => changed_pods.mark_all(),
+                    watcher::Event::Init => {}
                 }
-                watcher::Event::InitApply(pod) => own_writes.shown(&pod.name_any(), pod.uid().as_deref()),
-                // A (re)list is in the store only now, and pods gone meanwhile left no Delete to
-                // name them: look at every pod.
-                watcher::Event::InitDone => changed_pods.mark_all(),
-                watcher::Event::Init => {}
             }
         });
         let claim_stream = reflector::reflector(
@@ -189,6 +200,7 @@ impl Cache {
             claims,
             events,
             event_index,
+            owner_index,
             namespace: namespace.into(),
             changes,
             synced,
@@ -246,9 +258,14 @@ impl Cache {
 
     /// Every pod of `user`, in name order.
     pub fn pods_of(&self, user: &UserId) -> Vec<Arc<Pod>> {
-        let mut pods = self
-            .pods
-            .state_filter(|pod| crate::model::user::belongs_to(pod, user));
+        let mut pods: Vec<Arc<Pod>> = self
+            .owner_index
+            .refs_of(user.as_str())
+            .iter()
+            .filter_map(|pod| self.pods.get(pod))
+            // The index follows the watch, a step behind the store: the store has the last word.
+            .filter(|pod| crate::model::user::belongs_to(pod.as_ref(), user))
+            .collect();
         pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         pods
     }
@@ -313,6 +330,7 @@ impl Cache {
 #[cfg(test)]
 pub(crate) struct CacheFeed {
     pods: reflector::store::Writer<Pod>,
+    owner_index: OwnerIndex,
     changed_pods: ChangedPods,
     claims: reflector::store::Writer<PersistentVolumeClaim>,
     changes: Arc<watch::Sender<u64>>,
@@ -335,13 +353,17 @@ impl CacheFeed {
     /// `pod` was made or changed.
     pub(crate) fn pod(&mut self, pod: Pod) {
         self.changed_pods.mark(&pod.name_any());
-        Self::apply(&mut self.pods, watcher::Event::Apply(pod), &self.changes);
+        let event = watcher::Event::Apply(pod);
+        self.owner_index.observe(&event);
+        Self::apply(&mut self.pods, event, &self.changes);
     }
 
     /// `pod` is gone.
     pub(crate) fn pod_gone(&mut self, pod: Pod) {
         self.changed_pods.mark(&pod.name_any());
-        Self::apply(&mut self.pods, watcher::Event::Delete(pod), &self.changes);
+        let event = watcher::Event::Delete(pod);
+        self.owner_index.observe(&event);
+        Self::apply(&mut self.pods, event, &self.changes);
     }
 
     /// `claim` was made or changed.
@@ -376,11 +398,13 @@ impl Cache {
         let changes = beside.map_or_else(|| Arc::new(watch::channel(0u64).0), |c| c.changes.clone());
         let unreachable = Arc::new(watch::channel(None::<String>).0);
         let changed_pods = ChangedPods::default();
+        let owner_index = OwnerIndex::owners();
         let cache = Self {
             pods: pods.as_reader(),
             claims: claims.as_reader(),
             events: events.as_reader(),
-            event_index: EventIndex::default(),
+            event_index: EventIndex::events(),
+            owner_index: owner_index.clone(),
             namespace: namespace.into(),
             changes: changes.clone(),
             synced: Arc::new(watch::channel(true).0),
@@ -392,6 +416,7 @@ impl Cache {
             cache,
             CacheFeed {
                 pods,
+                owner_index,
                 changed_pods,
                 claims,
                 changes,
@@ -405,17 +430,26 @@ impl Cache {
 const PROBE_EVERY: Duration = Duration::from_secs(3);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Asks the API server for its version every [`PROBE_EVERY`]: a watch that merely goes quiet
+/// Asks the API server's `/livez` every [`PROBE_EVERY`]: a watch that merely goes quiet
 /// (a partition drops packets, nothing resets the connection) reports no error, and a watch
 /// that resumes reports nothing until something changes, so its errors alone can't say
-/// whether the cluster answers.
+/// whether the cluster answers. `/livez`, not `/version`: API Priority and Fairness exempts it
+/// (the `probes` FlowSchema), where `/version` queues with the backend's own requests, and at
+/// 10,000 workspaces on a saturated API server it waited past the timeout 22 times while the
+/// cluster answered (BENCHMARKS.md).
 async fn probe(
     client: Client,
     unreachable: Arc<watch::Sender<Option<String>>>,
     changes: Arc<watch::Sender<u64>>,
 ) {
     loop {
-        let why = match tokio::time::timeout(PROBE_TIMEOUT, client.apiserver_version()).await {
+        let livez = async {
+            let request = hyper::Request::get("/livez")
+                .body(Vec::new())
+                .expect("a GET of a fixed path is a valid request");
+            client.request_text(request).await
+        };
+        let why = match tokio::time::timeout(PROBE_TIMEOUT, livez).await {
             Ok(Ok(_)) => None,
             Ok(Err(error)) => Some(format!("its API server does not answer ({error})")),
             Err(_) => Some(format!(

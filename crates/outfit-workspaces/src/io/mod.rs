@@ -11,9 +11,9 @@ pub mod calls;
 pub mod catalogue;
 pub mod changed_pods;
 pub mod cluster;
-pub mod event_index;
 #[cfg(test)]
 pub(crate) mod fake;
 pub mod fetch;
+pub mod index;
 pub mod metrics;
 pub mod own_writes;
