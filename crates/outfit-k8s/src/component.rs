@@ -33,6 +33,8 @@ pub struct Workload<'a> {
     /// Named container ports; the admin one serves `/livez` and `/readyz`.
     pub ports: [(&'a str, u16); 2],
     pub cpu_request: &'a str,
+    /// The container's memory limit (its request is 64Mi).
+    pub memory_limit: &'a str,
     /// A webhook every pod creation waits for: system-cluster-critical, spread over nodes.
     pub critical: bool,
     /// The one volume, if any, read-only: name, mount path and source (`{"secret": ...}`).
@@ -123,7 +125,7 @@ impl Component<'_> {
         container.insert("readinessProbe".into(), probe("/readyz"));
         container.insert(
             "resources".into(),
-            json!({"requests": {"cpu": workload.cpu_request, "memory": "64Mi"}, "limits": {"memory": "256Mi"}}),
+            json!({"requests": {"cpu": workload.cpu_request, "memory": "64Mi"}, "limits": {"memory": workload.memory_limit}}),
         );
         container.insert(
             "securityContext".into(),

@@ -300,6 +300,7 @@ fn deployment(options: &InstallOptions) -> Value {
         env: Some(json!([{"name": "OUTFIT_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}])),
         ports: [("webhook", WEBHOOK_PORT), ("admin", ADMIN_PORT)],
         cpu_request: "100m",
+        memory_limit: "256Mi",
         critical: true,
         volume,
     })

@@ -177,6 +177,10 @@ fn deployment(options: &InstallOptions) -> Value {
         env: Some(json!([{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}])),
         ports: [("api", API_PORT), ("admin", ADMIN_PORT)],
         cpu_request: "50m",
+        // The watch caches grow with the workspaces, and launches in flight and progress streams
+        // take more: 124 MiB at 4,000, 374 MiB at 10,000 after 1,900 launches queued, 573 MiB
+        // at the peak of that queue (BENCHMARKS.md, "Workspace backend at scale").
+        memory_limit: "512Mi",
         critical: false,
         volume: Some((
             "config",
