@@ -178,12 +178,8 @@ impl ControlPlane {
     /// Kills kube-apiserver with SIGKILL, as a crash would (etcd keeps the data), and waits until
     /// it is gone; the [`Outage`] starts it again with the same command line.
     pub fn kill_apiserver(&self) -> Result<Outage> {
-        let Daemon {
-            name,
-            pid,
-            pid_file,
-            args,
-        } = self.daemon("kube-apiserver")?;
+        let daemon = self.daemon("kube-apiserver")?;
+        let pid = daemon.pid.clone();
         let killed = Instant::now();
         let status = Command::new("kill")
             .args(["-KILL", &pid])
@@ -193,17 +189,15 @@ impl ControlPlane {
                 source,
             })?;
         if !status.success() {
-            return Err(ControlPlaneError::NotRunning { name, pid });
+            return Err(ControlPlaneError::NotRunning {
+                name: daemon.name,
+                pid,
+            });
         }
         while std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| !c.is_empty()) {
             std::thread::sleep(Duration::from_millis(20));
         }
-        Ok(Outage {
-            pid,
-            pid_file,
-            args,
-            killed,
-        })
+        Ok(Outage { pid, daemon, killed })
     }
 
     /// Kills kube-apiserver as a crash would (etcd keeps the data) and returns a function that
@@ -220,8 +214,8 @@ impl ControlPlane {
 pub struct Outage {
     /// The killed process's pid.
     pub pid: String,
-    pid_file: PathBuf,
-    args: Vec<String>,
+    /// It as it ran.
+    daemon: Daemon,
     /// When it was killed.
     pub killed: Instant,
 }
@@ -230,7 +224,7 @@ impl Outage {
     /// Starts kube-apiserver again with the same command line, its output appended to `log`,
     /// without waiting for it to be ready.
     pub fn start_again(&self, log: &Path) -> Result<()> {
-        start_detached(&self.pid_file, log, &self.args, "kube-apiserver")
+        self.daemon.start_again(log)
     }
 
     /// Starts kube-apiserver again (see [`Self::start_again`]) and waits until it is ready;
@@ -257,22 +251,29 @@ impl Outage {
 /// Starts `args` in a session of its own (as up.sh starts its daemons, so it outlives this
 /// process), its pid written to `pid_file` and its output appended to `log`; does not wait.
 fn start_detached(pid_file: &Path, log: &Path, args: &[String], name: &'static str) -> Result<()> {
-    let status = Command::new("bash")
-        .arg("-c")
-        .arg(r#"pidfile="$1"; log="$2"; shift 2; setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "$@" </dev/null >>"$log" 2>&1 &"#)
-        .arg("restart")
-        .arg(pid_file)
-        .arg(log)
-        .args(args)
-        .status()
-        .map_err(|source| ControlPlaneError::Run {
-            command: "bash (restarting a control-plane process)",
-            source,
-        })?;
+    run(
+        Command::new("bash")
+            .arg("-c")
+            .arg(r#"pidfile="$1"; log="$2"; shift 2; setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "$@" </dev/null >>"$log" 2>&1 &"#)
+            .arg("restart")
+            .arg(pid_file)
+            .arg(log)
+            .args(args),
+        name,
+        log,
+    )
+}
+
+/// Runs `command` to its end; `name` says which in an error, with `dir`, where to look.
+fn run(command: &mut Command, name: &'static str, dir: &Path) -> Result<()> {
+    let status = command.status().map_err(|source| ControlPlaneError::Run {
+        command: name,
+        source,
+    })?;
     if !status.success() {
         return Err(ControlPlaneError::Failed {
             command: name,
-            dir: log.to_owned(),
+            dir: dir.to_owned(),
         });
     }
     Ok(())
@@ -347,22 +348,14 @@ impl Daemon {
 
 /// Runs `hack/control-plane/up.sh --nodes nodes state_dir`.
 fn up(state_dir: &Path, nodes: u32) -> Result<()> {
-    let status = Command::new(repo_root().join("hack/control-plane/up.sh"))
-        .arg("--nodes")
-        .arg(nodes.to_string())
-        .arg(state_dir)
-        .status()
-        .map_err(|source| ControlPlaneError::Run {
-            command: "hack/control-plane/up.sh",
-            source,
-        })?;
-    if !status.success() {
-        return Err(ControlPlaneError::Failed {
-            command: "hack/control-plane/up.sh",
-            dir: state_dir.to_owned(),
-        });
-    }
-    Ok(())
+    run(
+        Command::new(repo_root().join("hack/control-plane/up.sh"))
+            .arg("--nodes")
+            .arg(nodes.to_string())
+            .arg(state_dir),
+        "hack/control-plane/up.sh",
+        state_dir,
+    )
 }
 
 /// Where a test binary keeps its scratch state: cargo's `CARGO_TARGET_TMPDIR` (`<target>/tmp`,

@@ -119,29 +119,22 @@ mod tests {
         let t0 = Instant::now();
         let at = |s: u64| t0 + Duration::from_secs(s);
 
-        assert!(
-            unused
-                .due([("ann", true), ("bob", false)], at(0), grace)
-                .is_empty()
-        );
-        assert!(
-            unused
-                .due([("ann", true), ("bob", true)], at(30), grace)
-                .is_empty()
-        );
-        // ann's relaunch at 50 s uses it again: her count starts afresh when it is unused again.
-        assert!(
-            unused
-                .due([("ann", false), ("bob", true)], at(50), grace)
-                .is_empty()
-        );
-        assert!(
-            unused
-                .due([("ann", true), ("bob", true)], at(70), grace)
-                .is_empty()
-        );
-        assert_eq!(unused.due([("ann", true), ("bob", true)], at(90), grace), ["bob"]);
-        assert_eq!(unused.due([("ann", true)], at(130), grace), ["ann"]);
+        // (seconds, [(claim, unused now)], due): ann's relaunch at 50 s uses hers again, so her
+        // count starts afresh when it is unused again.
+        /// A sweep: when (seconds), each claim and whether it is unused then, and what is due.
+        type Sweep<'a> = (u64, &'a [(&'a str, bool)], &'a [&'a str]);
+        let sweeps: [Sweep<'_>; 6] = [
+            (0, &[("ann", true), ("bob", false)], &[]),
+            (30, &[("ann", true), ("bob", true)], &[]),
+            (50, &[("ann", false), ("bob", true)], &[]),
+            (70, &[("ann", true), ("bob", true)], &[]),
+            (90, &[("ann", true), ("bob", true)], &["bob"]),
+            (130, &[("ann", true)], &["ann"]),
+        ];
+        for (seconds, states, want) in sweeps {
+            let due = unused.due(states.iter().copied(), at(seconds), grace);
+            assert_eq!(due, want, "the sweep at {seconds} s");
+        }
         // A claim gone from the cache is forgotten: the record holds only what is unused now.
         assert_eq!(unused.since.len(), 1);
     }
