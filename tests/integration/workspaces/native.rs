@@ -256,8 +256,12 @@ async fn the_native_api_serves_each_caller_their_own_workspaces() {
         Some(1.0),
         "{text}"
     );
-    assert_eq!(metric(&text, "outfit_workspaces_running "), Some(1.0), "{text}");
     assert!(text.contains("endpoint=\"v1_launch\",code=\"201\""), "{text}");
+    // The lifecycle counts the running workspaces in its look at every pod, once a second.
+    eventually("the running gauge at 1", Duration::from_secs(5), || async {
+        metric(&metrics(admin_port).await, "outfit_workspaces_running ") == Some(1.0)
+    })
+    .await;
 
     // The admin deletes it, following the delete in the same request until the pod is gone.
     let path = format!("/api/v1/workspaces/{name}?follow=true");

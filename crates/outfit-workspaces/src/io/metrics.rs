@@ -100,7 +100,7 @@ impl Default for Metrics {
         let running = Gauge::default();
         registry.register(
             "running",
-            "Workspaces ready and not being deleted",
+            "Workspaces ready and not being deleted (counted once a second)",
             running.clone(),
         );
         let leader = Gauge::default();
