@@ -75,20 +75,8 @@ impl<C: ClusterCalls> Backend<C> {
     /// The workspace `name` of `identity` (any user's, for an admin).
     pub async fn workspace(&self, identity: &Identity, name: &str) -> Result<Workspace, RequestError> {
         names::check_pod_name(name)?;
-        let now = Timestamp::now();
-        let (member, pod) = match self.visible_pod(identity, name) {
-            Ok((member, pod)) => return Ok(self.on(member).describe(member, &pod, now)),
-            Err(not_found) => self.unseen_workspace(identity, name).await?.ok_or(not_found)?,
-        };
-        let uid = pod.uid().unwrap_or_default();
-        let report = progress::report(name, Some(&pod), None, &member.cache.events_of(&uid));
-        Ok(info::workspace(
-            &pod,
-            &report,
-            &member.config,
-            self.state_of(member),
-            now,
-        ))
+        let (member, pod) = self.find_workspace(identity, name).await?;
+        Ok(self.on(member).describe(member, &pod, Timestamp::now()))
     }
 
     /// Launches the catalogue entry of `launch` for `identity`.
@@ -195,11 +183,21 @@ impl<C: ClusterCalls> Backend<C> {
     /// The uid of workspace `name` that `identity` may follow.
     pub async fn follow(&self, identity: &Identity, name: &str) -> Result<String, RequestError> {
         names::check_pod_name(name)?;
-        let pod = match self.visible_pod(identity, name) {
-            Ok((_, pod)) => pod,
-            Err(not_found) => self.unseen_workspace(identity, name).await?.ok_or(not_found)?.1,
-        };
+        let (_, pod) = self.find_workspace(identity, name).await?;
         Ok(pod.uid().unwrap_or_default())
+    }
+
+    /// `identity`'s workspace `name` (anyone's, for an admin) as a cache shows it, else as an API
+    /// server has it.
+    async fn find_workspace(
+        &self,
+        identity: &Identity,
+        name: &str,
+    ) -> Result<(&Member<C>, Arc<Pod>), RequestError> {
+        match self.visible_pod(identity, name) {
+            Ok(found) => Ok(found),
+            Err(not_found) => self.unseen_workspace(identity, name).await?.ok_or(not_found),
+        }
     }
 
     /// `identity`'s workspace `name` (anyone's, for an admin) as the API servers of the reachable
@@ -240,12 +238,17 @@ impl<C: ClusterCalls> Backend<C> {
     /// The progress of the pod `name` with `uid`, as this backend's cache shows it now.
     fn report_here(&self, name: &str, uid: &str) -> Report {
         let pod = self.cache.pod(name).filter(|p| p.uid().as_deref() == Some(uid));
+        self.report_on(name, pod.as_deref(), uid)
+    }
+
+    /// The progress report of `pod` (`None`: gone) called `name` with `uid`: its claim and
+    /// Events as the cache shows them.
+    fn report_on(&self, name: &str, pod: Option<&Pod>, uid: &str) -> Report {
         let claim = pod
-            .as_deref()
             .and_then(storage_claim_of)
             .and_then(|claim| self.cache.claim(claim));
         let events = self.cache.events_of(uid);
-        progress::report(name, pod.as_deref(), claim.as_deref(), &events)
+        progress::report(name, pod, claim.as_deref(), &events)
     }
 
     /// A receiver that sees every change of the cache.
@@ -255,7 +258,8 @@ impl<C: ClusterCalls> Backend<C> {
 
     /// `pod`, on `member` (this backend's cluster), as the native API shows it.
     fn describe(&self, member: &Member<C>, pod: &Pod, now: Timestamp) -> Workspace {
-        let report = self.report_here(&pod.name_any(), &pod.uid().unwrap_or_default());
+        // From `pod` itself: one a moment old may not be in the cache yet (`unseen_workspace`).
+        let report = self.report_on(&pod.name_any(), Some(pod), &pod.uid().unwrap_or_default());
         info::workspace(pod, &report, &self.config, self.state_of(member), now)
     }
 
