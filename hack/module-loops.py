@@ -1,16 +1,32 @@
 #!/usr/bin/env python3
-"""Finds import loops between the source files of each crate (issue 12: no loops inside a crate).
+"""Checks the imports between the source files of each crate: no loops (issue 12), and none that
+runs back up the layers docs/design/map.md draws (issue 34), so the map cannot drift.
 
 A file imports another when it names an item through `crate::`, `super::` or `self::` (in a `use`
 tree or inline) that lives in that file. Declaring a child module (`mod x;`) is not an import,
 and test code (`tests.rs`, `tests/` folders, `#[cfg(test)]` blocks) is left out: tests may import
-what they test from any direction. Prints each loop as a cycle of files and exits 1 if any.
+what they test from any direction.
+
+Loops: every target of every crate (library, binaries, benches, examples, tests); each loop is
+printed as a cycle of files.
+
+Layers: map.md's ```layers CRATE``` blocks (the format is described there) list a crate's layers
+bottom first. Every file of the crate's library (or, for a binary crate, its `src/main.rs`)
+must be on exactly one layer, every pattern must name a file, and a file may import only its own
+layer or one below it, never a part of its layer that stands beside its own; the crate root
+(`lib.rs`, `main.rs`) stands above every layer. Each import that breaks this is printed as
+`crate: file -> file (layer X imports layer Y above it)`.
+
+Exits 1 if any loop or layer error is found.
 
     python3 hack/module-loops.py [crates/NAME ...]
 """
+import fnmatch
 import re
 import sys
 from pathlib import Path
+
+MAP = Path("docs/design/map.md")
 
 
 def strip(text):
@@ -194,10 +210,102 @@ def name(label, module):
     return f"{label}::" + ("::".join(module) or "(root)")
 
 
+def read_layers(path):
+    """map.md's layers blocks: {crate: [layer, ...]} bottom first, a layer being a list of parts
+    side by side, a part a (name, [pattern, ...]); and the errors in their syntax."""
+    blocks, errors = {}, []
+    text = path.read_text()
+    for m in re.finditer(r"^```layers[ \t]*(\S*)[ \t]*\n(.*?)^```", text, flags=re.M | re.S):
+        crate, layers = m.group(1), []
+        first = text.count("\n", 0, m.start()) + 2
+        if not crate or crate in blocks:
+            errors.append(f"{path}:{first - 1}: a layers block names no crate, or one named before")
+            continue
+        for number, line in enumerate(m.group(2).splitlines(), first):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            parts = []
+            for part in line.split("|"):
+                part_name, colon, patterns = part.partition(":")
+                if not colon or not part_name.strip() or not patterns.split():
+                    errors.append(f"{path}:{number}: not `name: pattern ...` (`|` between parts)")
+                    break
+                parts.append((part_name.strip(), patterns.split()))
+            else:
+                layers.append(parts)
+        blocks[crate] = layers
+    return blocks, errors
+
+
+def matches(pattern, file):
+    """Whether a map pattern names a file (a path relative to the crate's src/): a folder (`io/`)
+    names everything under it, else a glob (`*.rs`; `*` crosses folders too)."""
+    if pattern.endswith("/"):
+        return file.startswith(pattern)
+    return fnmatch.fnmatchcase(file, pattern)
+
+
+def check_layers(crate_name, src, files, edges, layers):
+    """The errors of one crate's files and imports against its layers."""
+    errors = []
+    relative = {m: path.relative_to(src).as_posix() for m, path in files.items()}
+    place, used = {}, set()
+    for module, file in relative.items():
+        if module == ():
+            continue
+        # The longest pattern that names the file wins: a file's own name over its folder's.
+        found = sorted(
+            ((len(pattern), height, side, pattern)
+             for height, parts in enumerate(layers)
+             for side, (_, patterns) in enumerate(parts)
+             for pattern in patterns if matches(pattern, file)),
+            reverse=True,
+        )
+        if not found:
+            errors.append(f"{crate_name}: {file} is on no layer of {MAP} (place it there)")
+            continue
+        if len(found) > 1 and found[0][0] == found[1][0] and found[0][1:3] != found[1][1:3]:
+            errors.append(f"{crate_name}: {file} is on two layers of {MAP} "
+                          f"({found[0][3]}, {found[1][3]})")
+        place[module] = found[0][1:3]
+        used.update(pattern for _, _, _, pattern in found)
+    for height, parts in enumerate(layers):
+        for part_name, patterns in parts:
+            for pattern in patterns:
+                if pattern not in used:
+                    errors.append(f"{crate_name}: {MAP} names {pattern} (layer {part_name}), "
+                                  "which is no file of the crate")
+    root_file = relative[()]
+    for module in sorted(edges, key=relative.get):
+        if module == () or module not in place:
+            continue
+        height, side = place[module]
+        here = layers[height][side][0]
+        for target in sorted(edges[module], key=relative.get):
+            line = f"{crate_name}: {relative[module]} -> {relative[target]}"
+            if target == ():
+                errors.append(f"{line} (layer {here} imports the crate root {root_file} above it)")
+                continue
+            if target not in place:
+                continue
+            there = layers[place[target][0]][place[target][1]][0]
+            if place[target][0] > height:
+                errors.append(f"{line} (layer {here} imports layer {there} above it)")
+            elif place[target][0] == height and place[target][1] != side:
+                errors.append(f"{line} (layer {here} imports layer {there} beside it)")
+    return errors
+
+
 def main():
     root = Path(__file__).resolve().parent.parent
-    crates = [Path(a).resolve() for a in sys.argv[1:]] or sorted((root / "crates").iterdir())
-    found = checked = 0
+    named = [Path(a).resolve() for a in sys.argv[1:]]
+    crates = named or sorted(p for p in (root / "crates").iterdir() if p.is_dir())
+    layers, layer_errors = read_layers(root / MAP)
+    if not named:
+        layer_errors += [f"{MAP} has layers for {crate}, which is not in crates/"
+                         for crate in layers if not (root / "crates" / crate).is_dir()]
+    found = checked = layered = 0
     for crate in crates:
         for target_root in targets(crate):
             checked += 1
@@ -213,9 +321,18 @@ def main():
                 for module in component:
                     inside = sorted(t for t in edges[module] if t in members)
                     print(f"  {name(label, module)} -> " + ", ".join(name(label, t) for t in inside))
-    if found:
+            # The layers are those of the crate's library, or of a binary crate's main.rs.
+            library = crate / "src/lib.rs"
+            main_file = library if library.is_file() else crate / "src/main.rs"
+            if crate.name in layers and target_root == main_file:
+                layered += 1
+                layer_errors += check_layers(crate.name, crate / "src", files, edges, layers[crate.name])
+    for error in layer_errors:
+        print(error)
+    if found or layer_errors:
         sys.exit(1)
-    print(f"no import loops in {checked} targets of {len(crates)} crates")
+    print(f"no import loops in {checked} targets of {len(crates)} crates; "
+          f"the imports of {layered} crates follow {MAP}'s layers")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use crate::{fieldpath::FieldPath, gatekeeper::location::LocationError, vocab::Origin, vocab::PolicyRef};
+use crate::{fieldpath::FieldPath, vocab::Origin, vocab::PolicyRef};
 
 /// A YAML or JSON stream that could not be read as Kubernetes objects.
 #[derive(Debug, thiserror::Error)]
@@ -130,3 +130,26 @@ impl fmt::Display for LoadWarning {
         write!(f, "{}: {}", self.origin, self.message)
     }
 }
+
+/// Why a Gatekeeper `location` (`gatekeeper::location`) does not parse, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocationError {
+    /// The column (in characters, from 1) of the offending character or token.
+    pub column: usize,
+    /// What the parser wanted there.
+    pub expected: String,
+    /// What it found.
+    pub found: String,
+}
+
+impl fmt::Display for LocationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "column {}: expected {}, found {}",
+            self.column, self.expected, self.found
+        )
+    }
+}
+
+impl std::error::Error for LocationError {}

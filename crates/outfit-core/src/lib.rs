@@ -13,7 +13,6 @@
 pub mod decision;
 mod diff;
 pub mod document;
-mod engine;
 pub mod error;
 pub mod explain;
 pub mod family;

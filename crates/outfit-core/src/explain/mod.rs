@@ -1,12 +1,11 @@
-//! `outfit explain`: for one object, every policy's verdict, with the clause that decided it and
-//! what it changed. A slow path beside the engine, never on the admission path: it re-runs each
-//! policy alone to say what that policy did, and takes the outcome from [`PolicySet::apply`]
-//! itself, so the explanation cannot disagree with the webhook's answer.
+//! What `outfit explain` reports, and the words the families explain their policies in: each
+//! policy's verdict (`report`) and what it changed (`changes`). Plain data below the families,
+//! which fill it in; the run that asks every family in turn is [`PolicySet::explain`], at the top
+//! beside the engine.
 //!
-//! [`PolicySet::apply`]: crate::PolicySet::apply
+//! [`PolicySet::explain`]: crate::PolicySet::explain
 
 pub(crate) mod changes;
 pub mod report;
-mod run;
 
 pub use report::{Change, Clause, Decision, Explanation, Outcome, Verdict};

@@ -1,6 +1,6 @@
 //! What `outfit explain` reports: for one object, each policy's verdict (matched or not and the
-//! clause that decided it, what it changed, why it changed nothing) and the outcome. Plain data at
-//! the bottom of the explain module, serialized as is for `-o json` and rendered as text by
+//! clause that decided it, what it changed, why it changed nothing) and the outcome. Plain data the
+//! families fill in, serialized as is for `-o json` and rendered as text by
 //! [`Display`](fmt::Display).
 
 use std::fmt;

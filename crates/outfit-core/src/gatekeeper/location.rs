@@ -7,6 +7,8 @@
 
 use std::fmt;
 
+pub use crate::error::LocationError;
+
 /// The value a keyed-list selector looks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyValue {
@@ -91,29 +93,6 @@ impl Location {
         self.nodes.starts_with(&prefix.nodes)
     }
 }
-
-/// Why a location does not parse, and where.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LocationError {
-    /// The column (in characters, from 1) of the offending character or token.
-    pub column: usize,
-    /// What the parser wanted there.
-    pub expected: String,
-    /// What it found.
-    pub found: String,
-}
-
-impl fmt::Display for LocationError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "column {}: expected {}, found {}",
-            self.column, self.expected, self.found
-        )
-    }
-}
-
-impl std::error::Error for LocationError {}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Token {

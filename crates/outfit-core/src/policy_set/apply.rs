@@ -4,10 +4,10 @@
 //! step); the first denial ends the admission. Whatever no policy touched (unknown fields, nulls,
 //! integer formatting, key order) is left exactly as it came.
 
+use super::set::PolicySet;
 use crate::{
     decision::{Admission, Denial, DenialReason, Object, Outcome, Request, internal_denial},
     patch::Changes,
-    policy_set::PolicySet,
     record,
 };
 

@@ -1,42 +1,19 @@
-//! The immutable, indexed set of compiled policies, and the builder that loads documents into it.
-//!
-//! A [`PolicySet`] is built once per policy change (off the request path) and shared read-only:
-//! applying it to an object parses nothing and looks only at policies that can match. It holds one
-//! part per family of the kinds table (`kinds`), in the table's order, and the namespace labels
-//! matching needs.
+//! Building a [`PolicySet`]: the builder that compiles documents into it, what the caller decides
+//! about loading, and what loading reports.
 
-use std::{any::Any, collections::HashMap};
+use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
+use super::set::PolicySet;
 use crate::{
     document::Document,
     error::{LoadWarning, PolicyError, Problem},
-    family::{Context, Family, FamilyBuilder, FamilySet, LoadOptions, Targets},
+    family::{Family, FamilyBuilder, FamilySet, LoadOptions},
     fieldpath::FieldPath,
     kinds::FAMILIES,
     vocab::{FastMap, NAMESPACE_NAME_LABEL, Origin, PolicyKind, PolicyRef},
 };
-
-/// An immutable, indexed set of compiled policies plus the namespace labels matching needs.
-#[derive(Debug)]
-pub struct PolicySet {
-    families: Vec<Box<dyn FamilySet>>,
-    /// The positions of the families that hold a policy: the only ones the engine runs (a family
-    /// with none changes nothing, and the empty ones cost a call each on every admission).
-    holding: Vec<usize>,
-    kinds: Vec<PolicyKind>,
-    /// How many policies the families hold, counted once when built: `is_empty` is asked on
-    /// every admission.
-    len: usize,
-    namespaces: FastMap<String, Map<String, Value>>,
-    /// Whether admissions add outfit's annotation (`record`).
-    pub(crate) annotate: bool,
-    /// Whether admissions carry warnings for the requesting user.
-    pub(crate) warn: bool,
-    /// The kinds whose family keeps its own record on the object.
-    pub(crate) self_recorded: Vec<PolicyKind>,
-}
 
 impl Default for PolicySet {
     fn default() -> Self {
@@ -53,66 +30,6 @@ impl PolicySet {
     /// Starts loading documents into a new set of the built-in kinds.
     pub fn builder() -> PolicySetBuilder {
         PolicySetBuilder::default()
-    }
-
-    /// Labels of a namespace read from a `Namespace` object, if one was loaded.
-    pub fn namespace_labels(&self, namespace: &str) -> Option<&Map<String, Value>> {
-        self.namespaces.get(namespace)
-    }
-
-    /// What every family reads of the set besides its own policies.
-    pub(crate) fn context(&self) -> Context<'_> {
-        Context {
-            namespaces: &self.namespaces,
-            annotate: self.annotate,
-            warn: self.warn,
-        }
-    }
-
-    /// The families' parts, in the kinds table's order.
-    pub(crate) fn families(&self) -> impl Iterator<Item = &dyn FamilySet> {
-        self.families.iter().map(|family| &**family)
-    }
-
-    /// The parts of the families that hold a policy, in the kinds table's order.
-    pub(crate) fn holding(&self) -> impl Iterator<Item = &dyn FamilySet> {
-        self.holding.iter().map(|&position| &*self.families[position])
-    }
-
-    /// The part of one family, by its type (`outfit manifests` reads the Gatekeeper mutators').
-    pub fn family<T: FamilySet>(&self) -> Option<&T> {
-        self.families
-            .iter()
-            .find_map(|family| <dyn Any>::downcast_ref::<T>(family.as_any()))
-    }
-
-    /// The objects the set's policies may change, every family's together.
-    pub fn targets(&self) -> Targets {
-        self.families
-            .iter()
-            .fold(Targets::Kinds(Vec::new()), |all, family| {
-                all.merge(family.targets())
-            })
-    }
-
-    /// Every kind the set's families read, in the table's order.
-    pub fn kinds(&self) -> &[PolicyKind] {
-        &self.kinds
-    }
-
-    /// How many policies of `kind` the set holds.
-    pub fn count(&self, kind: PolicyKind) -> usize {
-        self.families.iter().map(|family| family.count(kind)).sum()
-    }
-
-    /// How many policies the set holds.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the set holds no policy.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

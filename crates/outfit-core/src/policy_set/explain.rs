@@ -1,11 +1,15 @@
-//! Builds an [`Explanation`]: each family of the kinds table in turn, on the object as the
-//! earlier ones left it, in the engine's order.
+//! `outfit explain`: for one object, every policy's verdict, with the clause that decided it and
+//! what it changed ([`Explanation`], whose vocabulary is `crate::explain`). A slow path beside
+//! `apply`, never on the admission path: each family of the kinds table in turn, on the object as
+//! the earlier ones left it, in the engine's order, says what each of its policies did; the
+//! outcome is taken from [`PolicySet::apply`] itself, so the explanation cannot disagree with the
+//! webhook's answer.
 
-use super::report::{Explanation, Outcome};
+use super::set::PolicySet;
 use crate::{
     decision::{Outcome as Decided, Request, describe},
+    explain::{Explanation, Outcome},
     family::ExplainState,
-    policy_set::PolicySet,
 };
 
 impl PolicySet {
