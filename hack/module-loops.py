@@ -307,6 +307,8 @@ def main():
                          for crate in layers if not (root / "crates" / crate).is_dir()]
     found = checked = layered = 0
     for crate in crates:
+        if crate.name in layers and not any((crate / f"src/{f}").is_file() for f in ("lib.rs", "main.rs")):
+            layer_errors.append(f"{MAP} has layers for {crate.name}, which has no src/lib.rs or src/main.rs")
         for target_root in targets(crate):
             checked += 1
             try:
