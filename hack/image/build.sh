@@ -9,7 +9,7 @@
 #
 # The image reference is the one `outfit manifests` names by default (outfit-k8s's
 # InstallOptions), read from the built binary, so the image and the install manifests agree.
-# Push it with skopeo (see the README's install section):
+# Push it with skopeo (see docs/install.md, "The container image"):
 #   skopeo copy oci-archive:target/image/outfit.tar docker://ghcr.io/outfit-dev/outfit:0.1.0
 #
 # CARGO_TARGET_DIR defaults to target/image, apart from the development build so neither waits

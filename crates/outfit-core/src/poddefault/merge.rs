@@ -468,7 +468,7 @@ impl Checker<'_, '_> {
 }
 
 /// Kubeflow appends envFrom with no check at all, so re-applying duplicates it; outfit skips a
-/// source the container already has (see the README's deviation table).
+/// source the container already has (see the deviation table in docs/poddefault.md).
 fn env_from<'p>(existing: &[&RawValue], pod_defaults: &[&'p PodDefault]) -> Vec<&'p Rendered> {
     let mut added: Vec<&'p Rendered> = Vec::new();
     if pod_defaults.iter().all(|pd| pd.env_from.is_empty()) {

@@ -117,7 +117,7 @@ pub struct PodDefault {
     pub(crate) volume_mounts: Vec<Mount>,
     pub(crate) annotations: Vec<(String, String)>,
     pub(crate) labels: Vec<(String, String)>,
-    /// Keyed by `key` and `effect` (see the README's deviation table).
+    /// Keyed by `key` and `effect` (see the deviation table in docs/poddefault.md).
     pub(crate) tolerations: Vec<Keyed>,
     pub(crate) service_account_name: Option<String>,
     pub(crate) automount_service_account_token: Option<bool>,

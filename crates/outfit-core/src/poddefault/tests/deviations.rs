@@ -1,4 +1,4 @@
-//! outfit's documented deviations from Kubeflow (README, "Compatibility with Kubeflow"). Each row
+//! outfit's documented deviations from Kubeflow (docs/poddefault.md). Each row
 //! says what Kubeflow does on the same input and why outfit differs.
 
 use serde_json::json;

@@ -1,7 +1,7 @@
 //! PodDefault compatibility tables. Each row names the Kubeflow behaviour it pins: `U*` are
 //! Kubeflow's own unit tests (`main_test.go`, with their intended expectations), `I*` its
 //! integration tests, `D*` behaviours derived from its `main.go` (reference `poddefault.md` §3.3),
-//! and `X*` outfit's documented deviations (README, "Compatibility with Kubeflow").
+//! and `X*` outfit's documented deviations (docs/poddefault.md).
 
 mod derived;
 mod deviations;
