@@ -132,7 +132,9 @@ pub fn prepare(
     })
 }
 
-pub(crate) fn read_pod(manifest: &str) -> Result<Pod, ManifestError> {
+/// The one Pod of `manifest` (YAML or JSON), as written: the catalogue reads its fields from it,
+/// [`prepare`] builds on it.
+pub fn read_pod(manifest: &str) -> Result<Pod, ManifestError> {
     let documents: Vec<Value> =
         serde_saphyr::from_multiple(manifest).map_err(|e| ManifestError::Syntax(e.to_string()))?;
     let documents: Vec<Value> = documents.into_iter().filter(|d| !d.is_null()).collect();
