@@ -169,7 +169,7 @@ for block in doc_blocks("docs/workspaces.md"):
 ws(0, "namespace: sciencedata\nmaxCpuPerUser: 4\nmaxMemoryPerUser: 8Gi\nidleTimeout: 2h\nmaxLifetime: 24h\n")
 ws(0, "")
 manifests = []
-for path in ["crates/outfit-workspaces/src/workspace/manifest/tests.rs", "tests/integration/workspaces/support.rs",
+for path in ["crates/outfit-workspaces-core/src/workspace/manifest/tests.rs", "tests/integration/workspaces/support.rs",
              "tests/integration/workspaces/guards.rs"]:
     manifests += [m for m in re.findall(r'r#"(.*?)"#', read(path), re.S) if "kind: Pod" in m]
 for block in doc_blocks("docs/workspaces.md"):

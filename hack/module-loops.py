@@ -131,14 +131,32 @@ def targets(crate):
     return out
 
 
+def external_names(root_uses, files):
+    """The names the crate root brings in from another crate (`pub use outfit_workspaces_core::{
+    model, policy};` in lib.rs): a `crate::model::...` path then leads out of the crate, not to
+    the root file, which stands above every layer."""
+    out = set()
+    for p in root_uses:
+        if not p or p[0] in ("crate", "super", "self") or (p[0],) in files:
+            continue
+        last = p[-2] if p[-1] == "self" and len(p) > 1 else p[-1]
+        if last != "*" and (last,) not in files:
+            out.add((last,))
+    return out
+
+
 def target_graph(root):
     files = target_files(root)
     edges = {m: set() for m in files}
+    uses = {}
+    for module, path in files.items():
+        uses[module] = []
+        for m in re.finditer(r"\buse\s+([^;]+);", strip(path.read_text())):
+            uses[module].extend(use_paths(m.group(1)))
+    external = external_names(uses[()], files)
     for module, path in files.items():
         text = strip(path.read_text())
-        paths = []
-        for m in re.finditer(r"\buse\s+([^;]+);", text):
-            paths.extend(use_paths(m.group(1)))
+        paths = list(uses[module])
         for m in re.finditer(r"(?<![\w:])((?:crate|super|self|\w+)(?:\s*::\s*\w+)+)", text):
             paths.append(tuple(p.strip() for p in m.group(1).split("::")))
         for p in paths:
@@ -161,6 +179,8 @@ def target_graph(root):
                     base = base[:-1]
                     rest = rest[1:]
             full = tuple(base + rest)
+            if full[:1] in external:
+                continue
             # The longest prefix that is a file is the module imported; `use super::*` imports
             # the parent module itself.
             for n in range(len(full), -1, -1):

@@ -33,6 +33,7 @@ use outfit_workspaces::{
     workspace::{
         info::{self, ClusterState},
         manifest::{self, MANDATORY_ENV, Placement, Prepared, Requester, Settings},
+        pod_needs::PodNeeds,
         progress::{self, Status},
     },
 };
@@ -212,9 +213,10 @@ fn manifest(text: &str) {
     let spec = prepared.pod.spec.as_ref().expect("a prepared pod has a spec");
     assert!(!spec.containers.is_empty());
     assert!(spec.restart_policy.as_deref().is_some_and(|p| !p.is_empty()));
-    let _ = manifest::ingress_port(&prepared.pod);
-    let _ = manifest::token_keys(&prepared.pod);
-    let _ = manifest::exposes_ssh(&prepared.pod);
+    // prepare checked the pod's asks: reading them again strictly succeeds, and as the start does
+    // gives the same.
+    let needs = PodNeeds::read(&prepared.pod).expect("prepare checked the pod's asks");
+    assert_eq!(PodNeeds::of(&prepared.pod), needs);
     let candidates = names::pod_name_candidates(&prepared.manifest_name, &USER);
     assert_eq!(candidates.len(), names::NAME_ATTEMPTS);
     for name in &candidates {

@@ -2,15 +2,17 @@
 //! pods with their storage, Services and Ingresses, behind deic-dk's user-pods API
 //! (`../shared/seeds/004`), and keeps every bit of its state in the cluster.
 //!
-//! The folders are the layers, read bottom-up; a file imports only from its own layer or below:
-//! - [`cidr`]: address ranges (on `ipnet`), at the top of the tree so everything may use it;
-//!   CPU and memory amounts come from `outfit_core::quantity`.
-//! - [`model`]: the plain data: labels and annotations, users, names, durations, the settings
-//!   (isolation, limits) and the configuration that holds them.
+//! The folders are the layers, read bottom-up; a file imports only from its own layer or below.
+//! The pure ones are the crate `outfit_workspaces_core` (no tokio, no Kubernetes client),
+//! re-exported here under the same paths:
+//! - [`cidr`]: address ranges; [`model`]: the plain data (labels and annotations, users, names,
+//!   durations, the settings and the configuration that holds them).
 //! - [`policy`]: the rules a workspace is held to: per-user limits, and when its time is up.
 //! - [`workspace`]: one workspace, pure: the pod a create makes, its storage, Services, Ingress and
 //!   NetworkPolicy, the plan of what it needs once ready, what `get_pods` answers, and its progress
 //!   (where a start or delete stands).
+//!
+//! The rest talks, and lives here:
 //! - [`io`]: what talks to the outside: the API server's calls (and the trait of those the backend
 //!   and the lifecycle make, which their unit tests fake), the watches, manifests fetched,
 //!   callers' identity, what the native API offers, and the counters `/metrics` serves.
@@ -22,11 +24,7 @@
 //! - [`api`]: HTTP: the page, the native API, deic-dk's API; one folder for `Api` and its `impl`s.
 //! - [`run`]: the process. [`install`] prints what a cluster needs; it imports nothing here.
 
-pub mod cidr;
-
-pub mod model;
-pub mod policy;
-pub mod workspace;
+pub use outfit_workspaces_core::{cidr, model, policy, workspace};
 
 pub mod io;
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt;
+use kube_core::ResourceExt;
 
 use crate::model::{config::Config, duration, keys};
 

@@ -10,10 +10,13 @@ use k8s_openapi::api::core::v1::{
 };
 use serde_json::Value;
 
-use crate::model::{
-    config::{Config, data_network_address},
-    keys, names,
-    user::UserId,
+use crate::{
+    model::{
+        config::{Config, data_network_address},
+        keys, names,
+        user::UserId,
+    },
+    workspace::pod_needs::{NeedsError, PodNeeds},
 };
 
 /// Env settings of a create request: container name → env var → value.
@@ -55,22 +58,9 @@ pub enum ManifestError {
         /// The volume's name.
         volume: String,
     },
-    /// The ingress-port annotation is not a port.
-    #[error("annotation {annotation} is {value:?}, not a port number")]
-    IngressPort {
-        /// The annotation.
-        annotation: &'static str,
-        /// Its value.
-        value: String,
-    },
-    /// A copy-token key is not a plain file name.
-    #[error("annotation {annotation} names token {key:?}, which is not a plain file name")]
-    TokenKey {
-        /// The annotation.
-        annotation: &'static str,
-        /// The key.
-        key: String,
-    },
+    /// What the pod asks for (an ingress port, tokens) is malformed.
+    #[error(transparent)]
+    Needs(#[from] NeedsError),
 }
 
 /// A manifest with the request applied, waiting for its name and storage.
@@ -122,8 +112,7 @@ pub fn prepare(
     apply_local_registry(spec, config);
     crate::model::isolation::apply_pod_defaults(spec);
     let needs_user_storage = check_volumes(spec)?;
-    ingress_port(&pod)?;
-    token_keys(&pod)?;
+    PodNeeds::read(&pod)?;
     Ok(Prepared {
         pod,
         manifest_name,
@@ -132,7 +121,9 @@ pub fn prepare(
     })
 }
 
-pub(crate) fn read_pod(manifest: &str) -> Result<Pod, ManifestError> {
+/// The one Pod of `manifest` (YAML or JSON), as written: the catalogue reads its fields from it,
+/// [`prepare`] builds on it.
+pub fn read_pod(manifest: &str) -> Result<Pod, ManifestError> {
     let documents: Vec<Value> =
         serde_saphyr::from_multiple(manifest).map_err(|e| ManifestError::Syntax(e.to_string()))?;
     let documents: Vec<Value> = documents.into_iter().filter(|d| !d.is_null()).collect();
@@ -258,62 +249,6 @@ fn check_volumes(spec: &k8s_openapi::api::core::v1::PodSpec) -> Result<bool, Man
         }
     }
     Ok(needs_storage)
-}
-
-/// The port of the annotation `sciencedata.dk/ingress-port`, if the manifest has one.
-pub fn ingress_port(pod: &Pod) -> Result<Option<i32>, ManifestError> {
-    let Some(value) = annotation(pod, keys::ANNOTATION_INGRESS_PORT) else {
-        return Ok(None);
-    };
-    value
-        .trim()
-        .parse::<i32>()
-        .ok()
-        .filter(|p| (1..=65535).contains(p))
-        .map(Some)
-        .ok_or_else(|| ManifestError::IngressPort {
-            annotation: keys::ANNOTATION_INGRESS_PORT,
-            value: value.to_owned(),
-        })
-}
-
-/// The token keys of the annotation `sciencedata.dk/copy-token`. A key is a file name under
-/// `/tmp`; anything that could reach elsewhere (`../etc/shadow`) is refused.
-pub fn token_keys(pod: &Pod) -> Result<Vec<String>, ManifestError> {
-    let Some(value) = annotation(pod, keys::ANNOTATION_COPY_TOKEN) else {
-        return Ok(Vec::new());
-    };
-    value
-        .split(',')
-        .map(str::trim)
-        .filter(|k| !k.is_empty())
-        .map(|key| {
-            let plain = !key.starts_with('.')
-                && key
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-            if plain {
-                Ok(key.to_owned())
-            } else {
-                Err(ManifestError::TokenKey {
-                    annotation: keys::ANNOTATION_COPY_TOKEN,
-                    key: key.to_owned(),
-                })
-            }
-        })
-        .collect()
-}
-
-/// Whether a container declares port 22 (the pod then gets an ssh NodePort Service).
-pub fn exposes_ssh(pod: &Pod) -> bool {
-    pod.spec
-        .iter()
-        .flat_map(|s| &s.containers)
-        .any(|c| c.ports.iter().flatten().any(|p| p.container_port == 22))
-}
-
-fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
-    pod.metadata.annotations.as_ref()?.get(key).map(String::as_str)
 }
 
 /// What the pod needs besides its manifest to be created.

@@ -1,8 +1,8 @@
 //! The NetworkPolicy of each workspace pod: in from the ingress controller, the backend and (for
 //! ssh) anywhere on port 22; out to DNS and the internet but not the internal ranges, save the
-//! user's own silo. It reads the pod as [`manifest`] made it and names itself as [`objects`] names
-//! a pod's objects, so it sits above them; what it is configured with is in
-//! [`model::isolation`](crate::model::isolation).
+//! user's own silo. It reads the pod as [`manifest`](super::manifest) made it (its asks through
+//! [`pod_needs`]) and names itself as [`objects`] names a pod's objects, so it sits above them;
+//! what it is configured with is in [`model::isolation`](crate::model::isolation).
 
 use std::{collections::BTreeMap, net::IpAddr};
 
@@ -23,7 +23,7 @@ use k8s_openapi::{
 use crate::{
     cidr::Cidr,
     model::{config::data_network_address, isolation::NetworkIsolation, keys, names},
-    workspace::{manifest, objects},
+    workspace::{objects, pod_needs},
 };
 
 /// The label every namespace carries with its own name (set by the API server since 1.21).
@@ -77,7 +77,7 @@ fn ingress_rules(pod: &Pod, policy: &NetworkIsolation) -> Vec<NetworkPolicyIngre
         from: Some(controllers.chain([backend]).collect()),
         ports: None,
     }];
-    if manifest::exposes_ssh(pod) {
+    if pod_needs::exposes_ssh(pod) {
         rules.push(NetworkPolicyIngressRule {
             // No `from`: any source.
             from: None,

@@ -5,7 +5,7 @@ use std::fmt;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodCondition};
-use kube::ResourceExt;
+use kube_core::ResourceExt;
 
 use crate::model::keys;
 

@@ -16,7 +16,7 @@ use k8s_openapi::{
 
 use crate::{
     model::{config::Config, keys},
-    workspace::{manifest, network_policy::network_policy, objects},
+    workspace::{network_policy::network_policy, objects, pod_needs::PodNeeds},
 };
 
 /// The tokens a start reads: each key's file `/tmp/<key>` in `container`.
@@ -66,15 +66,15 @@ pub fn isolation(pod: &Pod, config: &Config) -> Option<(NetworkPolicy, OwnerRefe
 /// What `pod`, now ready, needs.
 pub fn plan(pod: &Pod, config: &Config) -> Result<StartPlan, PlanError> {
     let owner = objects::owned_by(pod).ok_or(PlanError::NoUid)?;
-    let ssh_service = manifest::exposes_ssh(pod).then(|| objects::ssh_service(pod, &owner));
-    let http = match manifest::ingress_port(pod) {
-        Ok(Some(port)) => Some((
+    let needs = PodNeeds::of(pod);
+    let ssh_service = needs.ssh.then(|| objects::ssh_service(pod, &owner));
+    let http = needs.ingress_port.map(|port| {
+        (
             objects::http_service(pod, &owner, port),
             objects::ingress(pod, &owner, port, config),
-        )),
-        _ => None,
-    };
-    let keys = manifest::token_keys(pod).unwrap_or_default();
+        )
+    });
+    let keys = needs.token_keys;
     let container = pod.spec.as_ref().and_then(|s| s.containers.first());
     let tokens = match container {
         Some(container) if !keys.is_empty() => Some(TokenRead {

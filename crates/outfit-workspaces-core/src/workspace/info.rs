@@ -11,7 +11,7 @@ use crate::{
     model::{config::Config, keys},
     policy::culling,
     workspace::{
-        manifest, objects,
+        objects, pod_needs,
         progress::{self, Report, Stage, Status},
     },
 };
@@ -59,7 +59,7 @@ pub fn pod_info(pod: &Pod, config: &Config, now: Timestamp) -> PodInfo {
     let annotation = |key| annotations.and_then(|a| a.get(key)).map(String::as_str);
     let ssh_port = annotation(keys::ANNOTATION_SSH_PORT).filter(|p| !p.is_empty());
     let tokens = annotation(keys::ANNOTATION_TOKENS).and_then(|t| serde_json::from_str(t).ok());
-    let has_ingress = matches!(manifest::ingress_port(pod), Ok(Some(_)));
+    let has_ingress = matches!(pod_needs::ingress_port(pod), Ok(Some(_)));
     PodInfo {
         container_name: first.map(|c| c.name.clone()).unwrap_or_default(),
         image_name: first.and_then(|c| c.image.clone()).unwrap_or_default(),

@@ -264,9 +264,10 @@ fn refusals_say_what_is_wrong() {
 #[test]
 fn ssh_and_tokens_are_read_from_the_manifest() {
     let prepared = prepare_jupyter(&Settings::new()).unwrap();
-    assert!(!exposes_ssh(&prepared.pod));
-    assert_eq!(token_keys(&prepared.pod).unwrap(), vec!["appendURL".to_owned()]);
-    assert_eq!(ingress_port(&prepared.pod).unwrap(), Some(8888));
+    let needs = PodNeeds::read(&prepared.pod).unwrap();
+    assert!(!needs.ssh);
+    assert_eq!(needs.token_keys, vec!["appendURL".to_owned()]);
+    assert_eq!(needs.ingress_port, Some(8888));
     let ssh = "kind: Pod\napiVersion: v1\nmetadata: {name: u, annotations: {sciencedata.dk/copy-token: 'a, b'}}\nspec: {containers: [{name: c, ports: [{containerPort: 22}]}]}\n";
     let user = alice();
     let requester = Requester {
@@ -274,9 +275,7 @@ fn ssh_and_tokens_are_read_from_the_manifest() {
         silo_ip: "10.0.0.11",
     };
     let prepared = prepare(ssh, requester, &Settings::new(), &config()).unwrap();
-    assert!(exposes_ssh(&prepared.pod));
-    assert_eq!(
-        token_keys(&prepared.pod).unwrap(),
-        vec!["a".to_owned(), "b".to_owned()]
-    );
+    let needs = PodNeeds::read(&prepared.pod).unwrap();
+    assert!(needs.ssh);
+    assert_eq!(needs.token_keys, vec!["a".to_owned(), "b".to_owned()]);
 }

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use kube::Resource;
+use kube_core::Resource;
 
 use crate::model::keys;
 

@@ -1,0 +1,13 @@
+//! One workspace, pure: the pod a create makes ([`manifest`]), what the pod asks for once it runs
+//! ([`pod_needs`]: ssh, an ingress port, tokens), its storage, Services and Ingress
+//! ([`objects`]), its NetworkPolicy ([`network_policy`]), what it needs once ready ([`start`]),
+//! what `get_pods` answers ([`info`]), and where its start or delete stands ([`progress`]). Reads
+//! the [`model`](crate::model) and the [`policy`](crate::policy); does no I/O.
+
+pub mod info;
+pub mod manifest;
+pub mod network_policy;
+pub mod objects;
+pub mod pod_needs;
+pub mod progress;
+pub mod start;
