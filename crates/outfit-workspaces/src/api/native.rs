@@ -138,8 +138,8 @@ pub(super) fn request_failure(error: &RequestError) -> Answer {
     failure(status, reason, message)
 }
 
-/// Whether the query string sets the flag `name`: `name` or `name=true` (decoded as browsers
-/// encode forms, as deic-dk's query is).
+/// Whether the query string sets the flag `name`: `name` or `name=true`, read with
+/// `form_urlencoded` as deic-dk's API reads its query (so `%XX` escapes are decoded).
 fn flag(query: &str, name: &str) -> bool {
     form_urlencoded::parse(query.as_bytes())
         .any(|(key, value)| key == name && (value.is_empty() || value == "true"))
