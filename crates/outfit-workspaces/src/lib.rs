@@ -19,8 +19,8 @@
 //! - [`lifecycle`] and [`backend`], side by side (neither imports the other): what follows a create
 //!   (a start's plan applied, deadlines), culling, the storage sweep and the workspaces' own
 //!   activity endpoints, run by the replica that holds the Lease; and the operations (create,
-//!   list, delete), one folder for `Backend` and its `impl`s. Both run over
-//!   [`io::calls::ClusterCalls`].
+//!   list, delete): one cluster's `ClusterBackend` and the set of clusters' `Backend`, a folder
+//!   each. Both run over [`io::calls::ClusterCalls`].
 //! - [`api`]: HTTP: the page, the native API, deic-dk's API; one folder for `Api` and its `impl`s.
 //! - [`run`]: the process. [`install`] prints what a cluster needs; it imports nothing here.
 

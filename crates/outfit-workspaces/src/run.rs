@@ -31,7 +31,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::{
     api::Api,
-    backend::{Backend, Member},
+    backend::{Backend, ClusterBackend},
     io::{auth::Authenticator, cache::Cache, cluster::Cluster, metrics::Metrics},
     lifecycle::{Lifecycle, activity::ActivityPoller},
     model::{
@@ -152,12 +152,12 @@ impl Server {
         let mut tasks = vec![tokio::spawn(watch_task)];
         let leader_metrics = metrics.clone();
         let on_leading = move |leading| leader_metrics.set_leader(leading);
-        let default = Member {
-            name: config.default_cluster.clone(),
-            config: config.clone(),
-            cluster: cluster.clone(),
-            cache: cache.clone(),
-        };
+        let default = ClusterBackend::new(
+            config.default_cluster.clone(),
+            config.clone(),
+            cluster,
+            cache.clone(),
+        );
         let mut elections = vec![tend(
             &self.client,
             &default,
@@ -166,7 +166,7 @@ impl Server {
             &shutdown,
             &mut tasks,
         )];
-        let mut backend = Backend::new(config.clone(), cluster, cache.clone());
+        let mut backend = Backend::new(default);
         // Each of `clusters`: its own watches, lifecycle and Lease; its changes wake the
         // default cache's waiters, so one progress stream follows every cluster.
         for (entry, client) in config.clusters.iter().zip(&self.remotes) {
@@ -176,12 +176,8 @@ impl Server {
             }
             let (remote_cache, remote_watch) = Cache::new_beside(client, &own.namespace, &cache);
             tasks.push(tokio::spawn(remote_watch));
-            let member = Member {
-                name: entry.name.clone(),
-                cluster: Cluster::new(client.clone(), &own.namespace),
-                config: Arc::new(own),
-                cache: remote_cache,
-            };
+            let remote = Cluster::new(client.clone(), &own.namespace);
+            let member = ClusterBackend::new(entry.name.clone(), Arc::new(own), remote, remote_cache);
             elections.push(tend(client, &member, &metrics, |_| {}, &shutdown, &mut tasks));
             backend = backend.with_member(member);
         }
@@ -274,7 +270,7 @@ impl Server {
 /// the election, which shutdown awaits so that the Lease is given up.
 fn tend(
     client: &kube::Client,
-    member: &Member,
+    member: &ClusterBackend,
     metrics: &Arc<Metrics>,
     on_leading: impl Fn(bool) + Send + 'static,
     shutdown: &CancellationToken,

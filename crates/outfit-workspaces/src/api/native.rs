@@ -138,6 +138,13 @@ pub(super) fn request_failure(error: &RequestError) -> Answer {
     failure(status, reason, message)
 }
 
+/// Whether the query string sets the flag `name`: `name` or `name=true`, read with
+/// `form_urlencoded` as deic-dk's API reads its query (so `%XX` escapes are decoded).
+fn flag(query: &str, name: &str) -> bool {
+    form_urlencoded::parse(query.as_bytes())
+        .any(|(key, value)| key == name && (value.is_empty() || value == "true"))
+}
+
 fn auth_failure(error: &AuthError) -> Answer {
     let (status, reason) = match error {
         AuthError::Missing | AuthError::Refused(_) => (StatusCode::UNAUTHORIZED, "Unauthenticated"),
@@ -206,13 +213,8 @@ impl Api {
             let error = "the backend has not read the cluster yet; try again";
             return (name, failure(StatusCode::SERVICE_UNAVAILABLE, "NotReady", error));
         }
-        let flag = |name: &str| {
-            request.uri().query().is_some_and(|q| {
-                q.split('&')
-                    .any(|pair| pair == name || pair.strip_prefix(name) == Some("=true"))
-            })
-        };
-        let (all, follow) = (flag("all"), flag("follow"));
+        let query = request.uri().query().unwrap_or_default();
+        let (all, follow) = (flag(query, "all"), flag(query, "follow"));
         let body = if endpoint == Endpoint::Launch {
             match read_body(
                 request.into_body(),
@@ -339,6 +341,24 @@ mod tests {
             of(Method::GET, "/api/v1/nothing").unwrap_err().0,
             StatusCode::NOT_FOUND
         );
+    }
+
+    #[test]
+    fn a_flag_is_set_by_its_name_alone_or_true() {
+        for (query, set) in [
+            ("all", true),
+            ("all=true", true),
+            ("follow&all", true),
+            ("follow=true&all=true", true),
+            ("al%6C=true", true),
+            ("all=false", false),
+            ("all=1", false),
+            ("allx", false),
+            ("xall=true", false),
+            ("", false),
+        ] {
+            assert_eq!(flag(query, "all"), set, "{query:?}");
+        }
     }
 
     #[test]

@@ -1,16 +1,27 @@
 //! The backend's decisions on a fake cluster: per-user limits, and that another user's pod or
 //! storage is never touched.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, net::IpAddr, sync::Arc};
 
+use tokio::time::Instant;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::*;
+use super::{
+    cluster::user_lease::{self, Released},
+    *,
+};
 use crate::{
     io::fake::{FakeCluster, NAMESPACE},
-    model::keys,
+    model::{config::Config, keys, names, user::UserId},
     policy::limits::Limit,
+    workspace::{
+        manifest::{Requester, Settings},
+        progress::Status,
+    },
 };
 
 const WEB: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: web\n    image: nginx\n";
@@ -46,7 +57,13 @@ fn on_fake(env: &[(&str, &str)]) -> (Backend<FakeCluster>, FakeCluster) {
     );
     let config = Config::load(None, |var| env.get(var).cloned()).unwrap().0;
     let (fake, cache) = FakeCluster::new();
-    (Backend::new(Arc::new(config), fake.clone(), cache), fake)
+    let default = ClusterBackend::new(
+        config.default_cluster.clone(),
+        Arc::new(config),
+        fake.clone(),
+        cache,
+    );
+    (Backend::new(default), fake)
 }
 
 /// A running workspace pod of `owner`'s.
@@ -140,7 +157,14 @@ async fn a_create_records_the_network_policy_it_made_so_the_start_does_not_make_
         .await
         .unwrap();
     let uid = created.pod.uid().expect("a stored pod has a uid");
-    assert!(backend.cache.own_writes().take_isolated(&uid).await);
+    assert!(
+        backend
+            .default_cluster()
+            .cache
+            .own_writes()
+            .take_isolated(&uid)
+            .await
+    );
 }
 
 #[tokio::test]
@@ -152,7 +176,7 @@ async fn a_name_is_chosen_from_what_the_cache_and_this_process_made_and_a_race_m
     // another replica a moment ago (neither shows it).
     let lagging = workspace(&candidates[0], "alice@dtu.dk");
     fake.with(|s| s.pods.insert(candidates[0].clone(), lagging.clone()));
-    backend.cache.own_writes().made(&lagging);
+    backend.default_cluster().cache.own_writes().made(&lagging);
     fake.with(|s| {
         s.pods
             .insert(candidates[1].clone(), workspace(&candidates[1], "alice@dtu.dk"))
@@ -242,8 +266,13 @@ async fn another_users_storage_is_never_taken() {
     }))
     .unwrap();
     fake.put_claim(claim);
+    let requester = Requester {
+        user: &alice,
+        silo_ip: "10.0.0.11",
+    };
     let name = backend
-        .ensure_storage(&alice, "10.0.0.11", "2999-01-01T00:00:00Z")
+        .default_cluster()
+        .ensure_storage(requester, "2999-01-01T00:00:00Z")
         .await
         .unwrap();
     assert_eq!(name, names::storage_name_for(&alice), "alice's own name instead");
@@ -258,7 +287,13 @@ async fn another_users_storage_is_never_taken() {
 async fn two_replicas_asked_for_one_users_creates_at_once_admit_one_under_the_limit() {
     let (first, fake) = on_fake(&[("BACKEND_MAXWORKSPACESPERUSER", "1")]);
     // A second replica: its own per-process turns, the same cluster.
-    let second = Backend::new(first.config.clone(), fake.clone(), first.cache.clone());
+    let here = first.default_cluster();
+    let second = Backend::new(ClusterBackend::new(
+        here.name.clone(),
+        here.config.clone(),
+        fake.clone(),
+        here.cache.clone(),
+    ));
     let url = serve(WEB).await;
     let request = create(&url, "alice@dtu.dk");
     let (one, other) = tokio::join!(
@@ -386,7 +421,10 @@ async fn the_pod_the_last_holder_made_counts_even_before_this_replicas_cache_sho
         .await
         .unwrap()
         .expect("a Lease");
-    let counted = turn.pods_to_count(&backend.cache, &alice).await.unwrap();
+    let counted = turn
+        .pods_to_count(&backend.default_cluster().cache, &alice)
+        .await
+        .unwrap();
     let names: Vec<String> = counted.iter().map(|p| p.name_any()).collect();
     assert_eq!(names, ["web-alice"]);
     turn.release(None).await;
@@ -398,7 +436,7 @@ async fn the_pod_the_last_holder_made_counts_even_before_this_replicas_cache_sho
         .unwrap()
         .expect("a Lease");
     assert!(
-        turn.pods_to_count(&backend.cache, &alice)
+        turn.pods_to_count(&backend.default_cluster().cache, &alice)
             .await
             .unwrap()
             .is_empty()
@@ -420,13 +458,9 @@ async fn on_two_fakes(env: &[(&str, &str)]) -> (Backend<FakeCluster>, FakeCluste
         r#"[{"name": "east", "kubeconfig": "/east.yaml"}]"#,
     ));
     let (backend, default) = on_fake(&env);
-    let (east, east_cache) = FakeCluster::beside(&backend.cache);
-    let member = Member {
-        name: "east".to_owned(),
-        config: backend.config.clone(),
-        cluster: east.clone(),
-        cache: east_cache,
-    };
+    let here = backend.default_cluster();
+    let (east, east_cache) = FakeCluster::beside(&here.cache);
+    let member = ClusterBackend::new("east".to_owned(), here.config.clone(), east.clone(), east_cache);
     (backend.with_member(member), default, east)
 }
 

@@ -1,26 +1,13 @@
-//! The backend's vocabulary: the [`Backend`] itself, the requests and answers of its operations,
-//! and why one fails. At the bottom of [`backend`](super): deic-dk's operations (in the parent),
-//! the native API's ([`native`](super::native)) and the user's storage
-//! ([`storage`](super::storage)) each add methods to the `Backend` and import what they share from
-//! here, not from one another.
+//! What the backend's operations take and answer, and why one fails: the vocabulary both types of
+//! [`backend`](super) share (one cluster's [`ClusterBackend`](super::cluster::ClusterBackend), the
+//! set's [`Backend`](super::clusters::Backend)) and both APIs read. It imports nothing of theirs.
 
-use std::sync::Arc;
-
-use k8s_openapi::api::{coordination::v1::Lease, core::v1::Pod};
-use kube::ResourceExt;
+use k8s_openapi::api::core::v1::Pod;
 use serde::Deserialize;
 
 use crate::{
-    io::{
-        cache::Cache,
-        catalogue::Catalogue,
-        cluster::{Cluster, ClusterError},
-        fetch::{FetchError, Fetcher},
-    },
-    model::{
-        config::Config,
-        user::{InvalidUserId, UserId},
-    },
+    io::{cluster::ClusterError, fetch::FetchError},
+    model::user::InvalidUserId,
     policy::limits,
     workspace::{
         manifest::{ManifestError, Settings},
@@ -146,25 +133,6 @@ impl RequestError {
     }
 }
 
-/// Who holds the names a create found taken.
-#[derive(Debug, Default)]
-pub(super) struct Holders {
-    /// Held by the user's own pods.
-    pub(super) own: usize,
-    /// Held by anyone else's, or taken before the cache saw it.
-    pub(super) others: usize,
-}
-
-impl Holders {
-    pub(super) fn count(&mut self, own: bool) {
-        if own {
-            self.own += 1;
-        } else {
-            self.others += 1;
-        }
-    }
-}
-
 /// `create_pod`'s request.
 #[derive(Debug, Clone, Deserialize)]
 pub struct CreateRequest {
@@ -197,121 +165,17 @@ pub struct CreateOutcome {
     pub reason: Option<String>,
 }
 
-/// One cluster the backend serves workspaces on: its name, the configuration its workspaces are
-/// made with (its namespace), its calls and its cache.
-#[derive(Clone)]
-pub struct Member<C = Cluster> {
-    /// `defaultCluster`, or the name of one of `clusters`.
-    pub name: String,
-    /// The configuration, with this cluster's namespace.
-    pub config: Arc<Config>,
-    /// Its API server.
-    pub cluster: C,
-    /// Its watches.
-    pub cache: Cache,
-}
-
-/// The backend, over the cluster `C` (the API server's, or the unit tests' fake). `cluster` and
-/// `cache` are the cluster it works on (the default one, unless [`Backend::on`] chose another);
-/// `members` are every cluster, the default one first.
-#[derive(Clone)]
-pub struct Backend<C = Cluster> {
-    pub(super) config: Arc<Config>,
-    pub(super) cluster: C,
-    pub(super) cache: Cache,
-    pub(super) members: Arc<[Member<C>]>,
-    pub(super) fetcher: Fetcher,
-    pub(super) catalogue: Catalogue,
-    pub(super) turns: Turns,
-    pub(super) released: Released,
-    pub(super) creates: CreateSlots,
-}
-
-impl<C> std::fmt::Debug for Backend<C> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Backend").finish_non_exhaustive()
-    }
-}
-
-/// One lock per user: a user's creates take turns.
-#[derive(Clone, Default)]
-pub(super) struct Turns(
-    Arc<std::sync::Mutex<std::collections::HashMap<UserId, Arc<tokio::sync::Mutex<()>>>>>,
-);
-
-impl Turns {
-    pub(super) async fn take(&self, user: &UserId) -> tokio::sync::OwnedMutexGuard<()> {
-        let lock = {
-            let mut turns = self.0.lock().expect("turns");
-            // Forget users no create holds, so the map does not grow with every user ever seen.
-            turns.retain(|_, lock| Arc::strong_count(lock) > 1);
-            turns.entry(user.clone()).or_default().clone()
-        };
-        lock.lock_owned().await
-    }
-}
-
-/// The creates that may be under way at once (`maxCreatesInFlight`): each holds memory (its
-/// manifest, its pod, its requests) until the API server answers, so when the API server falls
-/// behind, creates past the bound are refused instead of piling up.
-#[derive(Clone)]
-pub(super) struct CreateSlots {
-    slots: Arc<tokio::sync::Semaphore>,
-    limit: usize,
-}
-
-impl CreateSlots {
-    pub(super) fn new(limit: usize) -> Self {
-        Self {
-            slots: Arc::new(tokio::sync::Semaphore::new(limit)),
-            limit,
-        }
-    }
-
-    /// A slot for one create, held until dropped; refused when every slot is taken.
-    pub(super) fn take(&self) -> Result<tokio::sync::OwnedSemaphorePermit, RequestError> {
-        self.slots
-            .clone()
-            .try_acquire_owned()
-            .map_err(|_| RequestError::TooManyCreates(self.limit))
-    }
-}
-
-/// The per-user Leases as this process last released them, by name, so that the user's next
-/// create takes its Lease with one write at that version instead of reading it first.
-/// Bounded: past [`RELEASED_KEPT`] Leases it starts over (a Lease not kept costs a read).
-#[derive(Clone, Default)]
-pub(super) struct Released(Arc<std::sync::Mutex<std::collections::HashMap<String, Lease>>>);
-
-/// How many released Leases [`Released`] keeps (each under a KiB).
-const RELEASED_KEPT: usize = 4096;
-
-impl Released {
-    fn leases(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Lease>> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// The Lease `name` as this process released it last, forgotten here (a turn uses it once).
-    pub(super) fn take(&self, name: &str) -> Option<Lease> {
-        self.leases().remove(name)
-    }
-
-    /// `lease`, as the API server stored this process's release of it.
-    pub(super) fn keep(&self, lease: Lease) {
-        let mut leases = self.leases();
-        if leases.len() >= RELEASED_KEPT {
-            leases.clear();
-        }
-        leases.insert(lease.name_any(), lease);
-    }
-}
-
-/// What a delete found.
-pub(super) enum Deletion {
-    /// No pod of the name that the caller may delete.
-    None,
-    /// The pod was already being deleted.
-    Already(Arc<Pod>),
-    /// Its delete was asked for.
-    Requested(Arc<Pod>),
+/// A launch request (the native API's create): a catalogue entry and the env to set.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Launch {
+    /// The catalogue entry's name.
+    pub manifest: String,
+    /// Container name → env var → value.
+    #[serde(default)]
+    pub settings: Settings,
+    /// The cluster to launch on, when the catalogue entry names none; the default one when
+    /// unset.
+    #[serde(default)]
+    pub cluster: Option<String>,
 }

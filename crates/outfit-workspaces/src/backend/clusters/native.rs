@@ -1,44 +1,24 @@
-//! The operations behind the native API: each takes the authenticated caller, who acts on their
-//! own workspaces only (admins, on anyone's), and answers from the watch cache.
+//! The operations behind the native API, on every cluster: each takes the authenticated caller,
+//! who acts on their own workspaces only (admins, on anyone's), finds the cluster that holds the
+//! workspace and answers from its watch cache. The launch is with deic-dk's create in `create.rs`.
 
-use std::{collections::BTreeMap, net::IpAddr, sync::Arc};
+use std::{collections::BTreeMap, sync::Arc};
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use serde::Deserialize;
-use tokio::sync::watch;
 
-use super::types::{Backend, Created, Deletion, Member, RequestError};
+use super::Backend;
 use crate::{
-    io::{
-        auth::Identity,
-        calls::ClusterCalls,
-        catalogue::{self, Item},
+    backend::{
+        cluster::{ClusterBackend, delete::Deletion},
+        request::RequestError,
     },
+    io::{auth::Identity, calls::ClusterCalls, catalogue::Item},
     model::{keys, names, user::belongs_to},
     policy::culling,
-    workspace::{
-        info::{self, Workspace},
-        manifest::Settings,
-        progress::{self, Report, storage_claim_of},
-    },
+    workspace::info::Workspace,
 };
-
-/// A launch request: a catalogue entry and the env to set.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Launch {
-    /// The catalogue entry's name.
-    pub manifest: String,
-    /// Container name → env var → value.
-    #[serde(default)]
-    pub settings: Settings,
-    /// The cluster to launch on, when the catalogue entry names none; the default one when
-    /// unset.
-    #[serde(default)]
-    pub cluster: Option<String>,
-}
 
 /// Activity is recorded at most this often per workspace (or a third of its idle timeout, when
 /// shorter): a page that pings on every keystroke costs one write a minute.
@@ -62,9 +42,9 @@ impl<C: ClusterCalls> Backend<C> {
                 } else {
                     member.cache.pods_of(&identity.user)
                 };
-                let on = self.on(member);
+                let state = self.state_of(member);
                 pods.into_iter()
-                    .map(move |pod| on.describe(member, &pod, now))
+                    .map(move |pod| member.describe(&pod, state.clone(), now))
                     .collect::<Vec<_>>()
             })
             .collect();
@@ -76,42 +56,7 @@ impl<C: ClusterCalls> Backend<C> {
     pub async fn workspace(&self, identity: &Identity, name: &str) -> Result<Workspace, RequestError> {
         names::check_pod_name(name)?;
         let (member, pod) = self.find_workspace(identity, name).await?;
-        Ok(self.on(member).describe(member, &pod, Timestamp::now()))
-    }
-
-    /// Launches the catalogue entry of `launch` for `identity`.
-    pub async fn launch(
-        &self,
-        identity: &Identity,
-        launch: &Launch,
-        silo_ip: IpAddr,
-    ) -> Result<(Workspace, Vec<String>), RequestError> {
-        let entry = self
-            .catalogue
-            .entry(&launch.manifest)
-            .ok_or_else(|| RequestError::UnknownManifest(launch.manifest.clone()))?;
-        if !catalogue::may_launch(entry, identity) {
-            return Err(RequestError::Forbidden(format!(
-                "manifest {:?} is for members of {} only",
-                entry.name,
-                entry.groups.join(", ")
-            )));
-        }
-        let url = entry.url.clone();
-        let member = self.choose_member(entry.cluster.as_deref(), launch.cluster.as_deref(), &entry.name)?;
-        let on = self.on(member);
-        let Created {
-            pod_name,
-            warnings,
-            pod,
-        } = on.create(&identity.user, &url, &launch.settings, silo_ip).await?;
-        // The cache's copy when it has one (newer); the API server's answer when the cache is
-        // behind: the workspace exists, so the answer must say so.
-        let pod = on
-            .cache
-            .pod(&pod_name)
-            .map_or(pod, |cached| cached.as_ref().clone());
-        Ok((on.describe(member, &pod, Timestamp::now()), warnings))
+        Ok(member.describe(&pod, self.state_of(member), Timestamp::now()))
     }
 
     /// Deletes the workspace `name` of `identity` (any user's, for an admin); returns the uid of
@@ -131,13 +76,12 @@ impl<C: ClusterCalls> Backend<C> {
             }
         };
         for member in candidates {
-            let on = self.on(member);
-            match on.delete_current(name, visible).await? {
+            match member.delete(name, visible).await? {
                 Deletion::None => {}
                 Deletion::Already(pod) => return Ok(pod.uid().unwrap_or_default()),
                 Deletion::Requested(pod) => {
                     tracing::info!(pod = name, user = %identity.user, by = identity.username, cluster = member.name, "workspace deletion requested");
-                    on.await_deleting(&pod).await;
+                    member.await_deleting(&pod).await;
                     return Ok(pod.uid().unwrap_or_default());
                 }
             }
@@ -150,7 +94,7 @@ impl<C: ClusterCalls> Backend<C> {
         names::check_pod_name(name)?;
         let (member, pod) = self.owned_pod(identity, name)?;
         let now = Timestamp::now();
-        let every = culling::lifetimes(&pod, &self.config)
+        let every = culling::lifetimes(&pod, &member.config)
             .ok()
             .and_then(|l| l.idle_timeout)
             .map_or(ACTIVITY_WRITE_EVERY, |idle| (idle / 3).min(ACTIVITY_WRITE_EVERY));
@@ -193,7 +137,7 @@ impl<C: ClusterCalls> Backend<C> {
         &self,
         identity: &Identity,
         name: &str,
-    ) -> Result<(&Member<C>, Arc<Pod>), RequestError> {
+    ) -> Result<(&ClusterBackend<C>, Arc<Pod>), RequestError> {
         match self.visible_pod(identity, name) {
             Ok(found) => Ok(found),
             Err(not_found) => self.unseen_workspace(identity, name).await?.ok_or(not_found),
@@ -208,70 +152,36 @@ impl<C: ClusterCalls> Backend<C> {
         &self,
         identity: &Identity,
         name: &str,
-    ) -> Result<Option<(&Member<C>, Arc<Pod>)>, RequestError> {
+    ) -> Result<Option<(&ClusterBackend<C>, Arc<Pod>)>, RequestError> {
         let visible = |pod: &Pod| identity.admin || belongs_to(pod, &identity.user);
         for member in self.members.iter() {
             if self.unreachable(member).is_some() {
                 continue;
             }
-            if let Some(pod) = self.on(member).unseen_pod(name, visible).await? {
+            if let Some(pod) = member.unseen_pod(name, visible).await? {
                 return Ok(Some((member, pod)));
             }
         }
         Ok(None)
     }
 
-    /// The progress of the pod `name` with `uid`, as the cache of the cluster that shows it
-    /// (or its Events, once it is gone) shows it now.
-    pub fn report(&self, name: &str, uid: &str) -> Report {
-        let holder = self
-            .holder_of(name)
-            .filter(|(_, pod)| pod.uid().as_deref() == Some(uid))
-            .map(|(member, _)| member)
-            .or_else(|| self.members.iter().find(|m| !m.cache.events_of(uid).is_empty()));
-        match holder {
-            Some(member) => self.on(member).report_here(name, uid),
-            None => self.report_here(name, uid),
-        }
-    }
-
-    /// The progress of the pod `name` with `uid`, as this backend's cache shows it now.
-    fn report_here(&self, name: &str, uid: &str) -> Report {
-        let pod = self.cache.pod(name).filter(|p| p.uid().as_deref() == Some(uid));
-        self.report_on(name, pod.as_deref(), uid)
-    }
-
-    /// The progress report of `pod` (`None`: gone) called `name` with `uid`: its claim and
-    /// Events as the cache shows them.
-    fn report_on(&self, name: &str, pod: Option<&Pod>, uid: &str) -> Report {
-        let claim = pod
-            .and_then(storage_claim_of)
-            .and_then(|claim| self.cache.claim(claim));
-        let events = self.cache.events_of(uid);
-        progress::report(name, pod, claim.as_deref(), &events)
-    }
-
-    /// A receiver that sees every change of the cache.
-    pub fn changes(&self) -> watch::Receiver<u64> {
-        self.cache.changes()
-    }
-
-    /// `pod`, on `member` (this backend's cluster), as the native API shows it.
-    fn describe(&self, member: &Member<C>, pod: &Pod, now: Timestamp) -> Workspace {
-        // From `pod` itself: one a moment old may not be in the cache yet (`unseen_workspace`).
-        let report = self.report_on(&pod.name_any(), Some(pod), &pod.uid().unwrap_or_default());
-        info::workspace(pod, &report, &self.config, self.state_of(member), now)
-    }
-
     /// `identity`'s pod `name`, on whichever cluster holds it; for an admin, anyone's.
-    fn visible_pod(&self, identity: &Identity, name: &str) -> Result<(&Member<C>, Arc<Pod>), RequestError> {
+    fn visible_pod(
+        &self,
+        identity: &Identity,
+        name: &str,
+    ) -> Result<(&ClusterBackend<C>, Arc<Pod>), RequestError> {
         if identity.admin {
             return self.holder_of(name).ok_or_else(|| not_found(identity, name));
         }
         self.owned_pod(identity, name)
     }
 
-    fn owned_pod(&self, identity: &Identity, name: &str) -> Result<(&Member<C>, Arc<Pod>), RequestError> {
+    fn owned_pod(
+        &self,
+        identity: &Identity,
+        name: &str,
+    ) -> Result<(&ClusterBackend<C>, Arc<Pod>), RequestError> {
         // Someone else's pod is "not found", as if it did not exist: names tell nothing.
         self.holder_of(name)
             .filter(|(_, pod)| belongs_to(pod.as_ref(), &identity.user))

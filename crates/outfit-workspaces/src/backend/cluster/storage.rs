@@ -1,16 +1,17 @@
-//! The user's storage (PV and PVC) made ready for a create: made when missing, waited for and
-//! made anew when being deleted, never someone else's.
+//! The user's storage (PV and PVC) on one cluster, made ready for a create there: made when
+//! missing, waited for and made anew when being deleted, never someone else's.
 
 use std::time::Duration;
 
 use kube::ResourceExt;
 use tokio::time::Instant;
 
-use super::types::{Backend, RequestError};
+use super::ClusterBackend;
 use crate::{
+    backend::request::RequestError,
     io::{calls::ClusterCalls, cluster::ClusterError},
     model::{names, user::UserId},
-    workspace::objects,
+    workspace::{manifest::Requester, objects},
 };
 
 /// How one try at the user's storage ended.
@@ -23,17 +24,17 @@ enum Attempt {
     Again,
 }
 
-impl<C: ClusterCalls> Backend<C> {
-    /// Makes sure the user's PV and PVC exist and are not being deleted, marked as wanted until
-    /// `until`; returns the claim's name. Storage of the user's still being deleted is waited
-    /// for and made anew, never taken as ready; storage of the same name that is someone else's
-    /// is never used.
-    pub(super) async fn ensure_storage(
+impl<C: ClusterCalls> ClusterBackend<C> {
+    /// Makes sure the requesting user's PV and PVC exist and are not being deleted, marked as
+    /// wanted until `until`; returns the claim's name. Storage of the user's still being deleted
+    /// is waited for and made anew, never taken as ready; storage of the same name that is
+    /// someone else's is never used.
+    pub(crate) async fn ensure_storage(
         &self,
-        user: &UserId,
-        silo_ip: &str,
+        requester: Requester<'_>,
         until: &str,
     ) -> Result<String, RequestError> {
+        let Requester { user, silo_ip } = requester;
         for name in [names::storage_name(user), names::storage_name_for(user)] {
             for _ in 0..3 {
                 match self.try_storage(user, silo_ip, until, &name).await? {

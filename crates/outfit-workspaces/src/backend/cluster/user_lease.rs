@@ -1,11 +1,13 @@
 //! A user's creates take turns across replicas, through a per-user `coordination.k8s.io/v1`
-//! Lease the API server arbitrates: a create takes the Lease (creates it, or writes itself in as
-//! holder at the `resourceVersion` it read, so of two replicas at most one wins), checks the
-//! user's limits and makes the pod, then releases the Lease naming that pod. The next holder, on
-//! any replica, waits until its own cache shows that pod before it checks the limits, so no two
-//! creates of one user's can both fit under a limit. A holder that dies (a replica killed
-//! mid-create) is taken over once its Lease has not changed for [`LEASE_DURATION`], by
-//! [`outfit_k8s::lease::decide`]'s rule; the lifecycle's sweep deletes Leases long released.
+//! Lease that one cluster's API server arbitrates (the default cluster's, for every create of the
+//! user's, whichever cluster it goes to: see the set's `create`): a create takes the Lease
+//! (creates it, or writes itself in as holder at the `resourceVersion` it read, so of two replicas
+//! at most one wins), checks the user's limits and makes the pod, then releases the Lease naming
+//! that pod. The next holder, on any replica, waits until its own cache shows that pod before it
+//! checks the limits, so no two creates of one user's can both fit under a limit. A holder that
+//! dies (a replica killed mid-create) is taken over once its Lease has not changed for
+//! [`LEASE_DURATION`], by [`outfit_k8s::lease::decide`]'s rule; the lifecycle's sweep deletes
+//! Leases long released.
 //!
 //! A take costs one write when it can: at the version this process released the Lease at (kept
 //! in [`Released`]: unchanged since, it is free), or a create when this process never saw it
@@ -34,8 +36,8 @@ use outfit_k8s::{
 };
 use tokio::{sync::Mutex, task::JoinHandle, time::Instant};
 
-use super::types::{Released, RequestError};
 use crate::{
+    backend::request::RequestError,
     io::{
         cache::{Cache, OWN_WRITE_VISIBLE},
         calls::ClusterCalls,
@@ -45,7 +47,7 @@ use crate::{
 
 /// How long a holder's Lease keeps other replicas' creates of the user waiting after it stopped
 /// renewing it (its replica died): then one takes it over.
-pub(super) const LEASE_DURATION: Duration = Duration::from_secs(10);
+pub(crate) const LEASE_DURATION: Duration = Duration::from_secs(10);
 /// How often a holder renews its Lease while its create goes on (storage can take a while).
 const RENEW_EVERY: Duration = Duration::from_secs(3);
 /// How long a create waits for its turn: past a dead holder's [`LEASE_DURATION`], so only a
@@ -55,9 +57,38 @@ const WAIT_LIMIT: Duration = Duration::from_secs(25);
 const FIRST_PAUSE: Duration = Duration::from_millis(20);
 const LONGEST_PAUSE: Duration = Duration::from_millis(400);
 
+/// The per-user Leases as this process last released them, by name, so that the user's next
+/// create takes its Lease with one write at that version instead of reading it first.
+/// Bounded: past [`RELEASED_KEPT`] Leases it starts over (a Lease not kept costs a read).
+#[derive(Clone, Default)]
+pub(crate) struct Released(Arc<std::sync::Mutex<std::collections::HashMap<String, Lease>>>);
+
+/// How many released Leases [`Released`] keeps (each under a KiB).
+const RELEASED_KEPT: usize = 4096;
+
+impl Released {
+    fn leases(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Lease>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The Lease `name` as this process released it last, forgotten here (a turn uses it once).
+    fn take(&self, name: &str) -> Option<Lease> {
+        self.leases().remove(name)
+    }
+
+    /// `lease`, as the API server stored this process's release of it.
+    fn keep(&self, lease: Lease) {
+        let mut leases = self.leases();
+        if leases.len() >= RELEASED_KEPT {
+            leases.clear();
+        }
+        leases.insert(lease.name_any(), lease);
+    }
+}
+
 /// The per-user Lease's name: a hash of the exact user id (ids may be longer than a name, or
 /// hold characters a name may not).
-pub(super) fn lease_name(user: &UserId) -> String {
+pub(crate) fn lease_name(user: &UserId) -> String {
     let digest = ring::digest::digest(&ring::digest::SHA256, user.as_str().as_bytes());
     let hex: String = digest.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect();
     format!("outfit-user-{hex}")
@@ -74,7 +105,7 @@ fn holder_name() -> String {
 
 /// The user's turn to create: the per-user Lease, held (and renewed) until [`UserTurn::release`].
 /// Dropped without a release (the request was abandoned), it is left to expire.
-pub(super) struct UserTurn<C: ClusterCalls> {
+pub(crate) struct UserTurn<C: ClusterCalls> {
     cluster: C,
     /// Where the release is kept for the user's next take.
     released: Released,
@@ -87,7 +118,7 @@ pub(super) struct UserTurn<C: ClusterCalls> {
 /// Takes `user`'s turn, waiting (up to [`WAIT_LIMIT`]) while another create holds it. `None`
 /// when RBAC grants no Leases (an installation from before the per-user turns): creates then take
 /// turns per replica only, as they did then, and a warning says so once.
-pub(super) async fn take<C: ClusterCalls>(
+pub(crate) async fn take<C: ClusterCalls>(
     cluster: &C,
     released: &Released,
     user: &UserId,
@@ -184,7 +215,7 @@ impl<C: ClusterCalls> UserTurn<C> {
     /// holder made (on another replica, its cache may not show it yet; the watch delivers pods in
     /// order, so once it shows that one it shows every earlier one). Should the cache not catch
     /// up in time, that pod as the API server has it is counted anyway.
-    pub(super) async fn pods_to_count(
+    pub(crate) async fn pods_to_count(
         &self,
         cache: &Cache,
         user: &UserId,
@@ -219,7 +250,7 @@ impl<C: ClusterCalls> UserTurn<C> {
 
     /// Gives the turn up, naming `made` (the pod this create made, if it made one) for the next
     /// holder. A failed release is left to expire.
-    pub(super) async fn release(self, made: Option<&Pod>) {
+    pub(crate) async fn release(self, made: Option<&Pod>) {
         let held = self.lease.lock().await;
         // The renewer waits for the lock or sleeps, so it is not halfway through a write; aborted
         // while the lock is held here, it never makes another.

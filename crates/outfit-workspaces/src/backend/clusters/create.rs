@@ -1,0 +1,154 @@
+//! A create, from either API: deic-dk's `create_pod` (on the default cluster) and the native
+//! API's launch (of a catalogue entry, on the cluster `choose` picks) each build the
+//! request's one [`Requester`] and call [`Backend::create`], which admits the create on behalf of
+//! every cluster (a slot among the creates under way, the manifest fetched and read, the user's
+//! turn, their limits counted on every cluster) and leaves the making to the chosen cluster's
+//! [`ClusterBackend::create`](crate::backend::cluster::ClusterBackend).
+
+use std::net::IpAddr;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+
+use super::Backend;
+use crate::{
+    backend::{
+        cluster::{ClusterBackend, user_lease::UserTurn},
+        request::{CreateRequest, Created, Launch, RequestError},
+    },
+    io::{auth::Identity, calls::ClusterCalls, catalogue},
+    model::{keys, user::UserId},
+    policy::{culling, limits},
+    workspace::{
+        info::Workspace,
+        manifest::{self, Prepared, Requester, Settings},
+    },
+};
+
+impl<C: ClusterCalls> Backend<C> {
+    /// `create_pod`: fetches the manifest, makes the user's storage and the pod on the default
+    /// cluster, and answers once the pod is created; the lifecycle does the rest.
+    pub async fn create_pod(
+        &self,
+        request: &CreateRequest,
+        silo_ip: IpAddr,
+    ) -> Result<Created, RequestError> {
+        let user = UserId::parse(&request.user_id)?;
+        let empty = Settings::new();
+        let settings = request.settings.as_ref().unwrap_or(&empty);
+        let silo_ip = silo_ip.to_string();
+        let requester = Requester {
+            user: &user,
+            silo_ip: &silo_ip,
+        };
+        self.create(self.default_cluster(), requester, &request.yaml_url, settings)
+            .await
+    }
+
+    /// Launches the catalogue entry of `launch` for `identity`, on the cluster the entry names,
+    /// else the one `launch` names, else the default one.
+    pub async fn launch(
+        &self,
+        identity: &Identity,
+        launch: &Launch,
+        silo_ip: IpAddr,
+    ) -> Result<(Workspace, Vec<String>), RequestError> {
+        let entry = self
+            .catalogue
+            .entry(&launch.manifest)
+            .ok_or_else(|| RequestError::UnknownManifest(launch.manifest.clone()))?;
+        if !catalogue::may_launch(entry, identity) {
+            return Err(RequestError::Forbidden(format!(
+                "manifest {:?} is for members of {} only",
+                entry.name,
+                entry.groups.join(", ")
+            )));
+        }
+        let url = entry.url.clone();
+        let member = self.choose(entry.cluster.as_deref(), launch.cluster.as_deref(), &entry.name)?;
+        let silo_ip = silo_ip.to_string();
+        let requester = Requester {
+            user: &identity.user,
+            silo_ip: &silo_ip,
+        };
+        let Created {
+            pod_name,
+            warnings,
+            pod,
+        } = self.create(member, requester, &url, &launch.settings).await?;
+        // The cache's copy when it has one (newer); the API server's answer when the cache is
+        // behind: the workspace exists, so the answer must say so.
+        let pod = member
+            .cache
+            .pod(&pod_name)
+            .map_or(pod, |cached| cached.as_ref().clone());
+        Ok((
+            member.describe(&pod, self.state_of(member), Timestamp::now()),
+            warnings,
+        ))
+    }
+
+    /// A create for either API, on `member`: fetches the manifest at `url` and reads it with
+    /// `settings`, then, in the user's turn, checks their limits against every cluster and has
+    /// `member` make the workspace. Answers once the pod is created.
+    async fn create(
+        &self,
+        member: &ClusterBackend<C>,
+        requester: Requester<'_>,
+        url: &str,
+        settings: &Settings,
+    ) -> Result<Created, RequestError> {
+        // Held to the end of the create, refused past `maxCreatesInFlight`.
+        let _slot = self.creates.take()?;
+        let manifest_text = self.fetcher.fetch(url).await?;
+        let mut prepared = manifest::prepare(&manifest_text, requester, settings, &member.config)?;
+        culling::lifetimes(&prepared.pod, &member.config).map_err(RequestError::Annotation)?;
+        prepared.pod.annotations_mut().insert(
+            keys::ANNOTATION_MANIFEST_NAME.to_owned(),
+            prepared.manifest_name.clone(),
+        );
+        // One create of a user's at a time, so two at once can't both fit under a limit: in this
+        // process (so its creates don't contend for the Lease), then across replicas.
+        let user = requester.user;
+        let _turn = self.turns.take(user).await;
+        // The default cluster arbitrates every create of a user, whichever cluster it goes to.
+        let turn = self.default_cluster().take_turn(user).await?;
+        let created = self
+            .create_in_turn(turn.as_ref(), member, requester, url, prepared)
+            .await;
+        if let Some(turn) = turn {
+            turn.release(created.as_ref().ok().map(|c| &c.pod)).await;
+        }
+        created
+    }
+
+    /// The rest of a create, in the user's turn: checks the limits, then `member` makes the
+    /// storage and the pod under a name no cluster holds.
+    async fn create_in_turn(
+        &self,
+        turn: Option<&UserTurn<C>>,
+        member: &ClusterBackend<C>,
+        requester: Requester<'_>,
+        url: &str,
+        prepared: Prepared,
+    ) -> Result<Created, RequestError> {
+        let user = requester.user;
+        // The pod the last turn made counts before the default cluster's cache shows it, and
+        // limits count the user's workspaces on every cluster.
+        let mut existing = match turn {
+            Some(turn) => turn.pods_to_count(&self.default_cluster().cache, user).await?,
+            None => Vec::new(),
+        };
+        for pod in self.pods_everywhere(user) {
+            if !existing.iter().any(|seen| seen.uid() == pod.uid()) {
+                existing.push(pod);
+            }
+        }
+        let existing: Vec<&Pod> = existing.iter().map(AsRef::as_ref).collect();
+        limits::check(&member.config.limits, &existing, &prepared.pod)?;
+        member
+            .create(requester, url, prepared, |name| self.name_holder(name))
+            .await
+    }
+}
