@@ -51,7 +51,7 @@ impl Default for Timeouts {
     }
 }
 
-/// A request handler the accept loop can run: cloned once per connection.
+/// A request handler the accept loop can run: one per connection, cloned per request.
 pub trait Handler: Clone + Send + Sync + 'static {
     /// The answers' body: [`Full`] for a server that answers whole bodies (the webhook's hot
     /// path pays no boxing), a stream for one that also sends events.
@@ -103,11 +103,6 @@ impl Port {
     pub fn limit(mut self, limit: Arc<ConnectionLimit>) -> Self {
         self.limit = Some(limit);
         self
-    }
-
-    /// The bound address.
-    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.listener.local_addr()
     }
 }
 
