@@ -1,5 +1,6 @@
 //! The accept loop: one task per connection, a bounded TLS handshake, HTTP/1.1 (or h2 when ALPN
-//! picks it) with a header read timeout, and a graceful drain on shutdown.
+//! picks it) with a header read timeout, and a graceful drain on shutdown. A [`Port`] says how
+//! one listener is served; [`crate::shell`] runs the loop on a server's port and its admin port.
 //!
 //! The protocol is chosen from ALPN rather than by sniffing the first bytes (hyper-util's auto
 //! builder), because that sniffing has no timeout of its own: a client that completes the
@@ -29,7 +30,7 @@ use tokio::{
 use tokio_rustls::TlsAcceptor;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use crate::limit::{Admitted, ConnectionLimit, Slot};
+use crate::limit::{ConnectionLimit, Slot};
 
 /// Connection timeouts.
 #[derive(Debug, Clone, Copy)]
@@ -50,7 +51,7 @@ impl Default for Timeouts {
     }
 }
 
-/// A request handler the accept loop can run: cloned once per connection.
+/// A request handler the accept loop can run: one per connection, cloned per request.
 pub trait Handler: Clone + Send + Sync + 'static {
     /// The answers' body: [`Full`] for a server that answers whole bodies (the webhook's hot
     /// path pays no boxing), a stream for one that also sends events.
@@ -62,34 +63,85 @@ pub trait Handler: Clone + Send + Sync + 'static {
     fn call(&self, request: Request<Incoming>) -> impl Future<Output = Response<Self::Body>> + Send;
 }
 
-/// Accepts TLS connections on `listener` until `shutdown`, serving each on a task in `tracker`,
-/// at most as many at once as `limit` allows (see [`ConnectionLimit`]). Connections are asked to
-/// finish their in-flight request and close once `shutdown` fires.
-pub async fn serve_tls<H: Handler>(
+/// A listening port as the accept loop serves it: over TLS or plain HTTP/1.1, its connections
+/// capped or not.
+pub struct Port {
     listener: TcpListener,
-    acceptor: TlsAcceptor,
-    handler: H,
-    timeouts: Timeouts,
+    tls: Option<TlsAcceptor>,
     limit: Option<Arc<ConnectionLimit>>,
+}
+
+impl std::fmt::Debug for Port {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Port")
+            .field("listener", &self.listener)
+            .field("tls", &self.tls.is_some())
+            .field("limit", &self.limit)
+            .finish()
+    }
+}
+
+impl Port {
+    /// Plain HTTP/1.1 on `listener`, as many connections at once as come.
+    pub fn new(listener: TcpListener) -> Self {
+        Self {
+            listener,
+            tls: None,
+            limit: None,
+        }
+    }
+
+    /// Over TLS (HTTP/1.1, or h2 when ALPN picks it) when `acceptor` is given.
+    #[must_use]
+    pub fn tls(mut self, acceptor: Option<TlsAcceptor>) -> Self {
+        self.tls = acceptor;
+        self
+    }
+
+    /// At most as many connections at once as `limit` allows (see [`ConnectionLimit`]).
+    #[must_use]
+    pub fn limit(mut self, limit: Arc<ConnectionLimit>) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+}
+
+/// Accepts connections on `port` until `shutdown`, serving each on a task in `tracker` with the
+/// handler `connection` makes for its peer; the token it is given fires when the connection is to
+/// close (shutdown, or its place taken at the cap), which lets a handler end its streams.
+/// Connections are asked to finish their in-flight request and close once `shutdown` fires.
+pub(crate) async fn serve<H, C>(
+    port: Port,
+    connection: C,
+    timeouts: Timeouts,
     shutdown: CancellationToken,
     tracker: TaskTracker,
-) {
+) where
+    H: Handler,
+    C: Fn(SocketAddr, &CancellationToken) -> H + Send + 'static,
+{
+    let Port { listener, tls, limit } = port;
     let stop = shutdown.clone();
     accept_each(listener, &stop, &tracker, move |tcp, peer| {
-        let acceptor = acceptor.clone();
-        let handler = handler.clone();
+        // Held by the connection's task: its place at the cap until it closes.
         let admitted = limit.as_ref().map(|limit| limit.admit(&shutdown));
-        let shutdown = shutdown.clone();
+        let place = match &admitted {
+            None => Some((shutdown.clone(), None)),
+            Some(Some(admitted)) => Some((admitted.slot().closing().clone(), Some(admitted.slot().clone()))),
+            Some(None) => None,
+        };
+        let handler = place.as_ref().map(|(closing, _)| connection(peer, closing));
+        let tls = tls.clone();
         async move {
-            let (shutdown, slot) = match &admitted {
-                None => (shutdown, None),
-                Some(Some(admitted)) => (admitted.slot().closing().clone(), Some(admitted.slot().clone())),
-                Some(None) => {
-                    tracing::debug!(%peer, "every connection busy at the cap; refused");
-                    return;
-                }
+            let _admitted = admitted;
+            let (Some((closing, slot)), Some(handler)) = (place, handler) else {
+                tracing::debug!(%peer, "every connection busy at the cap; refused");
+                return;
             };
-            let served = serve_tls_in(tcp, peer, acceptor, handler, timeouts, shutdown, slot).await;
+            let served = match tls {
+                Some(acceptor) => serve_tls(tcp, peer, acceptor, handler, timeouts, closing, slot).await,
+                None => serve_http(tcp, false, handler, timeouts, closing, slot).await,
+            };
             if let Err(reason) = served {
                 tracing::debug!(%peer, reason, "connection closed");
             }
@@ -100,7 +152,7 @@ pub async fn serve_tls<H: Handler>(
 
 /// Accepts connections on `listener` until `shutdown`, serving each with `serve` on a task in
 /// `tracker`. An accept error (EMFILE and the like) backs off briefly instead of spinning.
-pub async fn accept_each<F, Fut>(
+async fn accept_each<F, Fut>(
     listener: TcpListener,
     shutdown: &CancellationToken,
     tracker: &TaskTracker,
@@ -126,41 +178,8 @@ pub async fn accept_each<F, Fut>(
 }
 
 /// Serves one TLS connection from `peer`: a bounded handshake, then HTTP as ALPN chose, until it
-/// closes or `shutdown` fires. For servers whose handler depends on the peer; others use
-/// [`serve_tls`].
-pub async fn serve_tls_connection<H: Handler>(
-    tcp: TcpStream,
-    peer: SocketAddr,
-    acceptor: TlsAcceptor,
-    handler: H,
-    timeouts: Timeouts,
-    shutdown: CancellationToken,
-) -> Result<(), String> {
-    serve_tls_in(tcp, peer, acceptor, handler, timeouts, shutdown, None).await
-}
-
-/// Serves one connection that `limit.admit` let in (see [`ConnectionLimit`]), over TLS when
-/// `acceptor` is given, else plain HTTP/1.1: its requests mark it busy, and it closes when its
-/// slot is asked to make room or on the shutdown the slot was admitted with. For servers whose
-/// handler depends on the peer; others use [`serve_tls`].
-pub async fn serve_admitted<H: Handler>(
-    tcp: TcpStream,
-    peer: SocketAddr,
-    acceptor: Option<TlsAcceptor>,
-    handler: H,
-    timeouts: Timeouts,
-    admitted: &Admitted,
-) -> Result<(), String> {
-    let shutdown = admitted.slot().closing().clone();
-    let slot = Some(admitted.slot().clone());
-    match acceptor {
-        Some(acceptor) => serve_tls_in(tcp, peer, acceptor, handler, timeouts, shutdown, slot).await,
-        None => serve_http_in(tcp, false, handler, timeouts, shutdown, slot).await,
-    }
-}
-
-/// [`serve_tls_connection`], its requests counted on `slot` when the connection is capped.
-async fn serve_tls_in<H: Handler>(
+/// closes or `shutdown` fires; its requests counted on `slot` when the connection is capped.
+async fn serve_tls<H: Handler>(
     tcp: TcpStream,
     peer: SocketAddr,
     acceptor: TlsAcceptor,
@@ -180,25 +199,11 @@ async fn serve_tls_in<H: Handler>(
     };
     tracing::trace!(%peer, "TLS connection established");
     let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-    serve_http_in(tls, h2, handler, timeouts, shutdown, slot).await
+    serve_http(tls, h2, handler, timeouts, shutdown, slot).await
 }
 
 /// Serves HTTP on an established connection (TLS or plain) until it closes or `shutdown` fires.
-pub async fn serve_http<I, H>(
-    io: I,
-    h2: bool,
-    handler: H,
-    timeouts: Timeouts,
-    shutdown: CancellationToken,
-) -> Result<(), String>
-where
-    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    H: Handler,
-{
-    serve_http_in(io, h2, handler, timeouts, shutdown, None).await
-}
-
-async fn serve_http_in<I, H>(
+async fn serve_http<I, H>(
     io: I,
     h2: bool,
     handler: H,

@@ -1,27 +1,23 @@
 //! The admin port, plain HTTP: `/livez`, `/readyz` and `/metrics`.
 //!
-//! Kept off the webhook's TLS port so that probes and scrapes need no certificate and never queue
-//! behind admission traffic.
+//! Kept off the servers' own ports so that probes and scrapes need no certificate and never queue
+//! behind admission or API traffic. [`crate::shell`] serves it, and keeps it up through the drain
+//! so that probes see "not ready" rather than a refused connection.
 
 use std::{future::Future, sync::Arc};
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::{Method, Request, Response, StatusCode, body::Incoming, header};
-use tokio::net::TcpListener;
-use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use crate::{
-    accept::{Handler, Timeouts, accept_each, serve_admitted, serve_http},
-    limit::ConnectionLimit,
-};
+use crate::accept::Handler;
 
 /// Renders the metrics in the OpenMetrics text format.
 pub type Exposition = Arc<dyn Fn() -> String + Send + Sync>;
 
 /// The admin endpoints' view of a server: whether it is ready, and its metrics.
 #[derive(Clone)]
-pub struct Admin {
+pub(crate) struct Admin {
     metrics: Exposition,
     ready: Arc<tokio::sync::watch::Sender<bool>>,
 }
@@ -36,7 +32,7 @@ impl std::fmt::Debug for Admin {
 
 impl Admin {
     /// `/readyz` follows `ready`; `/metrics` serves what `metrics` renders.
-    pub fn new(ready: Arc<tokio::sync::watch::Sender<bool>>, metrics: Exposition) -> Self {
+    pub(crate) fn new(ready: Arc<tokio::sync::watch::Sender<bool>>, metrics: Exposition) -> Self {
         Self { metrics, ready }
     }
 }
@@ -85,48 +81,4 @@ fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
         header::HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
-}
-
-/// Serves the admin endpoints on `listener` until `shutdown`, at most as many connections at once
-/// as `limit` allows (the oldest idle one makes room).
-pub async fn serve_limited(
-    listener: TcpListener,
-    admin: Admin,
-    timeouts: Timeouts,
-    limit: Arc<ConnectionLimit>,
-    shutdown: CancellationToken,
-    tracker: TaskTracker,
-) {
-    let stop = shutdown.clone();
-    accept_each(listener, &stop, &tracker, move |tcp, peer| {
-        let admin = admin.clone();
-        let admitted = limit.admit(&shutdown);
-        async move {
-            let Some(admitted) = admitted else {
-                tracing::debug!(%peer, "every admin connection busy at the cap; refused");
-                return;
-            };
-            let _ = serve_admitted(tcp, peer, None, admin, timeouts, &admitted).await;
-        }
-    })
-    .await;
-}
-
-/// Serves the admin endpoints on `listener` until `shutdown`.
-pub async fn serve(
-    listener: TcpListener,
-    admin: Admin,
-    timeouts: Timeouts,
-    shutdown: CancellationToken,
-    tracker: TaskTracker,
-) {
-    let stop = shutdown.clone();
-    accept_each(listener, &stop, &tracker, move |tcp, _| {
-        let admin = admin.clone();
-        let shutdown = shutdown.clone();
-        async move {
-            let _ = serve_http(tcp, false, admin, timeouts, shutdown).await;
-        }
-    })
-    .await;
 }

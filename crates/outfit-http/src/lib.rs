@@ -2,6 +2,8 @@
 //! (`outfit workspaces`) accept connections, time out slow clients, drain on shutdown and serve
 //! their probes and metrics the same way, from here.
 //!
+//! - [`shell`]: a server process: its port's accept loop and its admin port, readiness, the
+//!   drain on shutdown (the admin port kept up through it), and SIGTERM/SIGINT; the one way in;
 //! - [`accept`]: the accept loop, one task per connection, TLS or plain HTTP, header-read and
 //!   handshake timeouts, graceful drain;
 //! - [`limit`]: the cap on open connections, which closes the oldest idle one to make room;
@@ -16,4 +18,5 @@ pub mod accept;
 pub mod admin;
 pub mod authority;
 pub mod limit;
+pub mod shell;
 pub mod tls;

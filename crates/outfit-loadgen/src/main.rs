@@ -51,13 +51,14 @@ use bytes::Bytes;
 use clap::Parser;
 use http_body_util::Full;
 use hyper::{Request, Response, body::Incoming};
-use outfit_server::{
-    CertStore, Config, SelfSigned, Server, TlsSource,
-    accept::{self, Handler, Timeouts},
+use outfit_http::{
+    accept::{Handler, Port},
+    shell::Shell,
 };
+use outfit_server::{CertStore, Config, SelfSigned, Server, TlsSource};
 use outfit_test_support::http::tls_client_config;
 use tokio::{net::TcpListener, runtime::Runtime, task::JoinHandle};
-use tokio_util::{sync::CancellationToken, task::TaskTracker};
+use tokio_util::sync::CancellationToken;
 
 use outfit_loadgen::mix;
 
@@ -236,15 +237,9 @@ async fn start_ceiling(certs: &SelfSigned, shutdown: CancellationToken) -> Resul
     let answer = Bytes::from_static(
         br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"00000000-0000-0000-0000-000000000000","allowed":true}}"#,
     );
-    tokio::spawn(accept::serve_tls(
-        listener,
-        tokio_rustls::TlsAcceptor::from(tls),
-        Ceiling { answer },
-        Timeouts::default(),
-        None,
-        shutdown,
-        TaskTracker::new(),
-    ));
+    let ceiling = Ceiling { answer };
+    let port = Port::new(listener).tls(Some(tokio_rustls::TlsAcceptor::from(tls)));
+    tokio::spawn(Shell::new(port, move |_, _| ceiling.clone()).run(shutdown));
     Ok(addr)
 }
 

@@ -11,11 +11,11 @@
 //! ```
 //!
 //! [`Server::bind`] loads everything and binds both ports (so a caller can learn the addresses
-//! before serving); [`Server::run`] serves until its `shutdown` token fires, then stops accepting,
-//! lets in-flight requests finish within the grace period, and returns.
+//! before serving); [`Server::run`] serves them in outfit-http's [`Shell`] (the one the workspace
+//! backend runs in too) until its `shutdown` token fires, then stops accepting, lets in-flight
+//! requests finish within the grace period, stops its reloads and controllers, and returns; the
+//! admin port answers (`/readyz` 503) until then.
 
-pub use outfit_http::accept;
-use outfit_http::admin;
 pub mod admission;
 pub mod controllers;
 pub mod metrics;
@@ -25,12 +25,14 @@ pub mod webhook;
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
+use outfit_http::{accept::Port, limit::ConnectionLimit, shell::Shell};
 use tokio::{net::TcpListener, sync::watch};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
+pub use outfit_http::accept::Timeouts;
+
 pub use crate::{
-    accept::Timeouts,
     controllers::{CertificateError, Election, Registration, SecretSettings},
     metrics::Metrics,
     policies::{CompileOptions, LoadError, PolicyStore, ReloadCounts},
@@ -268,8 +270,10 @@ impl Server {
         self.handle.clone()
     }
 
-    /// Serves until `shutdown` fires, then drains: readiness turns false, no new connection is
-    /// accepted, idle connections close, and in-flight requests get `shutdown_grace` to finish.
+    /// Serves until `shutdown` fires, then drains (in the [`Shell`] both servers share):
+    /// readiness turns false, no new connection is accepted, idle connections close, and
+    /// in-flight requests get `shutdown_grace` to finish; the admin port answers until the
+    /// reloads and controllers have stopped too.
     pub async fn run(self, shutdown: CancellationToken) {
         let Self {
             config,
@@ -280,23 +284,9 @@ impl Server {
             cluster,
             ca_bundle,
         } = self;
+        // The cluster watches stop with the server.
         let _cluster = cluster;
         let webhook = Webhook::new(handle.policies.current(), handle.metrics.clone(), config.limits);
-        let connections = TaskTracker::new();
-        // The admin port outlives the webhook's drain so probes see "not ready" meanwhile.
-        let admin_shutdown = CancellationToken::new();
-        let admin_tasks = TaskTracker::new();
-        if let Some(admin_listener) = admin_listener {
-            let metrics = handle.metrics.clone();
-            let admin = admin::Admin::new(handle.ready.clone(), Arc::new(move || metrics.encode()));
-            admin_tasks.spawn(admin::serve(
-                admin_listener,
-                admin,
-                config.timeouts,
-                admin_shutdown.clone(),
-                admin_tasks.clone(),
-            ));
-        }
         let watchers = TaskTracker::new();
         watchers.spawn(
             handle
@@ -307,57 +297,29 @@ impl Server {
         watchers.spawn(handle.certs.clone().watch(config.poll_interval, shutdown.clone()));
         spawn_controllers(&config, &handle, &ca_bundle, &watchers, &shutdown);
 
+        tracing::info!(address = %listener.local_addr().map_or_else(|_| config.listen.to_string(), |a| a.to_string()), "serving the webhook");
+        let limit = ConnectionLimit::new(config.max_connections);
+        handle.metrics.watch_connections(limit.clone());
+        let port = Port::new(listener)
+            .tls(Some(TlsAcceptor::from(tls_config)))
+            .limit(limit);
+        let metrics = handle.metrics.clone();
         // Ready once the policies are loaded: at once from files, after the first complete read
         // of the cluster when reading from it.
         let mut synced = handle.policies.synced();
-        let ready = handle.ready.clone();
-        let ready_shutdown = shutdown.clone();
-        watchers.spawn(async move {
-            tokio::select! {
-                () = ready_shutdown.cancelled() => {}
-                result = synced.wait_for(|synced| *synced) => {
-                    if result.is_ok() && !ready_shutdown.is_cancelled() {
-                        ready.send_replace(true);
-                    }
-                }
-            }
-        });
-        tracing::info!(address = %listener.local_addr().map_or_else(|_| config.listen.to_string(), |a| a.to_string()), "serving the webhook");
-        let limit = outfit_http::limit::ConnectionLimit::new(config.max_connections);
-        handle.metrics.watch_connections(limit.clone());
-        let accept = accept::serve_tls(
-            listener,
-            TlsAcceptor::from(tls_config),
-            webhook,
-            config.timeouts,
-            Some(limit),
-            shutdown.clone(),
-            connections.clone(),
-        );
-        accept.await;
-
-        handle.ready.send_replace(false);
-        connections.close();
-        tracing::info!(
-            connections = connections.len(),
-            "shutting down: draining connections"
-        );
-        if tokio::time::timeout(config.shutdown_grace, connections.wait())
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                connections = connections.len(),
-                grace = ?config.shutdown_grace,
-                "connections still open after the grace period; closing them"
-            );
-        }
-        watchers.close();
-        watchers.wait().await;
-        admin_shutdown.cancel();
-        admin_tasks.close();
-        let _ = tokio::time::timeout(Duration::from_secs(1), admin_tasks.wait()).await;
-        tracing::info!("stopped");
+        Shell::new(port, move |_, _| webhook.clone())
+            .timeouts(config.timeouts)
+            .drain(config.shutdown_grace)
+            .admin(admin_listener.map(Port::new), Arc::new(move || metrics.encode()))
+            .readiness(handle.ready.clone(), async move {
+                synced.wait_for(|synced| *synced).await.is_ok()
+            })
+            .after_drain(async move {
+                watchers.close();
+                watchers.wait().await;
+            })
+            .run(shutdown)
+            .await;
     }
 }
 

@@ -1,5 +1,6 @@
 //! `outfit workspaces` as a process: binds the API and admin ports, starts the watch caches and
-//! the lifecycle, serves until shutdown, then drains.
+//! the lifecycle, and serves them in outfit-http's [`Shell`] (the one `outfit serve` runs in)
+//! until shutdown; then drains, with the admin port up until the Leases are given up.
 //!
 //! ```text
 //!  browser, frontend ──HTTP──▶ accept (outfit-http) ──▶ api (page | v1: auth | deic-dk) ──▶ backend ──▶ API server
@@ -13,14 +14,10 @@
 
 use std::{net::SocketAddr, sync::Arc};
 
-use outfit_http::{
-    accept::{self, Timeouts},
-    limit::ConnectionLimit,
-    tls::CertStore,
-};
+use outfit_http::{accept::Port, limit::ConnectionLimit, shell::Shell, tls::CertStore};
 use tokio::{net::TcpListener, sync::watch};
 use tokio_rustls::TlsAcceptor;
-use tokio_util::{sync::CancellationToken, task::TaskTracker};
+use tokio_util::sync::CancellationToken;
 
 use outfit_k8s::{
     election::{self, Election},
@@ -141,12 +138,12 @@ impl Server {
         self.api.local_addr()
     }
 
-    /// Serves until `shutdown`, then lets requests in flight finish within `shutdownGrace`.
+    /// Serves until `shutdown`, then drains in outfit-http's [`Shell`] (the webhook's too): `/readyz`
+    /// turns 503 while the admin port stays up, requests in flight get `shutdownGrace` to finish,
+    /// then the Leases are given up.
     pub async fn run(self, shutdown: CancellationToken) {
         let config = self.config;
-        let tracker = TaskTracker::new();
         let metrics = Arc::new(Metrics::default());
-        let ready = Arc::new(watch::channel(false).0);
         let (cache, watch_task) = Cache::new(&self.client, &config.namespace);
         let cluster = Cluster::new(self.client.clone(), &config.namespace);
         let mut tasks = vec![tokio::spawn(watch_task)];
@@ -182,30 +179,6 @@ impl Server {
             backend = backend.with_member(member);
         }
         let auth = Authenticator::new(self.client.clone(), config.clone());
-        {
-            let (cache, ready, shutdown) = (cache.clone(), ready.clone(), shutdown.clone());
-            tokio::spawn(async move {
-                tokio::select! {
-                    () = cache.synced() => {
-                        tracing::info!("watch caches synced; ready");
-                        ready.send_replace(true);
-                    }
-                    () = shutdown.cancelled() => {}
-                }
-            });
-        }
-        if let Some(listener) = self.admin {
-            let render = metrics.clone();
-            let admin = outfit_http::admin::Admin::new(ready.clone(), Arc::new(move || render.render()));
-            tracker.spawn(outfit_http::admin::serve_limited(
-                listener,
-                admin,
-                Timeouts::default(),
-                ConnectionLimit::new(config.exposure.max_connections),
-                shutdown.clone(),
-                tracker.clone(),
-            ));
-        }
         let acceptor = match &self.certificate {
             Some(store) => {
                 tokio::spawn(store.clone().watch(CERTIFICATE_POLL, shutdown.clone()));
@@ -224,45 +197,46 @@ impl Server {
             namespace = config.namespace,
             "serving the workspace API"
         );
-        let stop = shutdown.clone();
-        let timeouts = Timeouts::default();
-        let limit = ConnectionLimit::new(config.exposure.max_connections);
-        accept::accept_each(self.api, &stop, &tracker, |tcp, peer| {
-            let admitted = limit.admit(&shutdown);
-            // Progress streams end when their connection is closed to make room.
-            let closing = admitted.as_ref().map(|a| a.slot().closing().clone());
-            let api = closing
-                .map(|closing| Api::new(backend.clone(), metrics.clone(), auth.clone(), peer, closing));
-            let acceptor = acceptor.clone();
-            async move {
-                let (Some(admitted), Some(api)) = (admitted, api) else {
-                    tracing::debug!(%peer, "every connection busy at maxConnections; refused");
-                    return;
-                };
-                let served = accept::serve_admitted(tcp, peer, acceptor, api, timeouts, &admitted).await;
-                if let Err(reason) = served {
-                    tracing::debug!(%peer, reason, "connection closed");
+        let port = Port::new(self.api)
+            .tls(acceptor)
+            .limit(ConnectionLimit::new(config.exposure.max_connections));
+        let admin = self
+            .admin
+            .map(|listener| Port::new(listener).limit(ConnectionLimit::new(config.exposure.max_connections)));
+        let render = metrics.clone();
+        let synced = async move {
+            cache.synced().await;
+            tracing::info!("watch caches synced; ready");
+            true
+        };
+        // Progress streams end when their connection is to close (shutdown, or making room).
+        let api = move |peer, closing: &CancellationToken| {
+            Api::new(
+                backend.clone(),
+                metrics.clone(),
+                auth.clone(),
+                peer,
+                closing.clone(),
+            )
+        };
+        Shell::new(port, api)
+            .drain(config.shutdown_grace)
+            .admin(admin, Arc::new(move || render.render()))
+            .readiness(Arc::new(watch::channel(false).0), synced)
+            .after_drain(async move {
+                for task in &tasks {
+                    task.abort();
                 }
-            }
-        })
-        .await;
-        // Not ready any more: load balancers stop sending while requests in flight finish.
-        ready.send_replace(false);
-        tracker.close();
-        if tokio::time::timeout(config.shutdown_grace, tracker.wait())
-            .await
-            .is_err()
-        {
-            tracing::warn!(grace = ?config.shutdown_grace, "requests still in flight at the end of the grace period");
-        }
-        for task in &tasks {
-            task.abort();
-        }
-        // The leader gives the Leases up on shutdown, so another replica takes over at once.
-        let released = futures::future::join_all(elections);
-        if tokio::time::timeout(LEASE_RELEASE, released).await.is_err() {
-            tracing::warn!("a Lease was not released in time; another replica takes over once it expires");
-        }
+                // The leader gives the Leases up on shutdown, so another replica takes over at once.
+                let released = futures::future::join_all(elections);
+                if tokio::time::timeout(LEASE_RELEASE, released).await.is_err() {
+                    tracing::warn!(
+                        "a Lease was not released in time; another replica takes over once it expires"
+                    );
+                }
+            })
+            .run(shutdown)
+            .await;
     }
 }
 

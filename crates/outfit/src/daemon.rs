@@ -1,6 +1,6 @@
-//! What the long-running commands (`serve`, `workspaces`) share as processes: logging, the async
-//! runtime, exit statuses, and signals. SIGTERM or SIGINT start a graceful shutdown (a second one
-//! exits at once); SIGHUP runs the command's own action (`outfit serve` reloads).
+//! What the long-running commands (`serve`, `workspaces`) share as processes, around the server:
+//! logging, the async runtime, exit statuses. The server's own shell (ports, readiness, drain,
+//! signals) is outfit-http's `shell`.
 
 use std::{future::Future, io::IsTerminal as _, process::ExitCode};
 
@@ -69,53 +69,4 @@ fn init_logs(log: &str, format: LogFormat) -> Result<WorkerGuard, FlagError> {
             .init(),
     }
     Ok(guard)
-}
-
-use tokio_util::sync::CancellationToken;
-
-/// Cancels `shutdown` on SIGTERM/SIGINT and calls `on_hangup` on SIGHUP.
-#[cfg(unix)]
-pub(crate) fn spawn_signal_handlers(
-    shutdown: CancellationToken,
-    on_hangup: impl Fn() + Send + 'static,
-) -> std::io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut terminate = signal(SignalKind::terminate())?;
-    let mut interrupt = signal(SignalKind::interrupt())?;
-    let mut hangup = signal(SignalKind::hangup())?;
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                _ = terminate.recv() => {}
-                _ = interrupt.recv() => {}
-                _ = hangup.recv() => {
-                    on_hangup();
-                    continue;
-                }
-            }
-            if shutdown.is_cancelled() {
-                // Straight to stderr: the background log writer would not get to write it
-                // before the process exits.
-                eprintln!("second signal: exiting without waiting for the drain");
-                std::process::exit(1);
-            }
-            tracing::info!("shutdown signal: draining");
-            shutdown.cancel();
-        }
-    });
-    Ok(())
-}
-
-/// Cancels `shutdown` on Ctrl-C.
-#[cfg(not(unix))]
-pub(crate) fn spawn_signal_handlers(
-    shutdown: CancellationToken,
-    _on_hangup: impl Fn() + Send + 'static,
-) -> std::io::Result<()> {
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            shutdown.cancel();
-        }
-    });
-    Ok(())
 }

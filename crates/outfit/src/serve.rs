@@ -7,6 +7,7 @@
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 
 use clap::Args;
+use outfit_http::shell;
 use outfit_k8s::{
     lease::Timing,
     manifests::{self, InstallOptions},
@@ -327,7 +328,7 @@ async fn serve(args: &ServeArgs) -> Result<(), Failure> {
     tracing::info!(webhook = %server.local_addr(), admin, "outfit serve started");
     let shutdown = CancellationToken::new();
     let handle = server.handle();
-    daemon::spawn_signal_handlers(shutdown.clone(), move || {
+    shell::shutdown_on_signals(shutdown.clone(), move || {
         tracing::info!("SIGHUP: reloading policies and certificate");
         handle.reload_now();
     })

@@ -9,6 +9,7 @@
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
 use clap::Args;
+use outfit_http::shell;
 use outfit_workspaces::{Config, Server};
 use tokio_util::sync::CancellationToken;
 
@@ -73,7 +74,7 @@ async fn serve(config: Config) -> Result<(), Failure> {
         .map_err(|e| Failure::other(e.to_string()))?;
     let shutdown = CancellationToken::new();
     let certificate = server.certificate();
-    daemon::spawn_signal_handlers(shutdown.clone(), move || match &certificate {
+    shell::shutdown_on_signals(shutdown.clone(), move || match &certificate {
         Some(store) => {
             tracing::info!("SIGHUP: reloading the serving certificate");
             store.reload_now();
