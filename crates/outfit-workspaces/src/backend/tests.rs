@@ -1,14 +1,12 @@
 //! The backend's decisions on a fake cluster: per-user limits, and that another user's pod or
 //! storage is never touched.
 
-use std::collections::BTreeMap;
-
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::*;
 use crate::{
-    io::fake::{FakeCluster, NAMESPACE},
+    io::fake::{self, FakeCluster, NAMESPACE},
     model::keys,
     policy::limits::Limit,
 };
@@ -36,17 +34,9 @@ async fn serve(manifest: &'static str) -> String {
 /// A backend over a fake cluster, configured by `env` (`BACKEND_*` variables), fetching
 /// manifests from loopback.
 fn on_fake(env: &[(&str, &str)]) -> (Backend<FakeCluster>, FakeCluster) {
-    let mut env: BTreeMap<String, String> = env
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    env.insert(
-        "BACKEND_WHITELISTMANIFESTREGEX".to_owned(),
-        r"http://127\.0\.0\.1:".to_owned(),
-    );
-    let config = Config::load(None, |var| env.get(var).cloned()).unwrap().0;
-    let (fake, cache) = FakeCluster::new();
-    (Backend::new(Arc::new(config), fake.clone(), cache), fake)
+    let whitelist = ("BACKEND_WHITELISTMANIFESTREGEX", r"http://127\.0\.0\.1:");
+    let (config, fake, cache) = fake::on_fake(&[env, &[whitelist]].concat());
+    (Backend::new(config, fake.clone(), cache), fake)
 }
 
 /// A running workspace pod of `owner`'s.
