@@ -107,6 +107,8 @@ async fn main() -> Result<()> {
     }
 }
 
+/// Sets the soak up (certificates, policy files, the cluster's CRDs and PodDefaults, `outfit serve`
+/// and the baseline pass), runs it, and stops `outfit serve`: whether everything passed.
 async fn soak(args: Args, outfit: &Path, state_dir: PathBuf, work: PathBuf) -> Result<bool> {
     // Certificates: a CA, and the serving pair in a Secret-volume-like directory.
     let ca = SelfSigned::ensure(&work.join("ca"), &[])?;
@@ -216,6 +218,7 @@ async fn soak(args: Args, outfit: &Path, state_dir: PathBuf, work: PathBuf) -> R
     Ok(ok && exit.is_some_and(|s| s.success()))
 }
 
+/// Every task at once until the deadline, then a quiet `--window`, the final checks and the report.
 async fn run(soak: Arc<Soak>, pid: u32, tls_dir: &Path, ca_key_pem: &str, policy_dir: &Path) -> Result<bool> {
     let stop = CancellationToken::new();
     let rss = Arc::new(Mutex::new(Vec::<(f64, u64)>::new()));
