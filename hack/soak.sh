@@ -5,7 +5,7 @@
 #
 #   hack/soak.sh [--smoke] [soak flags]               outfit serve --from-cluster: load, policy
 #                                                     changes, certificate rotation, kube-apiserver
-#                                                     outages (crates/outfit-loadgen/src/bin/soak.rs)
+#                                                     outages (crates/outfit-loadgen/src/bin/soak/)
 #   hack/soak.sh [--smoke] --workspaces [flags]       outfit workspaces: users launching and
 #                                                     deleting on two replicas through
 #                                                     kube-apiserver outages and replica kills, then

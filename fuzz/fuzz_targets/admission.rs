@@ -11,8 +11,9 @@
 //! - a patch is base64 RFC 6902 that applies to `request.object` and gives exactly the engine's
 //!   mutated object;
 //! - reinvocation changes nothing: the mutated object sent again gets no patch and no denial
-//!   (`reinvocationPolicy: IfNeeded`), as `crates/outfit-core/tests/gatekeeper_idempotence.rs` and
-//!   `poddefault/tests/idempotence.rs` state it for generated policies.
+//!   (`reinvocationPolicy: IfNeeded`), as outfit-core's
+//!   `tests/engine/gatekeeper_idempotence.rs` and `poddefault/tests/idempotence.rs` state it for
+//!   generated policies.
 //!
 //! Run: `hack/fuzz.sh run admission 60`
 

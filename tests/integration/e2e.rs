@@ -3,7 +3,6 @@
 //! tests fail when the webhook is not registered or not called.
 
 use std::{
-    net::TcpListener,
     path::Path,
     process::{Child, Command},
     sync::{Mutex, PoisonError},
@@ -15,7 +14,7 @@ use kube::{
     api::{Api, DynamicObject, PostParams},
     discovery::ApiResource,
 };
-use outfit_test_support::http::Call;
+use outfit_test_support::{free_port, http::Call};
 use serde_json::{Value, json};
 
 use crate::{
@@ -64,13 +63,6 @@ impl Drop for Webhook {
             );
         }
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 impl Webhook {

@@ -17,6 +17,7 @@ use kube::{
     Client,
     api::{DeleteParams, DynamicObject, PostParams},
 };
+use outfit_test_support::wait::eventually;
 use serde_json::{Value, json};
 
 use crate::{
@@ -91,25 +92,6 @@ async fn configuration(client: &Client, name: &str) -> Value {
     serde_json::to_value(stored).unwrap()
 }
 
-/// Polls `what` every 100 ms until it returns `Some`, for `seconds` at most.
-async fn within<T, F: std::future::Future<Output = Option<T>>>(
-    seconds: u64,
-    what: &str,
-    mut poll: impl FnMut() -> F,
-) -> T {
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    loop {
-        if let Some(found) = poll().await {
-            return found;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out ({seconds} s) waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// The `group/resources` of the first webhook's rules, e.g. `["/pods", "/services"]`.
 fn rule_resources(configuration: &Value) -> Vec<String> {
     configuration["webhooks"][0]["rules"]
@@ -171,14 +153,14 @@ async fn a_fresh_install_without_a_ca_mutates_pods_once_outfit_injects_it() {
     install_without_ca(&client, &webhook, "reg-fresh", namespace).await;
 
     let ca = std::fs::read_to_string(webhook.ca_file()).unwrap();
-    let stored = within(30, "outfit to inject its CA", || async {
+    let stored = eventually("outfit to inject its CA", Duration::from_secs(30), || async {
         let stored = configuration(&client, "reg-fresh").await;
         let bundle = stored["webhooks"][0]["clientConfig"]["caBundle"].as_str()?;
         Some(BASE64_STANDARD.decode(bundle).unwrap())
     })
     .await;
     assert_eq!(String::from_utf8(stored).unwrap(), ca);
-    let mutated = within(30, "a mutated pod", || async {
+    let mutated = eventually("a mutated pod", Duration::from_secs(30), || async {
         dry_run_pod(&client, namespace).await.ok()
     })
     .await;
@@ -211,11 +193,15 @@ async fn a_service_mutator_added_after_install_is_called_within_seconds_and_its_
     pod_namespace(&client, namespace, json!({})).await;
     let webhook = serve(plane, name, namespace, &[], true);
     install_without_ca(&client, &webhook, name, namespace).await;
-    within(30, "the pods-only rules and the CA", || async {
-        let stored = configuration(&client, name).await;
-        let ready = stored["webhooks"][0]["clientConfig"]["caBundle"].is_string();
-        (ready && rule_resources(&stored) == ["/pods"]).then_some(())
-    })
+    eventually(
+        "the pods-only rules and the CA",
+        Duration::from_secs(30),
+        || async {
+            let stored = configuration(&client, name).await;
+            let ready = stored["webhooks"][0]["clientConfig"]["caBundle"].is_string();
+            (ready && rule_resources(&stored) == ["/pods"]).then_some(())
+        },
+    )
     .await;
 
     let assign = resource("mutations.gatekeeper.sh", "v1", "Assign", "assign");
@@ -243,10 +229,14 @@ async fn a_service_mutator_added_after_install_is_called_within_seconds_and_its_
         dry_run: true,
         ..PostParams::default()
     };
-    within(15, "the next Service to be mutated", || async {
-        let stored = serde_json::to_value(services.create(&dry_run, &service).await.ok()?).unwrap();
-        (stored["spec"]["sessionAffinity"] == "ClientIP").then_some(())
-    })
+    eventually(
+        "the next Service to be mutated",
+        Duration::from_secs(15),
+        || async {
+            let stored = serde_json::to_value(services.create(&dry_run, &service).await.ok()?).unwrap();
+            (stored["spec"]["sessionAffinity"] == "ClientIP").then_some(())
+        },
+    )
     .await;
     eprintln!(
         "a new Service mutator applied to Services {:.1} s after it was created",
@@ -262,7 +252,7 @@ async fn a_service_mutator_added_after_install_is_called_within_seconds_and_its_
         .replace(name, &PostParams::default(), &edited)
         .await
         .expect("edit the rules by hand");
-    within(15, "the hand edit to be undone", || async {
+    eventually("the hand edit to be undone", Duration::from_secs(15), || async {
         (rule_resources(&configuration(&client, name).await) == ["/pods", "/services"]).then_some(())
     })
     .await;
@@ -280,9 +270,11 @@ async fn a_service_mutator_added_after_install_is_called_within_seconds_and_its_
         .delete("reg-sticky", &DeleteParams::default())
         .await
         .expect("delete the Assign");
-    within(15, "the Services rule to go with the mutator", || async {
-        (rule_resources(&configuration(&client, name).await) == ["/pods"]).then_some(())
-    })
+    eventually(
+        "the Services rule to go with the mutator",
+        Duration::from_secs(15),
+        || async { (rule_resources(&configuration(&client, name).await) == ["/pods"]).then_some(()) },
+    )
     .await;
 
     // A mutator of a CRD's kind: outfit does not know its resource, so it asks the API server's
@@ -313,7 +305,7 @@ async fn a_service_mutator_added_after_install_is_called_within_seconds_and_its_
         .await
         .expect("create the Assign");
     create(&client, None, &crds, crd).await.expect("the Gizmo CRD");
-    within(15, "the Gizmo rule", || async {
+    eventually("the Gizmo rule", Duration::from_secs(15), || async {
         let resources = rule_resources(&configuration(&client, name).await);
         (resources == ["/pods", "registration.example.com/gizmos"]).then_some(())
     })
@@ -341,9 +333,12 @@ async fn two_replicas_elect_one_writer_and_the_other_takes_over_when_it_dies() {
     ];
     install_without_ca(&client, &replicas[0], name, namespace).await;
     let leading = |webhook: &Webhook| metric(&webhook.metrics(), "outfit_webhook_leader ") == Some(1.0);
-    let leader = within(30, "a leader", || async { replicas.iter().position(leading) }).await;
+    let leader = eventually("a leader", Duration::from_secs(30), || async {
+        replicas.iter().position(leading)
+    })
+    .await;
     let follower = 1 - leader;
-    within(30, "the CA to be injected", || async {
+    eventually("the CA to be injected", Duration::from_secs(30), || async {
         configuration(&client, name).await["webhooks"][0]["clientConfig"]["caBundle"]
             .as_str()
             .map(drop)
@@ -369,7 +364,7 @@ async fn two_replicas_elect_one_writer_and_the_other_takes_over_when_it_dies() {
     };
     let killed = Instant::now();
     drop(dead); // SIGKILL: no release of the Lease, as a crash or a lost node.
-    within(15, "the survivor to take over", || async {
+    eventually("the survivor to take over", Duration::from_secs(15), || async {
         leading(&survivor).then_some(())
     })
     .await;
@@ -381,10 +376,14 @@ async fn two_replicas_elect_one_writer_and_the_other_takes_over_when_it_dies() {
         .replace(name, &PostParams::default(), &edited)
         .await
         .expect("edit by hand");
-    within(10, "the new leader to undo the edit", || async {
-        let stored = configuration(&client, name).await;
-        (stored["webhooks"][0]["rules"][0]["operations"] == json!(["CREATE", "UPDATE"])).then_some(())
-    })
+    eventually(
+        "the new leader to undo the edit",
+        Duration::from_secs(10),
+        || async {
+            let stored = configuration(&client, name).await;
+            (stored["webhooks"][0]["rules"][0]["operations"] == json!(["CREATE", "UPDATE"])).then_some(())
+        },
+    )
     .await;
     eprintln!(
         "failover: the survivor led {:.1} s after the leader was killed",
@@ -397,9 +396,11 @@ async fn two_replicas_elect_one_writer_and_the_other_takes_over_when_it_dies() {
     assert!(!leading(&newcomer), "the survivor still leads");
     let stopped = Instant::now();
     assert!(survivor.terminate().success(), "SIGTERM exits 0");
-    within(6, "the newcomer to take over a released Lease", || async {
-        leading(&newcomer).then_some(())
-    })
+    eventually(
+        "the newcomer to take over a released Lease",
+        Duration::from_secs(6),
+        || async { leading(&newcomer).then_some(()) },
+    )
     .await;
     eprintln!(
         "handover: the newcomer led {:.1} s after SIGTERM to the leader",
@@ -425,7 +426,7 @@ async fn a_certificate_rotation_under_load_fails_no_admission() {
         false,
     );
     install_without_ca(&client, &webhook, name, namespace).await;
-    within(30, "the first admission", || async {
+    eventually("the first admission", Duration::from_secs(30), || async {
         dry_run_pod(&client, namespace).await.ok()
     })
     .await;
@@ -465,11 +466,11 @@ async fn a_certificate_rotation_under_load_fails_no_admission() {
     };
     let started = Instant::now();
     // A CA rotation, then a leaf signed by the new CA, then one more leaf.
-    let leaves_at_ca = within(60, "a CA rotation", || async {
+    let leaves_at_ca = eventually("a CA rotation", Duration::from_secs(60), || async {
         (rotations("ca") >= 1.0).then(|| rotations("leaf"))
     })
     .await;
-    within(30, "two leaves of the new CA", || async {
+    eventually("two leaves of the new CA", Duration::from_secs(30), || async {
         (rotations("leaf") >= leaves_at_ca + 2.0).then_some(())
     })
     .await;
@@ -538,9 +539,11 @@ async fn outfit_runs_on_exactly_the_rights_outfit_manifests_grants() {
         ],
     );
     install_without_ca(&client, &webhook, "outfit", namespace).await;
-    within(30, "an admission through the injected CA", || async {
-        dry_run_pod(&client, namespace).await.ok()
-    })
+    eventually(
+        "an admission through the injected CA",
+        Duration::from_secs(30),
+        || async { dry_run_pod(&client, namespace).await.ok() },
+    )
     .await;
     let lease = api(
         &client,

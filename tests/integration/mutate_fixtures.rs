@@ -13,7 +13,8 @@ use std::{fs, path::Path};
 use outfit_core::document::parse_stream;
 use serde_json::Value;
 
-use crate::support::{apply_patches_independently, json_lines, outfit, repo_root};
+use crate::support::{json_lines, outfit, repo_root};
+use outfit_test_support::apply_patches_independently;
 
 struct Case {
     name: String,
@@ -230,7 +231,7 @@ fn patches_applied_by_the_apiservers_library_give_the_json_output() {
         expected.extend(outputs);
     }
     assert!(!pairs.is_empty());
-    let patched = apply_patches_independently(&pairs);
+    let patched = apply_patches_independently(env!("CARGO_TARGET_TMPDIR"), &pairs);
     assert_eq!(patched, expected);
     assert!(
         pairs

@@ -3,7 +3,6 @@
 
 use std::{
     io::Write,
-    path::Path,
     process::{Command, Output, Stdio},
     time::Duration,
 };
@@ -14,11 +13,6 @@ use serde_json::Value;
 pub(crate) use outfit_test_support::{json_lines, repo_root};
 
 use crate::control_plane::{api, create, resource};
-
-/// [`outfit_test_support::apply_patches_independently`], built into this binary's tmp directory.
-pub(crate) fn apply_patches_independently(pairs: &[(Value, Value)]) -> Vec<Value> {
-    outfit_test_support::apply_patches_independently(Path::new(env!("CARGO_TARGET_TMPDIR")), pairs)
-}
 
 /// Runs `outfit` with `args`, feeding `stdin`.
 pub(crate) fn outfit(args: &[&str], stdin: &str) -> Output {

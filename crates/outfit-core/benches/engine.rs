@@ -8,7 +8,7 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use outfit_core::{Document, Operation, Origin, Outcome, PolicySet, Request};
+use outfit_core::{Document, Origin, Outcome, PolicySet, Request};
 use serde_json::{Value, json, value::RawValue};
 
 const NAMESPACES: usize = 100;
@@ -92,12 +92,7 @@ fn text(pod: &Value) -> Box<RawValue> {
 }
 
 fn admit(set: &PolicySet, pod: &RawValue) -> usize {
-    let request = Request {
-        object: pod.into(),
-        namespace: "ns-0",
-        operation: Operation::Create,
-        user: None,
-    };
+    let request = Request::create(pod, "ns-0");
     match set.apply(&request) {
         Outcome::Admitted(admission) => admission.patch_json().len(),
         Outcome::Denied(denial) => panic!("benchmark pod denied: {}", denial.message),

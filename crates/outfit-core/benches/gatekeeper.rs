@@ -12,7 +12,7 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use outfit_core::{Document, Operation, Origin, Outcome, PolicySet, Request};
+use outfit_core::{Document, Origin, Outcome, PolicySet, Request};
 use serde_json::{Value, json};
 
 fn mutators(count: usize) -> PolicySet {
@@ -39,34 +39,16 @@ fn mutators(count: usize) -> PolicySet {
     set
 }
 
+/// The 5-container pod of `data/gatekeeper-pod.json` (gatekeeper-compare's `env` workload reads
+/// the same file), in `namespace`.
 fn pod(namespace: &str) -> Value {
-    let containers: Vec<Value> = (0..5)
-        .map(|i| {
-            json!({
-                "name": format!("c{i}"),
-                "image": format!("registry.example.com/team/app-{i}:1.2.3"),
-                "env": [{"name": "HOME", "value": "/home/coder"}, {"name": "LANG", "value": "C.UTF-8"}],
-                "ports": [{"containerPort": 8080 + i, "protocol": "TCP"}],
-                "resources": {"limits": {"cpu": "2", "memory": "4Gi"}},
-                "volumeMounts": [{"name": "home", "mountPath": "/home/coder"}],
-            })
-        })
-        .collect();
-    json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "workspace", "namespace": namespace, "labels": {"app": "workspace"}},
-        "spec": {"containers": containers, "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "home"}}]},
-    })
+    let mut pod: Value = serde_json::from_str(include_str!("data/gatekeeper-pod.json")).expect("a JSON pod");
+    pod["metadata"]["namespace"] = json!(namespace);
+    pod
 }
 
 fn admit(set: &PolicySet, object: &Value) -> Option<Value> {
-    let request = Request {
-        object: object.into(),
-        namespace: "default",
-        operation: Operation::Create,
-        user: None,
-    };
+    let request = Request::create(object, "default");
     match set.apply(&request) {
         Outcome::Admitted(admission) => {
             (!admission.is_unchanged()).then(|| admission.object(object).expect("patch applies").into_owned())

@@ -80,6 +80,19 @@ pub struct Request<'a> {
     pub user: Option<&'a UserInfo<'a>>,
 }
 
+impl<'a> Request<'a> {
+    /// A CREATE of `object` in `namespace` by an unknown user: what the offline tools, tests and
+    /// benchmarks ask. Another operation or a user: `Request { operation, ..Request::create(..) }`.
+    pub fn create(object: impl Into<Object<'a>>, namespace: &'a str) -> Self {
+        Self {
+            object: object.into(),
+            namespace,
+            operation: Operation::Create,
+            user: None,
+        }
+    }
+}
+
 /// An admitted object. Borrows from the [`PolicySet`] that decided it: the values its patch adds
 /// are the policies' own.
 #[derive(Debug, Clone, PartialEq)]

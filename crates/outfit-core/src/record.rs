@@ -167,12 +167,7 @@ spec: {selector: {}, env: [{name: A, value: b}]}
     }
 
     fn admit(set: &crate::PolicySet, object: &serde_json::Value) -> serde_json::Value {
-        let request = Request {
-            object: object.into(),
-            namespace: "default",
-            operation: crate::Operation::Create,
-            user: None,
-        };
+        let request = Request::create(object, "default");
         match set.apply(&request) {
             crate::Outcome::Admitted(admission) => {
                 // The webhook's JSON patch gives the same object as the kept one.

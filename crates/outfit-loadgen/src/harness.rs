@@ -11,6 +11,7 @@ use anyhow::{Context, Result, bail, ensure};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::{Api, Client, api::PostParams};
+use outfit_test_support::free_port;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -214,12 +215,10 @@ impl Backend {
         log: Option<(&Path, &str)>,
         admin: AdminPort,
     ) -> Result<Self> {
-        let free_port =
-            || -> Result<u16> { Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port()) };
-        let port = free_port()?;
+        let port = free_port();
         let admin_port = match admin {
             AdminPort::Off => None,
-            AdminPort::Loopback => Some(free_port()?),
+            AdminPort::Loopback => Some(free_port()),
         };
         let admin_listen = admin_port.map_or_else(|| "''".to_owned(), |p| format!("127.0.0.1:{p}"));
         std::fs::write(

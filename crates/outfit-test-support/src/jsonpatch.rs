@@ -31,13 +31,13 @@ fn binary(tmp: &Path) -> &'static Path {
 }
 
 /// Applies each `(document, patch)` pair with the Go implementation and returns the results;
-/// `tmp` is where the applier is built (a test binary's `env!("CARGO_TARGET_TMPDIR")`).
-pub fn apply_patches_independently(tmp: &Path, pairs: &[(Value, Value)]) -> Vec<Value> {
+/// `tmp` is where the applier is built: the calling test binary's `env!("CARGO_TARGET_TMPDIR")`.
+pub fn apply_patches_independently(tmp: impl AsRef<Path>, pairs: &[(Value, Value)]) -> Vec<Value> {
     let input: String = pairs
         .iter()
         .map(|(doc, patch)| serde_json::json!({"doc": doc, "patch": patch}).to_string() + "\n")
         .collect();
-    let mut child = Command::new(binary(tmp))
+    let mut child = Command::new(binary(tmp.as_ref()))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()

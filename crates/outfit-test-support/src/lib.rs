@@ -1,10 +1,11 @@
 //! What outfit's test binaries and tools share (a dev-dependency and outfit-loadgen's, never in
 //! the product): the test cluster, the API server's own JSON-patch library as an independent
-//! check of outfit's patches, and the paths of the repository.
+//! check of outfit's patches, free ports, waiting, and the paths of the repository.
 
 pub mod control_plane;
 pub mod http;
 mod jsonpatch;
+pub mod wait;
 
 use std::path::PathBuf;
 
@@ -17,6 +18,14 @@ pub fn repo_root() -> PathBuf {
     // This crate is crates/outfit-test-support.
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     root.canonicalize().unwrap_or(root)
+}
+
+/// A loopback port free at the time of the call (the OS picks it; bound by whoever asked next).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port on 127.0.0.1")
+        .port()
 }
 
 /// Parses newline-delimited JSON.

@@ -18,6 +18,7 @@ use kube::{
     api::{ListParams, PostParams},
 };
 use outfit_test_support::http::{Call, loopback};
+pub(super) use outfit_test_support::{free_port, wait::eventually};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -96,13 +97,6 @@ impl Drop for Backend {
             None => {}
         }
     }
-}
-
-pub(super) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 impl Backend {
@@ -426,22 +420,6 @@ pub(super) async fn namespace(client: &Client, name: &str) {
         .create(&PostParams::default(), &namespace)
         .await
         .expect("create namespace");
-}
-
-/// Waits until `check` holds, up to `limit`.
-pub(super) async fn eventually<F, Fut>(what: &str, limit: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + limit;
-    while !check().await {
-        assert!(
-            Instant::now() < deadline,
-            "{what} did not happen within {limit:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 pub(super) const JUPYTER: &str = r#"

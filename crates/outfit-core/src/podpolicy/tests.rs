@@ -6,8 +6,7 @@ use serde_json::{Value, json};
 
 use super::identity::Glob;
 use crate::{
-    Outcome, PolicySet, Request, UserInfo, decision::Object, document::parse_stream, explain::Verdict,
-    policy_set::LoadReport, vocab::Operation,
+    Outcome, PolicySet, Request, UserInfo, document::parse_stream, explain::Verdict, policy_set::LoadReport,
 };
 
 /// Seed 000's GPU policy: a GPU, a toleration and a node selector for the `gpu-users` group.
@@ -55,10 +54,8 @@ fn user<'a>(name: &'a str, groups: &[&'a str]) -> UserInfo<'a> {
 
 fn request<'a>(object: &'a Value, user: Option<&'a UserInfo<'a>>) -> Request<'a> {
     Request {
-        object: Object::Value(object),
-        namespace: "default",
-        operation: Operation::Create,
         user,
+        ..Request::create(object, "default")
     }
 }
 

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::{
-    Client, HANDSHAKE_TIMEOUT, HEADER_READ_TIMEOUT, TempDir, assert_timed_out_after, fixture,
+    Client, EVENT_TIMEOUT, HANDSHAKE_TIMEOUT, HEADER_READ_TIMEOUT, TempDir, assert_timed_out_after, fixture,
     fixture_webhook, fixtures, post, read_once, start_self_signed, tls_connect, webhook_for, within,
 };
 
@@ -210,6 +210,7 @@ async fn silent_connections_are_cut_off_and_the_server_keeps_serving() {
     let mut response = Vec::new();
     let _ = within(
         "the server to close a connection with partial headers",
+        EVENT_TIMEOUT,
         tls.read_to_end(&mut response),
     )
     .await;
@@ -225,7 +226,7 @@ async fn silent_connections_are_cut_off_and_the_server_keeps_serving() {
         .await
         .expect("write");
     let mut head = vec![0u8; 12];
-    within("the 413 response", tls.read_exact(&mut head))
+    within("the 413 response", EVENT_TIMEOUT, tls.read_exact(&mut head))
         .await
         .expect("response");
     assert_eq!(&head, b"HTTP/1.1 413");
@@ -269,7 +270,7 @@ async fn a_body_that_stops_half_way_gets_408() {
         .await
         .expect("write");
     let mut head = vec![0u8; 12];
-    within("the 408 response", tls.read_exact(&mut head))
+    within("the 408 response", EVENT_TIMEOUT, tls.read_exact(&mut head))
         .await
         .expect("response");
     assert_eq!(&head, b"HTTP/1.1 408");

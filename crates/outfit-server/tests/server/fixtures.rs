@@ -6,7 +6,8 @@ use base64::Engine as _;
 use hyper::StatusCode;
 use serde_json::Value;
 
-use crate::support::{apply_patches_independently, fixture, fixture_webhook, fixtures, post};
+use crate::support::{fixture, fixture_webhook, fixtures, post};
+use outfit_test_support::apply_patches_independently;
 
 /// What a fixture must get back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,7 +132,7 @@ async fn every_fixture_gets_the_answer_outfit_mutate_gives() {
             }
         }
     }
-    let patched = apply_patches_independently(&pairs);
+    let patched = apply_patches_independently(env!("CARGO_TARGET_TMPDIR"), &pairs);
     for ((name, expected), patched) in expected_objects.into_iter().zip(patched) {
         assert_eq!(
             patched, expected,

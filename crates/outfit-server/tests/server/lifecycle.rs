@@ -7,7 +7,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::{
-    Client, TempDir, admin_get, fixture, read_once, start_self_signed, tls_connect, within,
+    Client, EVENT_TIMEOUT, TempDir, admin_get, fixture, read_once, start_self_signed, tls_connect, within,
 };
 
 #[tokio::test]
@@ -70,7 +70,7 @@ async fn shutdown_drains_the_request_in_flight_and_refuses_new_connections() {
     // Shut down only once the server has the request's headers (the in-flight gauge says so);
     // before that the connection is idle and would rightly be closed.
     let metrics = server.handle.metrics().clone();
-    within("the request to be in flight", async {
+    within("the request to be in flight", EVENT_TIMEOUT, async {
         while metrics.in_flight() == 0 {
             tokio::time::sleep(std::time::Duration::from_millis(2)).await;
         }
@@ -78,9 +78,13 @@ async fn shutdown_drains_the_request_in_flight_and_refuses_new_connections() {
     .await;
 
     server.shutdown.cancel();
-    within("readiness to turn false", readiness.wait_for(|ready| !*ready))
-        .await
-        .expect("server alive");
+    within(
+        "readiness to turn false",
+        EVENT_TIMEOUT,
+        readiness.wait_for(|ready| !*ready),
+    )
+    .await
+    .expect("server alive");
     assert_eq!(
         admin_get(server.admin, "/readyz").await.0,
         StatusCode::SERVICE_UNAVAILABLE
@@ -99,9 +103,13 @@ async fn shutdown_drains_the_request_in_flight_and_refuses_new_connections() {
     // The request in flight is answered in full.
     in_flight.write_all(tail).await.expect("rest of the body");
     let mut response = Vec::new();
-    within("the in-flight response", in_flight.read_to_end(&mut response))
-        .await
-        .expect("response");
+    within(
+        "the in-flight response",
+        EVENT_TIMEOUT,
+        in_flight.read_to_end(&mut response),
+    )
+    .await
+    .expect("response");
     let response = String::from_utf8(response).expect("utf-8");
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     let json: Value = serde_json::from_str(response.split("\r\n\r\n").nth(1).expect("body")).expect("JSON");

@@ -2,7 +2,6 @@
 //! one CA, servers on 127.0.0.1:0, the Go JSON-patch applier, and bounded waits on events.
 
 use std::{
-    future::Future,
     net::SocketAddr,
     path::{Path, PathBuf},
     sync::{
@@ -52,7 +51,7 @@ pub(crate) fn assert_timed_out_after(what: &str, started: std::time::Instant, ti
     );
 }
 
-pub(crate) use outfit_test_support::repo_root;
+pub(crate) use outfit_test_support::{repo_root, wait::within};
 
 /// `tests/fixtures/admission`.
 pub(crate) fn fixtures() -> PathBuf {
@@ -64,20 +63,13 @@ pub(crate) fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(fixtures().join(format!("{name}.json"))).expect("fixture exists")
 }
 
-/// Awaits `future`, failing the test if it takes longer than [`EVENT_TIMEOUT`].
-pub(crate) async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
-    tokio::time::timeout(EVENT_TIMEOUT, future)
-        .await
-        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
-}
-
 /// Waits until the reload counts satisfy `done`.
 pub(crate) async fn wait_reloads(
     what: &str,
     reloads: &mut watch::Receiver<outfit_server::ReloadCounts>,
     done: impl FnMut(&outfit_server::ReloadCounts) -> bool,
 ) {
-    within(what, reloads.wait_for(done))
+    within(what, EVENT_TIMEOUT, reloads.wait_for(done))
         .await
         .expect("the server is running");
 }
@@ -86,7 +78,7 @@ pub(crate) async fn wait_reloads(
 /// connection reads `Ok(0)` or an error.
 pub(crate) async fn read_once(what: &str, stream: &mut (impl AsyncRead + Unpin)) -> std::io::Result<usize> {
     let mut buf = [0u8; 64];
-    within(what, stream.read(&mut buf)).await
+    within(what, EVENT_TIMEOUT, stream.read(&mut buf)).await
 }
 
 /// A directory removed when dropped.
@@ -175,7 +167,7 @@ impl Running {
     /// Waits until the server reports ready; returns the readiness receiver.
     pub(crate) async fn ready(&self) -> watch::Receiver<bool> {
         let mut readiness = self.handle.readiness();
-        within("readiness", readiness.wait_for(|ready| *ready))
+        within("readiness", EVENT_TIMEOUT, readiness.wait_for(|ready| *ready))
             .await
             .expect("running");
         readiness
@@ -183,7 +175,7 @@ impl Running {
 
     /// Waits for the server task to finish (after [`Running::shutdown`] is cancelled).
     pub(crate) async fn join(self) {
-        within("the server to stop", self.task)
+        within("the server to stop", EVENT_TIMEOUT, self.task)
             .await
             .expect("server task");
     }
@@ -321,9 +313,4 @@ pub(crate) async fn admin_get(addr: SocketAddr, path: &str) -> (StatusCode, Stri
         .expect("admin body")
         .to_bytes();
     (status, String::from_utf8(bytes.to_vec()).expect("utf-8"))
-}
-
-/// [`outfit_test_support::apply_patches_independently`], built into this binary's tmp directory.
-pub(crate) fn apply_patches_independently(pairs: &[(Value, Value)]) -> Vec<Value> {
-    outfit_test_support::apply_patches_independently(Path::new(env!("CARGO_TARGET_TMPDIR")), pairs)
 }

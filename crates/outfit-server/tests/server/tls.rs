@@ -18,8 +18,8 @@ use rustls_pki_types::{CertificateDer, pem::PemObject};
 use tokio::sync::watch;
 
 use crate::support::{
-    Client, TempDir, client_config, fixture, fixtures, start, start_self_signed, test_config, wait_reloads,
-    within,
+    Client, EVENT_TIMEOUT, TempDir, client_config, fixture, fixtures, start, start_self_signed, test_config,
+    wait_reloads, within,
 };
 
 #[tokio::test]
@@ -128,9 +128,13 @@ async fn a_rotated_certificate_is_served_without_a_failed_request() {
             Ok::<u64, String>(count)
         }
     });
-    within("requests before the rotation", served.wait_for(|n| *n >= 10))
-        .await
-        .expect("the client is running");
+    within(
+        "requests before the rotation",
+        EVENT_TIMEOUT,
+        served.wait_for(|n| *n >= 10),
+    )
+    .await
+    .expect("the client is running");
 
     // Rotate to a new leaf from the same CA.
     let mut reloads = server.handle.tls_reloads();
@@ -140,6 +144,7 @@ async fn a_rotated_certificate_is_served_without_a_failed_request() {
     let after = *served.borrow();
     within(
         "requests after the rotation",
+        EVENT_TIMEOUT,
         served.wait_for(|n| *n >= after + 10),
     )
     .await
@@ -161,6 +166,7 @@ async fn a_rotated_certificate_is_served_without_a_failed_request() {
     let after = *served.borrow();
     within(
         "requests after the bad rotation",
+        EVENT_TIMEOUT,
         served.wait_for(|n| *n >= after + 10),
     )
     .await
@@ -175,7 +181,7 @@ async fn a_rotated_certificate_is_served_without_a_failed_request() {
     wait_reloads("the mismatched key", &mut reloads, |r| r.failed == 2).await;
 
     stop.store(true, Ordering::Relaxed);
-    let sent = within("the client to stop", sender)
+    let sent = within("the client to stop", EVENT_TIMEOUT, sender)
         .await
         .expect("client task")
         .expect("no failed request");

@@ -10,7 +10,7 @@ use std::{any::Any, borrow::Cow};
 use base64::Engine as _;
 use hyper::StatusCode;
 use outfit_core::{
-    Admission, Denial, Document, LoadWarning, Object, Operation, Outcome, PolicyError, PolicyKind, PolicyRef,
+    Admission, Denial, Document, LoadWarning, Object, Outcome, PolicyError, PolicyKind, PolicyRef,
     PolicySetBuilder, Request, document,
     explain::{Clause, Decision, Verdict},
     family::{Context, ExplainState, Family, FamilyBuilder, FamilySet, LoadOptions, Table, Targets},
@@ -24,7 +24,8 @@ use outfit_k8s::{
 use outfit_server::{CompileOptions, Limits};
 use serde_json::{Value, json};
 
-use crate::support::{TempDir, apply_patches_independently, post, webhook_with};
+use crate::support::{TempDir, post, webhook_with};
+use outfit_test_support::apply_patches_independently;
 
 /// `LabelAll`: sets one label on every pod of its namespace.
 const LABEL_ALL: PolicyKind = PolicyKind::new(&KindInfo {
@@ -242,12 +243,7 @@ fn a_kind_added_through_the_table_loads_applies_and_explains() {
 
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team-a"},
                      "spec": {"containers": [{"name": "main", "image": "i"}]}});
-    let request = Request {
-        object: Object::Value(&pod),
-        namespace: "team-a",
-        operation: Operation::Create,
-        user: None,
-    };
+    let request = Request::create(&pod, "team-a");
     let Outcome::Admitted(admission) = set.apply(&request) else {
         panic!("denied")
     };
@@ -321,7 +317,7 @@ async fn the_webhook_serves_a_kind_added_through_the_table() {
         .decode(response["patch"].as_str().expect("a patch"))
         .unwrap();
     let patch: Value = serde_json::from_slice(&patch).unwrap();
-    let admitted = apply_patches_independently(&[(pod(), patch)]).remove(0);
+    let admitted = apply_patches_independently(env!("CARGO_TARGET_TMPDIR"), &[(pod(), patch)]).remove(0);
     assert_eq!(admitted["metadata"]["labels"]["owner"], "platform");
     assert_eq!(admitted["spec"]["containers"][0]["env"][0]["name"], "HTTPS_PROXY");
     // outfit's record lists the toy (the PodDefault records itself, as Kubeflow does).

@@ -7,7 +7,8 @@ use hyper::StatusCode;
 use outfit_server::{CompileOptions, Limits, Webhook};
 use serde_json::{Value, json};
 
-use crate::support::{TempDir, apply_patches_independently, post, webhook_with};
+use crate::support::{TempDir, post, webhook_with};
+use outfit_test_support::apply_patches_independently;
 
 /// `keep-priority` never overrides a priority class the pod sets (a pathTest); `scheduler` sets
 /// the scheduler.
@@ -66,7 +67,8 @@ async fn admit(webhook: &Webhook, pod: &Value) -> (Value, Value) {
     };
     let patch = base64::engine::general_purpose::STANDARD.decode(patch).unwrap();
     let patch: Value = serde_json::from_slice(&patch).unwrap();
-    let admitted = apply_patches_independently(&[(pod.clone(), patch)]).remove(0);
+    let admitted =
+        apply_patches_independently(env!("CARGO_TARGET_TMPDIR"), &[(pod.clone(), patch)]).remove(0);
     (response, admitted)
 }
 

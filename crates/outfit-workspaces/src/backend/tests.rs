@@ -1,7 +1,7 @@
 //! The backend's decisions on a fake cluster: per-user limits, and that another user's pod or
 //! storage is never touched.
 
-use std::{collections::BTreeMap, net::IpAddr, sync::Arc};
+use std::net::IpAddr;
 
 use tokio::time::Instant;
 
@@ -15,8 +15,8 @@ use super::{
     *,
 };
 use crate::{
-    io::fake::{FakeCluster, NAMESPACE},
-    model::{config::Config, keys, names, user::UserId},
+    io::fake::{self, FakeCluster, NAMESPACE},
+    model::{keys, names, user::UserId},
     policy::limits::Limit,
     workspace::{
         manifest::{Requester, Settings},
@@ -47,22 +47,9 @@ async fn serve(manifest: &'static str) -> String {
 /// A backend over a fake cluster, configured by `env` (`BACKEND_*` variables), fetching
 /// manifests from loopback.
 fn on_fake(env: &[(&str, &str)]) -> (Backend<FakeCluster>, FakeCluster) {
-    let mut env: BTreeMap<String, String> = env
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    env.insert(
-        "BACKEND_WHITELISTMANIFESTREGEX".to_owned(),
-        r"http://127\.0\.0\.1:".to_owned(),
-    );
-    let config = Config::load(None, |var| env.get(var).cloned()).unwrap().0;
-    let (fake, cache) = FakeCluster::new();
-    let default = ClusterBackend::new(
-        config.default_cluster.clone(),
-        Arc::new(config),
-        fake.clone(),
-        cache,
-    );
+    let whitelist = ("BACKEND_WHITELISTMANIFESTREGEX", r"http://127\.0\.0\.1:");
+    let (config, fake, cache) = fake::on_fake(&[env, &[whitelist]].concat());
+    let default = ClusterBackend::new(config.default_cluster.clone(), config, fake.clone(), cache);
     (Backend::new(default), fake)
 }
 

@@ -25,9 +25,22 @@ use super::{
     calls::ClusterCalls,
     cluster::{ClusterError, made::MadeFor},
 };
+use crate::model::config::Config;
 
 /// The namespace the fake's objects live in.
 pub(crate) const NAMESPACE: &str = "sciencedata-dev";
+
+/// What the backend's and the lifecycle's tests start from: the configuration `env` gives (the
+/// `BACKEND_*` variables; a later pair wins over an earlier one), an empty cluster and its cache.
+pub(crate) fn on_fake(env: &[(&str, &str)]) -> (Arc<Config>, FakeCluster, Cache) {
+    let env: BTreeMap<String, String> = env
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let config = Config::load(None, |var| env.get(var).cloned()).unwrap().0;
+    let (fake, cache) = FakeCluster::new();
+    (Arc::new(config), fake, cache)
+}
 
 /// What the fake holds.
 #[derive(Default)]

@@ -5,7 +5,7 @@ use serde_json::json;
 
 use super::*;
 use crate::{
-    io::fake::{FakeCluster, NAMESPACE},
+    io::fake::{self, FakeCluster, NAMESPACE},
     model::names,
 };
 
@@ -81,14 +81,9 @@ fn started_failed_and_foreign_pods_are_left_alone() {
 
 /// A lifecycle over a fake cluster, configured by `env` (`BACKEND_*` variables).
 fn on_fake(env: &[(&str, &str)]) -> (Lifecycle<FakeCluster>, FakeCluster) {
-    let env: BTreeMap<String, String> = env
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    let config = Config::load(None, |var| env.get(var).cloned()).unwrap().0;
-    let (fake, cache) = FakeCluster::new();
+    let (config, fake, cache) = fake::on_fake(env);
     let leading = tokio::sync::watch::channel(true).1;
-    let lifecycle = Lifecycle::new(Arc::new(config), fake.clone(), cache, Arc::default(), leading);
+    let lifecycle = Lifecycle::new(config, fake.clone(), cache, Arc::default(), leading);
     (lifecycle, fake)
 }
 

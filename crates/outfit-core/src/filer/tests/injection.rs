@@ -190,12 +190,7 @@ fn only_pods_created_in_namespaces_with_shares() {
 fn explain_names_existing_shares_and_the_warnings() {
     let set = set("");
     let pod = notebook("alice-research");
-    let request = Request {
-        object: (&pod).into(),
-        namespace: "default",
-        operation: Operation::Create,
-        user: None,
-    };
+    let request = Request::create(&pod, "default");
     let explanation = set.explain(&request);
     let text = explanation.to_string();
     assert!(
@@ -238,12 +233,7 @@ fn the_webhooks_forms_of_the_object_give_the_same_result() {
                 json: &json,
             },
         ] {
-            let request = Request {
-                object,
-                namespace: "alice-research",
-                operation: Operation::Create,
-                user: None,
-            };
+            let request = Request::create(object, "alice-research");
             let Outcome::Admitted(admission) = set.apply(&request) else {
                 panic!("denied")
             };

@@ -91,10 +91,8 @@ pub(super) fn notebook(namespace: &str) -> Value {
 /// The admitted pod and the warnings, checking that the patch turns the pod into it.
 pub(super) fn admit(set: &PolicySet, pod: &Value, operation: Operation) -> (Value, Vec<String>) {
     let request = Request {
-        object: pod.into(),
-        namespace: "default",
         operation,
-        user: None,
+        ..Request::create(pod, "default")
     };
     let Outcome::Admitted(admission) = set.apply(&request) else {
         panic!("a filer input never denies a pod")

@@ -4,6 +4,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::vocab::Operation;
 
 #[test]
 fn x1_api_defaulted_volume_equals_the_poddefaults() {
@@ -113,12 +114,7 @@ fn x5_a_bad_poddefault_does_not_disable_the_others() {
         "test (document 0): PodDefault team-a/bad: spec.selector: invalid label selector: matchExpressions[0].values: must be non-empty for operator In"
     );
     let base = pod(json!({}), json!({"containers": []}));
-    let outcome = set.apply(&Request {
-        object: (&base).into(),
-        namespace: NS,
-        operation: Operation::Create,
-        user: None,
-    });
+    let outcome = set.apply(&Request::create(&base, NS));
     let Outcome::Admitted(admission) = outcome else {
         panic!("denied")
     };
@@ -136,10 +132,8 @@ fn x6_poddefaults_only_act_on_pod_create() {
     let base = pod(json!({}), json!({"containers": []}));
     for operation in [Operation::Update, Operation::Delete, Operation::Connect] {
         let outcome = set.apply(&Request {
-            object: (&base).into(),
-            namespace: NS,
             operation,
-            user: None,
+            ..Request::create(&base, NS)
         });
         assert!(
             matches!(outcome, Outcome::Admitted(a) if a.is_unchanged()),
@@ -149,12 +143,7 @@ fn x6_poddefaults_only_act_on_pod_create() {
     let mut deployment = base.clone();
     deployment["kind"] = json!("Deployment");
     deployment["apiVersion"] = json!("apps/v1");
-    let outcome = set.apply(&Request {
-        object: (&deployment).into(),
-        namespace: NS,
-        operation: Operation::Create,
-        user: None,
-    });
+    let outcome = set.apply(&Request::create(&deployment, NS));
     assert!(matches!(outcome, Outcome::Admitted(a) if a.is_unchanged()));
 }
 

@@ -5,22 +5,13 @@
 use serde_json::{Value, json, value::RawValue};
 
 use super::{NS, load, pd};
-use crate::{
-    decision::{DenialReason, Outcome, Request},
-    vocab::Operation,
-};
+use crate::decision::{DenialReason, Outcome, Request};
 
 fn apply_text(text: &str, policies: &[Value]) -> Outcome<'static> {
     let (set, report) = load(policies);
     assert!(report.errors.is_empty(), "{:?}", report.errors);
     let raw: Box<RawValue> = serde_json::from_str(text).expect("valid JSON");
-    set.apply(&Request {
-        object: (&*raw).into(),
-        namespace: NS,
-        operation: Operation::Create,
-        user: None,
-    })
-    .into_owned()
+    set.apply(&Request::create(&*raw, NS)).into_owned()
 }
 
 fn nested(depth: usize) -> String {
@@ -43,12 +34,7 @@ fn a_repeated_key_is_read_as_a_value_reads_it() {
     let via_text = apply_text(text, &[env_policy()]);
     let value: Value = serde_json::from_str(text).expect("JSON");
     let (set, _) = load(&[env_policy()]);
-    let via_value = set.apply(&Request {
-        object: (&value).into(),
-        namespace: NS,
-        operation: Operation::Create,
-        user: None,
-    });
+    let via_value = set.apply(&Request::create(&value, NS));
     assert_eq!(via_text, via_value.into_owned());
     let Outcome::Admitted(admission) = via_text else {
         panic!("denied")

@@ -17,7 +17,6 @@ use crate::{
     document::Document,
     policy_set::{LoadReport, PolicySet},
     view::ObjectView,
-    vocab::Operation,
     vocab::Origin,
 };
 
@@ -68,12 +67,7 @@ pub(super) fn apply(pod: &Value, policies: &[Value]) -> Outcome<'static> {
         "unexpected load errors: {:?}",
         report.errors
     );
-    let request = |object| Request {
-        object,
-        namespace: NS,
-        operation: Operation::Create,
-        user: None,
-    };
+    let request = |object| Request::create(object, NS);
     let from_value = set.apply(&request(pod.into()));
     let text = serde_json::to_string_pretty(pod).expect("JSON");
     let raw: Box<RawValue> = serde_json::from_str(&text).expect("JSON");

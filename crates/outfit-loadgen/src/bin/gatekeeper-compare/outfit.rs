@@ -7,7 +7,7 @@ use std::{
 };
 
 use anyhow::{Result, bail};
-use outfit_core::{Operation, Outcome, PolicySet, Request, document};
+use outfit_core::{Outcome, PolicySet, Request, document};
 use serde_json::Value;
 
 use crate::{baseline::Budget, timing::Timing};
@@ -61,15 +61,6 @@ fn streams(yaml: &str) -> Vec<&str> {
     out
 }
 
-fn request<'a>(object: &'a Value, namespace: &'a str) -> Request<'a> {
-    Request {
-        object: object.into(),
-        namespace,
-        operation: Operation::Create,
-        user: None,
-    }
-}
-
 /// This thread's CPU time so far, from `/proc/thread-self/schedstat` (std has no CPU clock, and
 /// the workspace forbids the `unsafe` a `clock_gettime` call would need). It lags by up to a
 /// scheduler tick, which averages out over the dozens of batches a cell times.
@@ -89,7 +80,7 @@ pub(crate) fn mutate(
     namespace: &str,
 ) -> (Result<(Value, bool), String>, Timing) {
     let (cpu, start) = (thread_cpu(), Instant::now());
-    let outcome = set.apply(&request(object, namespace));
+    let outcome = set.apply(&Request::create(object, namespace));
     let admitted = match &outcome {
         Outcome::Admitted(admission) => Ok((admission.object(object), !admission.is_unchanged())),
         Outcome::Denied(denial) => Err(denial.message.clone()),
@@ -112,7 +103,7 @@ pub(crate) fn mutate(
 /// one, else the input with the patch applied; the input itself when nothing changed). Both
 /// are dropped inside the clock, as Go's garbage is collected inside its own.
 fn admit(set: &PolicySet, object: &Value, namespace: &str) {
-    match set.apply(&request(object, namespace)) {
+    match set.apply(&Request::create(object, namespace)) {
         Outcome::Admitted(admission) => {
             let admitted = admission.object(object).expect("patch applies");
             black_box(&admitted);

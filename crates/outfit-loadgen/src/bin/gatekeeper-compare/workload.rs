@@ -116,25 +116,14 @@ fn env_assign(i: usize) -> Value {
     })
 }
 
+/// The criterion bench's 5-container pod, in `namespace`.
 fn env_pod(namespace: &str) -> Value {
-    let containers: Vec<Value> = (0..5)
-        .map(|i| {
-            json!({
-                "name": format!("c{i}"),
-                "image": format!("registry.example.com/team/app-{i}:1.2.3"),
-                "env": [{"name": "HOME", "value": "/home/coder"}, {"name": "LANG", "value": "C.UTF-8"}],
-                "ports": [{"containerPort": 8080 + i, "protocol": "TCP"}],
-                "resources": {"limits": {"cpu": "2", "memory": "4Gi"}},
-                "volumeMounts": [{"name": "home", "mountPath": "/home/coder"}],
-            })
-        })
-        .collect();
-    json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "workspace", "namespace": namespace, "labels": {"app": "workspace"}},
-        "spec": {"containers": containers, "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "home"}}]},
-    })
+    let mut pod: Value = serde_json::from_str(include_str!(
+        "../../../../outfit-core/benches/data/gatekeeper-pod.json"
+    ))
+    .expect("a JSON pod");
+    pod["metadata"]["namespace"] = json!(namespace);
+    pod
 }
 
 fn namespace(name: &str, labels: Value) -> Value {

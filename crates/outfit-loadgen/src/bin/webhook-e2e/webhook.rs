@@ -15,7 +15,7 @@ use kube::{
     api::{DeleteParams, PostParams},
 };
 use outfit_server::SelfSigned;
-use outfit_test_support::http::Call;
+use outfit_test_support::{free_port, http::Call};
 use serde_json::{Value, json};
 
 /// The env variable every policy set adds to the benchmark's pods, with the set's name as value:
@@ -196,17 +196,13 @@ impl Drop for Outfit {
     }
 }
 
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
 impl Outfit {
     /// Starts the release `outfit serve --policies <policies>` on loopback with a certificate
     /// from a self-signed CA in `<work>/<name>-certs`, logging to `<work>/<name>.log`, and waits
     /// for its `/readyz`.
     pub(crate) async fn start(outfit: &Path, policies: &Path, work: &Path, name: &str) -> Result<Self> {
         let certs = SelfSigned::ensure(&work.join(format!("{name}-certs")), &[])?;
-        let (port, admin) = (free_port()?, free_port()?);
+        let (port, admin) = (free_port(), free_port());
         let log = work.join(format!("{name}.log"));
         let child = Command::new(outfit)
             .arg("serve")

@@ -2,9 +2,11 @@
 //! Gatekeeper disables them), mutating the already-mutated object changes nothing. This is
 //! Gatekeeper's "global idempotence" (reference §3.1), which its loop relies on.
 
-use outfit_core::{Document, Operation, Origin, Outcome, PolicySet, Request};
+use outfit_core::{Document, Operation, Origin, PolicySet};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
+
+use crate::support::admission;
 
 const FIELDS: &[&str] = &["a", "b", "image", "args"];
 const KEYS: &[&str] = &["x", "y"];
@@ -114,16 +116,9 @@ fn build(mutators: &[(String, Value)]) -> PolicySet {
 }
 
 fn apply(set: &PolicySet, object: &Value) -> Option<Value> {
-    let request = Request {
-        object: object.into(),
-        namespace: "default",
-        operation: Operation::Create,
-        user: None,
-    };
-    match set.apply(&request) {
-        Outcome::Admitted(admission) => Some(admission.object(object).expect("patch applies").into_owned()),
-        Outcome::Denied(_) => None,
-    }
+    admission(set, object, Operation::Create)
+        .ok()
+        .map(|(admitted, _)| admitted)
 }
 
 proptest! {

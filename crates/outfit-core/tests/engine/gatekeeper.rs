@@ -2,38 +2,13 @@
 //! AssignImage, ordering, convergence, schema conflicts and the PodDefault-then-Gatekeeper order.
 //! Rows name the vector of `shared/reference/gatekeeper.md` §4 they restate (`S*`, `Y*`, `K*`, ...).
 
-use outfit_core::{
-    Operation, Outcome, PolicySet, Request, document::parse_stream, error::Problem, policy_set::LoadReport,
-};
+use outfit_core::{Operation, Outcome, PolicySet, Request, document::parse_stream, error::Problem};
 use serde_json::{Value, json};
 
-fn load(yaml: &str) -> (PolicySet, LoadReport) {
-    let documents = parse_stream(yaml, "policies.yaml").unwrap();
-    let mut builder = PolicySet::builder();
-    builder.add_all(&documents);
-    builder.build()
-}
-
-fn load_ok(yaml: &str) -> PolicySet {
-    let (set, report) = load(yaml);
-    assert!(report.errors.is_empty(), "{:?}", report.errors);
-    set
-}
+use crate::support::{admission, load, load_ok};
 
 fn admit(set: &PolicySet, object: &Value, operation: Operation) -> (Value, Vec<String>) {
-    let request = Request {
-        object: object.into(),
-        namespace: "default",
-        operation,
-        user: None,
-    };
-    match set.apply(&request) {
-        Outcome::Admitted(admission) => (
-            admission.object(object).expect("patch applies").into_owned(),
-            admission.applied.iter().map(ToString::to_string).collect(),
-        ),
-        Outcome::Denied(denial) => panic!("denied: {}", denial.message),
-    }
+    admission(set, object, operation).unwrap_or_else(|message| panic!("denied: {message}"))
 }
 
 fn mutate(set: &PolicySet, object: &Value) -> Value {
@@ -41,15 +16,9 @@ fn mutate(set: &PolicySet, object: &Value) -> Value {
 }
 
 fn denial(set: &PolicySet, object: &Value) -> String {
-    let request = Request {
-        object: object.into(),
-        namespace: "default",
-        operation: Operation::Create,
-        user: None,
-    };
-    match set.apply(&request) {
-        Outcome::Denied(denial) => denial.message,
-        Outcome::Admitted(admission) => panic!("admitted: {:?}", admission.patch()),
+    match admission(set, object, Operation::Create) {
+        Err(message) => message,
+        Ok((admitted, _)) => panic!("admitted as {admitted}"),
     }
 }
 
@@ -498,12 +467,7 @@ fn webhook_vectors() {
     // Y6: Assign spec.value on a Pod with no spec.
     let yaml = assign("v", "spec.value", "foo");
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "acbd", "namespace": "ns1"}});
-    let request = Request {
-        object: (&pod).into(),
-        namespace: "ns1",
-        operation: Operation::Create,
-        user: None,
-    };
+    let request = Request::create(&pod, "ns1");
     let set = load_ok(&yaml);
     let Outcome::Admitted(admission) = set.apply(&request) else {
         panic!()
