@@ -167,6 +167,19 @@ impl Storage {
         }
     }
 
+    /// The name, labels and owner annotation the PV and the PVC both carry.
+    fn metadata(&self, user: &UserId) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(self.name.clone()),
+            labels: Some(self.labels(user)),
+            annotations: Some(BTreeMap::from([(
+                keys::ANNOTATION_USER_ID.to_owned(),
+                user.as_str().to_owned(),
+            )])),
+            ..ObjectMeta::default()
+        }
+    }
+
     fn labels(&self, user: &UserId) -> BTreeMap<String, String> {
         BTreeMap::from([
             (keys::LABEL_NAME.to_owned(), names::label_value(&self.name)),
@@ -177,20 +190,11 @@ impl Storage {
         ])
     }
 
-    fn annotations(user: &UserId) -> BTreeMap<String, String> {
-        BTreeMap::from([(keys::ANNOTATION_USER_ID.to_owned(), user.as_str().to_owned())])
-    }
-
     /// The PV, as deic-dk makes it: NFS, ReadWriteMany, Retain (the data outlives the objects),
     /// `hard,nfsvers=4.1`, bound ahead to the PVC.
     pub fn volume(&self, user: &UserId, config: &Config) -> PersistentVolume {
         PersistentVolume {
-            metadata: ObjectMeta {
-                name: Some(self.name.clone()),
-                labels: Some(self.labels(user)),
-                annotations: Some(Self::annotations(user)),
-                ..ObjectMeta::default()
-            },
+            metadata: self.metadata(user),
             spec: Some(PersistentVolumeSpec {
                 access_modes: Some(vec!["ReadWriteMany".to_owned()]),
                 capacity: Some(BTreeMap::from([(
@@ -220,12 +224,7 @@ impl Storage {
     /// its claims bind only in clusters without a default class).
     pub fn claim(&self, user: &UserId, config: &Config) -> PersistentVolumeClaim {
         PersistentVolumeClaim {
-            metadata: ObjectMeta {
-                name: Some(self.name.clone()),
-                labels: Some(self.labels(user)),
-                annotations: Some(Self::annotations(user)),
-                ..ObjectMeta::default()
-            },
+            metadata: self.metadata(user),
             spec: Some(PersistentVolumeClaimSpec {
                 access_modes: Some(vec!["ReadWriteMany".to_owned()]),
                 resources: Some(VolumeResourceRequirements {
