@@ -1,7 +1,8 @@
-//! `outfit serve --from-cluster` while the API server is away: the last policies keep serving,
-//! and changes made after the API server returns are picked up. The test waits until outfit has
-//! logged its watch failing before it goes on, so the outage it claims to survive is one outfit
-//! saw.
+//! Outages. `outfit serve --from-cluster` while the API server is away: the last policies keep
+//! serving, and changes made after the API server returns are picked up (the test waits until
+//! outfit has logged its watch failing before it goes on, so the outage it claims to survive is
+//! one outfit saw). And outfit away while the API server is up: the cluster's own traffic never
+//! waits on it (issue 33).
 
 use std::{
     process::Command,
@@ -12,7 +13,12 @@ use base64::{Engine, prelude::BASE64_STANDARD};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::{control_plane::ControlPlane, e2e::Webhook};
+use outfit_test_support::wait::eventually;
+
+use crate::{
+    control_plane::{ControlPlane, create, pod_namespace, resource},
+    e2e::Webhook,
+};
 
 /// Sends one AdmissionReview for a pod to the webhook with curl (trusting only outfit's CA) and
 /// returns the decoded patch, `[]` when none.
@@ -166,4 +172,147 @@ async fn last_policies_keep_serving_while_the_api_server_is_away() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Whether `result` is the API server refusing a request because outfit's webhook could not be
+/// called (failurePolicy Fail).
+fn refused_by_webhook(result: &Result<Value, kube::Error>) -> bool {
+    matches!(result, Err(kube::Error::Api(status)) if status.message.contains("failed calling webhook"))
+}
+
+/// Issue 33: an all-kinds rule with `failurePolicy: Fail`, as `outfit manifests --all-resources`
+/// writes it, and outfit down (nothing listens at the webhook's URL). The cluster's own traffic
+/// still passes: a node's Lease is created and renewed, Events and Leases are written anywhere,
+/// whatever a node asks passes, an excluded namespace's and an opted-out namespace's objects pass,
+/// an object other than a pod labelled `outfit.dev/ignore=true` passes; while a pod, labelled or
+/// not, and an unlabelled ConfigMap in a user's namespace are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outfit_outage_never_stops_the_cluster_s_own_traffic() {
+    let plane = ControlPlane::start("outage-traffic");
+    let admin = plane.admin_client().await;
+    let users = "traffic-users";
+    pod_namespace(&admin, users, json!({})).await;
+    pod_namespace(&admin, "legacy", json!({})).await;
+    let down = outfit_test_support::free_port();
+    let url = format!("https://127.0.0.1:{down}/mutate");
+    let configuration = crate::support::manifests(&[
+        "--webhook-url",
+        &url,
+        "--all-resources",
+        "--exclude-namespace",
+        "legacy",
+    ])
+    .into_iter()
+    .find(|d| d.kind() == "MutatingWebhookConfiguration")
+    .expect("a webhook configuration")
+    .value;
+    assert_eq!(configuration["webhooks"][0]["failurePolicy"], "Fail");
+    let webhooks = resource(
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingWebhookConfiguration",
+        "mutatingwebhookconfigurations",
+    );
+    create(&admin, None, &webhooks, configuration)
+        .await
+        .expect("register the webhook");
+
+    let config_maps = resource("", "v1", "ConfigMap", "configmaps");
+    let config_map = |name: &str, labels: Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}});
+    // The API server reads webhook configurations through an informer: wait until it calls.
+    eventually(
+        "the API server to call the webhook",
+        Duration::from_secs(60),
+        || async {
+            let probe =
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "probe-"}});
+            refused_by_webhook(&create(&admin, Some(users), &config_maps, probe).await).then_some(())
+        },
+    )
+    .await;
+
+    // Refused: what a user's namespace holds, pods even when labelled.
+    let pods = resource("", "v1", "Pod", "pods");
+    for labels in [json!({}), json!({"outfit.dev/ignore": "true"})] {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": labels},
+                         "spec": {"containers": [{"name": "c", "image": "i"}]}});
+        let refused = create(&admin, Some(users), &pods, pod).await;
+        assert!(refused_by_webhook(&refused), "{refused:?}");
+    }
+
+    // Passes: an object other than a pod that opts out, and the namespaces left out.
+    create(
+        &admin,
+        Some(users),
+        &config_maps,
+        config_map("opted-out", json!({"outfit.dev/ignore": "true"})),
+    )
+    .await
+    .expect("a labelled ConfigMap opts out");
+    create(&admin, Some("legacy"), &config_maps, config_map("c", json!({})))
+        .await
+        .expect("an --exclude-namespace namespace's ConfigMap");
+    let namespaces = resource("", "v1", "Namespace", "namespaces");
+    let opted_out = json!({"apiVersion": "v1", "kind": "Namespace",
+                           "metadata": {"name": "opted-out", "labels": {"outfit.dev/ignore": "true"}}});
+    create(&admin, None, &namespaces, opted_out)
+        .await
+        .expect("a namespace labelled to opt out");
+    create(
+        &admin,
+        Some("opted-out"),
+        &config_maps,
+        config_map("c", json!({})),
+    )
+    .await
+    .expect("an opted-out namespace's ConfigMap");
+
+    // A node's heartbeat: its Lease in kube-node-lease, created and renewed as the node.
+    let node = crate::requester::client_as(
+        &plane,
+        "system:node:worker-1",
+        &["system:nodes", "system:masters"],
+    )
+    .await;
+    let leases = resource("coordination.k8s.io", "v1", "Lease", "leases");
+    let lease = |name: &str| {
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name},
+               "spec": {"holderIdentity": name, "leaseDurationSeconds": 40}})
+    };
+    create(&node, Some("kube-node-lease"), &leases, lease("worker-1"))
+        .await
+        .expect("the node's Lease");
+    let renew = json!({"spec": {"renewTime": "2026-11-29T10:00:00.000000Z"}});
+    Api::<DynamicObject>::namespaced_with(node.clone(), "kube-node-lease", &leases)
+        .patch("worker-1", &PatchParams::default(), &Patch::Merge(&renew))
+        .await
+        .expect("the node's Lease renewed");
+    // Whatever a node asks, in any namespace.
+    create(
+        &node,
+        Some(users),
+        &config_maps,
+        config_map("from-a-node", json!({})),
+    )
+    .await
+    .expect("a node's request");
+    // The cluster's bookkeeping, in a user's namespace too.
+    create(&admin, Some(users), &leases, lease("a-controller"))
+        .await
+        .expect("a controller's Lease");
+    let events = resource("", "v1", "Event", "events");
+    let event = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e1"},
+                       "involvedObject": {"kind": "ConfigMap", "name": "opted-out", "namespace": users},
+                       "reason": "Test", "message": "an Event during an outfit outage", "type": "Normal"});
+    create(&admin, Some(users), &events, event)
+        .await
+        .expect("an Event");
+    let new_events = resource("events.k8s.io", "v1", "Event", "events");
+    let event = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e2"},
+                       "eventTime": "2026-11-29T10:00:00.000000Z", "reportingController": "test/outage",
+                       "reportingInstance": "test", "action": "Tested", "reason": "Test", "type": "Normal",
+                       "regarding": {"kind": "ConfigMap", "name": "opted-out", "namespace": users}});
+    create(&admin, Some(users), &new_events, event)
+        .await
+        .expect("an events.k8s.io Event");
 }

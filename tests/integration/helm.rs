@@ -213,6 +213,10 @@ fn chart_renders_what_outfit_manifests_prints_for_the_same_settings() {
             vec![
                 "--namespace",
                 "platform",
+                "--exclude-namespace",
+                "legacy,kube-public",
+                "--exclude-namespace",
+                "batch",
                 "--image",
                 "registry.example/outfit:dev",
                 "--replicas",
@@ -240,6 +244,7 @@ fn chart_renders_what_outfit_manifests_prints_for_the_same_settings() {
             json!({
                 "image": {"repository": "registry.example/outfit", "tag": "dev"},
                 "webhook": {"replicas": 3, "failurePolicy": "Ignore", "timeoutSeconds": 12, "caBundle": ca,
+                            "namespaceSelector": {"excluded": ["legacy", "kube-public", "batch"]},
                             "filerSvms": ["fld9", "fld5_svm", "fld9"],
                             "rules": {"resources": ["apps/v1/deployments", "v1/services", "apps/v1/statefulsets",
                                                     "example.com/v1beta1/widgets"]}},
@@ -330,7 +335,9 @@ fn chart_renders_the_webhook_and_the_workspace_backend_together_and_its_own_sett
         webhook["webhooks"][0]["namespaceSelector"],
         json!({"matchLabels": {"outfit.dev/enabled": "true"},
                "matchExpressions": [
-                   {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "outfit-system", "legacy"]},
+                   {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                    "values": ["kube-system", "kube-node-lease", "kube-public", "outfit-system", "legacy"]},
+                   {"key": "outfit.dev/ignore", "operator": "NotIn", "values": ["true"]},
                    {"key": "tier", "operator": "NotIn", "values": ["batch"]}]})
     );
     let deployment = both

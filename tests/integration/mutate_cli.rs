@@ -306,6 +306,10 @@ fn bad_flags_of_serve_and_manifests_exit_2_naming_the_flag() {
             outfit(&["manifests", "--filer-svm", "Bad Name"], ""),
             "--filer-svm \"Bad Name\": its Secret's name would not be a valid object name",
         ),
+        (
+            outfit(&["manifests", "--exclude-namespace", "legacy,Team_A"], ""),
+            "invalid value 'Team_A' for '--exclude-namespace <NAMESPACE>': a namespace's name is 1 to 63",
+        ),
     ];
     for (out, expected) in cases {
         let stderr = String::from_utf8_lossy(&out.stderr);

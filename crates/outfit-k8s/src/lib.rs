@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod component;
 pub mod crds;
 pub mod election;
+pub mod exemptions;
 pub mod lease;
 pub mod manifests;
 mod names;

@@ -21,7 +21,7 @@ pub use crate::names::{ADMIN_PORT, LEASE, NAME, TLS_SECRET, WEBHOOK_PORT, servic
 use crate::{
     cert_manager,
     component::{self, Component, Scope, Workload},
-    crds,
+    crds, exemptions,
     rules::{self, Rules},
 };
 
@@ -71,6 +71,9 @@ pub struct InstallOptions {
     pub replicas: u32,
     /// The webhook's failure policy.
     pub failure_policy: FailurePolicy,
+    /// Namespaces never sent to the webhook besides the system ones and `namespace`
+    /// ([`exemptions`]).
+    pub excluded_namespaces: Vec<String>,
     /// How long the API server waits for an answer (1 to 30 seconds).
     pub timeout_seconds: u32,
     /// PEM CA bundle the API server trusts for outfit's serving certificate.
@@ -107,6 +110,7 @@ impl Default for InstallOptions {
             image: format!("ghcr.io/outfit-dev/outfit:{}", env!("CARGO_PKG_VERSION")),
             replicas: 2,
             failure_policy: FailurePolicy::Fail,
+            excluded_namespaces: Vec::new(),
             timeout_seconds: 5,
             ca_bundle_pem: None,
             families: outfit_core::kinds::FAMILIES,
@@ -306,9 +310,9 @@ fn deployment(options: &InstallOptions) -> Value {
     })
 }
 
-/// The webhook registration. Its own namespace and kube-system are excluded through the
-/// immutable `kubernetes.io/metadata.name` label, so outfit can never block its own recovery or
-/// the control plane's pods.
+/// The webhook registration. The cluster's own traffic never waits on it ([`exemptions`]): the
+/// system namespaces and outfit's own (so outfit can never block its own recovery or the control
+/// plane's pods), nodes' requests, the cluster's bookkeeping, and what is labelled to opt out.
 fn webhook_configuration(options: &InstallOptions, client_config: Value) -> Value {
     let mut client_config = client_config;
     if let Some(pem) = &options.ca_bundle_pem {
@@ -322,8 +326,8 @@ fn webhook_configuration(options: &InstallOptions, client_config: Value) -> Valu
             "admissionReviewVersions": ["v1"],
             "clientConfig": client_config,
             "rules": rules::to_json(&options.rules),
-            "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
-                                                        "values": ["kube-system", options.namespace]}]},
+            "namespaceSelector": exemptions::namespace_selector(&options.namespace, &options.excluded_namespaces),
+            "matchConditions": exemptions::match_conditions(),
             "failurePolicy": options.failure_policy.to_string(),
             "sideEffects": "None",
             "reinvocationPolicy": "IfNeeded",
@@ -359,9 +363,10 @@ mod tests {
         assert_eq!(webhook["timeoutSeconds"], 5);
         assert_eq!(webhook["clientConfig"]["caBundle"], "Q0E=");
         assert_eq!(
-            webhook["namespaceSelector"]["matchExpressions"][0]["values"],
-            json!(["kube-system", "outfit-system"])
+            webhook["namespaceSelector"],
+            exemptions::namespace_selector("outfit-system", &[])
         );
+        assert_eq!(webhook["matchConditions"], exemptions::match_conditions());
         let role = objects.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
         for rule in role["rules"].as_array().unwrap() {
             let verbs = rule["verbs"].as_array().unwrap();

@@ -13,9 +13,22 @@ use crate::failure::{EXIT_BAD_INPUT, FlagError};
 /// Arguments of `outfit manifests`.
 #[derive(Debug, Args)]
 pub(crate) struct ManifestsArgs {
-    /// Namespace outfit runs in (excluded from the webhook, with kube-system).
+    /// Namespace outfit runs in (never sent to the webhook, as kube-system, kube-node-lease and
+    /// kube-public are not).
     #[arg(long, default_value_t = InstallOptions::default().namespace)]
     namespace: String,
+
+    /// A namespace whose requests are never sent to the webhook, besides the system ones and
+    /// outfit's own (labelling a namespace `outfit.dev/ignore=true` does the same). Repeatable,
+    /// or comma-separated.
+    #[arg(
+        long = "exclude-namespace",
+        value_name = "NAMESPACE",
+        value_delimiter = ',',
+        value_parser = namespace_name,
+        conflicts_with = "workspaces"
+    )]
+    exclude_namespaces: Vec<String>,
 
     /// outfit's container image.
     #[arg(long, default_value_t = InstallOptions::default().image)]
@@ -175,6 +188,7 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
             Failure::Fail => FailurePolicy::Fail,
             Failure::Ignore => FailurePolicy::Ignore,
         },
+        excluded_namespaces: args.exclude_namespaces.clone(),
         timeout_seconds: args.timeout_seconds,
         ca_bundle_pem,
         families: outfit_core::kinds::FAMILIES,
@@ -213,6 +227,23 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
             eprintln!("error: rendering YAML: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// A namespace's name as the API server takes it (a DNS label), so that a typo is refused here
+/// rather than by the API server when the configuration is applied.
+fn namespace_name(name: &str) -> Result<String, String> {
+    let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    let bytes = name.as_bytes();
+    let valid = !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes.iter().all(|&b| alnum(b) || b == b'-')
+        && alnum(bytes[0])
+        && alnum(bytes[bytes.len() - 1]);
+    if valid {
+        Ok(name.to_owned())
+    } else {
+        Err("a namespace's name is 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit".to_owned())
     }
 }
 
