@@ -576,9 +576,16 @@ async fn chart_installs_upgrades_and_uninstalls_on_a_real_cluster() {
     get(&client, None, "v1", "Namespace", "namespaces", "sciencedata-dev")
         .await
         .expect("the workspace namespace is made");
-    // And goes when it is turned off again (Helm deletes what the chart no longer renders).
+    get_crd(&client, "workspaces.outfit.dev")
+        .await
+        .expect("the Workspace CRD comes with the backend");
+    // And goes when it is turned off again (Helm deletes what the chart no longer renders), but
+    // for the Workspace CRD, which crds.keep keeps: deleting it would delete every Workspace.
     install(&["--set", "webhook.replicas=3,webhook.failurePolicy=Ignore"]);
     assert_eq!(get_deployment(&client, "outfit-workspaces").await, None);
+    get_crd(&client, "workspaces.outfit.dev")
+        .await
+        .expect("the Workspace CRD is kept");
     let history = helm.ok(
         &["history", "outfit", "--namespace", "outfit-system", "-o", "json"],
         kubeconfig,

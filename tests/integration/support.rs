@@ -53,22 +53,27 @@ pub(crate) async fn install_crds(client: &Client) {
 /// server serves them, and returns how many.
 pub(crate) async fn install_crds_where(client: &Client, wanted: impl Fn(&str) -> bool) -> usize {
     let documents = manifests(&["--webhook-url", "https://127.0.0.1:1/unused"]);
-    let crds = resource(
+    let crds = documents
+        .iter()
+        .filter(|d| d.kind() == "CustomResourceDefinition")
+        .filter(|d| wanted(d.value["metadata"]["name"].as_str().unwrap()))
+        .map(|d| d.value.clone());
+    install_crd_objects(client, crds).await
+}
+
+/// Installs `crds` (409, already there, is fine), waits until the API server serves each, and
+/// returns how many.
+pub(crate) async fn install_crd_objects(client: &Client, crds: impl IntoIterator<Item = Value>) -> usize {
+    let resource = resource(
         "apiextensions.k8s.io",
         "v1",
         "CustomResourceDefinition",
         "customresourcedefinitions",
     );
     let mut names = Vec::new();
-    for document in documents
-        .iter()
-        .filter(|d| d.kind() == "CustomResourceDefinition")
-    {
-        let name = document.value["metadata"]["name"].as_str().unwrap().to_owned();
-        if !wanted(&name) {
-            continue;
-        }
-        match create(client, None, &crds, document.value.clone()).await {
+    for crd in crds {
+        let name = crd["metadata"]["name"].as_str().unwrap().to_owned();
+        match create(client, None, &resource, crd).await {
             Ok(_) => {}
             Err(kube::Error::Api(status)) if status.code == 409 => {}
             Err(error) => panic!("CRD {name} did not install: {error}"),
@@ -76,7 +81,7 @@ pub(crate) async fn install_crds_where(client: &Client, wanted: impl Fn(&str) ->
         names.push(name);
     }
     let installed = names.len();
-    let crd_api = api(client, None, &crds);
+    let crd_api = api(client, None, &resource);
     for name in names {
         let established = tokio::time::timeout(Duration::from_secs(30), async {
             loop {

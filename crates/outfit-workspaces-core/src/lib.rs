@@ -9,8 +9,7 @@
 //! network (its one read is the configuration's own files, at load), so its decisions are
 //! unit-tested and benchmarked without a cluster or a runtime, and the compiler keeps it
 //! that way: I/O can't creep in through an import. The backend (`outfit-workspaces`) re-exports
-//! its modules under the same paths and does the talking. The `Workspace` resource's types
-//! (issue 31) belong here too.
+//! its modules under the same paths and does the talking.
 //!
 //! The modules are layers, read bottom-up; a file imports only from its own layer or below:
 //! - [`cidr`]: address ranges (on `ipnet`), at the bottom so everything may use it; CPU and
@@ -21,9 +20,12 @@
 //! - [`workspace`]: one workspace: the pod a create makes, what the pod asks for once it runs,
 //!   its storage, Services, Ingress and NetworkPolicy, the plan of what it needs once ready,
 //!   what `get_pods` answers, and its progress.
+//! - [`resource`]: the `Workspace` resource (its CRD and types), the record of a workspace that
+//!   outlives its pod; its spec holds a launch's values, so it sits above `workspace`.
 
 pub mod cidr;
 
 pub mod model;
 pub mod policy;
+pub mod resource;
 pub mod workspace;

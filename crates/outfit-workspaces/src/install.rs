@@ -1,8 +1,9 @@
-//! What a cluster needs to run `outfit workspaces`, ready for `kubectl apply -f -`: its
-//! ServiceAccount, the least privilege it needs (a Role in the workspace namespace for exactly the
-//! calls [`crate::io::cluster`] and [`crate::io::cache`] make, a ClusterRole for the users' volumes and
-//! for checking callers' tokens), its configuration, Deployment and Service, and its own share of
-//! the API server (API Priority and Fairness: a FlowSchema and a priority level).
+//! What a cluster needs to run `outfit workspaces`, ready for `kubectl apply -f -`: the
+//! `Workspace` resource's CRD, its ServiceAccount, the least privilege it needs (a Role in the
+//! workspace namespace for exactly the calls [`crate::io::cluster`] and [`crate::io::cache`] make,
+//! a ClusterRole for the users' volumes and for checking callers' tokens), its configuration,
+//! Deployment and Service, and its own share of the API server (API Priority and Fairness: a
+//! FlowSchema and a priority level).
 
 use outfit_k8s::component::{self, Component, Scope, Workload};
 use serde_json::{Value, json};
@@ -39,9 +40,9 @@ fn component_of(options: &InstallOptions) -> Component<'_> {
     }
 }
 
-/// Every object, in apply order.
+/// Every object, in apply order: the `Workspace` CRD first (cluster-scoped, needing nothing).
 pub fn objects(options: &InstallOptions) -> Vec<Value> {
-    let mut objects = vec![component::namespace(&options.namespace)];
+    let mut objects = vec![crate::resource::crd(), component::namespace(&options.namespace)];
     if options.workspace_namespace != options.namespace {
         objects.push(component::namespace(&options.workspace_namespace));
     }
@@ -247,6 +248,15 @@ mod tests {
         assert_eq!(find("Deployment")["metadata"]["namespace"], "outfit-system");
         let kinds: Vec<_> = objects.iter().map(|o| o["kind"].as_str().unwrap()).collect();
         assert_eq!(kinds.iter().filter(|k| **k == "Namespace").count(), 2);
+    }
+
+    #[test]
+    fn the_workspace_crd_comes_first_as_the_resource_defines_it() {
+        let printed = objects(&options());
+        assert_eq!(printed[0], crate::resource::crd());
+        assert_eq!(printed[0]["metadata"]["name"], crate::resource::CRD_NAME);
+        let crds = printed.iter().filter(|o| o["kind"] == "CustomResourceDefinition");
+        assert_eq!(crds.count(), 1);
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! - [`workspace`]: one workspace, pure: the pod a create makes, its storage, Services, Ingress and
 //!   NetworkPolicy, the plan of what it needs once ready, what `get_pods` answers, and its progress
 //!   (where a start or delete stands).
+//! - [`resource`]: the `Workspace` resource, the record of a workspace that outlives its pod.
 //!
 //! The rest talks, and lives here:
 //! - [`io`]: what talks to the outside: the API server's calls (and the trait of those the backend
@@ -24,7 +25,7 @@
 //! - [`api`]: HTTP: the page, the native API, deic-dk's API; one folder for `Api` and its `impl`s.
 //! - [`run`]: the process. [`install`] prints what a cluster needs; it imports nothing here.
 
-pub use outfit_workspaces_core::{cidr, model, policy, workspace};
+pub use outfit_workspaces_core::{cidr, model, policy, resource, workspace};
 
 pub mod io;
 

@@ -11,6 +11,7 @@
 //! - `lifecycle`: creates that never turn ready, restarts, a second replica;
 //! - `replicas`: several replicas, one leading the lifecycle, failover;
 //! - `requests`: bad input, callers, configuration;
+//! - `resource`: the `Workspace` resource's CRD on the API server: defaults, rules, columns;
 //! - `native`: the native API, its callers and its progress streams;
 //! - `page`: the web page in headless Chromium;
 //! - `guards`: isolation, per-user limits and culling;
@@ -26,5 +27,6 @@ mod native;
 mod page;
 mod replicas;
 mod requests;
+mod resource;
 mod session;
 mod support;

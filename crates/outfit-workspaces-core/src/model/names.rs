@@ -13,6 +13,9 @@ pub const MAX_LABEL: usize = 63;
 pub const MAX_SUBDOMAIN: usize = 253;
 /// The longest suffix the backend adds to a pod's name for its objects (`-ingress`).
 const LONGEST_OBJECT_SUFFIX: usize = "-ingress".len();
+/// The longest pod name: room is left for the longest suffix of the pod's objects (a Workspace's
+/// name is its pod's, so the same bound holds there).
+pub const MAX_POD_NAME: usize = MAX_LABEL - LONGEST_OBJECT_SUFFIX;
 /// The longest suffix a numbered retry adds (`-9`).
 const RETRY_SUFFIX: usize = 2;
 /// How many names a create tries: the base, then `-1` … `-9`, as deic-dk does.
