@@ -279,10 +279,19 @@ fn chart_renders_what_outfit_manifests_prints_for_the_same_settings() {
                 "users",
                 "--replicas",
                 "1",
+                "--priority-class",
+                "workspaces-high",
             ],
             "ws-backend",
             json!({"webhook": {"enabled": false}, "crds": {"install": false},
-                   "workspaces": {"enabled": true, "namespace": "users", "replicas": 1}}),
+                   "workspaces": {"enabled": true, "namespace": "users", "replicas": 1,
+                                  "priorityClassName": "workspaces-high"}}),
+        ),
+        (
+            "one webhook replica, its risk accepted (and so no PodDisruptionBudget)",
+            vec!["--replicas", "1", "--accept-risk", "single-replica"],
+            "outfit-system",
+            json!({"webhook": {"replicas": 1}, "acceptRisks": ["single-replica"]}),
         ),
         (
             "the workspace backend without its FlowSchema (clusters before 1.29)",
@@ -313,6 +322,7 @@ fn chart_renders_the_webhook_and_the_workspace_backend_together_and_its_own_sett
                     "webhook": {"namespaceSelector": {"excluded": ["legacy"], "matchLabels": {"outfit.dev/enabled": "true"},
                                                       "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["batch"]}]},
                                 "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": null}},
+                    "acceptRisks": ["no-memory-limit"],
                     "crds": {"keep": false}}),
         )
         .expect("helm template");
@@ -374,6 +384,16 @@ fn chart_passes_helm_lint_and_refuses_bad_values_by_name() {
         ],
         None,
     );
+    // Each risk, accepted by name, renders.
+    for values in [
+        json!({"webhook": {"replicas": 1}, "acceptRisks": ["single-replica"]}),
+        json!({"webhook": {"replicas": 1, "failurePolicy": "Ignore"}}),
+        json!({"workspaces": {"enabled": true, "namespace": "outfit-system"}, "acceptRisks": ["workspaces-in-system-namespace"]}),
+        json!({"webhook": {"resources": {"limits": null}}, "acceptRisks": ["no-memory-limit"]}),
+    ] {
+        helm.template("outfit-system", &values)
+            .unwrap_or_else(|error| panic!("{values}: {error}"));
+    }
     for (values, named) in [
         (json!({"webhook": {"timeoutSeconds": 60}}), "timeoutSeconds"),
         (json!({"webhook": {"failurePolicy": "fail"}}), "failurePolicy"),
@@ -400,6 +420,29 @@ fn chart_passes_helm_lint_and_refuses_bad_values_by_name() {
             json!({"workspaces": {"namespace": "Not_A_Namespace"}}),
             "namespace",
         ),
+        // Issue 33: installs that put the cluster at risk, each refused naming the value, the
+        // risk and the override.
+        (
+            json!({"webhook": {"replicas": 1}}),
+            "webhook.replicas 1 with webhook.failurePolicy Fail: while that replica is down",
+        ),
+        (
+            json!({"webhook": {"resources": {"limits": null}}}),
+            "webhook.resources.limits.memory: unset",
+        ),
+        (
+            json!({"workspaces": {"enabled": true, "namespace": "outfit-system"}}),
+            "workspaces.namespace outfit-system: the release's or a system namespace",
+        ),
+        (
+            json!({"workspaces": {"enabled": true, "namespace": "kube-system"}}),
+            "acceptRisks: [workspaces-in-system-namespace]",
+        ),
+        (
+            json!({"workspaces": {"enabled": true, "resources": {"limits": null}}}),
+            "acceptRisks: [no-memory-limit]",
+        ),
+        (json!({"acceptRisks": ["everything"]}), "acceptRisks"),
     ] {
         let error = helm
             .template("outfit-system", &values)

@@ -306,6 +306,39 @@ fn bad_flags_of_serve_and_manifests_exit_2_naming_the_flag() {
             outfit(&["manifests", "--filer-svm", "Bad Name"], ""),
             "--filer-svm \"Bad Name\": its Secret's name would not be a valid object name",
         ),
+        // Issue 33: installs that put the cluster at risk, refused naming the risk.
+        (
+            outfit(&["manifests", "--replicas", "1"], ""),
+            "--replicas 1 with --failure-policy fail: while that replica is down",
+        ),
+        (
+            outfit(
+                &[
+                    "manifests",
+                    "--workspaces",
+                    "--workspaces-namespace",
+                    "outfit-system",
+                ],
+                "",
+            ),
+            "--workspaces-namespace outfit-system: the webhook never mutates pods in outfit's own namespace",
+        ),
+        (
+            outfit(
+                &[
+                    "manifests",
+                    "--workspaces",
+                    "--workspaces-namespace",
+                    "kube-system",
+                ],
+                "",
+            ),
+            "or accept the risk with --accept-risk workspaces-in-system-namespace",
+        ),
+        (
+            outfit(&["manifests", "--accept-risk", "everything"], ""),
+            "no such risk; the risks are single-replica, workspaces-in-system-namespace, no-memory-limit",
+        ),
         (
             outfit(&["manifests", "--exclude-namespace", "legacy,Team_A"], ""),
             "invalid value 'Team_A' for '--exclude-namespace <NAMESPACE>': a namespace's name is 1 to 63",

@@ -35,8 +35,9 @@ pub struct Workload<'a> {
     pub cpu_request: &'a str,
     /// The container's memory limit (its request is 64Mi).
     pub memory_limit: &'a str,
-    /// A webhook every pod creation waits for: system-cluster-critical, spread over nodes.
-    pub critical: bool,
+    /// The pods' PriorityClass, if any (the webhook's is system-cluster-critical: every pod
+    /// creation waits for it).
+    pub priority_class: Option<&'a str>,
     /// The one volume, if any, read-only: name, mount path and source (`{"secret": ...}`).
     pub volume: Option<(&'a str, &'a str, Value)>,
 }
@@ -105,7 +106,18 @@ impl Component<'_> {
         })
     }
 
-    /// Its Deployment: non-root, read-only, no capabilities, probed on the admin port.
+    /// Its PodDisruptionBudget: a drain or an eviction never takes its last ready replica. Only
+    /// for 2 replicas or more: with one, it would hold every drain of that replica's node.
+    pub fn disruption_budget(&self) -> Value {
+        json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": self.metadata(Scope::Namespace(self.namespace)),
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": self.selector()}}
+        })
+    }
+
+    /// Its Deployment: non-root, read-only, no capabilities, probed on the admin port, its
+    /// replicas spread over nodes.
     pub fn deployment(&self, workload: Workload<'_>) -> Value {
         let probe = |path: &str| json!({"httpGet": {"path": path, "port": "admin"}, "periodSeconds": 5, "timeoutSeconds": 2});
         let mut container = Map::new();
@@ -145,20 +157,19 @@ impl Component<'_> {
         });
         let mut pod = Map::new();
         pod.insert("serviceAccountName".into(), json!(self.name));
-        if workload.critical {
-            pod.insert("priorityClassName".into(), json!("system-cluster-critical"));
+        if let Some(class) = workload.priority_class {
+            pod.insert("priorityClassName".into(), json!(class));
         }
         pod.insert(
             "securityContext".into(),
             json!({"runAsNonRoot": true, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}}),
         );
-        if workload.critical {
-            pod.insert(
-                "topologySpreadConstraints".into(),
-                json!([{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
-                        "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": self.selector()}}]),
-            );
-        }
+        // Replicas on different nodes, so that one node's drain or failure takes one of them.
+        pod.insert(
+            "topologySpreadConstraints".into(),
+            json!([{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                    "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": self.selector()}}]),
+        );
         pod.insert("containers".into(), json!([container]));
         if let Some(volumes) = volumes {
             pod.insert("volumes".into(), volumes);

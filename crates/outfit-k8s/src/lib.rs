@@ -15,4 +15,5 @@ pub mod lease;
 pub mod manifests;
 mod names;
 pub mod registration;
+pub mod risks;
 pub mod rules;

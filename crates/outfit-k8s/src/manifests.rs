@@ -135,11 +135,9 @@ pub fn install(options: &InstallOptions) -> Vec<Value> {
     }
     objects.push(deployment(options));
     objects.push(webhook.service("webhook", 443));
-    objects.push(json!({
-        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-        "metadata": {"name": NAME, "namespace": options.namespace, "labels": webhook.labels()},
-        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": webhook.selector()}}
-    }));
+    if options.replicas >= 2 {
+        objects.push(webhook.disruption_budget());
+    }
     let service = json!({"namespace": options.namespace, "name": NAME, "path": "/mutate", "port": 443});
     let mut configuration = webhook_configuration(options, json!({"service": service}));
     if options.certificates == Certificates::CertManager {
@@ -305,7 +303,7 @@ fn deployment(options: &InstallOptions) -> Value {
         ports: [("webhook", WEBHOOK_PORT), ("admin", ADMIN_PORT)],
         cpu_request: "100m",
         memory_limit: "256Mi",
-        critical: true,
+        priority_class: Some("system-cluster-critical"),
         volume,
     })
 }

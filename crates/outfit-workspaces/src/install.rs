@@ -2,8 +2,8 @@
 //! `Workspace` resource's CRD, its ServiceAccount, the least privilege it needs (a Role in the
 //! workspace namespace for exactly the calls [`crate::io::cluster`] and [`crate::io::cache`] make,
 //! a ClusterRole for the users' volumes and for checking callers' tokens), its configuration,
-//! Deployment and Service, and its own share of the API server (API Priority and Fairness: a
-//! FlowSchema and a priority level).
+//! Deployment (replicas spread over nodes), Service and PodDisruptionBudget, and its own share of
+//! the API server (API Priority and Fairness: a FlowSchema and a priority level).
 
 use outfit_k8s::component::{self, Component, Scope, Workload};
 use serde_json::{Value, json};
@@ -23,6 +23,8 @@ pub struct InstallOptions {
     /// Whether to print the FlowSchema and priority level (`flowcontrol.apiserver.k8s.io/v1`,
     /// Kubernetes 1.29 and later).
     pub flow_schema: bool,
+    /// The backend pods' PriorityClass, if any.
+    pub priority_class: Option<String>,
 }
 
 /// Name of the backend's objects.
@@ -53,6 +55,9 @@ pub fn objects(options: &InstallOptions) -> Vec<Value> {
     objects.push(config_map(options));
     objects.push(deployment(options));
     objects.push(component_of(options).service("api", 80));
+    if options.replicas >= 2 {
+        objects.push(component_of(options).disruption_budget());
+    }
     objects
 }
 
@@ -182,7 +187,7 @@ fn deployment(options: &InstallOptions) -> Value {
         // take more: 124 MiB at 4,000, 374 MiB at 10,000 after 1,900 launches queued, 573 MiB
         // at the peak of that queue (BENCHMARKS.md, "Workspace backend at scale").
         memory_limit: "512Mi",
-        critical: false,
+        priority_class: options.priority_class.as_deref(),
         volume: Some((
             "config",
             "/etc/outfit-workspaces",
@@ -202,6 +207,7 @@ mod tests {
             image: "outfit:test".to_owned(),
             replicas: 2,
             flow_schema: true,
+            priority_class: None,
         }
     }
 
@@ -257,6 +263,28 @@ mod tests {
         assert_eq!(printed[0]["metadata"]["name"], crate::resource::CRD_NAME);
         let crds = printed.iter().filter(|o| o["kind"] == "CustomResourceDefinition");
         assert_eq!(crds.count(), 1);
+    }
+
+    #[test]
+    fn replicas_are_spread_kept_by_a_budget_when_there_are_two_and_take_the_priority_given() {
+        let printed = objects(&options());
+        let budget = the(&printed, "PodDisruptionBudget");
+        assert_eq!(budget["spec"]["minAvailable"], 1);
+        assert_eq!(budget["metadata"]["namespace"], "outfit-system");
+        let pod = &the(&printed, "Deployment")["spec"]["template"]["spec"];
+        assert_eq!(
+            pod["topologySpreadConstraints"][0]["topologyKey"],
+            "kubernetes.io/hostname"
+        );
+        assert!(pod.get("priorityClassName").is_none());
+        let single = objects(&InstallOptions {
+            replicas: 1,
+            priority_class: Some("workspaces-high".to_owned()),
+            ..options()
+        });
+        assert!(!single.iter().any(|o| o["kind"] == "PodDisruptionBudget"));
+        let pod = &the(&single, "Deployment")["spec"]["template"]["spec"];
+        assert_eq!(pod["priorityClassName"], "workspaces-high");
     }
 
     #[test]

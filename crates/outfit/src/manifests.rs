@@ -5,6 +5,7 @@ use std::{path::PathBuf, process::ExitCode};
 use clap::{Args, ValueEnum};
 use outfit_k8s::{
     manifests::{self, Certificates, FailurePolicy, InstallOptions},
+    risks::{self, Risk},
     rules::{self, Rules},
 };
 
@@ -142,6 +143,17 @@ pub(crate) struct ManifestsArgs {
     /// (`flowcontrol.apiserver.k8s.io/v1`), for clusters before Kubernetes 1.29.
     #[arg(long, requires = "workspaces")]
     without_flow_schema: bool,
+
+    /// With --workspaces: the PriorityClass of the backend's pods.
+    #[arg(long, value_name = "NAME", requires = "workspaces")]
+    priority_class: Option<String>,
+
+    /// Print an install that puts the cluster at risk anyway, naming the risk: `single-replica`
+    /// (fewer than 2 webhook replicas with --failure-policy fail: while it is down every pod
+    /// create is refused), `workspaces-in-system-namespace` (the workspace pods in outfit's own
+    /// or a system namespace). Repeatable, or comma-separated.
+    #[arg(long = "accept-risk", value_name = "RISK", value_delimiter = ',', value_parser = Risk::parse)]
+    accept_risks: Vec<Risk>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -170,6 +182,10 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
         eprintln!(
             "error: --no-manage-webhook needs --ca-file or --cert-manager: outfit's own certificate rotates its CA into caBundle"
         );
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
+    if let Err(refused) = refuse_risks(args) {
+        eprintln!("error: {refused}");
         return ExitCode::from(EXIT_BAD_INPUT);
     }
     let (rules, listed_names, without_crds) =
@@ -211,6 +227,7 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
             image: args.image.clone(),
             replicas: args.replicas,
             flow_schema: !args.without_flow_schema,
+            priority_class: args.priority_class.clone(),
         })
     } else {
         match &args.webhook_url {
@@ -228,6 +245,26 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Refuses an install that puts the cluster at risk, unless `--accept-risk` names the risk. Local
+/// mode (`--webhook-url`) prints no Deployment, so its replicas risk nothing.
+fn refuse_risks(args: &ManifestsArgs) -> Result<(), risks::Refused> {
+    if args.workspaces {
+        return risks::check_workspace_namespace(
+            &args.workspaces_namespace,
+            &args.namespace,
+            &args.accept_risks,
+        );
+    }
+    if args.webhook_url.is_none() {
+        risks::check_webhook(
+            args.replicas,
+            args.failure_policy == Failure::Fail,
+            &args.accept_risks,
+        )?;
+    }
+    Ok(())
 }
 
 /// A namespace's name as the API server takes it (a DNS label), so that a typo is refused here
