@@ -33,7 +33,9 @@ pub struct Workload<'a> {
     /// Named container ports; the admin one serves `/livez` and `/readyz`.
     pub ports: [(&'a str, u16); 2],
     pub cpu_request: &'a str,
-    /// The container's memory limit (its request is 64Mi).
+    /// The container's memory request.
+    pub memory_request: &'a str,
+    /// The container's memory limit.
     pub memory_limit: &'a str,
     /// The pods' PriorityClass, if any (the webhook's is system-cluster-critical: every pod
     /// creation waits for it).
@@ -45,6 +47,18 @@ pub struct Workload<'a> {
 /// A Namespace.
 pub fn namespace(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+}
+
+/// outfit's own Namespace, where Pod Security's `restricted` profile is enforced: outfit's pods
+/// meet it (non-root, no privilege escalation, every capability dropped, the runtime's seccomp
+/// profile), so anything else started there, by mistake or by someone who took a token, is held
+/// to it too.
+pub fn restricted_namespace(name: &str) -> Value {
+    let labels: Map<String, Value> = ["enforce", "audit", "warn"]
+        .into_iter()
+        .map(|mode| (format!("pod-security.kubernetes.io/{mode}"), json!("restricted")))
+        .collect();
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
 }
 
 impl Component<'_> {
@@ -137,7 +151,7 @@ impl Component<'_> {
         container.insert("readinessProbe".into(), probe("/readyz"));
         container.insert(
             "resources".into(),
-            json!({"requests": {"cpu": workload.cpu_request, "memory": "64Mi"}, "limits": {"memory": workload.memory_limit}}),
+            json!({"requests": {"cpu": workload.cpu_request, "memory": workload.memory_request}, "limits": {"memory": workload.memory_limit}}),
         );
         container.insert(
             "securityContext".into(),

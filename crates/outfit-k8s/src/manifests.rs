@@ -127,7 +127,7 @@ impl Default for InstallOptions {
 pub fn install(options: &InstallOptions) -> Vec<Value> {
     let webhook = component_of(options);
     let mut objects = crds::of(options.families, &options.without_crds);
-    objects.push(component::namespace(&options.namespace));
+    objects.push(component::restricted_namespace(&options.namespace));
     objects.extend(rbac(options));
     objects.extend(namespace_rbac(options));
     if options.certificates == Certificates::CertManager {
@@ -138,6 +138,7 @@ pub fn install(options: &InstallOptions) -> Vec<Value> {
     if options.replicas >= 2 {
         objects.push(webhook.disruption_budget());
     }
+    objects.push(critical_pods_quota(options));
     let service = json!({"namespace": options.namespace, "name": NAME, "path": "/mutate", "port": 443});
     let mut configuration = webhook_configuration(options, json!({"service": service}));
     if options.certificates == Certificates::CertManager {
@@ -285,6 +286,23 @@ fn serve_args(options: &InstallOptions) -> Vec<String> {
     args
 }
 
+/// A quota that admits the webhook's `system-cluster-critical` pods outside kube-system where the
+/// API server limits the critical priority classes to namespaces with such a quota (the Priority
+/// admission plugin's `limitedResources`, as some managed clusters configure it; Gatekeeper ships
+/// the same). Elsewhere it changes nothing: 100 pods is far above any rollout's.
+fn critical_pods_quota(options: &InstallOptions) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "ResourceQuota",
+        "metadata": {"name": "outfit-critical-pods", "namespace": options.namespace, "labels": component_of(options).labels()},
+        "spec": {
+            "hard": {"pods": "100"},
+            "scopeSelector": {"matchExpressions": [
+                {"operator": "In", "scopeName": "PriorityClass", "values": ["system-cluster-critical"]}
+            ]}
+        }
+    })
+}
+
 fn deployment(options: &InstallOptions) -> Value {
     // A certificate outfit does not manage is read from the Secret, mounted.
     let volume = (options.certificates != Certificates::Managed).then(|| {
@@ -302,6 +320,9 @@ fn deployment(options: &InstallOptions) -> Value {
         env: Some(json!([{"name": "OUTFIT_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}])),
         ports: [("webhook", WEBHOOK_PORT), ("admin", ADMIN_PORT)],
         cpu_request: "100m",
+        // Request equal to the limit: under memory pressure the kubelet evicts first the pods
+        // using more than they requested, and every pod create waits on this one.
+        memory_request: "256Mi",
         memory_limit: "256Mi",
         priority_class: Some("system-cluster-critical"),
         volume,
@@ -365,6 +386,29 @@ mod tests {
             exemptions::namespace_selector("outfit-system", &[])
         );
         assert_eq!(webhook["matchConditions"], exemptions::match_conditions());
+        // outfit's namespace holds its pods to Pod Security's restricted profile, which they
+        // meet; its critical pods are admitted by a quota where the API server wants one; and
+        // its memory is requested as much as its limit.
+        let namespace = objects.iter().find(|o| o["kind"] == "Namespace").unwrap();
+        assert_eq!(
+            namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+            "restricted"
+        );
+        let quota = objects.iter().find(|o| o["kind"] == "ResourceQuota").unwrap();
+        assert_eq!(
+            quota["spec"]["scopeSelector"]["matchExpressions"][0]["values"],
+            json!(["system-cluster-critical"])
+        );
+        let deployment = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+        let pod = &deployment["spec"]["template"]["spec"];
+        assert_eq!(pod["priorityClassName"], "system-cluster-critical");
+        let resources = &pod["containers"][0]["resources"];
+        assert_eq!(resources["requests"]["memory"], resources["limits"]["memory"]);
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+        assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+        let container = &pod["containers"][0]["securityContext"];
+        assert_eq!(container["allowPrivilegeEscalation"], false);
+        assert_eq!(container["capabilities"]["drop"], json!(["ALL"]));
         let role = objects.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
         for rule in role["rules"].as_array().unwrap() {
             let verbs = rule["verbs"].as_array().unwrap();

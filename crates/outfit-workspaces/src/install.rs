@@ -44,7 +44,14 @@ fn component_of(options: &InstallOptions) -> Component<'_> {
 
 /// Every object, in apply order: the `Workspace` CRD first (cluster-scoped, needing nothing).
 pub fn objects(options: &InstallOptions) -> Vec<Value> {
-    let mut objects = vec![crate::resource::crd(), component::namespace(&options.namespace)];
+    // outfit's namespace enforces Pod Security's `restricted`, unless the workspaces run there
+    // too (an accepted risk), where their manifests decide what they need.
+    let own = if options.workspace_namespace == options.namespace {
+        component::namespace(&options.namespace)
+    } else {
+        component::restricted_namespace(&options.namespace)
+    };
+    let mut objects = vec![crate::resource::crd(), own];
     if options.workspace_namespace != options.namespace {
         objects.push(component::namespace(&options.workspace_namespace));
     }
@@ -183,6 +190,7 @@ fn deployment(options: &InstallOptions) -> Value {
         env: Some(json!([{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}])),
         ports: [("api", API_PORT), ("admin", ADMIN_PORT)],
         cpu_request: "50m",
+        memory_request: "64Mi",
         // The watch caches grow with the workspaces, and launches in flight and progress streams
         // take more: 124 MiB at 4,000, 374 MiB at 10,000 after 1,900 launches queued, 573 MiB
         // at the peak of that queue (BENCHMARKS.md, "Workspace backend at scale").
@@ -254,6 +262,16 @@ mod tests {
         assert_eq!(find("Deployment")["metadata"]["namespace"], "outfit-system");
         let kinds: Vec<_> = objects.iter().map(|o| o["kind"].as_str().unwrap()).collect();
         assert_eq!(kinds.iter().filter(|k| **k == "Namespace").count(), 2);
+        // outfit's namespace is restricted; the workspaces' is left to their manifests.
+        let restricted = |name: &str| {
+            let namespace = objects
+                .iter()
+                .find(|o| o["kind"] == "Namespace" && o["metadata"]["name"] == name)
+                .unwrap();
+            namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+        };
+        assert!(restricted("outfit-system"));
+        assert!(!restricted("sciencedata"));
     }
 
     #[test]
