@@ -80,6 +80,28 @@ async fn the_native_api_serves_each_caller_their_own_workspaces() {
         (me["user"].as_str(), me["admin"].as_bool()),
         (Some("carol@example.com"), Some(true))
     );
+    // Issue 33: Kubernetes user names are case-sensitive and owner ids are not, so a user who
+    // differs from carol only in case is refused rather than given her workspaces.
+    let (status, error) = backend
+        .call(
+            Caller::Proxy("Carol@example.com", "ops"),
+            "GET",
+            "/api/v1/me",
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, error["reason"].as_str()),
+        (403, Some("Forbidden")),
+        "{error}"
+    );
+    assert!(
+        error["error"]
+            .as_str()
+            .unwrap()
+            .contains("it has upper-case letters"),
+        "{error}"
+    );
     for (caller, code, reason) in [
         (Caller::Anonymous, 401, "Unauthenticated"),
         (Caller::Token("no-such-token"), 401, "Unauthenticated"),

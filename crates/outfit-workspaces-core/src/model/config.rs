@@ -132,6 +132,10 @@ pub struct Config {
     pub trusted_proxy_cidrs: Vec<Cidr>,
     /// outfit: members of these groups may list and delete every user's workspaces.
     pub admin_groups: Vec<String>,
+    /// outfit: a native caller's user name with upper-case letters owns as its lower-case form
+    /// (for an identity provider whose names are one user whatever their case); off, such a
+    /// name is refused, since Kubernetes user names are case-sensitive and owner ids are not.
+    pub fold_user_case: bool,
     /// outfit: the manifests the native API and the page offer.
     pub catalogue: Vec<CatalogueEntry>,
     /// outfit: workspaces are culled this long after they started, unless their manifest says
@@ -340,6 +344,7 @@ impl Config {
             tls,
             trusted_proxy_cidrs: s.trusted_proxy_cidrs,
             admin_groups: s.admin_groups,
+            fold_user_case: s.fold_user_case,
             catalogue: s.catalogue,
             max_lifetime: s.max_lifetime,
             idle_timeout: s.idle_timeout,

@@ -97,10 +97,13 @@ pub enum AuthError {
 }
 
 /// The owner id of the user `username`: service account `system:serviceaccount:<ns>:<name>`
-/// owns as `<name>@<ns>.serviceaccount`; any other name owns as itself, lower-cased (owner ids are
-/// lower-case; identity providers differ in case for the same address). A non-service-account
-/// name in `.serviceaccount` is refused, so no one can take a service account's workspaces.
-pub fn owner_id(username: &str) -> Result<UserId, String> {
+/// owns as `<name>@<ns>.serviceaccount`; any other name owns as itself. Owner ids are lower-case,
+/// and Kubernetes user names are case-sensitive: `Alice@x` and `ALICE@x` are two users, who would
+/// share the owner id `alice@x` and each other's workspaces. So a name with an upper-case letter
+/// is refused, unless `fold_case` (the config's `foldUserCase`, for a site whose identity
+/// provider gives one user one name whatever its case) lower-cases it. A non-service-account name
+/// in `.serviceaccount` is refused, so no one can take a service account's workspaces.
+pub fn owner_id(username: &str, fold_case: bool) -> Result<UserId, String> {
     let mapped = match username.strip_prefix("system:serviceaccount:") {
         Some(rest) => {
             let (namespace, name) = rest.split_once(':').ok_or_else(|| {
@@ -111,14 +114,27 @@ pub fn owner_id(username: &str) -> Result<UserId, String> {
         None if username.to_ascii_lowercase().ends_with(".serviceaccount") => {
             return Err("names ending in .serviceaccount stand for service accounts".to_owned());
         }
-        None => username.to_ascii_lowercase(),
+        None if fold_case => username.to_ascii_lowercase(),
+        None if username.bytes().any(|b| b.is_ascii_uppercase()) => {
+            return Err(
+                "it has upper-case letters: owner ids are lower-case and user names are case-sensitive, so another user who differs only in case would share its workspaces (foldUserCase: true treats them as one, for an identity provider that does)"
+                    .to_owned(),
+            );
+        }
+        None => username.to_owned(),
     };
     UserId::parse(&mapped).map_err(|e| e.reason.to_owned())
 }
 
-/// The identity of `username` in `groups`, with `admin_groups` deciding who is an admin.
-pub fn identity(username: &str, groups: Vec<String>, admin_groups: &[String]) -> Result<Identity, AuthError> {
-    let user = owner_id(username).map_err(|reason| AuthError::Unmappable {
+/// The identity of `username` in `groups`, with `admin_groups` deciding who is an admin and
+/// `fold_case` how an upper-case name is taken ([`owner_id`]).
+pub fn identity(
+    username: &str,
+    groups: Vec<String>,
+    admin_groups: &[String],
+    fold_case: bool,
+) -> Result<Identity, AuthError> {
+    let user = owner_id(username, fold_case).map_err(|reason| AuthError::Unmappable {
         username: username.to_owned(),
         reason,
     })?;
@@ -363,7 +379,12 @@ impl Authenticator {
             reason: "not ASCII".to_owned(),
         })?;
         let groups = proxy_groups(single_header(headers, GROUPS_HEADER, "X-Forwarded-Groups")?);
-        identity(user.trim(), groups, &self.config.admin_groups)
+        identity(
+            user.trim(),
+            groups,
+            &self.config.admin_groups,
+            self.config.fold_user_case,
+        )
     }
 
     fn memory(&self) -> std::sync::MutexGuard<'_, ReviewMemory> {
@@ -400,6 +421,7 @@ impl Authenticator {
             &username,
             user.groups.unwrap_or_default(),
             &self.config.admin_groups,
+            self.config.fold_user_case,
         )
     }
 }
@@ -411,35 +433,45 @@ mod tests {
     #[test]
     fn service_accounts_own_as_name_at_namespace() {
         assert_eq!(
-            owner_id("system:serviceaccount:team-a:alice").unwrap().as_str(),
+            owner_id("system:serviceaccount:team-a:alice", false)
+                .unwrap()
+                .as_str(),
             "alice@team-a.serviceaccount"
         );
-        assert!(owner_id("system:serviceaccount:team-a").is_err());
+        assert!(owner_id("system:serviceaccount:team-a", false).is_err());
     }
 
     #[test]
-    fn other_names_own_as_themselves_lower_cased() {
+    fn other_names_own_as_themselves_and_upper_case_only_when_folded() {
+        assert_eq!(owner_id("bob", false).unwrap().as_str(), "bob");
         assert_eq!(
-            owner_id("Alice@Example.com").unwrap().as_str(),
+            owner_id("alice@example.com", false).unwrap().as_str(),
             "alice@example.com"
         );
-        assert_eq!(owner_id("bob").unwrap().as_str(), "bob");
+        // Two Kubernetes users who differ in case never share an owner id, unless the site says
+        // its names are one user whatever their case.
+        for name in ["Alice@Example.com", "ALICE@example.com"] {
+            let refused = owner_id(name, false).unwrap_err();
+            assert!(refused.starts_with("it has upper-case letters"), "{refused}");
+            assert_eq!(owner_id(name, true).unwrap().as_str(), "alice@example.com");
+        }
         // No one may pass as a service account.
-        assert!(owner_id("alice@team-a.serviceaccount").is_err());
+        assert!(owner_id("alice@team-a.serviceaccount", true).is_err());
+        assert!(owner_id("Alice@team-a.ServiceAccount", true).is_err());
         // Names no owner id can hold are refused, not bent into one.
-        assert!(owner_id("oidc:alice").is_err());
-        assert!(owner_id("a b").is_err());
+        assert!(owner_id("oidc:alice", false).is_err());
+        assert!(owner_id("a b", true).is_err());
     }
 
     #[test]
     fn admins_are_members_of_an_admin_group() {
         let admins = ["ops".to_owned()];
-        let alice = identity("alice", vec!["dev".to_owned(), "ops".to_owned()], &admins).unwrap();
+        let alice = identity("alice", vec!["dev".to_owned(), "ops".to_owned()], &admins, false).unwrap();
         assert!(alice.admin);
-        let bob = identity("bob", vec!["dev".to_owned()], &admins).unwrap();
+        let bob = identity("bob", vec!["dev".to_owned()], &admins, false).unwrap();
         assert!(!bob.admin);
         assert!(matches!(
-            identity("Not Valid", vec![], &admins),
+            identity("Not Valid", vec![], &admins, false),
             Err(AuthError::Unmappable { .. })
         ));
     }
@@ -481,7 +513,7 @@ mod tests {
     fn expired_reviews_are_forgotten_before_live_ones() {
         let mut memory = ReviewMemory::new(3, usize::MAX);
         let start = Instant::now();
-        let alice = identity("alice", vec![], &[]);
+        let alice = identity("alice", vec![], &[], false);
         memory.remember(token_key("accepted"), alice.clone(), start);
         memory.remember(token_key("refused-1"), refused(1), start);
         memory.remember(token_key("refused-2"), refused(2), start);

@@ -203,8 +203,8 @@ spec:
             groups: groups.iter().map(|g| g.to_string()).collect(),
             cluster: None,
         };
-        let alice = auth::identity("alice", vec!["gpu-users".into()], &[]).unwrap();
-        let bob = auth::identity("bob", vec![], &[]).unwrap();
+        let alice = auth::identity("alice", vec!["gpu-users".into()], &[], false).unwrap();
+        let bob = auth::identity("bob", vec![], &[], false).unwrap();
         assert!(may_launch(&entry(&[]), &bob));
         assert!(may_launch(&entry(&["gpu-users"]), &alice));
         assert!(!may_launch(&entry(&["gpu-users"]), &bob));

@@ -89,6 +89,8 @@ pub(super) struct Settings {
     pub(super) trusted_proxy_cidrs: Vec<Cidr>,
     #[serde(deserialize_with = "list")]
     pub(super) admin_groups: Vec<String>,
+    #[serde(deserialize_with = "boolean")]
+    pub(super) fold_user_case: bool,
     #[serde(deserialize_with = "list")]
     pub(super) catalogue: Vec<CatalogueEntry>,
     #[serde(deserialize_with = "optional_duration")]
@@ -228,6 +230,7 @@ impl Default for Settings {
             tls_key_file: String::new(),
             trusted_proxy_cidrs: Vec::new(),
             admin_groups: Vec::new(),
+            fold_user_case: false,
             catalogue: Vec::new(),
             max_lifetime: None,
             idle_timeout: None,

@@ -275,6 +275,7 @@ fn each_default_is_the_documented_text() {
         ("tlsKeyFile", ""),
         ("trustedProxyCidrs", "[]"),
         ("adminGroups", "[]"),
+        ("foldUserCase", "false"),
         ("catalogue", "[]"),
         ("maxLifetime", ""),
         ("idleTimeout", ""),
