@@ -294,6 +294,22 @@ fn chart_renders_what_outfit_manifests_prints_for_the_same_settings() {
             json!({"webhook": {"replicas": 1}, "acceptRisks": ["single-replica"]}),
         ),
         (
+            "the workspace backend with the host paths and capabilities its pods may have",
+            vec![
+                "--workspaces",
+                "--allowed-host-path",
+                "/dev/dri/,/dev/kfd",
+                "--allowed-capability",
+                "SYS_ADMIN",
+                "--nfs-storage-root",
+                "/data/users/",
+            ],
+            "outfit-system",
+            json!({"webhook": {"enabled": false}, "crds": {"install": false},
+                   "workspaces": {"enabled": true, "allowedHostPaths": ["/dev/dri/", "/dev/kfd"],
+                                  "allowedCapabilities": ["SYS_ADMIN"], "nfsStorageRoot": "/data/users/"}}),
+        ),
+        (
             "the workspace backend without its FlowSchema (clusters before 1.29)",
             vec!["--workspaces", "--without-flow-schema"],
             "outfit-system",
@@ -443,6 +459,18 @@ fn chart_passes_helm_lint_and_refuses_bad_values_by_name() {
             "acceptRisks: [no-memory-limit]",
         ),
         (json!({"acceptRisks": ["everything"]}), "acceptRisks"),
+        (
+            json!({"workspaces": {"enabled": true, "allowedHostPaths": ["/"]}}),
+            "allowedHostPaths",
+        ),
+        (
+            json!({"workspaces": {"enabled": true, "allowedHostPaths": ["/dev/../etc"]}}),
+            "allowedHostPaths",
+        ),
+        (
+            json!({"workspaces": {"enabled": true, "allowedCapabilities": ["sys_admin"]}}),
+            "allowedCapabilities",
+        ),
     ] {
         let error = helm
             .template("outfit-system", &values)

@@ -336,6 +336,10 @@ fn bad_flags_of_serve_and_manifests_exit_2_naming_the_flag() {
             "or accept the risk with --accept-risk workspaces-in-system-namespace",
         ),
         (
+            outfit(&["manifests", "--workspaces", "--allowed-host-path", "/"], ""),
+            "invalid value '/' for '--allowed-host-path <PATH>': an absolute path below /",
+        ),
+        (
             outfit(&["manifests", "--accept-risk", "everything"], ""),
             "no such risk; the risks are single-replica, workspaces-in-system-namespace, no-memory-limit",
         ),

@@ -27,7 +27,7 @@ enum Command {
     Explain(ExplainArgs),
     /// Print what a cluster needs to run outfit (CRDs, RBAC, Deployment, Service, webhook
     /// configuration), ready for `kubectl apply -f -`.
-    Manifests(ManifestsArgs),
+    Manifests(Box<ManifestsArgs>),
     /// Serve the mutating admission webhook over HTTPS (`POST /mutate`), with an admin port.
     Serve(Box<ServeArgs>),
     /// Serve the workspace backend: deic-dk's user-pods API (create, watch, list and delete

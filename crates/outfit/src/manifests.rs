@@ -9,6 +9,8 @@ use outfit_k8s::{
     rules::{self, Rules},
 };
 
+use outfit_workspaces::install::guard;
+
 use crate::failure::{EXIT_BAD_INPUT, FlagError};
 
 /// Arguments of `outfit manifests`.
@@ -148,6 +150,21 @@ pub(crate) struct ManifestsArgs {
     #[arg(long, value_name = "NAME", requires = "workspaces")]
     priority_class: Option<String>,
 
+    /// With --workspaces: a host path the backend's pods may mount (itself or below it), e.g. a
+    /// GPU's `/dev/dri`; by default none. Repeatable, or comma-separated.
+    #[arg(long = "allowed-host-path", value_name = "PATH", value_delimiter = ',', value_parser = guard::check_host_path, requires = "workspaces")]
+    allowed_host_paths: Vec<String>,
+
+    /// With --workspaces: a capability the backend's pods may add, e.g. `SYS_ADMIN`; by default
+    /// none. Repeatable, or comma-separated.
+    #[arg(long = "allowed-capability", value_name = "CAPABILITY", value_delimiter = ',', value_parser = guard::check_capability, requires = "workspaces")]
+    allowed_capabilities: Vec<String>,
+
+    /// With --workspaces: the config's `nfsStorageRoot`, under which alone the backend may create
+    /// NFS PersistentVolumes.
+    #[arg(long, value_name = "PATH", default_value = "/tank/storage", value_parser = guard::check_host_path, requires = "workspaces")]
+    nfs_storage_root: String,
+
     /// Print an install that puts the cluster at risk anyway, naming the risk: `single-replica`
     /// (fewer than 2 webhook replicas with --failure-policy fail: while it is down every pod
     /// create is refused), `workspaces-in-system-namespace` (the workspace pods in outfit's own
@@ -228,6 +245,11 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
             replicas: args.replicas,
             flow_schema: !args.without_flow_schema,
             priority_class: args.priority_class.clone(),
+            allowed: guard::Allowed {
+                host_paths: args.allowed_host_paths.clone(),
+                capabilities: args.allowed_capabilities.clone(),
+                nfs_storage_root: args.nfs_storage_root.clone(),
+            },
         })
     } else {
         match &args.webhook_url {

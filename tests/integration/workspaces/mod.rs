@@ -15,6 +15,7 @@
 //! - `native`: the native API, its callers and its progress streams;
 //! - `page`: the web page in headless Chromium;
 //! - `guards`: isolation, per-user limits and culling;
+//! - `stolen_token`: what the backend's identity may create, checked by the API server;
 //! - `attacks`: hostile callers: huge tokens, slow bodies, connection floods, cross-site posts,
 //!   names that are paths, squatted names.
 
@@ -29,4 +30,5 @@ mod replicas;
 mod requests;
 mod resource;
 mod session;
+mod stolen_token;
 mod support;

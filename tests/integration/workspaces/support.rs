@@ -362,6 +362,12 @@ pub(super) async fn least_privilege(
         ("RoleBinding", "rolebindings"),
         ("ClusterRole", "clusterroles"),
         ("ClusterRoleBinding", "clusterrolebindings"),
+        // The guard on what the backend's identity creates: its workspaces launch under it.
+        ("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+        (
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+        ),
     ];
     for document in &documents {
         let Some((kind, plural)) = plurals.iter().find(|(kind, _)| document.kind() == *kind) else {
@@ -374,11 +380,13 @@ pub(super) async fn least_privilege(
         // Cluster-scoped objects are shared by every test on this API server: each test's get a
         // name of their own, or the second test's binding would silently be the first's.
         let mut object = document.value.clone();
-        if kind.starts_with("Cluster") {
+        if kind.starts_with("Cluster") || kind.starts_with("ValidatingAdmissionPolicy") {
             let own = format!("{}-{workspaces}", object["metadata"]["name"].as_str().unwrap());
             object["metadata"]["name"] = Value::String(own.clone());
             if *kind == "ClusterRoleBinding" {
                 object["roleRef"]["name"] = Value::String(own);
+            } else if *kind == "ValidatingAdmissionPolicyBinding" {
+                object["spec"]["policyName"] = Value::String(own);
             }
         }
         match crate::control_plane::create(client, namespace, &resource, object).await {

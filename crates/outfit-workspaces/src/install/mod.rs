@@ -3,7 +3,11 @@
 //! workspace namespace for exactly the calls [`crate::io::cluster`] and [`crate::io::cache`] make,
 //! a ClusterRole for the users' volumes and for checking callers' tokens), its configuration,
 //! Deployment (replicas spread over nodes), Service and PodDisruptionBudget, and its own share of
-//! the API server (API Priority and Fairness: a FlowSchema and a priority level).
+//! the API server (API Priority and Fairness: a FlowSchema and a priority level); and the
+//! ValidatingAdmissionPolicy that holds what its identity creates to what a workspace needs
+//! ([`guard`]).
+
+pub mod guard;
 
 use outfit_k8s::component::{self, Component, Scope, Workload};
 use serde_json::{Value, json};
@@ -25,6 +29,8 @@ pub struct InstallOptions {
     pub flow_schema: bool,
     /// The backend pods' PriorityClass, if any.
     pub priority_class: Option<String>,
+    /// What the pods and PersistentVolumes the backend creates may hold ([`guard`]).
+    pub allowed: guard::Allowed,
 }
 
 /// Name of the backend's objects.
@@ -56,6 +62,11 @@ pub fn objects(options: &InstallOptions) -> Vec<Value> {
         objects.push(component::namespace(&options.workspace_namespace));
     }
     objects.extend(rbac(options));
+    objects.extend(guard::objects(
+        &options.namespace,
+        &options.allowed,
+        &component_of(options).labels(),
+    ));
     if options.flow_schema {
         objects.extend(flow_control(options));
     }
@@ -216,6 +227,10 @@ mod tests {
             replicas: 2,
             flow_schema: true,
             priority_class: None,
+            allowed: guard::Allowed {
+                nfs_storage_root: "/tank/storage".to_owned(),
+                ..guard::Allowed::default()
+            },
         }
     }
 
