@@ -30,7 +30,7 @@ use tokio::{
 use tokio_rustls::TlsAcceptor;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use crate::limit::{ConnectionLimit, Slot};
+use crate::limit::{Answering, ConnectionLimit, Slot};
 
 /// Connection timeouts.
 #[derive(Debug, Clone, Copy)]
@@ -217,12 +217,12 @@ where
 {
     let service = service_fn(move |request| {
         let handler = handler.clone();
-        // Busy from the request's head to its answer: such a connection is never evicted.
+        // Busy from the request's head to the end of its answer's body (a stream of events
+        // included): such a connection is never evicted.
         let busy = slot.as_ref().map(Slot::busy);
         async move {
             let response = handler.call(request).await;
-            drop(busy);
-            Ok::<_, Infallible>(response)
+            Ok::<_, Infallible>(response.map(|body| Answering::new(body, busy)))
         }
     });
     let io = TokioIo::new(io);
@@ -258,4 +258,119 @@ where
         }
     };
     result.map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        pin::Pin,
+        task::{Context, Poll},
+    };
+
+    use hyper::body::{Body, Frame};
+    use tokio::{
+        io::{AsyncReadExt, AsyncWriteExt},
+        net::TcpStream,
+        time::timeout,
+    };
+    use tokio_util::sync::WaitForCancellationFutureOwned;
+
+    use super::*;
+
+    /// A stream of events, as a workspace's progress is: one, then nothing until its connection
+    /// is asked to close.
+    struct Events {
+        first: Option<Bytes>,
+        closing: Pin<Box<WaitForCancellationFutureOwned>>,
+    }
+
+    impl Body for Events {
+        type Data = Bytes;
+        type Error = Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            if let Some(first) = self.first.take() {
+                return Poll::Ready(Some(Ok(Frame::data(first))));
+            }
+            self.closing.as_mut().poll(cx).map(|()| None)
+        }
+    }
+
+    #[derive(Clone)]
+    struct Streamer {
+        closing: CancellationToken,
+    }
+
+    impl Handler for Streamer {
+        type Body = Events;
+
+        async fn call(&self, _request: Request<Incoming>) -> Response<Events> {
+            Response::new(Events {
+                first: Some(Bytes::from_static(b"event: step\n\n")),
+                closing: Box::pin(self.closing.clone().cancelled_owned()),
+            })
+        }
+    }
+
+    /// Issue 33: a connection whose answer is still streaming is busy, not idle, so at the cap
+    /// a newcomer is refused rather than the stream closed to make room for it (1,100 idle
+    /// connections once closed a signed-in user's progress stream that way).
+    #[tokio::test]
+    async fn a_connection_streaming_its_answer_is_busy_and_never_evicted() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address");
+        let limit = ConnectionLimit::new(1);
+        let shutdown = CancellationToken::new();
+        let port = Port::new(listener).limit(limit.clone());
+        let streamers = |_: SocketAddr, closing: &CancellationToken| Streamer {
+            closing: closing.clone(),
+        };
+        let serving = tokio::spawn(serve(
+            port,
+            streamers,
+            Timeouts::default(),
+            shutdown.clone(),
+            TaskTracker::new(),
+        ));
+        let bound = Duration::from_secs(10);
+
+        let mut stream = TcpStream::connect(address).await.expect("connect");
+        stream
+            .write_all(b"GET /progress HTTP/1.1\r\nhost: test\r\n\r\n")
+            .await
+            .expect("request");
+        let mut head = vec![0; 1024];
+        let read = timeout(bound, stream.read(&mut head))
+            .await
+            .expect("the first event")
+            .expect("read");
+        assert!(String::from_utf8_lossy(&head[..read]).contains("event: step"));
+
+        // At the cap of 1, a newcomer: the stream is busy, so the newcomer is closed at once.
+        let mut newcomer = TcpStream::connect(address).await.expect("connect");
+        let mut byte = [0; 1];
+        let closed = timeout(bound, newcomer.read(&mut byte))
+            .await
+            .expect("closed at once");
+        assert!(matches!(closed, Ok(0) | Err(_)), "{closed:?}");
+        assert_eq!((limit.refused(), limit.evicted()), (1, 0));
+
+        // The stream ends when its connection is asked to close, and the connection is idle
+        // again: the next newcomer takes its place.
+        shutdown.cancel();
+        let rest = timeout(bound, async {
+            let mut rest = Vec::new();
+            stream.read_to_end(&mut rest).await.map(|_| rest)
+        })
+        .await
+        .expect("the stream ends with the shutdown");
+        assert!(rest.is_ok(), "{rest:?}");
+        timeout(bound, serving)
+            .await
+            .expect("serve returns")
+            .expect("joined");
+    }
 }

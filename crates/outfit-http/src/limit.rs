@@ -4,17 +4,22 @@
 //!
 //! At the cap, a new connection makes room by closing the oldest idle one (no request in flight:
 //! waiting for its first request, between requests, or still in its TLS handshake): a flooder's
-//! connections are the idle ones, the API server's are busy or new. When every connection is
-//! busy, the new one is refused (closed at once), and the API server retries.
+//! connections are the idle ones, the API server's are busy or new. A request is in flight until
+//! its answer's body is sent, so a connection streaming events (a workspace's progress) is busy
+//! for as long as the stream lasts. When every connection is busy, the new one is refused
+//! (closed at once), and the API server retries.
 
 use std::{
     collections::VecDeque,
+    pin::Pin,
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
     },
+    task::{Context, Poll},
 };
 
+use hyper::body::{Body, Frame, SizeHint};
 use tokio_util::sync::CancellationToken;
 
 /// The open connections, and how many may be.
@@ -62,6 +67,49 @@ pub struct Busy(Arc<Slot>);
 impl Drop for Busy {
     fn drop(&mut self) {
         self.0.busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// An answer's body that keeps its connection busy until the body is sent (or dropped): a
+    /// stream of events is a request still being answered, never an idle connection to evict.
+    pub struct Answering<B> {
+        #[pin]
+        body: B,
+        busy: Option<Busy>,
+    }
+}
+
+impl<B> Answering<B> {
+    /// `body`, holding `busy` (none for a connection outside the cap) until it is sent.
+    pub fn new(body: B, busy: Option<Busy>) -> Self {
+        Answering { body, busy }
+    }
+}
+
+impl<B: Body> Body for Answering<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        let this = self.project();
+        let frame = this.body.poll_frame(cx);
+        if let Poll::Ready(None | Some(Err(_))) = frame {
+            // Sent (or failed): the connection is idle again until its next request.
+            this.busy.take();
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
     }
 }
 
