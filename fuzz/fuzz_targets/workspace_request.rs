@@ -9,7 +9,7 @@
 //! | 3 | a Pod (JSON; `progress::report`, `culling`, `info`, `limits`, `progress`) | `percent` ≤ 100, and 100 exactly when ready or deleted |
 //! | 4 | a Pod, its claim and Events (`{"pod":…, "claim":…, "events":[…]}`) | as 3 |
 //! | 5 | a quantity (`quantity::cpu_millis`, `bytes`) | what `format_cpu` / `format_bytes` write reads back as the same amount |
-//! | 6 | a user name (`auth::owner_id`) | an owner id is a valid user id, maps to itself, and ends in `.serviceaccount` only for a service account |
+//! | 6 | a user name (`auth::owner_id`), folded and not | an owner id is a valid user id, maps to itself, ends in `.serviceaccount` only for a service account, and unfolded comes only from a name without upper-case letters |
 //! | 7 | a Go duration (`duration::parse`, config values and culling annotations) | what `duration::format` writes parses back to the same duration |
 //! | 8 | deic-dk's `create_pod` body (`backend::CreateRequest`, JSON) | pod names for its user, deic-dk's and its own, fit 63 characters; its storage names fit 253 |
 //! | 9 | a pod name from a request (`names::check_pod_name`) | an accepted name is one URL path segment: no `/`, `?`, `#`, `%`, `.`, at most 63 characters |
@@ -343,7 +343,13 @@ fn quantities(input: &[u8]) {
 }
 
 fn owner(name: &str) {
-    let Ok(id) = auth::owner_id(name) else {
+    for fold_case in [false, true] {
+        owner_as(name, fold_case);
+    }
+}
+
+fn owner_as(name: &str, fold_case: bool) {
+    let Ok(id) = auth::owner_id(name, fold_case) else {
         return;
     };
     assert_eq!(UserId::parse(id.as_str()).as_ref(), Ok(&id));
@@ -354,7 +360,12 @@ fn owner(name: &str) {
                 !id.as_str().ends_with(".serviceaccount"),
                 "{name:?} takes a service account's id {id:?}"
             );
-            assert_eq!(auth::owner_id(id.as_str()).as_ref(), Ok(&id), "{name:?}");
+            // Unfolded, a name that differs from another only in case never gets an id.
+            assert!(
+                fold_case || !name.bytes().any(|b| b.is_ascii_uppercase()),
+                "{name:?} → {id:?} without foldUserCase"
+            );
+            assert_eq!(auth::owner_id(id.as_str(), false).as_ref(), Ok(&id), "{name:?}");
         }
     }
     for candidate in names::pod_name_candidates("jupyter", &id) {
