@@ -120,13 +120,15 @@ impl Component<'_> {
         })
     }
 
-    /// Its PodDisruptionBudget: a drain or an eviction never takes its last ready replica. Only
-    /// for 2 replicas or more: with one, it would hold every drain of that replica's node.
-    pub fn disruption_budget(&self) -> Value {
-        json!({
-            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-            "metadata": self.metadata(Scope::Namespace(self.namespace)),
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": self.selector()}}
+    /// Its PodDisruptionBudget for `replicas`: a drain or an eviction never takes its last ready
+    /// replica. None with fewer than 2: a budget would hold every drain of that replica's node.
+    pub fn disruption_budget(&self, replicas: u32) -> Option<Value> {
+        (replicas >= 2).then(|| {
+            json!({
+                "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                "metadata": self.metadata(Scope::Namespace(self.namespace)),
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": self.selector()}}
+            })
         })
     }
 

@@ -135,9 +135,7 @@ pub fn install(options: &InstallOptions) -> Vec<Value> {
     }
     objects.push(deployment(options));
     objects.push(webhook.service("webhook", 443));
-    if options.replicas >= 2 {
-        objects.push(webhook.disruption_budget());
-    }
+    objects.extend(webhook.disruption_budget(options.replicas));
     objects.push(critical_pods_quota(options));
     let service = json!({"namespace": options.namespace, "name": NAME, "path": "/mutate", "port": 443});
     let mut configuration = webhook_configuration(options, json!({"service": service}));
@@ -286,6 +284,9 @@ fn serve_args(options: &InstallOptions) -> Vec<String> {
     args
 }
 
+/// The webhook's PriorityClass: every pod creation waits on it.
+const CRITICAL: &str = "system-cluster-critical";
+
 /// A quota that admits the webhook's `system-cluster-critical` pods outside kube-system where the
 /// API server limits the critical priority classes to namespaces with such a quota (the Priority
 /// admission plugin's `limitedResources`, as some managed clusters configure it; Gatekeeper ships
@@ -297,7 +298,7 @@ fn critical_pods_quota(options: &InstallOptions) -> Value {
         "spec": {
             "hard": {"pods": "100"},
             "scopeSelector": {"matchExpressions": [
-                {"operator": "In", "scopeName": "PriorityClass", "values": ["system-cluster-critical"]}
+                {"operator": "In", "scopeName": "PriorityClass", "values": [CRITICAL]}
             ]}
         }
     })
@@ -324,7 +325,7 @@ fn deployment(options: &InstallOptions) -> Value {
         // using more than they requested, and every pod create waits on this one.
         memory_request: "256Mi",
         memory_limit: "256Mi",
-        priority_class: Some("system-cluster-critical"),
+        priority_class: Some(CRITICAL),
         volume,
     })
 }

@@ -292,18 +292,13 @@ fn refuse_risks(args: &ManifestsArgs) -> Result<(), risks::Refused> {
 /// A namespace's name as the API server takes it (a DNS label), so that a typo is refused here
 /// rather than by the API server when the configuration is applied.
 fn namespace_name(name: &str) -> Result<String, String> {
-    let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-    let bytes = name.as_bytes();
-    let valid = !bytes.is_empty()
-        && bytes.len() <= 63
-        && bytes.iter().all(|&b| alnum(b) || b == b'-')
-        && alnum(bytes[0])
-        && alnum(bytes[bytes.len() - 1]);
-    if valid {
-        Ok(name.to_owned())
-    } else {
-        Err("a namespace's name is 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit".to_owned())
-    }
+    // A namespace's name is a DNS label, as a pod's is.
+    outfit_workspaces::model::names::check_pod_name(name)
+        .map(|()| name.to_owned())
+        .map_err(|_| {
+            "a namespace's name is 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit"
+                .to_owned()
+        })
 }
 
 /// The webhook's rules: from the policies given, or Gatekeeper's everything.

@@ -66,18 +66,23 @@ async fn a_stolen_backend_token_cannot_create_what_owns_a_node() {
         "--nfs-storage-root",
         "/tank/storage",
     ]);
-    for kind in ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] {
+    for (kind, plural) in [
+        ("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+        (
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+        ),
+    ] {
         let object = printed
             .iter()
             .find(|d| d.kind() == kind)
             .expect(kind)
             .value
             .clone();
-        let plural = format!("{}s", kind.to_lowercase()).replace("policys", "policies");
         create(
             &admin,
             None,
-            &resource("admissionregistration.k8s.io", "v1", kind, &plural),
+            &resource("admissionregistration.k8s.io", "v1", kind, plural),
             object,
         )
         .await

@@ -8,6 +8,7 @@
 //! writes. The API server checks the pod as stored, after every mutating webhook, so what
 //! outfit's own policies add is held to the same rules.
 
+use outfit_k8s::component::Component;
 use serde_json::{Value, json};
 
 /// Names of the policy and its binding.
@@ -56,9 +57,10 @@ fn cel_list(items: &[String]) -> String {
     format!("[{}]", quoted.join(", "))
 }
 
-/// The policy and its binding, for the ServiceAccount `outfit-workspaces` in `namespace`.
-pub fn objects(namespace: &str, allowed: &Allowed, labels: &Value) -> [Value; 2] {
-    let user = format!("system:serviceaccount:{namespace}:outfit-workspaces");
+/// The policy and its binding, for the ServiceAccount of `backend`.
+pub fn objects(backend: &Component<'_>, allowed: &Allowed) -> [Value; 2] {
+    let user = format!("system:serviceaccount:{}:{}", backend.namespace, backend.name);
+    let labels = backend.labels();
     let host_paths = cel_list(&allowed.host_paths);
     let capabilities = cel_list(&allowed.capabilities);
     let root = allowed.nfs_storage_root.trim_end_matches('/');
@@ -130,7 +132,11 @@ mod tests {
             capabilities: vec!["SYS_ADMIN".to_owned()],
             nfs_storage_root: "/tank/storage/".to_owned(),
         };
-        let [policy, binding] = objects("outfit-system", &allowed, &json!({}));
+        let backend = Component {
+            name: "outfit-workspaces",
+            namespace: "outfit-system",
+        };
+        let [policy, binding] = objects(&backend, &allowed);
         assert_eq!(
             policy["spec"]["matchConditions"][0]["expression"],
             "request.userInfo.username == 'system:serviceaccount:outfit-system:outfit-workspaces'"

@@ -50,32 +50,25 @@ fn component_of(options: &InstallOptions) -> Component<'_> {
 
 /// Every object, in apply order: the `Workspace` CRD first (cluster-scoped, needing nothing).
 pub fn objects(options: &InstallOptions) -> Vec<Value> {
+    let backend = component_of(options);
+    let mut objects = vec![crate::resource::crd()];
     // outfit's namespace enforces Pod Security's `restricted`, unless the workspaces run there
     // too (an accepted risk), where their manifests decide what they need.
-    let own = if options.workspace_namespace == options.namespace {
-        component::namespace(&options.namespace)
+    if options.workspace_namespace == options.namespace {
+        objects.push(component::namespace(&options.namespace));
     } else {
-        component::restricted_namespace(&options.namespace)
-    };
-    let mut objects = vec![crate::resource::crd(), own];
-    if options.workspace_namespace != options.namespace {
+        objects.push(component::restricted_namespace(&options.namespace));
         objects.push(component::namespace(&options.workspace_namespace));
     }
     objects.extend(rbac(options));
-    objects.extend(guard::objects(
-        &options.namespace,
-        &options.allowed,
-        &component_of(options).labels(),
-    ));
+    objects.extend(guard::objects(&backend, &options.allowed));
     if options.flow_schema {
         objects.extend(flow_control(options));
     }
     objects.push(config_map(options));
     objects.push(deployment(options));
-    objects.push(component_of(options).service("api", 80));
-    if options.replicas >= 2 {
-        objects.push(component_of(options).disruption_budget());
-    }
+    objects.push(backend.service("api", 80));
+    objects.extend(backend.disruption_budget(options.replicas));
     objects
 }
 
