@@ -2,13 +2,15 @@
 """Drive the page `outfit workspaces` serves at `/` in headless Chromium, end to end.
 
 Starts chromedriver, opens the page, signs in (when the page asks), launches a workspace from
-the catalogue, follows its live progress until it is ready, optionally takes a screenshot, deletes
-it and follows the delete until it is gone. Prints one JSON line:
+the catalogue, follows its live progress until it is ready, optionally takes a screenshot, stops
+it (its row turns `stopped`) and starts it again (ready again, same name), deletes it and follows
+the delete until it is gone. Prints one JSON line:
 
-    {"workspace": NAME, "first_progress_ms": ..., "ready_ms": ..., "deleted_ms": ...}
+    {"workspace": NAME, "first_progress_ms": ..., "ready_ms": ..., "stopped_ms": ...,
+     "restarted_ms": ..., "deleted_ms": ...}
 
-first_progress_ms and ready_ms count from the click on Launch, deleted_ms from the click that
-confirms the delete. Exits 0 on success, 1 on any failure (with what it waited for, what it saw and
+first_progress_ms and ready_ms count from the click on Launch, stopped_ms from the click on Stop,
+restarted_ms from the click on Start, deleted_ms from the click that confirms the delete. Exits 0 on success, 1 on any failure (with what it waited for, what it saw and
 the browser's console log).
 
 It drives Chromium through chromedriver with Selenium (Debian's python3-selenium, for the system
@@ -367,7 +369,31 @@ def run(d, opts):
         with open(opts.screenshot, "wb") as f:
             f.write(png)
 
-    # e. delete it and follow the delete until the row is gone.
+    # e. stop it: the row turns stopped (its pod gone, the workspace kept); start it: the same
+    # row turns ready again, its progress followed.
+    def row_status(status):
+        return lambda: any(d.attr(r, "data-status") == status for r in d.find_all(rsel))
+
+    row = d.find(rsel)
+    stop = d.find(test_sel("stop"), root=row)
+    if not stop or not d.displayed(stop):
+        raise Failure(f"no Stop button in row {rsel}; saw: {seen()}")
+    t_stop = time.monotonic()
+    stop.click()
+    wait_for(f"row {rsel} with data-status=stopped", row_status("stopped"), timeout, seen)
+    stopped_ms = round((time.monotonic() - t_stop) * 1000)
+    row = d.find(rsel)
+    start = d.find(test_sel("start"), root=row)
+    if not start or not d.displayed(start):
+        raise Failure(f"no Start button in the stopped row {rsel}; saw: {seen()}")
+    t_start = time.monotonic()
+    start.click()
+    wait_for(f"row {rsel} to leave data-status=stopped", lambda: not row_status("stopped")(), 30, seen)
+    wait_for(f"progress {psel} and row {rsel} with data-status=ready",
+             lambda: row_status("ready")() and d.attr(d.find(psel), "data-status") == "ready", timeout, seen)
+    restarted_ms = round((time.monotonic() - t_start) * 1000)
+
+    # f. delete it and follow the delete until the row is gone.
     row = d.find(rsel)
     button = d.find(test_sel("delete"), root=row)
     if not button:
@@ -393,6 +419,8 @@ def run(d, opts):
         "workspace": name,
         "first_progress_ms": round((first_progress - t0) * 1000),
         "ready_ms": round((ready_at - t0) * 1000),
+        "stopped_ms": stopped_ms,
+        "restarted_ms": restarted_ms,
         "deleted_ms": round((t2 - t1) * 1000),
     }
 

@@ -84,6 +84,52 @@ pub async fn serve_manifests(manifest: fn(&str) -> String) -> Result<u16> {
     Ok(port)
 }
 
+/// Installs the `Workspace` CRD that `outfit manifests --workspaces` prints (`outfit` the binary;
+/// there already is fine) and waits until the API server serves it: `outfit workspaces` refuses
+/// to start without it.
+pub async fn install_workspace_crd(client: &Client, outfit: &Path) -> Result<()> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let output = Command::new(outfit)
+        .args(["manifests", "--workspaces"])
+        .output()
+        .with_context(|| format!("running {}", outfit.display()))?;
+    ensure!(
+        output.status.success(),
+        "outfit manifests --workspaces failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let objects: Vec<Value> = serde_saphyr::from_multiple(std::str::from_utf8(&output.stdout)?)?;
+    let crd = objects
+        .into_iter()
+        .find(|o| o["kind"] == "CustomResourceDefinition")
+        .context("outfit manifests --workspaces printed no CustomResourceDefinition")?;
+    let crd: CustomResourceDefinition = serde_json::from_value(crd)?;
+    match Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(error) => return Err(error).context("creating the Workspace CRD"),
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let request = hyper::Request::get("/apis/outfit.dev/v1alpha1").body(Vec::new())?;
+        if let Ok(list) = client.request::<Value>(request).await
+            && list["resources"]
+                .as_array()
+                .is_some_and(|r| r.iter().any(|r| r["name"] == "workspaces"))
+        {
+            return Ok(());
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the Workspace CRD was not served within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// Makes namespace `name` and waits for its `default` ServiceAccount: the ServiceAccount
 /// admission plugin refuses pods without it, and the controller manager makes it.
 pub async fn make_namespace(client: &Client, name: &str) -> Result<()> {

@@ -56,6 +56,19 @@ pub enum RunError {
         /// Why.
         reason: String,
     },
+    /// A cluster does not serve the Workspace resource: its CRD is not installed.
+    #[error(
+        "cluster {cluster}: the API server does not serve {}/{} {} ({reason}); install the CRD `outfit manifests --workspaces` prints (the chart ships it)",
+        crate::resource::GROUP,
+        crate::resource::VERSION,
+        crate::resource::PLURAL
+    )]
+    NoWorkspaceResource {
+        /// The cluster.
+        cluster: String,
+        /// What the API server answered.
+        reason: String,
+    },
     /// A port could not be bound.
     #[error("binding {what} {address}: {source}")]
     Bind {
@@ -118,6 +131,10 @@ impl Server {
         for entry in &config.clusters {
             remotes.push(remote_client(entry).await?);
         }
+        serves_workspaces(&client, &config.default_cluster).await?;
+        for (entry, remote) in config.clusters.iter().zip(&remotes) {
+            serves_workspaces(remote, &entry.name).await?;
+        }
         Ok(Self {
             config: Arc::new(config),
             client,
@@ -155,14 +172,16 @@ impl Server {
             cluster,
             cache.clone(),
         );
-        let mut elections = vec![tend(
+        let (election, leading) = tend(
             &self.client,
             &default,
             &metrics,
             on_leading,
             &shutdown,
             &mut tasks,
-        )];
+        );
+        let mut elections = vec![election];
+        let mut leads = vec![leading];
         let mut backend = Backend::new(default);
         // Each of `clusters`: its own watches, lifecycle and Lease; its changes wake the
         // default cache's waiters, so one progress stream follows every cluster.
@@ -175,8 +194,18 @@ impl Server {
             tasks.push(tokio::spawn(remote_watch));
             let remote = Cluster::new(client.clone(), &own.namespace);
             let member = ClusterBackend::new(entry.name.clone(), Arc::new(own), remote, remote_cache);
-            elections.push(tend(client, &member, &metrics, |_| {}, &shutdown, &mut tasks));
+            let (election, leading) = tend(client, &member, &metrics, |_| {}, &shutdown, &mut tasks);
+            elections.push(election);
+            leads.push(leading);
             backend = backend.with_member(member);
+        }
+        // Each cluster's Workspaces, controlled by the replica that holds its Lease.
+        for (index, leading) in leads.into_iter().enumerate() {
+            tasks.push(tokio::spawn(backend.clone().control(
+                index,
+                leading,
+                shutdown.clone(),
+            )));
         }
         let auth = Authenticator::new(self.client.clone(), config.clone());
         let acceptor = match &self.certificate {
@@ -241,7 +270,7 @@ impl Server {
 }
 
 /// Starts `member`'s Lease election, lifecycle and activity poller (pushed to `tasks`); returns
-/// the election, which shutdown awaits so that the Lease is given up.
+/// the election, which shutdown awaits so that the Lease is given up, and whether it leads.
 fn tend(
     client: &kube::Client,
     member: &ClusterBackend,
@@ -249,14 +278,14 @@ fn tend(
     on_leading: impl Fn(bool) + Send + 'static,
     shutdown: &CancellationToken,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
-) -> tokio::task::JoinHandle<()> {
+) -> (tokio::task::JoinHandle<()>, watch::Receiver<bool>) {
     let leading = Arc::new(watch::channel(false).0);
     let election = Election {
         namespace: member.config.namespace.clone(),
         name: keys::LEASE.to_owned(),
         identity: election::identity(),
         timing: Timing::default(),
-        duty: "finishes, fails and culls workspaces and sweeps unused storage",
+        duty: "starts and stops Workspaces, finishes, fails and culls workspaces and sweeps unused storage",
         granted_by: "outfit manifests --workspaces",
         alone_when_forbidden: true,
     };
@@ -281,7 +310,40 @@ fn tend(
         member.cache.clone(),
     );
     tasks.push(tokio::spawn(poller.run(shutdown.clone())));
-    election_task
+    (election_task, leading.subscribe())
+}
+
+/// Whether the API server of `client` serves the Workspace resource, asked once at start: without
+/// its CRD every watch of Workspaces fails, and the backend would never be ready. Only a 404 says
+/// it is missing; any other answer is left to the watches (which retry).
+async fn serves_workspaces(client: &kube::Client, cluster: &str) -> Result<(), RunError> {
+    let discovery = hyper::Request::get(format!(
+        "/apis/{}/{}",
+        crate::resource::GROUP,
+        crate::resource::VERSION
+    ))
+    .body(Vec::new())
+    .expect("a GET of a fixed path is a valid request");
+    let answer: Result<serde_json::Value, kube::Error> = client.request(discovery).await;
+    let missing = |reason: String| RunError::NoWorkspaceResource {
+        cluster: cluster.to_owned(),
+        reason,
+    };
+    match answer {
+        Ok(list) => {
+            let resources = list["resources"].as_array().cloned().unwrap_or_default();
+            if resources.iter().any(|r| r["name"] == crate::resource::PLURAL) {
+                Ok(())
+            } else {
+                Err(missing("the group is served without it".to_owned()))
+            }
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 => Err(missing("404 Not Found".to_owned())),
+        Err(error) => {
+            tracing::warn!(cluster, %error, "could not ask whether the Workspace resource is served; the watches will");
+            Ok(())
+        }
+    }
 }
 
 /// The client of one of `clusters`, from its kubeconfig and context.

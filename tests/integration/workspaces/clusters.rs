@@ -92,6 +92,7 @@ async fn one_backend_serves_two_clusters_and_rides_out_one_going_away() {
     let ns = "ws-clusters";
     namespace(&plane.admin_client().await, ns).await;
     namespace(&east.admin_client().await, ns).await;
+    workspace_crd(&east.admin_client().await).await;
     let manifests = Manifests::start().await;
     let url = manifests.put("web.yaml", WEB_FIELDS);
     let extra = format!(

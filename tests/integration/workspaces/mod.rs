@@ -16,6 +16,7 @@
 //! - `page`: the web page in headless Chromium;
 //! - `guards`: isolation, per-user limits and culling;
 //! - `stolen_token`: what the backend's identity may create, checked by the API server;
+//! - `stop_start`: workspaces that keep their state: stop, start, kubectl's edits, restarts;
 //! - `attacks`: hostile callers: huge tokens, slow bodies, connection floods, cross-site posts,
 //!   names that are paths, squatted names.
 
@@ -31,4 +32,5 @@ mod requests;
 mod resource;
 mod session;
 mod stolen_token;
+mod stop_start;
 mod support;

@@ -1,7 +1,7 @@
 //! The page at `/`, in a real browser: headless Chromium (Debian's), driven over WebDriver by
 //! `tests/browser/workspace_page.py`, signs in with a token the API server accepts, launches a
-//! workspace through the form, watches the progress bar reach ready, and deletes it. The
-//! screenshot it takes is the one docs/workspaces.md shows.
+//! workspace through the form, watches the progress bar reach ready, stops and starts it, and
+//! deletes it. The screenshot it takes is the one docs/workspaces.md shows.
 
 use std::path::PathBuf;
 
@@ -108,6 +108,11 @@ async fn the_page_launches_follows_and_deletes_a_workspace() {
     assert!(created.starts_with("web-alice"), "{summary}");
     assert!(
         summary["ready_ms"].as_u64().is_some() && summary["first_progress_ms"].as_u64().is_some(),
+        "{summary}"
+    );
+    // Issue 31: the page's Stop and Start buttons, clicked.
+    assert!(
+        summary["stopped_ms"].as_u64().is_some() && summary["restarted_ms"].as_u64().is_some(),
         "{summary}"
     );
     let png = std::fs::read(&screenshot).expect("the screenshot");

@@ -119,6 +119,7 @@ impl Backend {
         extra: &str,
         kubeconfig: PathBuf,
     ) -> Backend {
+        workspace_crd(&plane.admin_client().await).await;
         let port = free_port();
         let config = std::env::temp_dir().join(format!("outfit-ws-{}-{port}.yaml", std::process::id()));
         let pod_cidr = plane.env("POD_CIDR");
@@ -420,6 +421,17 @@ pub(super) async fn least_privilege(
     )
     .unwrap();
     path
+}
+
+/// Installs the `Workspace` CRD `outfit manifests --workspaces` prints (there already is fine),
+/// as an install does before the backend starts: it refuses to start without it.
+pub(super) async fn workspace_crd(client: &Client) {
+    let printed = crate::support::manifests(&["--workspaces"]);
+    let crds = printed
+        .iter()
+        .filter(|d| d.kind() == "CustomResourceDefinition")
+        .map(|d| d.value.clone());
+    assert_eq!(crate::support::install_crd_objects(client, crds).await, 1);
 }
 
 pub(super) async fn namespace(client: &Client, name: &str) {

@@ -150,6 +150,13 @@ pub struct Config {
     /// it, so a user who launches again at once keeps the claim instead of waiting for its
     /// delete to finish.
     pub storage_grace_period: Duration,
+    /// outfit: what culling does to a workspace that has a Workspace resource (`stop`: its pod
+    /// goes, its record and storage stay; `delete`: it goes); a manifest's `outfit.dev/cull-action`
+    /// annotation says otherwise for its own. deic-dk's pods are deleted either way.
+    pub cull_action: CullAction,
+    /// outfit: how long a stopped workspace's record is kept before it is deleted (with an
+    /// Event), its storage then going as after any delete; `None` (`0`): forever.
+    pub stopped_retention: Option<Duration>,
     /// outfit: what each user may have at once: `maxWorkspacesPerUser` (`0`: no limit),
     /// `maxCpuPerUser` and `maxMemoryPerUser` (Kubernetes quantities of the pods' requests;
     /// empty or `0`: no limit).
@@ -350,6 +357,8 @@ impl Config {
             idle_timeout: s.idle_timeout,
             activity_check_interval: s.activity_check_interval,
             storage_grace_period: s.storage_grace_period,
+            cull_action: s.cull_action,
+            stopped_retention: (!s.stopped_retention.is_zero()).then_some(s.stopped_retention),
             limits: Limits {
                 max_workspaces: s.max_workspaces_per_user,
                 max_cpu_millis: s.max_cpu_per_user,
@@ -391,6 +400,7 @@ pub fn data_network_address(silo_ip: &str) -> String {
     silo_ip.replacen("10.0.", "10.2.", 1)
 }
 
+mod cull_action;
 mod exposure;
 mod layers;
 mod settings;
@@ -398,6 +408,7 @@ mod settings;
 mod tests;
 
 pub use self::{
+    cull_action::CullAction,
     exposure::Exposure,
     settings::{CatalogueEntry, ClusterEntry, HostnameEntry},
 };

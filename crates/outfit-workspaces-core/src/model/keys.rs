@@ -61,8 +61,21 @@ pub const ANNOTATION_IDLE_TIMEOUT: &str = "outfit.dev/idle-timeout";
 pub const ANNOTATION_ACTIVITY_URL: &str = "outfit.dev/activity-url";
 /// Annotation of the workspace's last activity (RFC 3339).
 pub const ANNOTATION_LAST_ACTIVITY: &str = "outfit.dev/last-activity";
+/// Manifest annotation: what culling does to this workspace (`stop` or `delete`), over the
+/// configuration's `cullAction`.
+pub const ANNOTATION_CULL_ACTION: &str = "outfit.dev/cull-action";
 /// Annotation of why the workspace was culled.
 pub const ANNOTATION_CULLED: &str = "outfit.dev/culled";
+/// On a Workspace: the launch or start that set it makes its pod until this time, at this
+/// generation (`<RFC 3339>/<generation>`); the controller leaves a started Workspace without a pod
+/// alone until then, so that it never makes the pod a request under way is about to make. A
+/// later change of the spec (kubectl's) makes it stale.
+pub const ANNOTATION_LAUNCHING_UNTIL: &str = "outfit.dev/launching-until";
+/// On a Workspace: why its last stop was asked for (`user`, `idle`, `lifetime`, `failed`), set
+/// with `spec.started: false` by whoever stops it; unset (kubectl) reads as `user`.
+pub const ANNOTATION_STOP_REASON: &str = "outfit.dev/stop-reason";
+/// On a Workspace: when its last stop was asked for (RFC 3339), beside [`ANNOTATION_STOP_REASON`].
+pub const ANNOTATION_STOP_AT: &str = "outfit.dev/stop-at";
 /// The name the backend's Events are reported under.
 pub const REPORTER: &str = "outfit-workspaces";
 

@@ -9,7 +9,10 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube_core::ResourceExt;
 
-use crate::model::{config::Config, duration, keys};
+use crate::model::{
+    config::{Config, CullAction},
+    duration, keys,
+};
 
 /// A workspace's limits in time.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -46,6 +49,16 @@ impl Cull {
             Self::Lifetime { .. } => "lifetime",
             Self::Idle { .. } => "idle",
         }
+    }
+}
+
+/// What culling does to `pod` if it has a Workspace: its manifest's `outfit.dev/cull-action`,
+/// else the configuration's `cullAction`; an annotation that is neither `stop` nor `delete` is
+/// refused (at create, so that culling never meets one).
+pub fn action(pod: &Pod, config: &Config) -> Result<CullAction, String> {
+    match pod.annotations().get(keys::ANNOTATION_CULL_ACTION) {
+        Some(text) => CullAction::parse(text).map_err(|e| format!("{}: {e}", keys::ANNOTATION_CULL_ACTION)),
+        None => Ok(config.cull_action),
     }
 }
 

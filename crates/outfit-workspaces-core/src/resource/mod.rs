@@ -16,6 +16,8 @@ use serde_json::Value;
 
 use crate::workspace::manifest::Settings;
 
+pub mod reconcile;
+
 #[cfg(test)]
 mod tests;
 

@@ -125,6 +125,59 @@ pub struct Workspace {
     pub last_activity: Option<Timestamp>,
     /// The cluster it runs on.
     pub cluster: ClusterState,
+    /// When and why it stopped, while it is stopping or stopped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<Stop>,
+}
+
+/// When and why a workspace stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Stop {
+    /// When the stop was asked for.
+    pub at: Timestamp,
+    /// Why: `user`, `idle`, `lifetime` or `failed`.
+    pub reason: &'static str,
+}
+
+/// A workspace with no pod (stopped), as its record gives it: `name` of `user`, launched from
+/// `manifest` at `created`, on `cluster`, stopped as `stop` says.
+pub fn stopped_workspace(
+    name: &str,
+    user: &str,
+    manifest: &str,
+    created: Option<Timestamp>,
+    cluster: ClusterState,
+    stop: Stop,
+    now: Timestamp,
+) -> Workspace {
+    let message = match stop.reason {
+        "idle" => "stopped after its idle time; start it to have it again",
+        "lifetime" => "stopped at the end of its lifetime; start it to have it again",
+        "failed" => "stopped: its start failed; start it to try again",
+        _ => "stopped; start it to have it again",
+    };
+    Workspace {
+        name: name.to_owned(),
+        user: user.to_owned(),
+        manifest: manifest.to_owned(),
+        status: Status::Stopped,
+        phase: None,
+        message: message.to_owned(),
+        created,
+        age: created.map_or_else(String::new, |t| {
+            crate::model::duration::format(std::time::Duration::from_secs(
+                now.as_second().saturating_sub(t.as_second()).max(0) as u64,
+            ))
+        }),
+        url: String::new(),
+        tokens: BTreeMap::new(),
+        ssh_url: String::new(),
+        expires: None,
+        idle_timeout: None,
+        last_activity: None,
+        cluster,
+        stopped: Some(stop),
+    }
 }
 
 /// A workspace's cluster as the native API shows it.
@@ -199,6 +252,7 @@ pub fn workspace(
         last_activity: culling::last_activity(pod),
         name: info.pod_name,
         cluster,
+        stopped: None,
     }
 }
 

@@ -31,6 +31,8 @@ enum Endpoint {
     Launch,
     Get(String),
     Delete(String),
+    Stop(String),
+    Start(String),
     Progress(String),
     Activity(String),
 }
@@ -54,11 +56,13 @@ impl Endpoint {
             (["workspaces", name, "activity"], &Method::POST) => {
                 (Some(Self::Activity((*name).to_owned())), &[])
             }
+            (["workspaces", name, "stop"], &Method::POST) => (Some(Self::Stop((*name).to_owned())), &[]),
+            (["workspaces", name, "start"], &Method::POST) => (Some(Self::Start((*name).to_owned())), &[]),
             (["openapi.json" | "me" | "catalogue"], _) => (None, &[Method::GET]),
             (["workspaces"], _) => (None, &[Method::GET, Method::POST]),
             (["workspaces", _], _) => (None, &[Method::GET, Method::DELETE]),
             (["workspaces", _, "progress"], _) => (None, &[Method::GET]),
-            (["workspaces", _, "activity"], _) => (None, &[Method::POST]),
+            (["workspaces", _, "activity" | "stop" | "start"], _) => (None, &[Method::POST]),
             _ => {
                 return Err((
                     StatusCode::NOT_FOUND,
@@ -85,6 +89,8 @@ impl Endpoint {
             Self::Launch => "v1_launch",
             Self::Get(_) => "v1_get",
             Self::Delete(_) => "v1_delete",
+            Self::Stop(_) => "v1_stop",
+            Self::Start(_) => "v1_start",
             Self::Progress(_) => "v1_progress",
             Self::Activity(_) => "v1_activity",
         }
@@ -115,6 +121,7 @@ pub(super) fn request_failure(error: &RequestError) -> Answer {
         RequestError::NamesTaken { .. } | RequestError::AlreadyDeleting(_) | RequestError::Busy(_) => {
             (StatusCode::CONFLICT, "Conflict")
         }
+        RequestError::NotStoppable(_) => (StatusCode::CONFLICT, "NotStoppable"),
         RequestError::TooManyCreates(_) => (StatusCode::TOO_MANY_REQUESTS, "TooManyCreates"),
         RequestError::Forbidden(_) => (StatusCode::FORBIDDEN, "Forbidden"),
         RequestError::Limit(_) => (StatusCode::FORBIDDEN, "LimitExceeded"),
@@ -292,6 +299,14 @@ impl Api {
                     ok(StatusCode::ACCEPTED, json!({"name": name, "deleting": true}))
                 }
             }
+            Endpoint::Stop(name) => {
+                let uid = backend.stop(identity, &name).await?;
+                self.accepted(name, uid, follow, "stopping")
+            }
+            Endpoint::Start(name) => {
+                let uid = backend.start(identity, &name).await?;
+                self.accepted(name, uid, follow, "starting")
+            }
             Endpoint::Progress(name) => {
                 let uid = backend.follow(identity, &name).await?;
                 let stream = sse::stream(backend.clone(), name, uid, self.shutdown.clone());
@@ -308,6 +323,25 @@ impl Api {
                 }
             }
         })
+    }
+}
+
+impl Api {
+    /// The answer to a stop or start of `name` (`doing`): 202, or with `follow`, the progress of
+    /// its pod `uid` (going, or starting) when it has one.
+    fn accepted(&self, name: String, uid: Option<String>, follow: bool, doing: &str) -> Answer {
+        match uid {
+            Some(uid) if follow => Answer {
+                status: StatusCode::OK,
+                body: Body::Events(sse::stream(
+                    self.backend.clone(),
+                    name,
+                    uid,
+                    self.shutdown.clone(),
+                )),
+            },
+            _ => ok(StatusCode::ACCEPTED, json!({"name": name, doing: true})),
+        }
     }
 }
 
@@ -333,6 +367,18 @@ mod tests {
         assert_eq!(
             of(Method::GET, "/api/v1/workspaces/ws-1/progress"),
             Ok(Endpoint::Progress("ws-1".into()))
+        );
+        assert_eq!(
+            of(Method::POST, "/api/v1/workspaces/ws-1/stop"),
+            Ok(Endpoint::Stop("ws-1".into()))
+        );
+        assert_eq!(
+            of(Method::POST, "/api/v1/workspaces/ws-1/start"),
+            Ok(Endpoint::Start("ws-1".into()))
+        );
+        assert_eq!(
+            of(Method::GET, "/api/v1/workspaces/ws-1/start").unwrap_err().0,
+            StatusCode::METHOD_NOT_ALLOWED
         );
         let (status, error) = of(Method::PUT, "/api/v1/workspaces/ws-1").unwrap_err();
         assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
@@ -372,6 +418,8 @@ mod tests {
             "/api/v1/workspaces/{name}",
             "/api/v1/workspaces/{name}/progress",
             "/api/v1/workspaces/{name}/activity",
+            "/api/v1/workspaces/{name}/stop",
+            "/api/v1/workspaces/{name}/start",
         ] {
             assert!(spec["paths"].get(path).is_some(), "{path} missing");
         }

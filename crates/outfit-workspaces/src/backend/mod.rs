@@ -28,4 +28,6 @@ pub use self::{
 };
 
 #[cfg(test)]
+mod records_tests;
+#[cfg(test)]
 mod tests;

@@ -74,6 +74,11 @@ pub enum RequestError {
     /// The caller may not do this.
     #[error("{0}")]
     Forbidden(String),
+    /// The workspace has no Workspace resource to keep it while stopped.
+    #[error(
+        "workspace {0:?} has no record to keep it while stopped (launched through deic-dk's API, or before this version); delete it instead"
+    )]
+    NotStoppable(String),
     /// Another create of the user's held their turn (the per-user Lease) too long.
     #[error("{0}")]
     Busy(String),
@@ -111,6 +116,21 @@ impl RequestError {
         }
     }
 
+    /// Whether the same create may succeed if tried again later unchanged: the API server or
+    /// the manifest's server was away, or others held what it needed for now.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Cluster(error) => error.is_transient(),
+            Self::Fetch(_)
+            | Self::Busy(_)
+            | Self::TooManyCreates(_)
+            | Self::NamesTaken { .. }
+            | Self::Unreachable { .. }
+            | Self::Storage(_) => true,
+            _ => false,
+        }
+    }
+
     /// The phase a failed create stopped in; `None` when the request itself was wrong.
     pub fn phase(&self) -> Option<Phase> {
         match self {
@@ -123,6 +143,7 @@ impl RequestError {
             | Self::Forbidden(_)
             | Self::Limit(_)
             | Self::WrongCluster(_)
+            | Self::NotStoppable(_)
             | Self::Unreachable { .. } => None,
             Self::Fetch(_) | Self::Manifest(_) | Self::Annotation(_) => Some(Phase::Fetch),
             Self::Storage(_) => Some(Phase::Storage),

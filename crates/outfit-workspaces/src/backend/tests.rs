@@ -27,7 +27,7 @@ use crate::{
 const WEB: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: web\n    image: nginx\n";
 
 /// Serves `manifest` on loopback to every request; its URL.
-async fn serve(manifest: &'static str) -> String {
+pub(super) async fn serve(manifest: &'static str) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
@@ -46,7 +46,7 @@ async fn serve(manifest: &'static str) -> String {
 
 /// A backend over a fake cluster, configured by `env` (`BACKEND_*` variables), fetching
 /// manifests from loopback.
-fn on_fake(env: &[(&str, &str)]) -> (Backend<FakeCluster>, FakeCluster) {
+pub(super) fn on_fake(env: &[(&str, &str)]) -> (Backend<FakeCluster>, FakeCluster) {
     let whitelist = ("BACKEND_WHITELISTMANIFESTREGEX", r"http://127\.0\.0\.1:");
     let (config, fake, cache) = fake::on_fake(&[env, &[whitelist]].concat());
     let default = ClusterBackend::new(config.default_cluster.clone(), config, fake.clone(), cache);
@@ -54,7 +54,7 @@ fn on_fake(env: &[(&str, &str)]) -> (Backend<FakeCluster>, FakeCluster) {
 }
 
 /// A running workspace pod of `owner`'s.
-fn workspace(name: &str, owner: &str) -> Pod {
+pub(super) fn workspace(name: &str, owner: &str) -> Pod {
     serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": NAMESPACE, "uid": format!("uid-{name}"),
                      "annotations": {keys::ANNOTATION_USER_ID: owner}},
@@ -72,7 +72,7 @@ fn create(url: &str, user: &str) -> CreateRequest {
     }
 }
 
-const SILO: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 11));
+pub(super) const SILO: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 11));
 
 #[tokio::test]
 async fn a_create_past_the_users_workspace_limit_is_refused_before_anything_is_made() {
@@ -451,7 +451,7 @@ async fn on_two_fakes(env: &[(&str, &str)]) -> (Backend<FakeCluster>, FakeCluste
     (backend.with_member(member), default, east)
 }
 
-fn alice() -> crate::io::auth::Identity {
+pub(super) fn alice() -> crate::io::auth::Identity {
     crate::io::auth::Identity {
         username: "alice".to_owned(),
         groups: Vec::new(),
@@ -460,7 +460,7 @@ fn alice() -> crate::io::auth::Identity {
     }
 }
 
-fn launch(manifest: &str, cluster: Option<&str>) -> Launch {
+pub(super) fn launch(manifest: &str, cluster: Option<&str>) -> Launch {
     Launch {
         manifest: manifest.to_owned(),
         settings: Settings::new(),
@@ -468,7 +468,7 @@ fn launch(manifest: &str, cluster: Option<&str>) -> Launch {
     }
 }
 
-fn created_pods(fake: &FakeCluster) -> Vec<String> {
+pub(super) fn created_pods(fake: &FakeCluster) -> Vec<String> {
     fake.calls()
         .into_iter()
         .filter_map(|c| c.strip_prefix("create_pod ").map(str::to_owned))

@@ -101,6 +101,10 @@ pub fn rbac(options: &InstallOptions) -> Vec<Value> {
                 // narrowed to names): create, get and update to take, renew and release one;
                 // list and delete for the leader's sweep of those no create used for long.
                 {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "get", "update", "list", "delete"]},
+                // The Workspaces: watched by every replica, made by a launch, started and stopped
+                // (patched), deleted with their workspace; their status written by the leader.
+                {"apiGroups": ["outfit.dev"], "resources": ["workspaces"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
+                {"apiGroups": ["outfit.dev"], "resources": ["workspaces/status"], "verbs": ["patch"]},
             ]),
         ),
         backend.binding(pods),
@@ -366,6 +370,13 @@ mod tests {
             verbs(role, "coordination.k8s.io", "leases"),
             ["create", "get", "update", "list", "delete"]
         );
+        // Workspaces: never updated (patched), their status patched only, nothing cluster-wide.
+        assert_eq!(
+            verbs(role, "outfit.dev", "workspaces"),
+            ["get", "list", "watch", "create", "patch", "delete"]
+        );
+        assert_eq!(verbs(role, "outfit.dev", "workspaces/status"), ["patch"]);
+        assert!(verbs(cluster_role, "outfit.dev", "workspaces").is_empty());
         assert_eq!(
             verbs(cluster_role, "authentication.k8s.io", "tokenreviews"),
             ["create"]

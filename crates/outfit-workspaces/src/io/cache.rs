@@ -1,5 +1,5 @@
-//! The watch caches the backend answers from: its pods, its users' storage claims and the
-//! namespace's Events, each kept current by a reflector, and a counter that moves on every change
+//! The watch caches the backend answers from: its pods, its users' storage claims, the
+//! namespace's Workspaces and Events, each kept current by a reflector, and a counter that moves on every change
 //! so that long polls and progress streams wake on changes instead of polling the API server.
 
 use std::{future::Future, sync::Arc, time::Duration};
@@ -21,13 +21,17 @@ use super::{
     index::{EventIndex, OwnerIndex},
     own_writes::OwnWrites,
 };
-use crate::model::{keys, user::UserId};
+use crate::{
+    model::{keys, user::UserId},
+    resource::Workspace,
+};
 
 /// The backend's view of the cluster, as its watches last saw it.
 #[derive(Clone)]
 pub struct Cache {
     pods: Store<Pod>,
     claims: Store<PersistentVolumeClaim>,
+    workspaces: Store<Workspace>,
     events: Store<Event>,
     /// The cached Events by the uid of the pod they are about.
     event_index: EventIndex,
@@ -94,6 +98,7 @@ impl Cache {
         let owner_index = OwnerIndex::owners();
         let (pods, pod_writer) = reflector::store();
         let (claims, claim_writer) = reflector::store();
+        let (workspaces, workspace_writer) = reflector::store();
         let (events, event_writer) = reflector::store();
         let pod_stream = reflector::reflector(
             pod_writer,
@@ -132,6 +137,16 @@ impl Cache {
             .backoff(watch_backoff())
             .modify(|claim: &mut PersistentVolumeClaim| claim.metadata.managed_fields = None),
         );
+        // Every Workspace of the namespace is outfit's: no selector.
+        let workspace_stream = reflector::reflector(
+            workspace_writer,
+            watcher(
+                Api::<Workspace>::namespaced(client.clone(), namespace),
+                watcher::Config::default(),
+            )
+            .backoff(watch_backoff())
+            .modify(|workspace: &mut Workspace| workspace.metadata.managed_fields = None),
+        );
         // The namespace's pod Events: the scheduler's and kubelet's say where a start stands.
         // The namespace holds workspaces only, and Events expire (an hour by default), so the
         // cache grows with the launches of the last hour; each is kept with only what a
@@ -156,9 +171,11 @@ impl Cache {
         // kube's `Store::wait_until_ready` wakes only its last waiter; one waiter here tells all.
         let (first_pods, first_claims, first_events, tell) =
             (pods.clone(), claims.clone(), events.clone(), synced.clone());
+        let first_workspaces = workspaces.clone();
         let sync = async move {
             let _ = first_pods.wait_until_ready().await;
             let _ = first_claims.wait_until_ready().await;
+            let _ = first_workspaces.wait_until_ready().await;
             let _ = first_events.wait_until_ready().await;
             tell.send_replace(true);
         };
@@ -166,7 +183,10 @@ impl Cache {
             let events = futures::stream::select(
                 futures::stream::select(
                     pod_stream.map(|e| e.map(|_| ())),
-                    claim_stream.map(|e| e.map(|_| ())),
+                    futures::stream::select(
+                        claim_stream.map(|e| e.map(|_| ())),
+                        workspace_stream.map(|e| e.map(|_| ())),
+                    ),
                 ),
                 event_stream.map(|e| e.map(|_| ())),
             );
@@ -198,6 +218,7 @@ impl Cache {
         let cache = Self {
             pods,
             claims,
+            workspaces,
             events,
             event_index,
             owner_index,
@@ -285,6 +306,28 @@ impl Cache {
         self.claims.state()
     }
 
+    /// The Workspace called `name`.
+    pub fn workspace(&self, name: &str) -> Option<Arc<Workspace>> {
+        self.workspaces.get(&ObjectRef::new(name).within(&self.namespace))
+    }
+
+    /// Every Workspace of the namespace.
+    pub fn workspaces(&self) -> Vec<Arc<Workspace>> {
+        self.workspaces.state()
+    }
+
+    /// Every Workspace of `user`.
+    pub fn workspaces_of(&self, user: &UserId) -> Vec<Arc<Workspace>> {
+        let mut owned: Vec<Arc<Workspace>> = self
+            .workspaces
+            .state()
+            .into_iter()
+            .filter(|ws| ws.spec.owner == user.as_str())
+            .collect();
+        owned.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        owned
+    }
+
     /// The Events about the object with `uid`, oldest first.
     pub fn events_of(&self, uid: &str) -> Vec<Arc<Event>> {
         let mut events: Vec<Arc<Event>> = self
@@ -330,9 +373,11 @@ impl Cache {
 #[cfg(test)]
 pub(crate) struct CacheFeed {
     pods: reflector::store::Writer<Pod>,
+    own_writes: OwnWrites,
     owner_index: OwnerIndex,
     changed_pods: ChangedPods,
     claims: reflector::store::Writer<PersistentVolumeClaim>,
+    workspaces: reflector::store::Writer<Workspace>,
     changes: Arc<watch::Sender<u64>>,
     unreachable: Arc<watch::Sender<Option<String>>>,
 }
@@ -353,6 +398,7 @@ impl CacheFeed {
     /// `pod` was made or changed.
     pub(crate) fn pod(&mut self, pod: Pod) {
         self.changed_pods.mark(&pod.name_any());
+        self.own_writes.shown(&pod.name_any(), pod.uid().as_deref());
         let event = watcher::Event::Apply(pod);
         self.owner_index.observe(&event);
         Self::apply(&mut self.pods, event, &self.changes);
@@ -361,6 +407,7 @@ impl CacheFeed {
     /// `pod` is gone.
     pub(crate) fn pod_gone(&mut self, pod: Pod) {
         self.changed_pods.mark(&pod.name_any());
+        self.own_writes.shown(&pod.name_any(), pod.uid().as_deref());
         let event = watcher::Event::Delete(pod);
         self.owner_index.observe(&event);
         Self::apply(&mut self.pods, event, &self.changes);
@@ -374,6 +421,24 @@ impl CacheFeed {
     /// `claim` is gone.
     pub(crate) fn claim_gone(&mut self, claim: PersistentVolumeClaim) {
         Self::apply(&mut self.claims, watcher::Event::Delete(claim), &self.changes);
+    }
+
+    /// `workspace` was made or changed.
+    pub(crate) fn workspace(&mut self, workspace: Workspace) {
+        Self::apply(
+            &mut self.workspaces,
+            watcher::Event::Apply(workspace),
+            &self.changes,
+        );
+    }
+
+    /// `workspace` is gone.
+    pub(crate) fn workspace_gone(&mut self, workspace: Workspace) {
+        Self::apply(
+            &mut self.workspaces,
+            watcher::Event::Delete(workspace),
+            &self.changes,
+        );
     }
 
     /// The watches fail with `why` (`Some`), or answer again (`None`).
@@ -394,14 +459,17 @@ impl Cache {
     pub(crate) fn fed_beside(namespace: &str, beside: Option<&Cache>) -> (Self, CacheFeed) {
         let pods = reflector::store::Writer::default();
         let claims = reflector::store::Writer::default();
+        let workspaces = reflector::store::Writer::<Workspace>::default();
         let events = reflector::store::Writer::<Event>::default();
         let changes = beside.map_or_else(|| Arc::new(watch::channel(0u64).0), |c| c.changes.clone());
         let unreachable = Arc::new(watch::channel(None::<String>).0);
         let changed_pods = ChangedPods::default();
         let owner_index = OwnerIndex::owners();
+        let own_writes = OwnWrites::default();
         let cache = Self {
             pods: pods.as_reader(),
             claims: claims.as_reader(),
+            workspaces: workspaces.as_reader(),
             events: events.as_reader(),
             event_index: EventIndex::events(),
             owner_index: owner_index.clone(),
@@ -409,16 +477,18 @@ impl Cache {
             changes: changes.clone(),
             synced: Arc::new(watch::channel(true).0),
             unreachable: unreachable.clone(),
-            own_writes: OwnWrites::default(),
+            own_writes: own_writes.clone(),
             changed_pods: changed_pods.clone(),
         };
         (
             cache,
             CacheFeed {
                 pods,
+                own_writes,
                 owner_index,
                 changed_pods,
                 claims,
+                workspaces,
                 changes,
                 unreachable,
             },

@@ -19,6 +19,7 @@ use k8s_openapi::{
 };
 
 use super::cluster::{Cluster, ClusterError, made::MadeFor};
+use crate::resource::{Workspace, WorkspaceStatus};
 
 /// The API server as the backend and the lifecycle use it: the workspace namespace's pods, their
 /// objects and Events, and the users' storage.
@@ -121,6 +122,39 @@ pub trait ClusterCalls: Clone + Send + Sync + 'static {
     /// The pods that the namespace's outfit-made Services, Ingresses and NetworkPolicies were
     /// made for.
     fn made_for(&self) -> impl Future<Output = Result<BTreeSet<MadeFor>, ClusterError>> + Send;
+    /// Creates `workspace`; 409 when its name is taken.
+    fn create_workspace(
+        &self,
+        workspace: &Workspace,
+    ) -> impl Future<Output = Result<Workspace, ClusterError>> + Send;
+    /// Sets whether the Workspace `name` of `uid` is started, with `annotations` (`None`
+    /// removes one): why a stop was asked for, how long a start's own create holds it.
+    fn set_started(
+        &self,
+        name: &str,
+        uid: &str,
+        started: bool,
+        annotations: BTreeMap<&str, Option<String>>,
+    ) -> impl Future<Output = Result<Workspace, ClusterError>> + Send;
+    /// Deletes the Workspace `name` (only if its uid is `uid`, when given); `false` when gone.
+    fn delete_workspace(
+        &self,
+        name: &str,
+        uid: Option<&str>,
+    ) -> impl Future<Output = Result<bool, ClusterError>> + Send;
+    /// Publishes an Event about `workspace`.
+    fn workspace_event(
+        &self,
+        workspace: &Workspace,
+        reason: &str,
+        note: String,
+    ) -> impl Future<Output = ()> + Send;
+    /// Writes the status of the Workspace `name`.
+    fn workspace_status(
+        &self,
+        name: &str,
+        status: &WorkspaceStatus,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send;
 }
 
 /// `impl ClusterCalls for Cluster`, each call forwarded to the method of the same name.
@@ -161,4 +195,9 @@ forward_to_cluster! {
     user_leases() -> Result<Vec<Lease>, ClusterError>;
     delete_lease(name: &str, seen: &str) -> Result<(), ClusterError>;
     made_for() -> Result<BTreeSet<MadeFor>, ClusterError>;
+    create_workspace(workspace: &Workspace) -> Result<Workspace, ClusterError>;
+    set_started(name: &str, uid: &str, started: bool, annotations: BTreeMap<&str, Option<String>>) -> Result<Workspace, ClusterError>;
+    delete_workspace(name: &str, uid: Option<&str>) -> Result<bool, ClusterError>;
+    workspace_status(name: &str, status: &WorkspaceStatus) -> Result<(), ClusterError>;
+    workspace_event(workspace: &Workspace, reason: &str, note: String) -> ();
 }

@@ -11,9 +11,9 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::OwnerReference,
 };
 use kube::{
-    Api, Client, Resource, ResourceExt,
-    api::{AttachParams, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions},
-    runtime::events::{Event, EventType, Recorder, Reporter},
+    Api, Client, Resource,
+    api::{AttachParams, DeleteParams, Patch, PatchParams, PostParams, Preconditions},
+    runtime::events::{Recorder, Reporter},
 };
 use serde::de::DeserializeOwned;
 use serde_json::json;
@@ -98,8 +98,10 @@ fn status_code(error: &kube::Error) -> Option<u16> {
     }
 }
 
+mod events;
 mod leases;
 pub mod made;
+pub(crate) mod workspaces;
 
 /// The API server, as the backend uses it: one namespace, plus the cluster-scoped volumes.
 #[derive(Clone)]
@@ -329,49 +331,6 @@ impl Cluster {
             return Err(format!("{path} in {pod}/{container} is empty or missing"));
         }
         Ok(value)
-    }
-
-    /// Publishes an Event about `pod` (`kubectl describe pod` shows it).
-    pub async fn event(&self, pod: &Pod, warning: bool, reason: &str, note: String) {
-        let reference = pod.object_ref(&());
-        let event = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.to_owned(),
-            note: Some(truncate(note, 1024)),
-            action: reason.to_owned(),
-            secondary: None,
-        };
-        if let Err(error) = self.recorder.publish(&event, &reference).await {
-            tracing::warn!(%error, pod = pod.name_any(), reason, "could not publish an Event");
-        }
-    }
-
-    /// The newest Warning event about the pod with `uid`, as "Reason: message".
-    pub async fn last_warning(&self, uid: &str) -> Option<String> {
-        let params = ListParams::default().fields(&format!("involvedObject.uid={uid},type=Warning"));
-        let events = self.events.list(&params).await.ok()?;
-        events
-            .items
-            .into_iter()
-            .filter(|e| e.reporting_component.as_deref() != Some(REPORTER))
-            .max_by_key(|e| {
-                e.last_timestamp
-                    .as_ref()
-                    .map(|t| t.0)
-                    .or(e.event_time.as_ref().map(|t| t.0))
-                    .or(e.metadata.creation_timestamp.as_ref().map(|t| t.0))
-            })
-            .map(|e| {
-                format!(
-                    "{}: {}",
-                    e.reason.unwrap_or_default(),
-                    e.message.unwrap_or_default()
-                )
-            })
     }
 
     /// The storage claim `name`, read from the API server (not the cache: a create must see its

@@ -25,7 +25,10 @@ use super::{
     calls::ClusterCalls,
     cluster::{ClusterError, made::MadeFor},
 };
-use crate::model::config::Config;
+use crate::{
+    model::config::Config,
+    resource::{Workspace, WorkspaceStatus},
+};
 
 /// The namespace the fake's objects live in.
 pub(crate) const NAMESPACE: &str = "sciencedata-dev";
@@ -49,6 +52,7 @@ pub(crate) struct State {
     pub claims: BTreeMap<String, PersistentVolumeClaim>,
     pub volumes: BTreeMap<String, PersistentVolume>,
     pub leases: BTreeMap<String, Lease>,
+    pub workspaces: BTreeMap<String, Workspace>,
     /// The pods the namespace's Services, Ingresses and NetworkPolicies were made for.
     pub made: BTreeSet<MadeFor>,
     /// Every call, as "call name", in order.
@@ -151,6 +155,30 @@ impl FakeCluster {
             claim
         });
         self.feed.lock().expect("feed").claim(stored);
+    }
+
+    /// Stores `workspace` (in the namespace, with a version and a generation) and shows it.
+    pub(crate) fn put_workspace(&self, mut workspace: Workspace) -> Workspace {
+        workspace.metadata.namespace = Some(NAMESPACE.to_owned());
+        let name = workspace.metadata.name.clone().unwrap_or_default();
+        workspace
+            .metadata
+            .uid
+            .get_or_insert_with(|| format!("ws-uid-{name}"));
+        let stored = self.with(|s| {
+            workspace.metadata.resource_version = Some(s.version());
+            let generation = s
+                .workspaces
+                .get(&name)
+                .and_then(|w| w.metadata.generation)
+                .unwrap_or(0);
+            let spec_changed = s.workspaces.get(&name).is_none_or(|w| w.spec != workspace.spec);
+            workspace.metadata.generation = Some(generation + i64::from(spec_changed));
+            s.workspaces.insert(name, workspace.clone());
+            workspace
+        });
+        self.feed.lock().expect("feed").workspace(stored.clone());
+        stored
     }
 
     fn record(&self, call: String) {
@@ -456,5 +484,104 @@ impl ClusterCalls for FakeCluster {
         self.record("made_for".to_owned());
         let made = self.with(|s| s.made.clone());
         async move { Ok(made) }
+    }
+
+    fn create_workspace(
+        &self,
+        workspace: &Workspace,
+    ) -> impl Future<Output = Result<Workspace, ClusterError>> + Send {
+        let name = workspace.metadata.name.clone().unwrap_or_default();
+        self.record(format!("create_workspace {name}"));
+        let result = if self.with(|s| s.workspaces.contains_key(&name)) {
+            Err(api_error(409, "AlreadyExists", "creating Workspace"))
+        } else {
+            Ok(self.put_workspace(workspace.clone()))
+        };
+        async move { result }
+    }
+
+    fn set_started(
+        &self,
+        name: &str,
+        uid: &str,
+        started: bool,
+        marks: BTreeMap<&str, Option<String>>,
+    ) -> impl Future<Output = Result<Workspace, ClusterError>> + Send {
+        self.record(format!("set_started {name} {started}"));
+        let stored = self.with(|s| {
+            s.workspaces
+                .get(name)
+                .filter(|w| w.metadata.uid.as_deref() == Some(uid))
+                .cloned()
+        });
+        let result = match stored {
+            None => Err(api_error(404, "NotFound", "setting started")),
+            Some(mut workspace) => {
+                workspace.spec.started = started;
+                let annotations = workspace.metadata.annotations.get_or_insert_default();
+                for (key, value) in marks {
+                    match value {
+                        Some(value) => annotations.insert(key.to_owned(), value),
+                        None => annotations.remove(key),
+                    };
+                }
+                Ok(self.put_workspace(workspace))
+            }
+        };
+        async move { result }
+    }
+
+    fn delete_workspace(
+        &self,
+        name: &str,
+        uid: Option<&str>,
+    ) -> impl Future<Output = Result<bool, ClusterError>> + Send {
+        self.record(format!("delete_workspace {name}"));
+        let result = self.with(|s| match s.workspaces.get(name) {
+            None => Ok(None),
+            Some(ws) if uid.is_some_and(|uid| ws.metadata.uid.as_deref() != Some(uid)) => {
+                Err(api_error(409, "Conflict", "deleting Workspace"))
+            }
+            Some(_) => Ok(s.workspaces.remove(name)),
+        });
+        let result = result.map(|gone| match gone {
+            Some(workspace) => {
+                self.feed.lock().expect("feed").workspace_gone(workspace);
+                true
+            }
+            None => false,
+        });
+        async move { result }
+    }
+
+    fn workspace_event(
+        &self,
+        workspace: &Workspace,
+        reason: &str,
+        _note: String,
+    ) -> impl Future<Output = ()> + Send {
+        self.record(format!(
+            "workspace_event {} {reason}",
+            workspace.metadata.name.as_deref().unwrap_or_default()
+        ));
+        async {}
+    }
+
+    fn workspace_status(
+        &self,
+        name: &str,
+        status: &WorkspaceStatus,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send {
+        self.record(format!("workspace_status {name} {:?}", status.phase));
+        let stored = self.with(|s| s.workspaces.get(name).cloned());
+        let result = match stored {
+            None => Err(api_error(404, "NotFound", "writing a Workspace's status")),
+            Some(mut workspace) => {
+                workspace.status = Some(status.clone());
+                self.put_workspace(workspace);
+                Ok(())
+            }
+        };
+        async move { result }
     }
 }

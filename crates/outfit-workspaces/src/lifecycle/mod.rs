@@ -37,8 +37,15 @@ use crate::{
         cluster::{self, Cluster},
         metrics::Metrics,
     },
-    model::{config::Config, duration, keys},
+    model::{
+        config::{Config, CullAction},
+        duration, keys,
+    },
     policy::culling::{self, Cull},
+    resource::{
+        StopReason,
+        reconcile::{self, record_of},
+    },
     workspace::{
         progress::{self, Phase, deadline, failure, storage_claim_of},
         start::{self, StartPlan, TokenRead},
@@ -441,6 +448,8 @@ impl<C: ClusterCalls> Lifecycle<C> {
             reason,
             "create failed; removing the pod"
         );
+        // Its Workspace stops, or the controller would make the pod again and again.
+        self.stop_record(pod, StopReason::Failed).await;
         // The mark first: a leader killed after it leaves the survivor only the delete (see
         // `next_step`), so the Event and the count are never made twice.
         let mark = BTreeMap::from([(keys::ANNOTATION_FAILED, Some(reason.clone()))]);
@@ -455,10 +464,16 @@ impl<C: ClusterCalls> Lifecycle<C> {
         self.remove(pod).await;
     }
 
-    /// Culls a workspace whose time is up: an Event and a mark say why, then it is deleted.
+    /// Culls a workspace whose time is up: an Event and a mark say why, then its pod is deleted;
+    /// its Workspace, if it has one, is stopped (`cullAction: stop`, saying why) or deleted.
     async fn cull(&self, pod: &Pod, cull: &Cull) {
         let name = pod.name_any();
         let why = cull.to_string();
+        match culling::action(pod, &self.config) {
+            Ok(CullAction::Delete) => self.delete_record(pod).await,
+            // Refused at create: never met here; stopping loses nothing.
+            Ok(CullAction::Stop) | Err(_) => self.stop_record(pod, reconcile::cull_reason(cull)).await,
+        }
         tracing::info!(
             pod = name,
             user = crate::model::user::owner_of(pod),
@@ -476,6 +491,37 @@ impl<C: ClusterCalls> Lifecycle<C> {
         self.cluster.event(pod, false, "Culled", why).await;
         self.metrics.culled(cull.reason());
         self.remove(pod).await;
+    }
+
+    /// Stops the Workspace `pod` belongs to, if any, for `reason`: it keeps its record (and
+    /// storage) for a start, and the controller does not make its pod again. A Workspace gone or
+    /// replaced meanwhile is left alone; any other failure is logged, and the pod goes anyway.
+    async fn stop_record(&self, pod: &Pod, reason: StopReason) {
+        let Some(owner) = record_of(pod) else { return };
+        let marks = reconcile::stop_marks(reason, Timestamp::now());
+        match self
+            .cluster
+            .set_started(&owner.name, &owner.uid, false, marks)
+            .await
+        {
+            Ok(_) => tracing::info!(
+                workspace = owner.name,
+                reason = reason.as_str(),
+                "workspace stopped"
+            ),
+            Err(error) if error.is_gone() => {}
+            Err(error) => tracing::warn!(workspace = owner.name, %error, "could not stop the workspace"),
+        }
+    }
+
+    /// Deletes the Workspace `pod` belongs to, if any (`cullAction: delete`).
+    async fn delete_record(&self, pod: &Pod) {
+        let Some(owner) = record_of(pod) else { return };
+        if let Err(error) = self.cluster.delete_workspace(&owner.name, Some(&owner.uid)).await
+            && !error.is_conflict()
+        {
+            tracing::warn!(workspace = owner.name, %error, "could not delete the culled workspace's record");
+        }
     }
 
     async fn remove(&self, pod: &Pod) {

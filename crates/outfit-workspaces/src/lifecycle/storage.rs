@@ -1,5 +1,6 @@
-//! The sweep of user storage (claim and volume) that no pod uses and no create wants, once it
-//! has been so for `storageGracePeriod`. deic-dk removes it with the user's last pod; the grace
+//! The sweep of user storage (claim and volume) that no pod uses, no Workspace keeps (a stopped
+//! workspace keeps its owner's storage for its next start) and no create wants, once it has been
+//! so for `storageGracePeriod`. deic-dk removes it with the user's last pod; the grace
 //! keeps it for a user who launches again at once, who would otherwise wait for the claim's
 //! delete to finish (minutes when kube-controller-manager is slow to drop the claim's protection
 //! finalizer, as after an API server restart: the two-replica soak found it). The NFS data stays
@@ -26,7 +27,7 @@ pub(super) struct Unused {
 }
 
 /// Whether `claim` is unused now: not being deleted, outfit's, of a user not among
-/// `users_with_pods`, and not marked wanted by a create (`outfit.dev/wanted-until`) past `now`.
+/// `users_with_pods` (or with Workspaces), and not marked wanted by a create (`outfit.dev/wanted-until`) past `now`.
 fn is_unused(claim: &PersistentVolumeClaim, users_with_pods: &HashSet<&str>, now: Timestamp) -> bool {
     if claim.metadata.deletion_timestamp.is_some() {
         return false;
@@ -81,7 +82,12 @@ pub(super) async fn sweep<C: ClusterCalls>(
 ) {
     let now = Timestamp::now();
     let pods = cache.pods();
-    let users_with_pods: HashSet<&str> = pods.iter().filter_map(|pod| owner_of(pod.as_ref())).collect();
+    let records = cache.workspaces();
+    let users_with_pods: HashSet<&str> = pods
+        .iter()
+        .filter_map(|pod| owner_of(pod.as_ref()))
+        .chain(records.iter().map(|record| record.spec.owner.as_str()))
+        .collect();
     let claims = cache.claims();
     let by_name: HashMap<String, &PersistentVolumeClaim> = claims
         .iter()

@@ -397,3 +397,92 @@ async fn a_cull_marked_but_not_deleted_is_deleted_by_the_survivor_and_not_culled
     assert_eq!(fake.calls(), ["delete_pod old"]);
     assert!(fake.with(|s| s.pods.is_empty()));
 }
+
+/// A Workspace of alice's called `name`, stopped or not, as the fake stores it.
+fn record(fake: &FakeCluster, name: &str, started: bool) -> crate::resource::Workspace {
+    fake.put_workspace(crate::resource::Workspace::new(
+        name,
+        NAMESPACE,
+        crate::resource::WorkspaceSpec {
+            owner: "alice@dtu.dk".into(),
+            entry: "web".into(),
+            started,
+            ..Default::default()
+        },
+    ))
+}
+
+/// Issue 31: culling stops a workspace that has a Workspace (its record, and so its name and
+/// storage, stay, saying why), unless `cullAction` or the manifest's annotation says delete.
+#[tokio::test]
+async fn a_cull_stops_a_recorded_workspace_saying_why_or_deletes_it_as_configured() {
+    for (config, annotation, stopped) in [
+        (None, None, true),
+        (Some("delete"), None, false),
+        (Some("delete"), Some("stop"), true),
+        (None, Some("delete"), false),
+    ] {
+        let env: Vec<(&str, &str)> = [("BACKEND_IDLETIMEOUT", "30m")]
+            .into_iter()
+            .chain(config.map(|c| ("BACKEND_CULLACTION", c)))
+            .collect();
+        let (lifecycle, fake) = on_fake(&env);
+        let owner = record(&fake, "idle", true);
+        let mut marks = json!({keys::ANNOTATION_STARTED: "2026-01-01T11:00:00Z",
+                               keys::ANNOTATION_LAST_ACTIVITY: "2026-01-01T11:00:00Z"});
+        if let Some(action) = annotation {
+            marks[keys::ANNOTATION_CULL_ACTION] = json!(action);
+        }
+        let mut pod = workspace(
+            "idle",
+            "alice@dtu.dk",
+            marks,
+            json!({"conditions": [{"type": "Ready", "status": "True"}]}),
+        );
+        pod.metadata.owner_references = crate::resource::reconcile::owner_reference(&owner).map(|r| vec![r]);
+        fake.put_pod(pod);
+        let due = lifecycle.due_all(at("2026-01-01T12:00:00Z"));
+        let case = format!("cullAction {config:?}, annotation {annotation:?}");
+        assert!(matches!(due[0].1, Next::Cull(_)), "{case}");
+        lifecycle.act(&due[0].0, due[0].1.clone()).await;
+        let left = fake.with(|s| s.workspaces.get("idle").cloned());
+        assert!(
+            fake.with(|s| s.pods.is_empty()),
+            "{case}: the pod goes either way"
+        );
+        if stopped {
+            let left = left.unwrap_or_else(|| panic!("{case}: the record stays"));
+            assert!(!left.spec.started, "{case}");
+            let stop = crate::resource::reconcile::stop_request(&left, Timestamp::now());
+            assert_eq!(stop.reason, StopReason::Idle, "{case}");
+        } else {
+            assert!(left.is_none(), "{case}: the record goes");
+        }
+    }
+}
+
+/// Issue 31: a stopped workspace keeps its owner's storage (the sweep would remove it once the
+/// pod is gone); the storage goes once the owner has neither pod nor Workspace.
+#[tokio::test]
+async fn the_storage_sweep_keeps_the_storage_of_a_user_with_a_stopped_workspace() {
+    let (lifecycle, fake) = on_fake(&[("BACKEND_STORAGEGRACEPERIOD", "0")]);
+    fake.put_claim(claim("alices", "alice@dtu.dk", json!({})));
+    let stopped = record(&fake, "web-alice", false);
+    let mut unused = storage::Unused::default();
+    let (cluster, cache, config) = (&lifecycle.cluster, &lifecycle.cache, &lifecycle.config);
+    storage::sweep(cluster, cache, config, &mut unused, tokio::time::Instant::now()).await;
+    assert!(
+        fake.calls().iter().all(|c| !c.starts_with("delete_storage")),
+        "{:?}",
+        fake.calls()
+    );
+    fake.delete_workspace("web-alice", stopped.metadata.uid.as_deref())
+        .await
+        .unwrap();
+    storage::sweep(cluster, cache, config, &mut unused, tokio::time::Instant::now()).await;
+    assert!(
+        fake.calls().contains(&"delete_storage alices".to_owned()),
+        "{:?}",
+        fake.calls()
+    );
+}

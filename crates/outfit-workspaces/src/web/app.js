@@ -553,7 +553,11 @@
   }
 
   // What the list says can lag behind the progress stream: trust the stream for a while.
-  var STALE = { ready: ["creating"], failed: ["creating"], deleting: ["creating", "ready", "failed"], creating: [], deleted: ["creating", "ready", "failed", "deleting"] };
+  var STALE = {
+    ready: ["creating"], failed: ["creating"], deleting: ["creating", "ready", "failed", "stopping", "stopped"],
+    creating: ["stopped"], deleted: ["creating", "ready", "failed", "deleting", "stopping", "stopped"],
+    stopping: ["creating", "ready", "failed"], stopped: ["creating", "ready", "failed", "stopping"],
+  };
 
   function shownStatus(rec) {
     var listed = rec.ws.status || "unknown";
@@ -610,6 +614,10 @@
       rec.confirmBtn,
       rec.cancelBtn,
     ]);
+    rec.stopBtn = el("button", { type: "button", class: "btn btn-ghost btn-small", "data-test": "stop", text: "Stop" });
+    rec.startBtn = el("button", { type: "button", class: "btn btn-small", "data-test": "start", text: "Start" });
+    rec.stopBtn.addEventListener("click", function () { stopOrStart(rec, "stop"); });
+    rec.startBtn.addEventListener("click", function () { stopOrStart(rec, "start"); });
     rec.deleteBtn.addEventListener("click", function () {
       rec.confirming = true;
       updateRow(rec);
@@ -633,7 +641,7 @@
       rec.ageCell,
       rec.urlCell,
       rec.tokensCell,
-      el("td", { class: "ws-actions" }, [rec.deleteBtn, rec.confirmBox]),
+      el("td", { class: "ws-actions" }, [rec.stopBtn, rec.startBtn, rec.deleteBtn, rec.confirmBox]),
     ]);
     return rec;
   }
@@ -707,6 +715,12 @@
     if (busy) rec.confirming = false;
     show(rec.deleteBtn, !rec.confirming);
     show(rec.confirmBox, rec.confirming);
+    var stoppable = !busy && !rec.confirming && (status === "ready" || status === "creating" || status === "failed");
+    show(rec.stopBtn, stoppable || status === "stopping");
+    rec.stopBtn.disabled = status === "stopping" || !!rec.acting;
+    setText(rec.stopBtn, status === "stopping" ? "Stopping…" : "Stop");
+    show(rec.startBtn, !busy && !rec.confirming && status === "stopped");
+    rec.startBtn.disabled = !!rec.acting;
   }
 
   function renderTokens(rec, tokens) {
@@ -775,6 +789,38 @@
 
   function touch(name) {
     api("POST", "workspaces/" + encodeURIComponent(name) + "/activity", {}).catch(function () { /* best effort */ });
+  }
+
+  // A stop keeps the workspace (name, values, storage) without its pod; a start brings the pod
+  // back, and its progress is followed as a launch's.
+  function stopOrStart(rec, verb) {
+    var name = rec.ws.name;
+    var gen = state.generation;
+    rec.acting = true;
+    updateRow(rec);
+    show($("list-error"), false);
+    api("POST", "workspaces/" + encodeURIComponent(name) + "/" + verb, {}).then(
+      function () {
+        if (gen !== state.generation) return;
+        if (verb === "stop") {
+          var s = state.streams.get(name);
+          if (s) s.controller.abort();
+          rec.live = { status: "stopping", at: Date.now() };
+        } else {
+          state.ended.delete(name);
+          follow(name, "create");
+        }
+        refresh();
+      },
+      function (e) {
+        if (gen !== state.generation || e.status === 401) return;
+        setText($("list-error"), "Could not " + verb + " " + name + ": " + e.message);
+        show($("list-error"), true);
+      }
+    ).then(function () {
+      rec.acting = false;
+      updateRow(rec);
+    });
   }
 
   function deleteWorkspace(rec) {

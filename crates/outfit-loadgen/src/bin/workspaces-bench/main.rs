@@ -49,7 +49,7 @@ mod native;
 mod support;
 
 use outfit_loadgen::{
-    harness::{make_namespace, serve_manifests},
+    harness::{install_workspace_crd, make_namespace, serve_manifests},
     workspaces::{delete_namespace, manifest, ms, percentiles, report},
 };
 
@@ -71,6 +71,7 @@ async fn main() -> Result<()> {
     )
     .await?;
     let client = Client::try_from(config)?;
+    install_workspace_crd(&client, &args.cluster.outfit).await?;
     let manifests = serve_manifests(manifest).await?;
 
     let ns = format!("bench-create-{}", std::process::id());

@@ -40,7 +40,7 @@ use kube::{
     config::{KubeConfigOptions, Kubeconfig},
 };
 use outfit_loadgen::{
-    harness::{AdminPort, Backend, make_namespace, serve_manifests},
+    harness::{AdminPort, Backend, install_workspace_crd, make_namespace, serve_manifests},
     workspaces::{manifest, pod_manifest},
 };
 use outfit_test_support::control_plane::env_value;
@@ -75,6 +75,7 @@ async fn main() -> Result<()> {
     let client = Client::try_from(
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?,
     )?;
+    install_workspace_crd(&client, &args.cluster.outfit).await?;
     let manifests = serve_manifests(served).await?;
     let marks = args.audit_log.as_deref().map(audit_mark).transpose()?;
 

@@ -135,6 +135,7 @@ async fn soak(
     work: &std::path::Path,
 ) -> Result<bool> {
     let client = plane.try_admin_client().await?;
+    harness::install_workspace_crd(&client, outfit).await?;
     let namespace = format!("soak-workspaces-{}", std::process::id());
     harness::make_namespace(&client, &namespace).await?;
     let manifests = harness::serve_manifests(cluster::manifest).await?;

@@ -14,7 +14,7 @@ use regex::Regex;
 use serde::{Deserialize, Deserializer, de::DeserializeOwned, de::Error};
 use serde_json::Value;
 
-use super::exposure;
+use super::{cull_action::CullAction, exposure};
 use crate::{cidr::Cidr, model::duration};
 
 /// Every key the backend reads; a key not here is refused. The field order is the order the
@@ -101,6 +101,10 @@ pub(super) struct Settings {
     pub(super) activity_check_interval: Duration,
     #[serde(deserialize_with = "duration")]
     pub(super) storage_grace_period: Duration,
+    #[serde(deserialize_with = "cull_action")]
+    pub(super) cull_action: CullAction,
+    #[serde(deserialize_with = "duration")]
+    pub(super) stopped_retention: Duration,
     #[serde(deserialize_with = "workspace_count")]
     pub(super) max_workspaces_per_user: Option<usize>,
     #[serde(deserialize_with = "cpu_limit")]
@@ -236,6 +240,8 @@ impl Default for Settings {
             idle_timeout: None,
             activity_check_interval: Duration::from_secs(60),
             storage_grace_period: Duration::from_secs(60),
+            cull_action: CullAction::Stop,
+            stopped_retention: Duration::ZERO,
             max_workspaces_per_user: None,
             max_cpu_per_user: None,
             max_memory_per_user: None,
@@ -286,6 +292,10 @@ fn restart_policy<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
         "Always" | "OnFailure" | "Never" => Ok(t.to_owned()),
         _ => Err(format!("expected Always, OnFailure or Never, got {t:?}")),
     })
+}
+
+fn cull_action<'de, D: Deserializer<'de>>(d: D) -> Result<CullAction, D::Error> {
+    parsed(d, CullAction::parse)
 }
 
 fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {

@@ -281,6 +281,8 @@ fn each_default_is_the_documented_text() {
         ("idleTimeout", ""),
         ("activityCheckInterval", "1m"),
         ("storageGracePeriod", "1m"),
+        ("cullAction", "stop"),
+        ("stoppedRetention", "0"),
         ("maxWorkspacesPerUser", "0"),
         ("maxCpuPerUser", ""),
         ("maxMemoryPerUser", ""),

@@ -22,6 +22,10 @@ pub enum Status {
     Deleted,
     /// Its cluster can't be reached: shown as last seen, its state unknown until it answers.
     Unknown,
+    /// It was stopped and its pod is going; its Workspace keeps it for the next start.
+    Stopping,
+    /// It was stopped: no pod, its Workspace kept for the next start.
+    Stopped,
 }
 
 impl Status {
@@ -39,6 +43,8 @@ impl Status {
             Self::Deleting => "deleting",
             Self::Deleted => "deleted",
             Self::Unknown => "unknown",
+            Self::Stopping => "stopping",
+            Self::Stopped => "stopped",
         }
     }
 }

@@ -1,9 +1,11 @@
 //! A create's making on one cluster, once the set ([`Backend`](crate::backend::clusters::Backend))
 //! admitted it (its slot, the user's turn, their limits): the user's storage (`storage.rs`), then
-//! the pod under the first free name, then its NetworkPolicy, all through this cluster's API
-//! server. A create answered an error leaves no pod behind.
+//! the pod under the first free name (a native launch's Workspace first, which takes the name and
+//! owns the pod; a start's pod under its Workspace's name), then its NetworkPolicy, all through
+//! this cluster's API server. A create answered an error leaves no pod (and no new Workspace)
+//! behind.
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
@@ -14,10 +16,8 @@ use super::ClusterBackend;
 use crate::{
     backend::request::{Created, RequestError},
     io::{cache::OWN_WRITE_VISIBLE, calls::ClusterCalls, cluster::ClusterError},
-    model::{
-        names,
-        user::{UserId, belongs_to},
-    },
+    model::{keys, names, user::UserId},
+    resource::{Workspace, WorkspaceSpec, reconcile::owner_reference},
     workspace::{
         manifest::{self, Prepared, Requester},
         start,
@@ -29,6 +29,13 @@ use crate::{
 const STORAGE_WANTED: Duration = Duration::from_secs(30);
 /// How often the delete of a failed create's pod is tried while the API server is away.
 const UNDO_RETRY: Duration = Duration::from_secs(2);
+
+/// What names a create's pod: who it is for, its Workspace, and its deadline.
+struct Naming<'a> {
+    user: &'a UserId,
+    record: Record<'a>,
+    deadline: &'a str,
+}
 
 /// Who holds the names a create found taken.
 #[derive(Debug, Default)]
@@ -49,17 +56,33 @@ impl Holders {
     }
 }
 
+/// The Workspace a create makes its pod for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Record<'a> {
+    /// None: deic-dk's `create_pod`, whose pods have no Workspace.
+    None,
+    /// A native launch: a Workspace with this spec takes the name first and owns the pod.
+    New(&'a WorkspaceSpec),
+    /// A start of this Workspace: its pod, under its name only.
+    Start(&'a Workspace),
+}
+
+/// Whether a name is held, and whether by the creating user (`Some(true)`) or anyone else.
+pub(crate) type Holder = Option<bool>;
+
 impl<C: ClusterCalls> ClusterBackend<C> {
     /// Makes `requester`'s workspace from `prepared` (the manifest at `url`): the user's storage
     /// when it mounts it, then the pod under the first name no cluster holds (`name_holder`: the
-    /// pod that holds a name on any cluster, as the set sees them), then its NetworkPolicy.
-    /// Answers once the pod exists; the lifecycle does the rest.
+    /// pod or Workspace that holds a name on any cluster, as the set sees them; a start takes its
+    /// Workspace's name), then its NetworkPolicy. Answers once the pod exists; the lifecycle
+    /// does the rest.
     pub(crate) async fn create(
         &self,
         requester: Requester<'_>,
         url: &str,
         prepared: Prepared,
-        name_holder: impl Fn(&str) -> Option<Arc<Pod>>,
+        name_holder: impl Fn(&str) -> Holder,
+        record: Record<'_>,
     ) -> Result<Created, RequestError> {
         let user = requester.user;
         let deadline = Timestamp::now() + self.config.timeout_create;
@@ -82,10 +105,18 @@ impl<C: ClusterCalls> ClusterBackend<C> {
             };
             manifest::assemble(prepared.clone(), requester, &placement)
         };
-        let plain = names::pod_name_candidates(&prepared.manifest_name, user);
+        let plain = match record {
+            Record::Start(workspace) => vec![workspace.metadata.name.clone().unwrap_or_default()],
+            _ => names::pod_name_candidates(&prepared.manifest_name, user),
+        };
         let mut holders = Holders::default();
+        let naming = Naming {
+            user,
+            record,
+            deadline: &deadline_text,
+        };
         if let Some(created) = self
-            .create_named(&plain, user, &name_holder, &mut holders, &placed)
+            .create_named(&plain, &naming, &name_holder, &mut holders, &placed)
             .await?
         {
             return Ok(Created {
@@ -94,10 +125,10 @@ impl<C: ClusterCalls> ClusterBackend<C> {
             });
         }
         // Another id with the same user string holds deic-dk's names: the user's own names.
-        if holders.others > 0 {
+        if holders.others > 0 && !matches!(record, Record::Start(_)) {
             let own = names::own_pod_name_candidates(&prepared.manifest_name, user);
             if let Some(created) = self
-                .create_named(&own, user, &name_holder, &mut holders, &placed)
+                .create_named(&own, &naming, &name_holder, &mut holders, &placed)
                 .await?
             {
                 return Ok(Created {
@@ -114,25 +145,42 @@ impl<C: ClusterCalls> ClusterBackend<C> {
         })
     }
 
-    /// Creates the pod `pod_of` makes, under the first of `names` that no pod holds
-    /// (`name_holder`); `None` when every one is taken, counted in `holders` by who holds it.
+    /// Creates the pod `pod_of` makes, under the first of `names` that no pod or Workspace holds
+    /// (`name_holder`), owned by its Workspace when `naming` has one; `None` when every one is
+    /// taken, counted in `holders` by who holds it.
     async fn create_named(
         &self,
         names: &[String],
-        user: &UserId,
-        name_holder: impl Fn(&str) -> Option<Arc<Pod>>,
+        naming: &Naming<'_>,
+        name_holder: impl Fn(&str) -> Holder,
         holders: &mut Holders,
         pod_of: impl Fn(&str) -> Pod,
     ) -> Result<Option<Created>, RequestError> {
+        let user = naming.user;
         for name in names {
             // Names are unique across clusters, so that a name says which workspace it is. Chosen
             // from what the caches show (and this process made), not by trying: each name tried
             // and taken is a create answered 409.
-            if let Some(holder) = name_holder(name) {
-                holders.count(belongs_to(holder.as_ref(), user));
+            if let Some(own) = name_holder(name) {
+                holders.count(own);
                 continue;
             }
-            match self.cluster.create_pod(&pod_of(name)).await {
+            // A launch's Workspace takes the name first: a stopped workspace keeps it.
+            let (owner, made) = match naming.record {
+                Record::None => (None, None),
+                Record::Start(workspace) => (owner_reference(workspace), None),
+                Record::New(spec) => match self.record_workspace(name, spec, naming.deadline).await {
+                    Ok(made) => (owner_reference(&made), Some(made)),
+                    Err(error) if error.is_conflict() => {
+                        holders.count(false);
+                        continue;
+                    }
+                    Err(error) => return Err(error.into()),
+                },
+            };
+            let mut pod = pod_of(name);
+            pod.metadata.owner_references = owner.map(|owner| vec![owner]);
+            match self.cluster.create_pod(&pod).await {
                 Ok(created) => {
                     tracing::info!(pod = name, user = %user, "pod created");
                     self.cache.own_writes().made(&created);
@@ -140,6 +188,7 @@ impl<C: ClusterCalls> ClusterBackend<C> {
                     // images; the lifecycle makes sure again before it is ready unless this
                     // process made it (own_writes).
                     if let Err(error) = self.isolate(&created).await {
+                        self.undo_record(made.as_ref()).await;
                         self.undo_create(&created);
                         return Err(error.into());
                     }
@@ -151,11 +200,55 @@ impl<C: ClusterCalls> ClusterBackend<C> {
                     }));
                 }
                 // Taken since the cache last looked (another replica, or a pod being deleted).
-                Err(error) if error.is_conflict() => holders.count(false),
-                Err(error) => return Err(error.into()),
+                Err(error) if error.is_conflict() => {
+                    self.undo_record(made.as_ref()).await;
+                    holders.count(false);
+                }
+                Err(error) => {
+                    self.undo_record(made.as_ref()).await;
+                    return Err(error.into());
+                }
             }
         }
         Ok(None)
+    }
+
+    /// Makes the Workspace `name` of a launch, marked as being launched until `deadline` so that
+    /// the controller leaves its pod to the launch.
+    async fn record_workspace(
+        &self,
+        name: &str,
+        spec: &WorkspaceSpec,
+        deadline: &str,
+    ) -> Result<Workspace, ClusterError> {
+        let mut workspace = Workspace::new(name, &self.config.namespace, spec.clone());
+        workspace.metadata.annotations = Some(
+            [
+                (
+                    keys::ANNOTATION_LAUNCHING_UNTIL.to_owned(),
+                    format!("{deadline}/1"),
+                ),
+                (keys::ANNOTATION_USER_ID.to_owned(), spec.owner.clone()),
+            ]
+            .into(),
+        );
+        workspace.metadata.labels =
+            Some([(keys::LABEL_MANAGED_BY.to_owned(), keys::MANAGED_BY.to_owned())].into());
+        self.cluster.create_workspace(&workspace).await
+    }
+
+    /// Deletes the Workspace a failed launch made (`made`), so that the error leaves nothing; a
+    /// failure is logged: the controller would then make its pod, which the user can delete.
+    async fn undo_record(&self, made: Option<&Workspace>) {
+        let Some(workspace) = made else { return };
+        let name = workspace.metadata.name.as_deref().unwrap_or_default();
+        if let Err(error) = self
+            .cluster
+            .delete_workspace(name, workspace.metadata.uid.as_deref())
+            .await
+        {
+            tracing::warn!(workspace = name, %error, "could not remove the Workspace of a failed launch");
+        }
     }
 
     /// Deletes a pod whose create is answered an error, so that an error leaves nothing behind:

@@ -1,5 +1,6 @@
 //! A delete on one cluster: the pod judged as it stands (the cache's, or the API server's when the
-//! cache is behind), its delete asked for, and a moment given for the cache to show it.
+//! cache is behind), its Workspace deleted first (or the controller would make the pod again),
+//! its delete asked for, and a moment given for the cache to show it.
 
 use std::sync::Arc;
 
@@ -11,6 +12,7 @@ use super::ClusterBackend;
 use crate::{
     backend::request::RequestError,
     io::{cache::OWN_WRITE_VISIBLE, calls::ClusterCalls},
+    resource::reconcile::record_of,
 };
 
 /// What a delete found.
@@ -42,6 +44,7 @@ impl<C: ClusterCalls> ClusterBackend<C> {
                     _ => return Ok(Deletion::None),
                 },
             };
+            self.delete_record_of(&pod).await?;
             if pod.metadata.deletion_timestamp.is_some() {
                 return Ok(Deletion::Already(pod));
             }
@@ -54,6 +57,20 @@ impl<C: ClusterCalls> ClusterBackend<C> {
             }
         }
         Ok(Deletion::None)
+    }
+
+    /// Deletes the Workspace that owns `pod`, if any (deic-dk's `delete_pod` of a native
+    /// workspace's pod, or a cache behind the Workspace's create); one gone already is no error.
+    async fn delete_record_of(&self, pod: &Pod) -> Result<(), RequestError> {
+        let Some(owner) = record_of(pod) else {
+            return Ok(());
+        };
+        match self.cluster.delete_workspace(&owner.name, Some(&owner.uid)).await {
+            Ok(_) => Ok(()),
+            // Another Workspace has the name now: not this pod's.
+            Err(error) if error.is_conflict() => Ok(()),
+            Err(error) => Err(error.into()),
+        }
     }
 
     /// Waits (briefly) until the cache shows `pod` being deleted or gone, so that a request right

@@ -30,7 +30,7 @@ use crate::{
     },
 };
 
-mod create;
+pub(crate) mod create;
 pub(super) mod delete;
 mod storage;
 pub(super) mod user_lease;

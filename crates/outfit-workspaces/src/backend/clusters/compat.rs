@@ -77,8 +77,12 @@ impl<C: ClusterCalls> Backend<C> {
                     Status::Creating | Status::Unknown => return None,
                     Status::Ready => (true, None),
                     Status::Failed => (false, Some(report.message)),
-                    Status::Deleting => (false, Some("the pod is being deleted".to_owned())),
-                    Status::Deleted => (false, Some("the pod was deleted before it was ready".to_owned())),
+                    Status::Deleting | Status::Stopping => {
+                        (false, Some("the pod is being deleted".to_owned()))
+                    }
+                    Status::Deleted | Status::Stopped => {
+                        (false, Some("the pod was deleted before it was ready".to_owned()))
+                    }
                 };
                 Some(CreateOutcome { ready, reason })
             })

@@ -14,12 +14,13 @@ use kube::ResourceExt;
 use super::Backend;
 use crate::{
     backend::{
-        cluster::{ClusterBackend, user_lease::UserTurn},
+        cluster::{ClusterBackend, create::Record, user_lease::UserTurn},
         request::{CreateRequest, Created, Launch, RequestError},
     },
     io::{auth::Identity, calls::ClusterCalls, catalogue},
     model::{keys, user::UserId},
     policy::{culling, limits},
+    resource::WorkspaceSpec,
     workspace::{
         info::Workspace,
         manifest::{self, Prepared, Requester, Settings},
@@ -42,8 +43,14 @@ impl<C: ClusterCalls> Backend<C> {
             user: &user,
             silo_ip: &silo_ip,
         };
-        self.create(self.default_cluster(), requester, &request.yaml_url, settings)
-            .await
+        self.create(
+            self.default_cluster(),
+            requester,
+            &request.yaml_url,
+            settings,
+            Record::None,
+        )
+        .await
     }
 
     /// Launches the catalogue entry of `launch` for `identity`, on the cluster the entry names,
@@ -72,11 +79,21 @@ impl<C: ClusterCalls> Backend<C> {
             user: &identity.user,
             silo_ip: &silo_ip,
         };
+        // The Workspace that records it, stopped and started as its owner says.
+        let spec = WorkspaceSpec {
+            owner: identity.user.to_string(),
+            entry: entry.name.clone(),
+            values: launch.settings.clone(),
+            cluster: Some(member.name.clone()),
+            started: true,
+        };
         let Created {
             pod_name,
             warnings,
             pod,
-        } = self.create(member, requester, &url, &launch.settings).await?;
+        } = self
+            .create(member, requester, &url, &launch.settings, Record::New(&spec))
+            .await?;
         // The cache's copy when it has one (newer); the API server's answer when the cache is
         // behind: the workspace exists, so the answer must say so.
         let pod = member
@@ -91,19 +108,21 @@ impl<C: ClusterCalls> Backend<C> {
 
     /// A create for either API, on `member`: fetches the manifest at `url` and reads it with
     /// `settings`, then, in the user's turn, checks their limits against every cluster and has
-    /// `member` make the workspace. Answers once the pod is created.
-    async fn create(
+    /// `member` make the workspace (for `record`'s Workspace). Answers once the pod is created.
+    pub(super) async fn create(
         &self,
         member: &ClusterBackend<C>,
         requester: Requester<'_>,
         url: &str,
         settings: &Settings,
+        record: Record<'_>,
     ) -> Result<Created, RequestError> {
         // Held to the end of the create, refused past `maxCreatesInFlight`.
         let _slot = self.creates.take()?;
         let manifest_text = self.fetcher.fetch(url).await?;
         let mut prepared = manifest::prepare(&manifest_text, requester, settings, &member.config)?;
         culling::lifetimes(&prepared.pod, &member.config).map_err(RequestError::Annotation)?;
+        culling::action(&prepared.pod, &member.config).map_err(RequestError::Annotation)?;
         prepared.pod.annotations_mut().insert(
             keys::ANNOTATION_MANIFEST_NAME.to_owned(),
             prepared.manifest_name.clone(),
@@ -115,7 +134,7 @@ impl<C: ClusterCalls> Backend<C> {
         // The default cluster arbitrates every create of a user, whichever cluster it goes to.
         let turn = self.default_cluster().take_turn(user).await?;
         let created = self
-            .create_in_turn(turn.as_ref(), member, requester, url, prepared)
+            .create_in_turn(turn.as_ref(), member, requester, url, prepared, record)
             .await;
         if let Some(turn) = turn {
             turn.release(created.as_ref().ok().map(|c| &c.pod)).await;
@@ -132,6 +151,7 @@ impl<C: ClusterCalls> Backend<C> {
         requester: Requester<'_>,
         url: &str,
         prepared: Prepared,
+        record: Record<'_>,
     ) -> Result<Created, RequestError> {
         let user = requester.user;
         // The pod the last turn made counts before the default cluster's cache shows it, and
@@ -148,7 +168,13 @@ impl<C: ClusterCalls> Backend<C> {
         let existing: Vec<&Pod> = existing.iter().map(AsRef::as_ref).collect();
         limits::check(&member.config.limits, &existing, &prepared.pod)?;
         member
-            .create(requester, url, prepared, |name| self.name_holder(name))
+            .create(
+                requester,
+                url,
+                prepared,
+                |name| self.name_holder(name, user, record),
+                record,
+            )
             .await
     }
 }

@@ -13,15 +13,26 @@ use kube::ResourceExt;
 use tokio::sync::watch;
 
 use crate::{
-    backend::{cluster::ClusterBackend, request::RequestError},
+    backend::{
+        cluster::{
+            ClusterBackend,
+            create::{Holder, Record},
+        },
+        request::RequestError,
+    },
     io::{calls::ClusterCalls, catalogue::Catalogue, cluster::Cluster, fetch::Fetcher},
-    model::{config::Config, user::UserId},
+    model::{
+        config::Config,
+        user::{UserId, belongs_to},
+    },
     workspace::{info::ClusterState, progress::Report},
 };
 
 mod compat;
+mod controller;
 mod create;
 mod native;
+mod records;
 
 /// The backend over the clusters `members`, the default one first, each over its calls `C` (the
 /// API server's, or the unit tests' fake).
@@ -185,12 +196,21 @@ impl<C: ClusterCalls> Backend<C> {
             .find_map(|member| member.cache.pod(name).map(|pod| (member, pod)))
     }
 
-    /// The pod that holds the name `name` on any cluster: as its cache shows it, else as a create
-    /// of this process made it (the cache may not show it yet).
-    fn name_holder(&self, name: &str) -> Option<Arc<Pod>> {
-        self.members
-            .iter()
-            .find_map(|member| member.cache.pod_or_made(name))
+    /// Whether the name `name` is held on any cluster, and whether by `user`: by a Workspace (a
+    /// stopped workspace keeps its name; not for a start of that Workspace, `record`) or a pod,
+    /// as its cache shows them, else by a pod a create of this process made (the cache may not
+    /// show it yet).
+    fn name_holder(&self, name: &str, user: &UserId, record: Record<'_>) -> Holder {
+        let starting = matches!(record, Record::Start(_));
+        self.members.iter().find_map(|member| {
+            if !starting && let Some(workspace) = member.cache.workspace(name) {
+                return Some(workspace.spec.owner == user.as_str());
+            }
+            member
+                .cache
+                .pod_or_made(name)
+                .map(|pod| belongs_to(pod.as_ref(), user))
+        })
     }
 
     /// Every pod of `user`, on every cluster.

@@ -14,7 +14,7 @@ use crate::{
         cluster::{ClusterBackend, delete::Deletion},
         request::RequestError,
     },
-    io::{auth::Identity, calls::ClusterCalls, catalogue::Item},
+    io::{auth::Identity, calls::ClusterCalls, catalogue::Item, cluster::ClusterError},
     model::{keys, names, user::belongs_to},
     policy::culling,
     workspace::info::Workspace,
@@ -33,21 +33,31 @@ impl<C: ClusterCalls> Backend<C> {
             ));
         }
         let now = Timestamp::now();
-        let mut workspaces: Vec<Workspace> = self
-            .members
-            .iter()
-            .flat_map(|member| {
-                let pods = if all {
-                    member.cache.pods()
-                } else {
-                    member.cache.pods_of(&identity.user)
-                };
-                let state = self.state_of(member);
-                pods.into_iter()
-                    .map(move |pod| member.describe(&pod, state.clone(), now))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
+        let mut workspaces: Vec<Workspace> = Vec::new();
+        for member in self.members.iter() {
+            let pods = if all {
+                member.cache.pods()
+            } else {
+                member.cache.pods_of(&identity.user)
+            };
+            let state = self.state_of(member);
+            for pod in pods {
+                let mut view = member.describe(&pod, state.clone(), now);
+                self.stopping(member, &pod, &mut view, now);
+                workspaces.push(view);
+            }
+            // Stopped ones have a record and no pod.
+            let records = if all {
+                member.cache.workspaces()
+            } else {
+                member.cache.workspaces_of(&identity.user)
+            };
+            for record in records {
+                if member.cache.pod(&record.name_any()).is_none() {
+                    workspaces.push(self.record_view(member, &record, now));
+                }
+            }
+        }
         workspaces.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(workspaces)
     }
@@ -55,14 +65,34 @@ impl<C: ClusterCalls> Backend<C> {
     /// The workspace `name` of `identity` (any user's, for an admin).
     pub async fn workspace(&self, identity: &Identity, name: &str) -> Result<Workspace, RequestError> {
         names::check_pod_name(name)?;
-        let (member, pod) = self.find_workspace(identity, name).await?;
-        Ok(member.describe(&pod, self.state_of(member), Timestamp::now()))
+        let now = Timestamp::now();
+        let (member, pod) = match self.find_workspace(identity, name).await {
+            Ok(found) => found,
+            // No pod: stopped, if it has a record.
+            Err(not_found) => {
+                let (member, record) = self.visible_record(identity, name).ok_or(not_found)?;
+                return Ok(self.record_view(member, &record, now));
+            }
+        };
+        let mut view = member.describe(&pod, self.state_of(member), now);
+        self.stopping(member, &pod, &mut view, now);
+        Ok(view)
     }
 
-    /// Deletes the workspace `name` of `identity` (any user's, for an admin); returns the uid of
-    /// the pod being deleted, for following the delete.
+    /// Deletes the workspace `name` of `identity` (any user's, for an admin), its record first
+    /// (or the controller would make its pod again); returns the uid of the pod being deleted
+    /// (or of the record, for a stopped one), for following the delete.
     pub async fn remove(&self, identity: &Identity, name: &str) -> Result<String, RequestError> {
         names::check_pod_name(name)?;
+        let mut record_uid = None;
+        if let Some((member, record)) = self.visible_record(identity, name) {
+            member
+                .cluster
+                .delete_workspace(name, record.uid().as_deref())
+                .await?;
+            tracing::info!(workspace = name, user = %identity.user, by = identity.username, "workspace record deleted");
+            record_uid = record.uid();
+        }
         let visible = |pod: &Pod| identity.admin || belongs_to(pod, &identity.user);
         // The cluster whose cache shows the name; else each asks its API server (a cache can
         // be behind), those that answer first, so that one away fails the delete only when
@@ -86,7 +116,7 @@ impl<C: ClusterCalls> Backend<C> {
                 }
             }
         }
-        Err(not_found(identity, name))
+        record_uid.ok_or_else(|| not_found(identity, name))
     }
 
     /// Records that `identity` is active in workspace `name`.
@@ -105,16 +135,11 @@ impl<C: ClusterCalls> Backend<C> {
             .is_some_and(|t| now.duration_since(t).as_secs_f64() < every.as_secs_f64());
         if !recent {
             let mark = BTreeMap::from([(keys::ANNOTATION_LAST_ACTIVITY, Some(now.to_string()))]);
-            member.cluster.annotate_pod(&pod, mark).await.map_err(|error| {
-                if error.is_gone() {
-                    RequestError::NoSuchPod {
-                        user: identity.user.to_string(),
-                        pod: name.to_owned(),
-                    }
-                } else {
-                    error.into()
-                }
-            })?;
+            member
+                .cluster
+                .annotate_pod(&pod, mark)
+                .await
+                .map_err(|error| gone_or(error, identity, name))?;
         }
         Ok(())
     }
@@ -193,5 +218,14 @@ fn not_found(identity: &Identity, name: &str) -> RequestError {
     RequestError::NoSuchPod {
         user: identity.user.to_string(),
         pod: name.to_owned(),
+    }
+}
+
+/// An object gone meanwhile (404, or another of the name: 422 on its uid) is not found.
+pub(super) fn gone_or(error: ClusterError, identity: &Identity, name: &str) -> RequestError {
+    if error.is_gone() {
+        not_found(identity, name)
+    } else {
+        error.into()
     }
 }

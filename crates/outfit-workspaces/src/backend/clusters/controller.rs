@@ -1,0 +1,231 @@
+//! The Workspace controller: on the replica that holds a cluster's Lease, every Workspace of that
+//! cluster is brought to what its spec says, from the watch cache, as any controller does: a
+//! started one without a pod gets one (a start made with kubectl, a leader killed mid-start, a
+//! launch that died between its record and its pod), one not started loses its pod, and its status
+//! says where it stands. What to do is decided in `resource::reconcile` (pure); here it is done.
+//! A start is made as the owner's would be (`records.rs`: entry, values, limits); one refused for
+//! good is written to the status and not tried again until the spec changes. A Workspace stopped
+//! longer than `stoppedRetention` is deleted, with an Event.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use jiff::Timestamp;
+use kube::ResourceExt;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::Backend;
+use crate::{
+    backend::{cluster::ClusterBackend, request::RequestError},
+    io::calls::ClusterCalls,
+    resource::{
+        Workspace, WorkspaceStatus,
+        reconcile::{self, Next},
+    },
+};
+
+/// How often every Workspace is looked at when nothing changed.
+const TICK: Duration = Duration::from_secs(1);
+/// How long a start that failed for a passing reason (the API server or the manifest's server
+/// away, the user's turn taken) waits before it is tried again.
+const RETRY: Duration = Duration::from_secs(5);
+/// The longest rest after a pass (a pass over 10,000 Workspaces takes milliseconds).
+const MAX_REST: Duration = Duration::from_millis(500);
+
+/// What the controller of one cluster keeps between passes.
+#[derive(Default)]
+struct Controlled {
+    /// Workspaces a task is starting or stopping: one at a time each.
+    busy: Mutex<HashSet<String>>,
+    /// The status last written for each Workspace, so that a status is written once even while
+    /// the cache has not shown it yet. Holds the Workspaces the cache holds, no more.
+    written: Mutex<HashMap<String, WorkspaceStatus>>,
+}
+
+impl<C: ClusterCalls> Backend<C> {
+    /// Runs the controller of the cluster `index` (of [`Backend::members`]) until `shutdown`,
+    /// acting while `leading` (that cluster's Lease) is held.
+    pub async fn control(self, index: usize, leading: watch::Receiver<bool>, shutdown: CancellationToken) {
+        let member = &self.members[index];
+        member.cache.synced().await;
+        let controlled = Arc::new(Controlled::default());
+        let mut changes = member.cache.changes();
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                _ = changes.changed() => {}
+                _ = tick.tick() => {}
+            }
+            if !*leading.borrow() {
+                // A new leader writes what it sees afresh.
+                controlled.written.lock().expect("written").clear();
+                continue;
+            }
+            let started = tokio::time::Instant::now();
+            self.pass(index, &controlled).await;
+            tokio::time::sleep(started.elapsed().min(MAX_REST)).await;
+        }
+    }
+
+    /// One look at every Workspace of the cluster `index`.
+    async fn pass(&self, index: usize, controlled: &Arc<Controlled>) {
+        let member = &self.members[index];
+        let now = Timestamp::now();
+        let records = member.cache.workspaces();
+        controlled
+            .written
+            .lock()
+            .expect("written")
+            .retain(|name, _| member.cache.workspace(name).is_some());
+        for record in records {
+            let name = record.name_any();
+            if controlled.busy.lock().expect("busy").contains(&name) {
+                continue;
+            }
+            if reconcile::expired(&record, member.config.stopped_retention, now) {
+                controlled.busy.lock().expect("busy").insert(name.clone());
+                let (this, controlled) = (self.clone(), controlled.clone());
+                tokio::spawn(async move {
+                    this.expire(&this.members[index], &record).await;
+                    controlled.busy.lock().expect("busy").remove(&record.name_any());
+                });
+                continue;
+            }
+            let pod = member.cache.pod_or_made(&name);
+            match reconcile::next(&record, pod.as_deref(), now) {
+                Next::Wait => {}
+                next => {
+                    controlled.busy.lock().expect("busy").insert(name.clone());
+                    let (this, controlled) = (self.clone(), controlled.clone());
+                    tokio::spawn(async move {
+                        let member = &this.members[index];
+                        let retry = this.act(member, &record, next).await;
+                        if retry {
+                            tokio::time::sleep(RETRY).await;
+                        }
+                        controlled.busy.lock().expect("busy").remove(&record.name_any());
+                    });
+                    continue;
+                }
+            }
+            let status = reconcile::status(&record, pod.as_deref(), &member.config, now);
+            self.write_status(member, &record, status, controlled).await;
+        }
+    }
+
+    /// Starts or stops `record` as `next` says; whether to wait before trying again.
+    async fn act(&self, member: &ClusterBackend<C>, record: &Workspace, next: Next) -> bool {
+        let name = record.name_any();
+        match next {
+            Next::MakePod => match self.start_pod(member, record).await {
+                Ok(pod) => {
+                    tracing::info!(
+                        workspace = name,
+                        pod = pod.name_any(),
+                        "controller started the workspace"
+                    );
+                    false
+                }
+                Err(error) if error.is_transient() => {
+                    tracing::info!(workspace = name, %error, "start not made; trying again");
+                    true
+                }
+                Err(error) => {
+                    tracing::warn!(workspace = name, %error, "start refused");
+                    let status =
+                        reconcile::refused(record, refusal(&error), error.public_message(), Timestamp::now());
+                    if let Err(error) = member.cluster.workspace_status(&name, &status).await {
+                        tracing::warn!(workspace = name, %error, "could not write the refusal");
+                    }
+                    false
+                }
+            },
+            Next::RemovePod(uid) => match member.cluster.delete_pod(&name, Some(&uid)).await {
+                Ok(_) => {
+                    tracing::info!(workspace = name, "controller stopped the workspace");
+                    false
+                }
+                Err(error) => {
+                    tracing::warn!(workspace = name, %error, "could not delete a stopped workspace's pod");
+                    true
+                }
+            },
+            Next::Wait => false,
+        }
+    }
+
+    /// Deletes `record`, stopped longer than `stoppedRetention`, with an Event that says so (its
+    /// storage then goes as after any delete).
+    async fn expire(&self, member: &ClusterBackend<C>, record: &Workspace) {
+        let name = record.name_any();
+        let since = record.status.as_ref().and_then(|s| s.stopped.as_ref());
+        let note = format!(
+            "deleted: stopped since {} ({}), longer than stoppedRetention",
+            since.map(|s| s.at.0.to_string()).unwrap_or_default(),
+            since.map_or("user", |s| s.reason.as_str()),
+        );
+        member
+            .cluster
+            .workspace_event(record, "StoppedRetention", note)
+            .await;
+        match member
+            .cluster
+            .delete_workspace(&name, record.metadata.uid.as_deref())
+            .await
+        {
+            Ok(_) => tracing::info!(
+                workspace = name,
+                "deleted a workspace stopped past stoppedRetention"
+            ),
+            Err(error) if error.is_conflict() => {}
+            Err(error) => tracing::warn!(workspace = name, %error, "could not delete an expired workspace"),
+        }
+    }
+
+    /// Writes `status` as `record`'s unless it says what the record's (or the last written) does.
+    async fn write_status(
+        &self,
+        member: &ClusterBackend<C>,
+        record: &Workspace,
+        status: WorkspaceStatus,
+        controlled: &Controlled,
+    ) {
+        let name = record.name_any();
+        let current = record.status.as_ref();
+        let unchanged = current.is_some_and(|s| reconcile::same(s, &status))
+            || controlled
+                .written
+                .lock()
+                .expect("written")
+                .get(&name)
+                .is_some_and(|s| reconcile::same(s, &status));
+        if unchanged {
+            return;
+        }
+        match member.cluster.workspace_status(&name, &status).await {
+            Ok(()) => {
+                controlled.written.lock().expect("written").insert(name, status);
+            }
+            Err(error) if error.is_gone() => {}
+            Err(error) => tracing::warn!(workspace = name, %error, "could not write a Workspace's status"),
+        }
+    }
+}
+
+/// The condition's reason for a start refused for good.
+fn refusal(error: &RequestError) -> &'static str {
+    match error {
+        RequestError::UnknownManifest(_) => "UnknownEntry",
+        RequestError::Limit(_) => "LimitExceeded",
+        RequestError::WrongCluster(_) => "WrongCluster",
+        RequestError::User(_) => "InvalidOwner",
+        RequestError::Manifest(_) | RequestError::Annotation(_) => "BadManifest",
+        _ => "StartRefused",
+    }
+}

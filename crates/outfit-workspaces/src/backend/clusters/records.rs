@@ -1,0 +1,246 @@
+//! The native API's operations on a workspace's record, its `Workspace` resource: stop (the pod
+//! goes, the record stays), start (a pod again, under the same name, from the same entry, values
+//! and cluster), and how a workspace with its record reads (a stopped one has no pod). The
+//! controller (`controller.rs`) makes the same changes for edits made with kubectl.
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+
+use super::{Backend, native::gone_or};
+use crate::{
+    backend::{
+        cluster::{ClusterBackend, create::Record},
+        request::RequestError,
+    },
+    io::{auth::Identity, calls::ClusterCalls, catalogue},
+    model::{names, user::belongs_to},
+    resource::{
+        Phase, StopReason,
+        reconcile::{self, owns},
+    },
+    workspace::{
+        info::{self, Stop, Workspace},
+        manifest::Requester,
+        progress::Status,
+    },
+};
+
+impl<C: ClusterCalls> Backend<C> {
+    /// The Workspace `name` that `identity` may act on (their own; anyone's for an admin), with
+    /// the cluster that holds it.
+    pub(super) fn visible_record(
+        &self,
+        identity: &Identity,
+        name: &str,
+    ) -> Option<(&ClusterBackend<C>, Arc<crate::resource::Workspace>)> {
+        self.members.iter().find_map(|member| {
+            member
+                .cache
+                .workspace(name)
+                .filter(|ws| identity.admin || ws.spec.owner == identity.user.as_str())
+                .map(|ws| (member, ws))
+        })
+    }
+
+    /// Stops `identity`'s workspace `name` for `reason`: its record says so (`spec.started:
+    /// false`, why and when), then its pod is deleted (the leader's controller would, a moment
+    /// later). Answers the uid of the pod going, if it had one, for following the stop.
+    pub async fn stop(&self, identity: &Identity, name: &str) -> Result<Option<String>, RequestError> {
+        names::check_pod_name(name)?;
+        let Some((member, workspace)) = self.visible_record(identity, name) else {
+            return Err(self.no_record(identity, name));
+        };
+        let uid = workspace.uid().unwrap_or_default();
+        if workspace.spec.started {
+            let marks = reconcile::stop_marks(StopReason::User, Timestamp::now());
+            member
+                .cluster
+                .set_started(name, &uid, false, marks)
+                .await
+                .map_err(|error| gone_or(error, identity, name))?;
+            tracing::info!(workspace = name, user = %identity.user, by = identity.username, "workspace stop requested");
+        }
+        let Some(pod) = member.cache.pod(name).filter(|pod| owns(&workspace, pod)) else {
+            return Ok(None);
+        };
+        if pod.metadata.deletion_timestamp.is_none() {
+            member.cluster.delete_pod(name, pod.uid().as_deref()).await?;
+            member.await_deleting(&pod).await;
+        }
+        Ok(pod.uid())
+    }
+
+    /// Starts `identity`'s stopped workspace `name`: a pod under its name again, from its entry,
+    /// values and cluster, made here (refused as a launch is: the entry's groups, the limits);
+    /// a refused start leaves it stopped. Answers the uid of the new pod, for following it.
+    pub async fn start(&self, identity: &Identity, name: &str) -> Result<Option<String>, RequestError> {
+        names::check_pod_name(name)?;
+        let Some((member, workspace)) = self.visible_record(identity, name) else {
+            return Err(self.no_record(identity, name));
+        };
+        if workspace.spec.started {
+            // Started already (or starting): its pod, if it has one yet.
+            return Ok(member
+                .cache
+                .pod(name)
+                .filter(|pod| owns(&workspace, pod))
+                .and_then(|pod| pod.uid()));
+        }
+        let entry = self
+            .catalogue
+            .entry(&workspace.spec.entry)
+            .ok_or_else(|| RequestError::UnknownManifest(workspace.spec.entry.clone()))?;
+        if !catalogue::may_launch(entry, identity) {
+            return Err(RequestError::Forbidden(format!(
+                "manifest {:?} is for members of {} only",
+                entry.name,
+                entry.groups.join(", ")
+            )));
+        }
+        if let Some(pod) = member.cache.pod(name) {
+            return Err(RequestError::Busy(format!(
+                "workspace {name:?} is still stopping (its pod {} is going); start it once it is stopped",
+                pod.name_any()
+            )));
+        }
+        // The controller leaves the pod to this start until the create's deadline.
+        let until = Timestamp::now() + member.config.timeout_create;
+        let uid = workspace.uid().unwrap_or_default();
+        let started = member
+            .cluster
+            .set_started(name, &uid, true, reconcile::start_marks(&workspace, until))
+            .await
+            .map_err(|error| gone_or(error, identity, name))?;
+        let made = self.start_pod(member, &started).await;
+        if let Err(error) = &made {
+            // Refused: it stays stopped, as it was (why and when kept).
+            let stop = workspace.status.as_ref().and_then(|s| s.stopped.clone());
+            let (reason, at) = stop.map_or((StopReason::User, Timestamp::now()), |s| (s.reason, s.at.0));
+            let undone = member
+                .cluster
+                .set_started(name, &uid, false, reconcile::stop_marks(reason, at))
+                .await;
+            if let Err(undo) = undone {
+                tracing::warn!(workspace = name, %undo, "a refused start could not be undone; the controller starts it");
+            }
+            tracing::info!(workspace = name, user = %identity.user, %error, "start refused");
+        }
+        let pod = made?;
+        tracing::info!(workspace = name, user = %identity.user, by = identity.username, "workspace started");
+        Ok(pod.uid())
+    }
+
+    /// Makes the pod of the started `workspace` on `member` (its cluster), as its owner's
+    /// launch would: the entry's manifest fetched, read with the record's values, the owner's
+    /// limits checked, the pod under the record's name, owned by it.
+    pub(super) async fn start_pod(
+        &self,
+        member: &ClusterBackend<C>,
+        workspace: &crate::resource::Workspace,
+    ) -> Result<Pod, RequestError> {
+        if let Some(cluster) = &workspace.spec.cluster
+            && *cluster != member.name
+        {
+            return Err(RequestError::WrongCluster(format!(
+                "the Workspace is on cluster {}, its spec says {cluster}",
+                member.name
+            )));
+        }
+        let entry = self
+            .catalogue
+            .entry(&workspace.spec.entry)
+            .ok_or_else(|| RequestError::UnknownManifest(workspace.spec.entry.clone()))?;
+        let url = entry.url.clone();
+        let user = crate::model::user::UserId::parse(&workspace.spec.owner)?;
+        let silo_ip = member.config.testing_host.to_string();
+        let requester = Requester {
+            user: &user,
+            silo_ip: &silo_ip,
+        };
+        let values = &workspace.spec.values;
+        let created = self
+            .create(member, requester, &url, values, Record::Start(workspace))
+            .await?;
+        Ok(created.pod)
+    }
+
+    /// Why there is no record `name` for `identity`: a pod of theirs without one can't stop;
+    /// anything else is not found, as someone else's is.
+    fn no_record(&self, identity: &Identity, name: &str) -> RequestError {
+        let own_pod = self
+            .holder_of(name)
+            .is_some_and(|(_, pod)| identity.admin || belongs_to(pod.as_ref(), &identity.user));
+        if own_pod {
+            RequestError::NotStoppable(name.to_owned())
+        } else {
+            RequestError::NoSuchPod {
+                user: identity.user.to_string(),
+                pod: name.to_owned(),
+            }
+        }
+    }
+
+    /// The workspace `record` on `member`, which has no pod, as the native API shows it.
+    pub(super) fn record_view(
+        &self,
+        member: &ClusterBackend<C>,
+        record: &crate::resource::Workspace,
+        now: Timestamp,
+    ) -> Workspace {
+        let status = record.status.as_ref();
+        let stopped = status
+            .and_then(|s| s.stopped.clone())
+            .unwrap_or_else(|| reconcile::stop_request(record, now));
+        let mut view = info::stopped_workspace(
+            &record.name_any(),
+            &record.spec.owner,
+            &record.spec.entry,
+            record.creation_timestamp().map(|t| t.0),
+            self.state_of(member),
+            Stop {
+                at: stopped.at.0,
+                reason: stopped.reason.as_str(),
+            },
+            now,
+        );
+        if record.spec.started {
+            view.stopped = None;
+            let condition = status.and_then(|s| s.conditions.first());
+            if status.and_then(|s| s.phase) == Some(Phase::Failed) {
+                view.status = Status::Failed;
+                view.message = condition.map(|c| c.message.clone()).unwrap_or_default();
+            } else {
+                view.status = Status::Creating;
+                view.message = "starting: its pod is to be made".to_owned();
+            }
+        }
+        view
+    }
+
+    /// `view` of a pod whose record is not started: stopping, since when and why.
+    pub(super) fn stopping(
+        &self,
+        member: &ClusterBackend<C>,
+        pod: &Pod,
+        view: &mut Workspace,
+        now: Timestamp,
+    ) {
+        let Some(record) = reconcile::record_of(pod).and_then(|owner| member.cache.workspace(&owner.name))
+        else {
+            return;
+        };
+        if record.spec.started || !owns(&record, pod) {
+            return;
+        }
+        let stopped = reconcile::stop_request(&record, now);
+        view.status = Status::Stopping;
+        view.message = "stopping: its pod is going".to_owned();
+        view.stopped = Some(Stop {
+            at: stopped.at.0,
+            reason: stopped.reason.as_str(),
+        });
+    }
+}

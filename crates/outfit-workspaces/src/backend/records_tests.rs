@@ -1,0 +1,249 @@
+//! Workspaces that keep their state, on a fake cluster: a launch records a Workspace that owns
+//! its pod; a stop removes the pod and keeps the record (and the name); a start makes the pod
+//! again under the same name; the controller does the same for edits made with kubectl, and
+//! writes a refused start to the status once.
+
+use std::sync::Arc;
+
+use kube::ResourceExt;
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    tests::{SILO, alice, launch, on_fake, serve},
+    *,
+};
+use crate::{
+    io::{auth::Identity, fake::FakeCluster},
+    model::user::UserId,
+    resource::{Phase, StopReason, reconcile},
+    workspace::progress::Status,
+};
+
+const WEB: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: web\n    image: nginx\n";
+
+async fn with_catalogue() -> (Backend<FakeCluster>, FakeCluster) {
+    let url = serve(WEB).await;
+    let catalogue = format!(r#"[{{"name": "web", "url": "{url}"}}]"#);
+    on_fake(&[("BACKEND_CATALOGUE", &catalogue)])
+}
+
+fn bob() -> Identity {
+    Identity {
+        username: "bob".to_owned(),
+        groups: Vec::new(),
+        user: UserId::parse("bob@dtu.dk").unwrap(),
+        admin: false,
+    }
+}
+
+/// Runs the controller as the leader until dropped.
+fn controlling(backend: &Backend<FakeCluster>) -> CancellationToken {
+    let shutdown = CancellationToken::new();
+    let leading = tokio::sync::watch::channel(true).1;
+    tokio::spawn(backend.clone().control(0, leading, shutdown.clone()));
+    shutdown
+}
+
+/// Waits (paused time: instantly) until `check` holds of the fake.
+async fn until(fake: &FakeCluster, what: &str, check: impl Fn(&crate::io::fake::State) -> bool) {
+    for _ in 0..600 {
+        if fake.with(|s| check(s)) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("{what}: not within a minute; calls {:?}", fake.calls());
+}
+
+#[tokio::test]
+async fn a_launch_records_a_workspace_that_owns_its_pod_and_a_stop_keeps_it() {
+    let (backend, fake) = with_catalogue().await;
+    let (launched, _) = backend
+        .launch(&alice(), &launch("web", None), SILO)
+        .await
+        .unwrap();
+    let name = launched.name.clone();
+    let (record, pod) = fake.with(|s| (s.workspaces[&name].clone(), s.pods[&name].clone()));
+    assert_eq!(record.spec.owner, "alice@dtu.dk");
+    assert_eq!(
+        (record.spec.entry.as_str(), record.spec.cluster.as_deref()),
+        ("web", Some("default"))
+    );
+    assert!(reconcile::owns(&record, &pod), "the pod is the record's");
+
+    // Another user can neither stop nor start it, and is told it does not exist.
+    for refused in [
+        backend.stop(&bob(), &name).await,
+        backend.start(&bob(), &name).await,
+    ] {
+        assert!(
+            matches!(refused, Err(RequestError::NoSuchPod { .. })),
+            "{refused:?}"
+        );
+    }
+
+    let going = backend.stop(&alice(), &name).await.unwrap();
+    assert_eq!(going, pod.uid());
+    let record = fake.with(|s| s.workspaces[&name].clone());
+    assert!(!record.spec.started);
+    assert_eq!(
+        reconcile::stop_request(&record, jiff::Timestamp::now()).reason,
+        StopReason::User
+    );
+    assert!(fake.with(|s| !s.pods.contains_key(&name)), "the pod is gone");
+
+    // Listed, stopped, with why; the name stays taken: a launch gets another.
+    let listed = backend.workspaces(&alice(), false).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].status, Status::Stopped);
+    assert_eq!(listed[0].stopped.as_ref().map(|s| s.reason), Some("user"));
+    let (second, _) = backend
+        .launch(&alice(), &launch("web", None), SILO)
+        .await
+        .unwrap();
+    assert_ne!(second.name, name);
+
+    // A start: the pod again, of the same name, owned by the same record.
+    let new_uid = backend.start(&alice(), &name).await.unwrap();
+    let (record, pod) = fake.with(|s| (s.workspaces[&name].clone(), s.pods[&name].clone()));
+    assert!(record.spec.started && reconcile::owns(&record, &pod));
+    assert_eq!(new_uid, pod.uid());
+
+    // A delete takes the record first, so nothing makes the pod again.
+    backend.remove(&alice(), &name).await.unwrap();
+    assert!(fake.with(|s| !s.workspaces.contains_key(&name) && !s.pods.contains_key(&name)));
+}
+
+#[tokio::test]
+async fn a_pod_without_a_record_can_be_deleted_but_not_stopped() {
+    let (backend, fake) = with_catalogue().await;
+    fake.put_pod(super::tests::workspace("web-alice", "alice@dtu.dk"));
+    let refused = backend.stop(&alice(), "web-alice").await;
+    assert!(
+        matches!(refused, Err(RequestError::NotStoppable(_))),
+        "{refused:?}"
+    );
+    backend.remove(&alice(), "web-alice").await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_controller_follows_edits_made_with_kubectl() {
+    let (backend, fake) = with_catalogue().await;
+    let (launched, _) = backend
+        .launch(&alice(), &launch("web", None), SILO)
+        .await
+        .unwrap();
+    let name = launched.name;
+    let _leader = controlling(&backend).drop_guard();
+    until(&fake, "status Starting", |s| {
+        s.workspaces[&name].status.as_ref().and_then(|st| st.phase) == Some(Phase::Starting)
+    })
+    .await;
+
+    // `kubectl patch ... {"spec":{"started":false}}`: the controller deletes the pod.
+    let record = fake.with(|s| s.workspaces[&name].clone());
+    fake.put_workspace(crate::resource::Workspace {
+        spec: crate::resource::WorkspaceSpec {
+            started: false,
+            ..record.spec.clone()
+        },
+        ..record
+    });
+    until(&fake, "pod deleted", |s| !s.pods.contains_key(&name)).await;
+    until(&fake, "status Stopped", |s| {
+        let status = s.workspaces[&name].status.clone().unwrap_or_default();
+        status.phase == Some(Phase::Stopped) && status.stopped.is_some_and(|st| st.reason == StopReason::User)
+    })
+    .await;
+
+    // And back: the controller makes the pod under the same name.
+    let record = fake.with(|s| s.workspaces[&name].clone());
+    fake.put_workspace(crate::resource::Workspace {
+        spec: crate::resource::WorkspaceSpec {
+            started: true,
+            ..record.spec.clone()
+        },
+        ..record
+    });
+    until(&fake, "pod made again", |s| s.pods.contains_key(&name)).await;
+    let (record, pod) = fake.with(|s| (s.workspaces[&name].clone(), s.pods[&name].clone()));
+    assert!(reconcile::owns(&record, &pod));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_start_the_catalogue_cannot_make_is_written_to_the_status_once() {
+    let (backend, fake) = with_catalogue().await;
+    let record = fake.put_workspace(crate::resource::Workspace::new(
+        "gone-alice",
+        crate::io::fake::NAMESPACE,
+        crate::resource::WorkspaceSpec {
+            owner: "alice@dtu.dk".into(),
+            entry: "no-such-entry".into(),
+            ..Default::default()
+        },
+    ));
+    let _leader = controlling(&backend).drop_guard();
+    until(&fake, "refused", |s| {
+        s.workspaces["gone-alice"].status.as_ref().and_then(|st| st.phase) == Some(Phase::Failed)
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+    let writes = fake
+        .calls()
+        .iter()
+        .filter(|c| c.starts_with("workspace_status gone-alice"))
+        .count();
+    assert_eq!(writes, 1, "written once, not retried: {:?}", fake.calls());
+    let status = fake.with(|s| s.workspaces["gone-alice"].status.clone().unwrap());
+    assert_eq!(status.conditions[0].reason, "UnknownEntry");
+    assert!(fake.with(|s| s.pods.is_empty()));
+    let listed = backend.workspace(&alice(), "gone-alice").await.unwrap();
+    assert_eq!(listed.status, Status::Failed);
+    let _ = (record, Arc::new(()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_workspace_stopped_past_the_retention_is_deleted_with_an_event() {
+    let url = serve(WEB).await;
+    let catalogue = format!(r#"[{{"name": "web", "url": "{url}"}}]"#);
+    let (backend, fake) = on_fake(&[
+        ("BACKEND_CATALOGUE", &catalogue),
+        ("BACKEND_STOPPEDRETENTION", "1h"),
+    ]);
+    let spec = crate::resource::WorkspaceSpec {
+        owner: "alice@dtu.dk".into(),
+        entry: "web".into(),
+        started: false,
+        ..Default::default()
+    };
+    let stopped_at = |ago: i64| crate::resource::WorkspaceStatus {
+        phase: Some(Phase::Stopped),
+        stopped: Some(crate::resource::Stopped {
+            at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                jiff::Timestamp::now() - jiff::SignedDuration::from_mins(ago),
+            ),
+            reason: StopReason::Idle,
+        }),
+        ..Default::default()
+    };
+    for (name, ago) in [("old-alice", 61), ("new-alice", 59)] {
+        let mut record = crate::resource::Workspace::new(name, crate::io::fake::NAMESPACE, spec.clone());
+        record.status = Some(stopped_at(ago));
+        fake.put_workspace(record);
+    }
+    let _leader = controlling(&backend).drop_guard();
+    until(&fake, "the old one deleted", |s| {
+        !s.workspaces.contains_key("old-alice")
+    })
+    .await;
+    assert!(
+        fake.with(|s| s.workspaces.contains_key("new-alice")),
+        "within the retention"
+    );
+    assert!(
+        fake.calls()
+            .contains(&"workspace_event old-alice StoppedRetention".to_owned()),
+        "{:?}",
+        fake.calls()
+    );
+}
