@@ -326,4 +326,33 @@ async fn workspaces_are_culled_at_the_end_of_their_lifetime_or_idleness() {
         text.contains("outfit_workspaces_culled_total{reason=\"idle\"} 2"),
         "{text}"
     );
+
+    // Issue 31: culled is stopped (cullAction's default), not gone: each is listed stopped with
+    // why, its Workspace says the same, and a start brings it back under its name.
+    let (_, list) = backend.call(alice, "GET", "/api/v1/workspaces", None).await;
+    for (name, reason) in [(short, "lifetime"), (idle, "idle"), (lab, "idle")] {
+        let shown = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["name"] == name.as_str())
+            .unwrap_or_else(|| panic!("{name} is not listed: {list}"));
+        assert_eq!(
+            (shown["status"].as_str(), shown["stopped"]["reason"].as_str()),
+            (Some("stopped"), Some(reason)),
+            "{shown}"
+        );
+    }
+    let records: Api<outfit_workspaces::resource::Workspace> = Api::namespaced(client.clone(), ns);
+    let record = records.get(idle).await.unwrap();
+    assert!(!record.spec.started);
+    assert_eq!(
+        record.metadata.annotations.unwrap()["outfit.dev/stop-reason"],
+        "idle"
+    );
+    let (status, answer) = backend
+        .call(alice, "POST", &format!("/api/v1/workspaces/{idle}/start"), None)
+        .await;
+    assert_eq!(status, 202, "{answer}");
+    backend.follow_to_ready(alice, idle).await;
 }

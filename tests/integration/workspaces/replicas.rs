@@ -352,6 +352,62 @@ async fn a_start_unfinished_when_the_leader_dies_is_finished_by_the_survivor() {
     assert_eq!(made_for(&client, ns, &name).await, (true, false));
 }
 
+/// Issue 31: the Workspace controller runs on the leader and survives it. A workspace stopped
+/// through the follower is started with kubectl (`spec.started: true`) as the leader is killed:
+/// the survivor, once it leads, makes the pod under the Workspace's name, and it turns ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_written_as_the_leader_dies_is_made_by_the_survivor() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-replica-start";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let config = format!(
+        "catalogue:\n- {{name: site, url: '{}'}}\n",
+        manifests.put("site.yaml", &web("", "")),
+    );
+    let (leader, follower) = leader_and_follower(plane, ns, &manifests, &config).await;
+    let name = launch_ready(&follower, "site").await;
+    let alice = Caller::Token("outfit-alice-token");
+    let (status, answer) = follower
+        .backend
+        .call(alice, "POST", &format!("/api/v1/workspaces/{name}/stop"), None)
+        .await;
+    assert_eq!(status, 202, "{answer}");
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), ns);
+    eventually(
+        "the stopped workspace's pod gone",
+        Duration::from_secs(30),
+        || async { pods.get_opt(&name).await.unwrap().is_none() },
+    )
+    .await;
+
+    drop(leader);
+    let records: Api<outfit_workspaces::resource::Workspace> = Api::namespaced(client.clone(), ns);
+    let started = json!({"spec": {"started": true}});
+    records
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&started))
+        .await
+        .unwrap();
+    let killed = Instant::now();
+    eventually("the survivor makes the pod", Duration::from_secs(60), || async {
+        pods.get_opt(&name).await.unwrap().is_some()
+    })
+    .await;
+    follower.backend.follow_to_ready(alice, &name).await;
+    eprintln!(
+        "failover: {name} started {:.1} s after the leader was killed",
+        killed.elapsed().as_secs_f64()
+    );
+    assert!(follower.leads().await);
+    let pod = pods.get(&name).await.unwrap();
+    let owner = &pod.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Workspace", name.as_str())
+    );
+}
+
 /// Issue 25: a replica killed between a pod's delete and the delete of what was made for it
 /// leaves the Service, Ingress and NetworkPolicy to the garbage collector alone, which stalls
 /// after API server restarts (RELIABILITY.md); here kube-controller-manager is stopped, so only

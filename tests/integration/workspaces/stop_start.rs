@@ -233,3 +233,63 @@ async fn a_workspace_stops_and_starts_with_its_name_url_and_storage() {
         .await;
     assert_eq!(status, 404);
 }
+
+/// `stoppedRetention`: a workspace stopped longer is deleted by the leader, with an Event on its
+/// Workspace that says since when and why it was stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_stopped_past_the_retention_is_deleted_with_an_event() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-retention";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let url = manifests.put("web.yaml", super::native::WEB_FIELDS);
+    let extra = format!(
+        "catalogue: [{{name: web, url: '{url}'}}]\ntrustedProxyCidrs: [127.0.0.1/32]\nstoppedRetention: 3s\n"
+    );
+    let backend = Backend::start(plane, ns, &manifests, &extra).await;
+    let gina = Caller::Proxy("gina", "staff");
+    let (status, launched) = backend.launch(gina, "web").await;
+    assert_eq!(status, 201, "{launched}");
+    let name = launched["name"].as_str().unwrap().to_owned();
+    backend.follow_to_ready(gina, &name).await;
+    // From before the request: the stop's time is taken when it is asked for.
+    let stopped = Instant::now();
+    let (status, answer) = backend
+        .call(gina, "POST", &format!("/api/v1/workspaces/{name}/stop"), None)
+        .await;
+    assert_eq!(status, 202, "{answer}");
+    let records: Api<Workspace> = Api::namespaced(client.clone(), ns);
+    eventually("the record deleted", Duration::from_secs(60), || async {
+        records.get_opt(&name).await.unwrap().is_none()
+    })
+    .await;
+    assert!(
+        stopped.elapsed() >= Duration::from_secs(3),
+        "deleted {:?} after the stop; the retention is 3s",
+        stopped.elapsed()
+    );
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), ns);
+    let about = ListParams::default().fields(&format!(
+        "involvedObject.name={name},involvedObject.kind=Workspace"
+    ));
+    let notes: Vec<String> = events
+        .list(&about)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("StoppedRetention"))
+        .filter_map(|e| e.message)
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("stopped since") && n.contains("(user)")),
+        "{notes:?}"
+    );
+    let (status, _) = backend
+        .call(gina, "GET", &format!("/api/v1/workspaces/{name}"), None)
+        .await;
+    assert_eq!(status, 404);
+}

@@ -159,7 +159,8 @@ pub struct Config {
     pub stopped_retention: Option<Duration>,
     /// outfit: what each user may have at once: `maxWorkspacesPerUser` (`0`: no limit),
     /// `maxCpuPerUser` and `maxMemoryPerUser` (Kubernetes quantities of the pods' requests;
-    /// empty or `0`: no limit).
+    /// empty or `0`: no limit), `maxResourcesPerUser` (any other resource, such as
+    /// `nvidia.com/gpu`), all counting started workspaces; `maxStoppedWorkspacesPerUser`.
     pub limits: Limits,
     /// outfit: each workspace's NetworkPolicy: `networkPolicy` (make one), `ingressNamespaces`
     /// (whose pods may reach a workspace), `backendNamespace` (where the backend runs, also let
@@ -363,6 +364,8 @@ impl Config {
                 max_workspaces: s.max_workspaces_per_user,
                 max_cpu_millis: s.max_cpu_per_user,
                 max_memory_bytes: s.max_memory_per_user,
+                max_resources: s.max_resources_per_user,
+                max_stopped: s.max_stopped_workspaces_per_user,
             },
             network: NetworkIsolation {
                 enabled: s.network_policy,

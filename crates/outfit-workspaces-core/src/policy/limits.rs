@@ -1,5 +1,5 @@
-//! Per-user limits: how many workspaces a user may have at once, and how much CPU and memory
-//! they may request together. Requests are counted as the scheduler counts them, so a limit
+//! Per-user limits: how many workspaces a user may have at once, and how much CPU, memory and any
+//! other resource (GPUs, hugepages: `maxResourcesPerUser`) they may request together. Requests are counted as the scheduler counts them, so a limit
 //! means what `kubectl describe node` would show the user's pods taking.
 
 use std::{collections::BTreeMap, fmt};
@@ -14,27 +14,41 @@ use outfit_core::quantity::{self, Amount};
 pub use crate::model::limits::Limits;
 
 /// What a pod asks the scheduler for.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Requests {
     /// CPU, in millicores.
     pub cpu_millis: u64,
     /// Memory, in bytes.
     pub memory_bytes: u64,
+    /// Every other resource (extended resources such as `nvidia.com/gpu`, hugepages, ephemeral
+    /// storage) by name, in whole units (bytes for sizes), as the scheduler counts them.
+    pub other: BTreeMap<String, u64>,
 }
 
 impl Requests {
-    fn add(self, other: Self) -> Self {
-        Self {
-            cpu_millis: self.cpu_millis.saturating_add(other.cpu_millis),
-            memory_bytes: self.memory_bytes.saturating_add(other.memory_bytes),
+    fn add(mut self, other: &Self) -> Self {
+        self.cpu_millis = self.cpu_millis.saturating_add(other.cpu_millis);
+        self.memory_bytes = self.memory_bytes.saturating_add(other.memory_bytes);
+        for (name, amount) in &other.other {
+            let sum = self.other.entry(name.clone()).or_default();
+            *sum = sum.saturating_add(*amount);
         }
+        self
     }
 
-    fn max(self, other: Self) -> Self {
-        Self {
-            cpu_millis: self.cpu_millis.max(other.cpu_millis),
-            memory_bytes: self.memory_bytes.max(other.memory_bytes),
+    fn max(mut self, other: &Self) -> Self {
+        self.cpu_millis = self.cpu_millis.max(other.cpu_millis);
+        self.memory_bytes = self.memory_bytes.max(other.memory_bytes);
+        for (name, amount) in &other.other {
+            let peak = self.other.entry(name.clone()).or_default();
+            *peak = (*peak).max(*amount);
         }
+        self
+    }
+
+    /// How much of the resource `name` (other than CPU and memory) it asks for.
+    pub fn of(&self, name: &str) -> u64 {
+        self.other.get(name).copied().unwrap_or(0)
     }
 }
 
@@ -55,23 +69,24 @@ pub fn requests(pod: &Pod) -> Requests {
         .containers
         .iter()
         .map(container_requests)
-        .fold(Requests::default(), Requests::add);
+        .fold(Requests::default(), |sum, asks| sum.add(&asks));
     let mut sidecars = Requests::default();
     let mut init_peak = Requests::default();
     for init in spec.init_containers.iter().flatten() {
         let asks = container_requests(init);
         let while_running = if init.restart_policy.as_deref() == Some("Always") {
             // A sidecar keeps running beside the containers and every later init container.
-            total = total.add(asks);
-            sidecars = sidecars.add(asks);
-            sidecars
+            total = total.add(&asks);
+            sidecars = sidecars.add(&asks);
+            sidecars.clone()
         } else {
-            asks.add(sidecars)
+            asks.add(&sidecars)
         };
-        init_peak = init_peak.max(while_running);
+        init_peak = init_peak.max(&while_running);
     }
-    total = total.max(init_peak);
+    total = total.max(&init_peak);
     if let Some(pod_level) = spec.resources.as_ref() {
+        // Pod-level resources cover CPU and memory only (the API server refuses others there).
         let pod_level = effective(pod_level);
         if let Some(cpu) = pod_level.get("cpu") {
             total.cpu_millis = read(quantity::cpu_millis, cpu);
@@ -81,7 +96,7 @@ pub fn requests(pod: &Pod) -> Requests {
         }
     }
     if let Some(overhead) = &spec.overhead {
-        total = total.add(from_list(overhead.iter().map(|(name, q)| (name.as_str(), q))));
+        total = total.add(&from_list(overhead.iter().map(|(name, q)| (name.as_str(), q))));
     }
     total
 }
@@ -118,7 +133,11 @@ fn from_list<'a>(list: impl IntoIterator<Item = (&'a str, &'a Quantity)>) -> Req
         match name {
             "cpu" => requests.cpu_millis = read(quantity::cpu_millis, value),
             "memory" => requests.memory_bytes = read(quantity::bytes, value),
-            _ => {}
+            other => {
+                requests
+                    .other
+                    .insert(other.to_owned(), read(quantity::bytes, value));
+            }
         }
     }
     requests
@@ -129,8 +148,8 @@ fn read(parse: fn(&str) -> Result<u64, quantity::QuantityError>, value: &Quantit
     parse(&value.0).unwrap_or(0)
 }
 
-/// Which limit a create would pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which limit a create (or a stop) would pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Limit {
     /// `maxWorkspacesPerUser`.
     Workspaces,
@@ -138,15 +157,30 @@ pub enum Limit {
     Cpu,
     /// `maxMemoryPerUser`.
     Memory,
+    /// The resource of this name in `maxResourcesPerUser`.
+    Resource(String),
+    /// `maxStoppedWorkspacesPerUser`.
+    Stopped,
 }
 
 impl Limit {
     /// The configuration key that sets it.
-    pub fn key(self) -> &'static str {
+    pub fn key(&self) -> &'static str {
         match self {
             Self::Workspaces => "maxWorkspacesPerUser",
             Self::Cpu => "maxCpuPerUser",
             Self::Memory => "maxMemoryPerUser",
+            Self::Resource(_) => "maxResourcesPerUser",
+            Self::Stopped => "maxStoppedWorkspacesPerUser",
+        }
+    }
+}
+
+impl fmt::Display for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Resource(name) => write!(f, "{}[{name}]", self.key()),
+            other => f.write_str(other.key()),
         }
     }
 }
@@ -177,12 +211,17 @@ impl LimitExceeded {
 
 impl fmt::Display for LimitExceeded {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} is {}: ", self.key(), self.limit_value)?;
+        write!(f, "{} is {}: ", self.limit, self.limit_value)?;
         let plural = if self.workspaces == 1 { "" } else { "s" };
-        match (self.limit, self.workspaces) {
+        match (&self.limit, self.workspaces) {
             (Limit::Workspaces, n) => write!(
                 f,
                 "you have {n} workspace{plural}, and this one would make {}",
+                self.total
+            ),
+            (Limit::Stopped, n) => write!(
+                f,
+                "you have {n} stopped workspace{plural}, and this stop would make {}; delete one you no longer need",
                 self.total
             ),
             (_, 0) => write!(f, "this workspace alone requests {}", self.requested),
@@ -230,7 +269,7 @@ pub fn check(limits: &Limits, existing: &[&Pod], new: &Pod) -> Result<(), LimitE
     let in_use = counted
         .iter()
         .map(|p| requests(p))
-        .fold(Requests::default(), Requests::add);
+        .fold(Requests::default(), |sum, asks| sum.add(&asks));
     let asked = requests(new);
     let exceeded = |limit, max: Option<u64>, in_use: u64, asked: u64, amount: fn(u64) -> Amount| {
         let max = max?;
@@ -258,9 +297,35 @@ pub fn check(limits: &Limits, existing: &[&Pod], new: &Pod) -> Result<(), LimitE
         asked.memory_bytes,
         Amount::Memory,
     );
-    match cpu.or(memory) {
+    // Every other resource in whole units, as the configuration writes it (`2`, `1Gi`).
+    let other = limits.max_resources.iter().find_map(|(name, max)| {
+        exceeded(
+            Limit::Resource(name.clone()),
+            Some(*max),
+            in_use.of(name),
+            asked.of(name),
+            Amount::Memory,
+        )
+    });
+    match cpu.or(memory).or(other) {
         Some(exceeded) => Err(exceeded),
         None => Ok(()),
+    }
+}
+
+/// Whether `user` may stop one more workspace, having `stopped` stopped already
+/// (`maxStoppedWorkspacesPerUser`): each keeps its record and the user's storage.
+pub fn check_stopped(limits: &Limits, stopped: usize) -> Result<(), LimitExceeded> {
+    match limits.max_stopped {
+        Some(max) if stopped + 1 > max => Err(LimitExceeded {
+            limit: Limit::Stopped,
+            limit_value: max.to_string(),
+            in_use: stopped.to_string(),
+            requested: "1".to_owned(),
+            total: (stopped + 1).to_string(),
+            workspaces: stopped,
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -316,6 +381,7 @@ mod tests {
         Requests {
             cpu_millis,
             memory_bytes,
+            ..Requests::default()
         }
     }
 
@@ -403,6 +469,7 @@ mod tests {
             max_workspaces: Some(2),
             max_cpu_millis: Some(1),
             max_memory_bytes: None,
+            ..Limits::default()
         };
         let (a, b) = (asking("1", "1Gi"), asking("1", "1Gi"));
         let err = check(&limits, &[&a, &b], &asking("1", "1Gi")).unwrap_err();
@@ -466,6 +533,7 @@ mod tests {
             max_workspaces: Some(1),
             max_cpu_millis: Some(1_000),
             max_memory_bytes: None,
+            ..Limits::default()
         };
         let mut deleting = asking("1", "1Gi");
         deleting.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
@@ -483,5 +551,45 @@ mod tests {
         let err = check(&limits, &[&deleting, &running], &new).unwrap_err();
         assert_eq!(err.limit, Limit::Workspaces);
         assert_eq!(err.workspaces, 1);
+    }
+
+    /// Issue 31: seed 000's GPUs for authorised users, with a ceiling per user: extended resources
+    /// count as the scheduler counts them (a limit alone counts as the request), per name.
+    #[test]
+    fn other_resources_are_limited_per_name_as_the_scheduler_counts_them() {
+        let gpus = |n: &str| pod(vec![container(&[], &[("nvidia.com/gpu", n)])], vec![]);
+        let limits = Limits {
+            max_resources: [("nvidia.com/gpu".to_owned(), 2)].into(),
+            ..Limits::default()
+        };
+        assert_eq!(requests(&gpus("1")).of("nvidia.com/gpu"), 1);
+        assert_eq!(check(&limits, &[&gpus("1")], &gpus("1")), Ok(()));
+        let err = check(&limits, &[&gpus("1")], &gpus("2")).unwrap_err();
+        assert_eq!(err.limit, Limit::Resource("nvidia.com/gpu".to_owned()));
+        assert_eq!(
+            err.to_string(),
+            "maxResourcesPerUser[nvidia.com/gpu] is 2: your 1 workspace requests 1 and this one 2 (3 in all)"
+        );
+        // An init container's peak counts, not its sum with the containers'.
+        let init = pod(
+            vec![container(&[], &[])],
+            vec![container(&[], &[("nvidia.com/gpu", "2")])],
+        );
+        assert_eq!(requests(&init).of("nvidia.com/gpu"), 2);
+        // Other resources are not limited by it.
+        assert_eq!(check(&limits, &[], &asking("64", "1Ti")), Ok(()));
+    }
+
+    #[test]
+    fn a_stop_past_the_stopped_limit_is_refused() {
+        let limits = Limits {
+            max_stopped: Some(2),
+            ..Limits::default()
+        };
+        assert_eq!(check_stopped(&limits, 1), Ok(()));
+        let err = check_stopped(&limits, 2).unwrap_err();
+        assert_eq!(err.key(), "maxStoppedWorkspacesPerUser");
+        assert!(err.to_string().contains("you have 2 stopped workspaces"), "{err}");
+        assert_eq!(check_stopped(&Limits::default(), 1000), Ok(()));
     }
 }

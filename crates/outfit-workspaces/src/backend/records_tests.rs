@@ -247,3 +247,42 @@ async fn a_workspace_stopped_past_the_retention_is_deleted_with_an_event() {
         fake.calls()
     );
 }
+
+/// Issue 31: a start is a launch as far as limits go (counted on started workspaces, refused
+/// with LimitExceeded, the workspace left stopped), and stopped workspaces have a limit of their
+/// own.
+#[tokio::test]
+async fn limits_refuse_a_start_past_them_and_a_stop_past_the_stopped_limit() {
+    let url = serve(WEB).await;
+    let catalogue = format!(r#"[{{"name": "web", "url": "{url}"}}]"#);
+    let (backend, fake) = on_fake(&[
+        ("BACKEND_CATALOGUE", &catalogue),
+        ("BACKEND_MAXWORKSPACESPERUSER", "1"),
+        ("BACKEND_MAXSTOPPEDWORKSPACESPERUSER", "1"),
+    ]);
+    let (first, _) = backend
+        .launch(&alice(), &launch("web", None), SILO)
+        .await
+        .unwrap();
+    backend.stop(&alice(), &first.name).await.unwrap();
+    // Stopped workspaces do not count against maxWorkspacesPerUser: a second launch fits.
+    let (second, _) = backend
+        .launch(&alice(), &launch("web", None), SILO)
+        .await
+        .unwrap();
+    let refused = backend.start(&alice(), &first.name).await;
+    assert!(matches!(refused, Err(RequestError::Limit(_))), "{refused:?}");
+    let record = fake.with(|s| s.workspaces[&first.name].clone());
+    assert!(!record.spec.started, "a refused start leaves it stopped");
+    assert!(fake.with(|s| !s.pods.contains_key(&first.name)));
+    // A second stopped one would pass maxStoppedWorkspacesPerUser.
+    let refused = backend.stop(&alice(), &second.name).await;
+    let Err(RequestError::Limit(exceeded)) = refused else {
+        panic!("a limit, got {refused:?}");
+    };
+    assert_eq!(exceeded.key(), "maxStoppedWorkspacesPerUser");
+    assert!(
+        fake.with(|s| s.pods.contains_key(&second.name)),
+        "the refused stop changed nothing"
+    );
+}

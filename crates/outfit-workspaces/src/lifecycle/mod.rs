@@ -41,7 +41,10 @@ use crate::{
         config::{Config, CullAction},
         duration, keys,
     },
-    policy::culling::{self, Cull},
+    policy::{
+        culling::{self, Cull},
+        limits,
+    },
     resource::{
         StopReason,
         reconcile::{self, record_of},
@@ -469,8 +472,23 @@ impl<C: ClusterCalls> Lifecycle<C> {
     async fn cull(&self, pod: &Pod, cull: &Cull) {
         let name = pod.name_any();
         let why = cull.to_string();
+        // A user at maxStoppedWorkspacesPerUser (counted on this cluster) loses the culled one.
+        let stopped = record_of(pod).map_or(0, |owner| {
+            let records = self.cache.workspaces();
+            let owner_id = records
+                .iter()
+                .find(|w| w.metadata.uid.as_deref() == Some(owner.uid.as_str()));
+            owner_id.map_or(0, |this| {
+                records
+                    .iter()
+                    .filter(|w| w.spec.owner == this.spec.owner && !w.spec.started)
+                    .count()
+            })
+        });
+        let at_stopped_limit = limits::check_stopped(&self.config.limits, stopped).is_err();
         match culling::action(pod, &self.config) {
             Ok(CullAction::Delete) => self.delete_record(pod).await,
+            Ok(CullAction::Stop) if at_stopped_limit => self.delete_record(pod).await,
             // Refused at create: never met here; stopping loses nothing.
             Ok(CullAction::Stop) | Err(_) => self.stop_record(pod, reconcile::cull_reason(cull)).await,
         }

@@ -412,6 +412,21 @@ fn record(fake: &FakeCluster, name: &str, started: bool) -> crate::resource::Wor
     ))
 }
 
+/// alice's started Workspace `idle` and its ready pod, idle since 11:00 (with `cull_action` as
+/// its manifest's `outfit.dev/cull-action`, if any).
+fn idle_since_eleven(fake: &FakeCluster, cull_action: Option<&str>) {
+    let owner = record(fake, "idle", true);
+    let mut marks = json!({keys::ANNOTATION_STARTED: "2026-01-01T11:00:00Z",
+                           keys::ANNOTATION_LAST_ACTIVITY: "2026-01-01T11:00:00Z"});
+    if let Some(action) = cull_action {
+        marks[keys::ANNOTATION_CULL_ACTION] = json!(action);
+    }
+    let ready = json!({"conditions": [{"type": "Ready", "status": "True"}]});
+    let mut pod = workspace("idle", "alice@dtu.dk", marks, ready);
+    pod.metadata.owner_references = crate::resource::reconcile::owner_reference(&owner).map(|r| vec![r]);
+    fake.put_pod(pod);
+}
+
 /// Issue 31: culling stops a workspace that has a Workspace (its record, and so its name and
 /// storage, stay, saying why), unless `cullAction` or the manifest's annotation says delete.
 #[tokio::test]
@@ -427,20 +442,7 @@ async fn a_cull_stops_a_recorded_workspace_saying_why_or_deletes_it_as_configure
             .chain(config.map(|c| ("BACKEND_CULLACTION", c)))
             .collect();
         let (lifecycle, fake) = on_fake(&env);
-        let owner = record(&fake, "idle", true);
-        let mut marks = json!({keys::ANNOTATION_STARTED: "2026-01-01T11:00:00Z",
-                               keys::ANNOTATION_LAST_ACTIVITY: "2026-01-01T11:00:00Z"});
-        if let Some(action) = annotation {
-            marks[keys::ANNOTATION_CULL_ACTION] = json!(action);
-        }
-        let mut pod = workspace(
-            "idle",
-            "alice@dtu.dk",
-            marks,
-            json!({"conditions": [{"type": "Ready", "status": "True"}]}),
-        );
-        pod.metadata.owner_references = crate::resource::reconcile::owner_reference(&owner).map(|r| vec![r]);
-        fake.put_pod(pod);
+        idle_since_eleven(&fake, annotation);
         let due = lifecycle.due_all(at("2026-01-01T12:00:00Z"));
         let case = format!("cullAction {config:?}, annotation {annotation:?}");
         assert!(matches!(due[0].1, Next::Cull(_)), "{case}");
@@ -485,4 +487,19 @@ async fn the_storage_sweep_keeps_the_storage_of_a_user_with_a_stopped_workspace(
         "{:?}",
         fake.calls()
     );
+}
+
+/// A cull that would pass maxStoppedWorkspacesPerUser deletes the workspace instead.
+#[tokio::test]
+async fn a_cull_past_the_stopped_limit_deletes() {
+    let (lifecycle, fake) = on_fake(&[
+        ("BACKEND_IDLETIMEOUT", "30m"),
+        ("BACKEND_MAXSTOPPEDWORKSPACESPERUSER", "1"),
+    ]);
+    record(&fake, "kept", false);
+    idle_since_eleven(&fake, None);
+    let due = lifecycle.due_all(at("2026-01-01T12:00:00Z"));
+    lifecycle.act(&due[0].0, due[0].1.clone()).await;
+    let left: Vec<String> = fake.with(|s| s.workspaces.keys().cloned().collect());
+    assert_eq!(left, ["kept"], "the stopped one stays, the culled one goes");
 }

@@ -5,6 +5,7 @@
 //! a YAML list in the file and JSON text in the environment.
 
 use std::{
+    collections::BTreeMap,
     net::{IpAddr, Ipv4Addr, SocketAddr},
     time::Duration,
 };
@@ -111,6 +112,10 @@ pub(super) struct Settings {
     pub(super) max_cpu_per_user: Option<u64>,
     #[serde(deserialize_with = "memory_limit")]
     pub(super) max_memory_per_user: Option<u64>,
+    #[serde(deserialize_with = "resource_limits")]
+    pub(super) max_resources_per_user: BTreeMap<String, u64>,
+    #[serde(deserialize_with = "workspace_count")]
+    pub(super) max_stopped_workspaces_per_user: Option<usize>,
     #[serde(deserialize_with = "boolean")]
     pub(super) network_policy: bool,
     #[serde(deserialize_with = "namespaces")]
@@ -245,6 +250,8 @@ impl Default for Settings {
             max_workspaces_per_user: None,
             max_cpu_per_user: None,
             max_memory_per_user: None,
+            max_resources_per_user: BTreeMap::new(),
+            max_stopped_workspaces_per_user: None,
             network_policy: true,
             ingress_namespaces: vec!["ingress-nginx".to_owned()],
             backend_namespace: "outfit-workspaces".to_owned(),
@@ -418,6 +425,51 @@ fn cpu_limit<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
 
 fn memory_limit<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     quantity_limit(d, quantity::bytes)
+}
+
+/// `maxResourcesPerUser`: resource name → quantity (a YAML mapping in the file, JSON text in the
+/// environment). CPU and memory have their own keys; a quantity must be a whole amount.
+fn resource_limits<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, u64>, D::Error> {
+    let given: BTreeMap<String, Value> = match Value::deserialize(d)? {
+        Value::String(text) if text.trim().is_empty() => BTreeMap::new(),
+        Value::String(text) => serde_json::from_str(&text)
+            .map_err(|e| D::Error::custom(format!("expected a JSON object of resource to quantity: {e}")))?,
+        other => BTreeMap::deserialize(other)
+            .map_err(|e| D::Error::custom(format!("expected a mapping of resource name to quantity: {e}")))?,
+    };
+    let mut limits = BTreeMap::new();
+    for (name, value) in given {
+        if matches!(name.as_str(), "cpu" | "memory") {
+            return Err(D::Error::custom(format!(
+                "{name}: set it with maxCpuPerUser or maxMemoryPerUser"
+            )));
+        }
+        if name.is_empty() || name.contains(char::is_whitespace) {
+            return Err(D::Error::custom(format!("{name:?} is not a resource name")));
+        }
+        let text = match &value {
+            Value::String(text) => text.clone(),
+            Value::Number(number) => number.to_string(),
+            other => {
+                return Err(D::Error::custom(format!(
+                    "{name}: expected a quantity, got {other}"
+                )));
+            }
+        };
+        match quantity::bytes(&text) {
+            // Zero is no limit, as for the other keys.
+            Ok(0) => {}
+            Ok(amount) => {
+                limits.insert(name, amount);
+            }
+            Err(e) => {
+                return Err(D::Error::custom(format!(
+                    "{name}: {text:?} is not a quantity: {e}"
+                )));
+            }
+        }
+    }
+    Ok(limits)
 }
 
 /// A list: a YAML list in the file, JSON text in the environment (or wherever it is a string).

@@ -147,8 +147,32 @@ fn limits_are_off_by_default_and_read_as_kubernetes_quantities() {
             max_workspaces: Some(3),
             max_cpu_millis: Some(2_500),
             max_memory_bytes: Some(8 << 30),
+            ..Limits::default()
         }
     );
+    // Any other resource by name, zero no limit; CPU and memory have their own keys.
+    let f = file(
+        "maxResourcesPerUser: {nvidia.com/gpu: 2, hugepages-2Mi: 1Gi, amd.com/gpu: 0}\nmaxStoppedWorkspacesPerUser: 5\n",
+    );
+    let (config, _) = Config::load(Some(&f.0), no_env).unwrap();
+    assert_eq!(
+        config.limits.max_resources,
+        [
+            ("hugepages-2Mi".to_owned(), 1 << 30),
+            ("nvidia.com/gpu".to_owned(), 2)
+        ]
+        .into()
+    );
+    assert_eq!(config.limits.max_stopped, Some(5));
+    let env =
+        |var: &str| (var == "BACKEND_MAXRESOURCESPERUSER").then(|| r#"{"nvidia.com/gpu": "3"}"#.to_owned());
+    let (config, _) = Config::load(None, env).unwrap();
+    assert_eq!(config.limits.max_resources["nvidia.com/gpu"], 3);
+    for bad in ["{cpu: 2}", "{nvidia.com/gpu: lots}", "[1]"] {
+        let f = file(&format!("maxResourcesPerUser: {bad}\n"));
+        let err = Config::load(Some(&f.0), no_env).unwrap_err().to_string();
+        assert!(err.contains("maxResourcesPerUser"), "{bad}: {err}");
+    }
     // A YAML number is a quantity too, and zero is no limit.
     let f = file("maxWorkspacesPerUser: 0\nmaxCpuPerUser: 1.5\nmaxMemoryPerUser: 0\n");
     let (config, _) = Config::load(Some(&f.0), no_env).unwrap();
@@ -286,6 +310,8 @@ fn each_default_is_the_documented_text() {
         ("maxWorkspacesPerUser", "0"),
         ("maxCpuPerUser", ""),
         ("maxMemoryPerUser", ""),
+        ("maxResourcesPerUser", "{}"),
+        ("maxStoppedWorkspacesPerUser", "0"),
         ("networkPolicy", "true"),
         ("ingressNamespaces", r#"["ingress-nginx"]"#),
         ("backendNamespace", "outfit-workspaces"),

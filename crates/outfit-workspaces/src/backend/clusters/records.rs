@@ -17,6 +17,7 @@ use crate::{
     },
     io::{auth::Identity, calls::ClusterCalls, catalogue},
     model::{names, user::belongs_to},
+    policy::limits,
     resource::{
         Phase, StopReason,
         reconcile::{self, owns},
@@ -55,6 +56,14 @@ impl<C: ClusterCalls> Backend<C> {
         };
         let uid = workspace.uid().unwrap_or_default();
         if workspace.spec.started {
+            // Each stopped workspace keeps its record and its owner's storage.
+            let stopped = self
+                .members
+                .iter()
+                .flat_map(|m| m.cache.workspaces())
+                .filter(|w| w.spec.owner == workspace.spec.owner && !w.spec.started)
+                .count();
+            limits::check_stopped(&member.config.limits, stopped)?;
             let marks = reconcile::stop_marks(StopReason::User, Timestamp::now());
             member
                 .cluster
