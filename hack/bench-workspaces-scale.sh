@@ -6,7 +6,7 @@
 #
 #   hack/bench-workspaces-scale.sh [--smoke] [--nodes K (200)] [workspaces-scale flags:
 #       --workspaces 10000, --users 2000, --rate 20, --bare-creates 400, --churn-every 20,
-#       --list-rate 10, --list-requests 2000, --sample-every 1000, --streams 2000]
+#       --list-rate 10, --list-requests 2000, --sample-every 1000, --streams 2000, --starts 1000]
 #
 # --smoke: 50 workspaces of 10 users on 5 nodes on a debug build, to show the script still runs
 # (hack/lib/bins.sh); its figures mean nothing.
@@ -20,7 +20,7 @@ if [ "$SMOKE" = 1 ]; then
   shift
   nodes=5
   smoke_flags=(--workspaces 50 --users 10 --rate 50 --bare-creates 20 --churn-every 10
-    --list-rate 20 --list-requests 50 --sample-every 10 --streams 20)
+    --list-rate 20 --list-requests 50 --sample-every 10 --streams 20 --starts 10)
 fi
 if [ "${1:-}" = --nodes ]; then
   nodes="$2"

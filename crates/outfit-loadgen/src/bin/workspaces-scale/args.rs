@@ -42,6 +42,10 @@ pub(crate) struct Args {
     /// workspaces that cannot be scheduled until the nodes are opened (0: skip).
     #[arg(long, default_value_t = 2_000)]
     pub(crate) streams: usize,
+    /// Stopped workspaces started again once every native workspace (half of them) has been
+    /// stopped (0: stop none, start none).
+    #[arg(long, default_value_t = 1_000)]
+    pub(crate) starts: usize,
     /// kube-apiserver's audit log, written with hack/bench-workspaces-scale.sh's policy (the
     /// backend's requests only); without it the requests per create are not counted.
     #[arg(long)]

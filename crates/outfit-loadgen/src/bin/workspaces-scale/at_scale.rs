@@ -21,13 +21,14 @@ pub(crate) struct Lists {
 }
 
 /// `requests` `get_pods` and as many `GET /api/v1/workspaces`, users in turn, each list on one
-/// keep-alive connection; every answer must hold exactly the user's `owned(user)` workspaces.
-/// Then `requests / 20` (at least one) admin lists of all `total`.
+/// keep-alive connection; every answer must hold exactly the user's workspaces, `owned(user)`:
+/// (those with a pod, which `get_pods` shows; all, which the native list shows, stopped ones
+/// included). Then `requests / 20` (at least one) admin lists of all `total`.
 pub(crate) async fn lists(
     port: u16,
     users: usize,
     requests: usize,
-    owned: impl Fn(usize) -> usize,
+    owned: impl Fn(usize) -> (usize, usize),
     total: usize,
 ) -> Result<Lists> {
     let mut compat = KeepAlive::connect(port).await?;
@@ -48,14 +49,14 @@ pub(crate) async fn lists(
             &owner,
             status,
             pods.as_array().map(Vec::len),
-            owned(u),
+            owned(u).0,
         )?;
         lists.get_pods.push(took);
         let headers = [("x-forwarded-user", owner.as_str())];
         let (status, body, took) = native.send("GET", "/api/v1/workspaces", &headers, None).await?;
         let answer: Value = serde_json::from_slice(&body)?;
         let count = answer["items"].as_array().map(Vec::len);
-        check("GET /api/v1/workspaces", &owner, status, count, owned(u))?;
+        check("GET /api/v1/workspaces", &owner, status, count, owned(u).1)?;
         lists.native.push(took);
     }
     let admin = [

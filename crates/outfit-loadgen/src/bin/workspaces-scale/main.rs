@@ -23,10 +23,15 @@
 //! 3. **Lists at scale**: `--list-requests` `get_pods` and `GET /api/v1/workspaces`, each
 //!    answer checked against the user's count, and admin lists of everything.
 //! 4. **A fresh replica**: a second backend on the same namespace, timed to `/readyz`.
-//! 5. **Held progress streams**: `--streams` launches whose pods wait for a node label, each
+//! 5. **Half stopped** (issue 31): every native workspace (half of them: each has a Workspace)
+//!    stopped through the API at `--rate`, until every Workspace says `Stopped`; the lists, the
+//!    backend's RSS and a fresh replica again; then `--starts` of them started again at `--rate`,
+//!    nine in ten through the API (to `ready`), one in ten through the controller (`spec.started`
+//!    patched, to `Running`).
+//! 6. **Held progress streams**: `--streams` launches whose pods wait for a node label, each
 //!    followed through its stream; then the nodes get the label and every stream must end
 //!    `ready`.
-//! 6. **API requests per create**, from kube-apiserver's audit log (`--audit-log`): the
+//! 7. **API requests per create**, from kube-apiserver's audit log (`--audit-log`): the
 //!    backend's requests during the fill, by verb and resource.
 //!
 //! Fails (after printing everything) if any create, delete, list or stream failed.
@@ -52,6 +57,7 @@ mod cluster;
 mod fill;
 mod launch;
 mod report;
+mod stopped;
 mod streams;
 
 use self::{
@@ -116,19 +122,20 @@ async fn main() -> Result<()> {
         backend.port,
         args.users,
         args.list_requests,
-        owned,
+        |u| (owned(u), owned(u)),
         args.workspaces,
     )
     .await?;
     report::lists(&args, &lists);
 
-    let started = Instant::now();
-    let replica = start("replica")?;
-    let listening = started.elapsed();
-    let admin_port = replica.admin_port.unwrap_or_default();
-    let fresh = at_scale::wait_ready(replica.child.id(), admin_port, started, listening).await?;
-    drop(replica);
+    let fresh = fresh_replica(&start).await?;
     report::replica(&args, &fresh);
+
+    let stopped = if args.starts > 0 {
+        Some(half_stopped(&args, &client, &ns, backend.port, &processes, owned, &start).await?)
+    } else {
+        None
+    };
 
     let held = if args.streams > 0 {
         Some(
@@ -155,11 +162,48 @@ async fn main() -> Result<()> {
         report::requests(log, (from, to), (start, end), &backend_user, &fill)?;
     }
     report::goals(&bare, &fill, &lists, &fresh, held.as_ref(), &processes);
-    let failures = fill.failures.len() + held.as_ref().map_or(0, |h| h.failures.len());
+    let failures = fill.failures.len()
+        + held.as_ref().map_or(0, |h| h.failures.len())
+        + stopped
+            .as_ref()
+            .map_or(0, |(stops, starts)| stops.failures.len() + starts.failures.len());
     if failures > 0 {
         bail!("{failures} operations failed (listed above)");
     }
     Ok(())
+}
+
+/// A fresh replica (`start`ed) timed to `/readyz`, then stopped.
+async fn fresh_replica(start: &impl Fn(&str) -> Result<Backend>) -> Result<at_scale::Replica> {
+    let started = Instant::now();
+    let replica = start("replica")?;
+    let listening = started.elapsed();
+    let admin_port = replica.admin_port.unwrap_or_default();
+    at_scale::wait_ready(replica.child.id(), admin_port, started, listening).await
+}
+
+/// Issue 31: every native workspace stopped (half of them), the lists and a fresh replica again,
+/// then `--starts` of them started again.
+async fn half_stopped(
+    args: &Args,
+    client: &Client,
+    ns: &str,
+    port: u16,
+    processes: &Processes,
+    owned: impl Fn(usize) -> usize,
+    start: &impl Fn(&str) -> Result<Backend>,
+) -> Result<(stopped::Stops, stopped::Starts)> {
+    let stops = stopped::stop_all(client, ns, port, args.rate).await?;
+    let after_stops = processes.snapshot();
+    let per_user = |u: usize| {
+        let stopped = stops.per_user.get(&u).copied().unwrap_or(0);
+        (owned(u).saturating_sub(stopped), owned(u))
+    };
+    let lists = at_scale::lists(port, args.users, args.list_requests, per_user, args.workspaces).await?;
+    let fresh = fresh_replica(start).await?;
+    let starts = stopped::start_some(client, ns, port, args.rate, args.starts).await?;
+    report::stopped(args, &stops, &after_stops, &lists, &fresh, &starts);
+    Ok((stops, starts))
 }
 
 /// The manifests served: `held` waits for the nodes' hold label, anything else is

@@ -126,6 +126,55 @@ pub(crate) fn replica(args: &Args, replica: &Replica) {
     );
 }
 
+/// Issue 31's half stopped: the stops, the lists and a fresh replica with them stopped, the
+/// starts.
+pub(crate) fn stopped(
+    args: &Args,
+    stops: &crate::stopped::Stops,
+    after: &crate::cluster::Snapshot,
+    lists: &Lists,
+    fresh: &Replica,
+    starts: &crate::stopped::Starts,
+) {
+    let stopped: usize = stops.per_user.values().sum();
+    println!(
+        "half stopped: {stopped} workspaces stopped at {}/s, every Workspace Stopped {:.1} s after the first stop; RSS of outfit then {:.1} MiB",
+        args.rate,
+        stops.settled.as_secs_f64(),
+        after.usage[0].rss as f64 / MIB
+    );
+    report(" stop answered (202)", &stops.answered);
+    report(" get_pods with half stopped", &lists.get_pods);
+    report(
+        " GET /api/v1/workspaces with half stopped (stopped ones listed)",
+        &lists.native,
+    );
+    report(" GET /api/v1/workspaces?all=true with half stopped", &lists.all);
+    println!(
+        " a fresh replica with {stopped} of them stopped: /readyz 200 after {:.0} ms, RSS then {:.1} MiB",
+        ms(fresh.ready),
+        fresh.rss as f64 / MIB
+    );
+    let started = starts.api.len() + starts.controller.len();
+    println!(
+        "starts: {started} stopped workspaces started at {}/s in {:.1} s ({:.1} starts/s ready)",
+        args.rate,
+        starts.took.as_secs_f64(),
+        started as f64 / starts.took.as_secs_f64()
+    );
+    report(
+        " start to ready through the API (POST .../start, the progress stream)",
+        &starts.api,
+    );
+    report(
+        " start to Running through the controller (spec.started patched)",
+        &starts.controller,
+    );
+    for failure in stops.failures.iter().chain(&starts.failures).take(20) {
+        println!(" FAILED: {failure}");
+    }
+}
+
 pub(crate) fn streams(held: &Streams, processes: &Processes) {
     let rss = held.open.usage[0].rss as f64 / MIB;
     println!(
