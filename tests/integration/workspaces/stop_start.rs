@@ -12,7 +12,7 @@ use kube::{
     Api, Client,
     api::{ListParams, Patch, PatchParams},
 };
-use outfit_workspaces::resource::{Phase, StopReason, Workspace};
+use outfit_workspaces::resource::{Phase, StopReason, Workspace, WorkspaceSpec};
 use serde_json::{Value, json};
 
 use super::support::*;
@@ -220,6 +220,70 @@ async fn a_workspace_stops_and_starts_with_its_name_url_and_storage() {
         .unwrap();
     pod_until(&pods, &name, true).await;
     backend.follow_to_ready(erin, &name).await;
+
+    // A Workspace an admin writes with kubectl is launched as the owner's launch would be; one
+    // whose entry the catalogue lacks gets a condition saying why, and no pod.
+    let written = |name: &str, entry: &str| {
+        let mut record = Workspace::new(
+            name,
+            NS,
+            WorkspaceSpec {
+                owner: "erin".to_owned(),
+                entry: entry.to_owned(),
+                ..WorkspaceSpec::default()
+            },
+        );
+        record.metadata.labels = None;
+        record
+    };
+    let params = kube::api::PostParams::default();
+    records
+        .create(&params, &written("by-admin-erin", "notebook"))
+        .await
+        .unwrap();
+    pod_until(&pods, "by-admin-erin", true).await;
+    backend.follow_to_ready(erin, "by-admin-erin").await;
+    let made = pods.get("by-admin-erin").await.unwrap();
+    let env: Vec<String> = made.spec.unwrap().containers[0]
+        .env
+        .iter()
+        .flatten()
+        .map(|e| e.name.clone())
+        .collect();
+    assert!(
+        env.contains(&"SD_UID".to_owned()),
+        "made as erin's launch: {env:?}"
+    );
+    records
+        .create(&params, &written("unknown-erin", "no-such-entry"))
+        .await
+        .unwrap();
+    let refused = workspace_until(&records, "unknown-erin", "refused", |w| {
+        phase(w) == Some(Phase::Failed)
+    })
+    .await;
+    let condition = &refused.status.unwrap().conditions[0];
+    assert_eq!(
+        (
+            condition.type_.as_str(),
+            condition.status.as_str(),
+            condition.reason.as_str()
+        ),
+        ("Ready", "False", "UnknownEntry")
+    );
+    assert!(condition.message.contains("no-such-entry"), "{condition:?}");
+    assert!(pods.get_opt("unknown-erin").await.unwrap().is_none());
+    for made_by_admin in ["by-admin-erin", "unknown-erin"] {
+        let (status, answer) = backend
+            .call(
+                erin,
+                "DELETE",
+                &format!("/api/v1/workspaces/{made_by_admin}"),
+                None,
+            )
+            .await;
+        assert_eq!(status, 202, "{answer}");
+    }
 
     // Delete: the record and the pod go.
     let (status, answer) = backend

@@ -286,3 +286,24 @@ async fn limits_refuse_a_start_past_them_and_a_stop_past_the_stopped_limit() {
         "the refused stop changed nothing"
     );
 }
+
+/// deic-dk's `delete_all_user` takes the user's records too, stopped ones included: else the
+/// controller would make their pods again, and the storage with them.
+#[tokio::test(start_paused = true)]
+async fn delete_all_user_deletes_the_users_records_first() {
+    let (backend, fake) = with_catalogue().await;
+    let (first, _) = backend
+        .launch(&alice(), &launch("web", None), SILO)
+        .await
+        .unwrap();
+    let (second, _) = backend
+        .launch(&alice(), &launch("web", None), SILO)
+        .await
+        .unwrap();
+    backend.stop(&alice(), &second.name).await.unwrap();
+    let (bobs, _) = backend.launch(&bob(), &launch("web", None), SILO).await.unwrap();
+    assert!(backend.delete_all_user("alice@dtu.dk").await.unwrap());
+    let left: Vec<String> = fake.with(|s| s.workspaces.keys().cloned().collect());
+    assert_eq!(left, [bobs.name.clone()], "alice's records gone, bob's kept");
+    assert!(fake.with(|s| !s.pods.contains_key(&first.name)));
+}

@@ -46,6 +46,8 @@ pub struct Cache {
     own_writes: OwnWrites,
     /// The pods changed since the lifecycle last looked.
     changed_pods: ChangedPods,
+    /// The names whose Workspace or pod changed since the Workspace controller last looked.
+    changed_records: ChangedPods,
 }
 
 impl std::fmt::Debug for Cache {
@@ -94,6 +96,7 @@ impl Cache {
         let selector = format!("{}={}", keys::LABEL_MANAGED_BY, keys::MANAGED_BY);
         let own_writes = OwnWrites::default();
         let changed_pods = ChangedPods::default();
+        let changed_records = ChangedPods::default();
         let event_index = EventIndex::events();
         let owner_index = OwnerIndex::owners();
         let (pods, pod_writer) = reflector::store();
@@ -111,7 +114,7 @@ impl Cache {
         )
         .inspect_ok({
             let (own_writes, changed_pods) = (own_writes.clone(), changed_pods.clone());
-            let owner_index = owner_index.clone();
+            let (owner_index, changed_records) = (owner_index.clone(), changed_records.clone());
             move |event| {
                 owner_index.observe(event);
                 match event {
@@ -119,11 +122,15 @@ impl Cache {
                         let name = pod.name_any();
                         own_writes.shown(&name, pod.uid().as_deref());
                         changed_pods.mark(&name);
+                        changed_records.mark(&name);
                     }
                     watcher::Event::InitApply(pod) => own_writes.shown(&pod.name_any(), pod.uid().as_deref()),
                     // A (re)list is in the store only now, and pods gone meanwhile left no Delete to
                     // name them: look at every pod.
-                    watcher::Event::InitDone => changed_pods.mark_all(),
+                    watcher::Event::InitDone => {
+                        changed_pods.mark_all();
+                        changed_records.mark_all();
+                    }
                     watcher::Event::Init => {}
                 }
             }
@@ -146,7 +153,17 @@ impl Cache {
             )
             .backoff(watch_backoff())
             .modify(|workspace: &mut Workspace| workspace.metadata.managed_fields = None),
-        );
+        )
+        .inspect_ok({
+            let changed_records = changed_records.clone();
+            move |event| match event {
+                watcher::Event::Apply(record) | watcher::Event::Delete(record) => {
+                    changed_records.mark(&record.name_any());
+                }
+                watcher::Event::InitDone => changed_records.mark_all(),
+                watcher::Event::InitApply(_) | watcher::Event::Init => {}
+            }
+        });
         // The namespace's pod Events: the scheduler's and kubelet's say where a start stands.
         // The namespace holds workspaces only, and Events expire (an hour by default), so the
         // cache grows with the launches of the last hour; each is kept with only what a
@@ -228,6 +245,7 @@ impl Cache {
             unreachable,
             own_writes,
             changed_pods,
+            changed_records,
         };
         (cache, task)
     }
@@ -268,6 +286,12 @@ impl Cache {
     /// The pods changed since the lifecycle last looked: it takes them.
     pub fn changed_pods(&self) -> &ChangedPods {
         &self.changed_pods
+    }
+
+    /// The names whose Workspace or pod changed since the Workspace controller last looked: it
+    /// takes them.
+    pub fn changed_records(&self) -> &ChangedPods {
+        &self.changed_records
     }
 
     /// `user`'s pod called `name`; `None` when there is none or it is someone else's. Ownership is
@@ -376,6 +400,7 @@ pub(crate) struct CacheFeed {
     own_writes: OwnWrites,
     owner_index: OwnerIndex,
     changed_pods: ChangedPods,
+    changed_records: ChangedPods,
     claims: reflector::store::Writer<PersistentVolumeClaim>,
     workspaces: reflector::store::Writer<Workspace>,
     changes: Arc<watch::Sender<u64>>,
@@ -398,6 +423,7 @@ impl CacheFeed {
     /// `pod` was made or changed.
     pub(crate) fn pod(&mut self, pod: Pod) {
         self.changed_pods.mark(&pod.name_any());
+        self.changed_records.mark(&pod.name_any());
         self.own_writes.shown(&pod.name_any(), pod.uid().as_deref());
         let event = watcher::Event::Apply(pod);
         self.owner_index.observe(&event);
@@ -407,6 +433,7 @@ impl CacheFeed {
     /// `pod` is gone.
     pub(crate) fn pod_gone(&mut self, pod: Pod) {
         self.changed_pods.mark(&pod.name_any());
+        self.changed_records.mark(&pod.name_any());
         self.own_writes.shown(&pod.name_any(), pod.uid().as_deref());
         let event = watcher::Event::Delete(pod);
         self.owner_index.observe(&event);
@@ -425,6 +452,7 @@ impl CacheFeed {
 
     /// `workspace` was made or changed.
     pub(crate) fn workspace(&mut self, workspace: Workspace) {
+        self.changed_records.mark(&workspace.name_any());
         Self::apply(
             &mut self.workspaces,
             watcher::Event::Apply(workspace),
@@ -434,6 +462,7 @@ impl CacheFeed {
 
     /// `workspace` is gone.
     pub(crate) fn workspace_gone(&mut self, workspace: Workspace) {
+        self.changed_records.mark(&workspace.name_any());
         Self::apply(
             &mut self.workspaces,
             watcher::Event::Delete(workspace),
@@ -464,6 +493,7 @@ impl Cache {
         let changes = beside.map_or_else(|| Arc::new(watch::channel(0u64).0), |c| c.changes.clone());
         let unreachable = Arc::new(watch::channel(None::<String>).0);
         let changed_pods = ChangedPods::default();
+        let changed_records = ChangedPods::default();
         let owner_index = OwnerIndex::owners();
         let own_writes = OwnWrites::default();
         let cache = Self {
@@ -479,6 +509,7 @@ impl Cache {
             unreachable: unreachable.clone(),
             own_writes: own_writes.clone(),
             changed_pods: changed_pods.clone(),
+            changed_records: changed_records.clone(),
         };
         (
             cache,
@@ -487,6 +518,7 @@ impl Cache {
                 own_writes,
                 owner_index,
                 changed_pods,
+                changed_records,
                 claims,
                 workspaces,
                 changes,

@@ -122,6 +122,11 @@ pub trait ClusterCalls: Clone + Send + Sync + 'static {
     /// The pods that the namespace's outfit-made Services, Ingresses and NetworkPolicies were
     /// made for.
     fn made_for(&self) -> impl Future<Output = Result<BTreeSet<MadeFor>, ClusterError>> + Send;
+    /// The Workspace `name`, if there is one.
+    fn get_workspace(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Workspace>, ClusterError>> + Send;
     /// Creates `workspace`; 409 when its name is taken.
     fn create_workspace(
         &self,
@@ -195,6 +200,7 @@ forward_to_cluster! {
     user_leases() -> Result<Vec<Lease>, ClusterError>;
     delete_lease(name: &str, seen: &str) -> Result<(), ClusterError>;
     made_for() -> Result<BTreeSet<MadeFor>, ClusterError>;
+    get_workspace(name: &str) -> Result<Option<Workspace>, ClusterError>;
     create_workspace(workspace: &Workspace) -> Result<Workspace, ClusterError>;
     set_started(name: &str, uid: &str, started: bool, annotations: BTreeMap<&str, Option<String>>) -> Result<Workspace, ClusterError>;
     delete_workspace(name: &str, uid: Option<&str>) -> Result<bool, ClusterError>;

@@ -486,6 +486,15 @@ impl ClusterCalls for FakeCluster {
         async move { Ok(made) }
     }
 
+    fn get_workspace(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Workspace>, ClusterError>> + Send {
+        self.record(format!("get_workspace {name}"));
+        let found = self.with(|s| s.workspaces.get(name).cloned());
+        async move { Ok(found) }
+    }
+
     fn create_workspace(
         &self,
         workspace: &Workspace,

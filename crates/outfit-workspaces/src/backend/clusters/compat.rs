@@ -137,12 +137,19 @@ impl<C: ClusterCalls> Backend<C> {
         Ok(gone.is_some())
     }
 
-    /// `delete_all_user`: deletes every pod of the user and their storage, and waits (up to
-    /// `timeoutDelete` + 30 s, as deic-dk) until all of it is gone.
+    /// `delete_all_user`: deletes every pod of the user (and the Workspaces of their native
+    /// workspaces, stopped ones included, first: else the controller would make their pods again)
+    /// and their storage, and waits (up to `timeoutDelete` + 30 s, as deic-dk) until all of it is
+    /// gone.
     pub async fn delete_all_user(&self, user_id: &str) -> Result<bool, RequestError> {
         let here = self.default_cluster();
         let user = UserId::parse(user_id)?;
         let deadline = Instant::now() + here.config.timeout_delete + Duration::from_secs(30);
+        for record in here.cache.workspaces_of(&user) {
+            here.cluster
+                .delete_workspace(&record.name_any(), record.uid().as_deref())
+                .await?;
+        }
         for pod in here.cache.pods_of(&user) {
             if pod.metadata.deletion_timestamp.is_none() {
                 here.cluster

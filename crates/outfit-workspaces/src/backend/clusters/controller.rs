@@ -56,33 +56,48 @@ impl<C: ClusterCalls> Backend<C> {
         let mut changes = member.cache.changes();
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut looked_at_all = false;
         loop {
-            tokio::select! {
+            let ticked = tokio::select! {
                 () = shutdown.cancelled() => return,
-                _ = changes.changed() => {}
-                _ = tick.tick() => {}
-            }
+                _ = changes.changed() => false,
+                _ = tick.tick() => true,
+            };
+            // Taken while another replica leads too, so the set holds only what is news.
+            let changed = member.cache.changed_records().take();
             if !*leading.borrow() {
-                // A new leader writes what it sees afresh.
+                // A new leader looks at every Workspace and writes what it sees afresh.
+                looked_at_all = false;
                 controlled.written.lock().expect("written").clear();
                 continue;
             }
             let started = tokio::time::Instant::now();
-            self.pass(index, &controlled).await;
+            // A change is looked at at once, for its name only; every Workspace each second (a
+            // retention comes due, a launch's mark lapses, without a change).
+            let records = if ticked || changed.all || !looked_at_all {
+                looked_at_all = true;
+                controlled
+                    .written
+                    .lock()
+                    .expect("written")
+                    .retain(|name, _| member.cache.workspace(name).is_some());
+                member.cache.workspaces()
+            } else {
+                changed
+                    .names
+                    .iter()
+                    .filter_map(|name| member.cache.workspace(name))
+                    .collect()
+            };
+            self.pass(index, records, &controlled).await;
             tokio::time::sleep(started.elapsed().min(MAX_REST)).await;
         }
     }
 
-    /// One look at every Workspace of the cluster `index`.
-    async fn pass(&self, index: usize, controlled: &Arc<Controlled>) {
+    /// One look at `records`, Workspaces of the cluster `index`.
+    async fn pass(&self, index: usize, records: Vec<Arc<Workspace>>, controlled: &Arc<Controlled>) {
         let member = &self.members[index];
         let now = Timestamp::now();
-        let records = member.cache.workspaces();
-        controlled
-            .written
-            .lock()
-            .expect("written")
-            .retain(|name, _| member.cache.workspace(name).is_some());
         for record in records {
             let name = record.name_any();
             if controlled.busy.lock().expect("busy").contains(&name) {
@@ -110,6 +125,8 @@ impl<C: ClusterCalls> Backend<C> {
                             tokio::time::sleep(RETRY).await;
                         }
                         controlled.busy.lock().expect("busy").remove(&record.name_any());
+                        // A change seen while it was busy was passed over: look again.
+                        member.cache.changed_records().mark(&record.name_any());
                     });
                     continue;
                 }

@@ -46,12 +46,36 @@ impl<C: ClusterCalls> Backend<C> {
         })
     }
 
-    /// Stops `identity`'s workspace `name` for `reason`: its record says so (`spec.started:
+    /// As [`Backend::visible_record`], else as the reachable clusters' API servers have it: a
+    /// workspace launched a moment ago through another replica is not "not found" (as
+    /// `unseen_workspace` does for pods). One GET per cluster, for a name no cache holds a
+    /// record of.
+    async fn find_record(
+        &self,
+        identity: &Identity,
+        name: &str,
+    ) -> Result<Option<(&ClusterBackend<C>, Arc<crate::resource::Workspace>)>, RequestError> {
+        if let Some(found) = self.visible_record(identity, name) {
+            return Ok(Some(found));
+        }
+        for member in self.members.iter() {
+            if self.unreachable(member).is_some() {
+                continue;
+            }
+            let found = member.cluster.get_workspace(name).await?;
+            if let Some(record) = found.filter(|w| identity.admin || w.spec.owner == identity.user.as_str()) {
+                return Ok(Some((member, Arc::new(record))));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Stops `identity`'s workspace `name` (reason `user`): its record says so (`spec.started:
     /// false`, why and when), then its pod is deleted (the leader's controller would, a moment
     /// later). Answers the uid of the pod going, if it had one, for following the stop.
     pub async fn stop(&self, identity: &Identity, name: &str) -> Result<Option<String>, RequestError> {
         names::check_pod_name(name)?;
-        let Some((member, workspace)) = self.visible_record(identity, name) else {
+        let Some((member, workspace)) = self.find_record(identity, name).await? else {
             return Err(self.no_record(identity, name));
         };
         let uid = workspace.uid().unwrap_or_default();
@@ -87,7 +111,7 @@ impl<C: ClusterCalls> Backend<C> {
     /// a refused start leaves it stopped. Answers the uid of the new pod, for following it.
     pub async fn start(&self, identity: &Identity, name: &str) -> Result<Option<String>, RequestError> {
         names::check_pod_name(name)?;
-        let Some((member, workspace)) = self.visible_record(identity, name) else {
+        let Some((member, workspace)) = self.find_record(identity, name).await? else {
             return Err(self.no_record(identity, name));
         };
         if workspace.spec.started {

@@ -1,4 +1,5 @@
-//! The Workspace resource's calls: create one (a launch), set whether it is started (a stop or a
+//! The Workspace resource's calls: read one (a record the cache does not show yet), create one
+//! (a launch), set whether it is started (a stop or a
 //! start), delete one, and write its status (the leader's controller).
 
 use std::collections::BTreeMap;
@@ -15,6 +16,14 @@ use crate::resource::{Workspace, WorkspaceStatus};
 impl Cluster {
     fn workspaces(&self) -> Api<Workspace> {
         Api::namespaced(self.pods.clone().into_client(), &self.namespace)
+    }
+
+    /// The Workspace `name` as the API server has it now, if any.
+    pub async fn get_workspace(&self, name: &str) -> Result<Option<Workspace>, ClusterError> {
+        self.workspaces()
+            .get_opt(name)
+            .await
+            .map_err(|e| self.error(format_args!("reading Workspace {}/{name}", self.namespace), e))
     }
 
     /// Creates `workspace`; 409 when its name is taken.
