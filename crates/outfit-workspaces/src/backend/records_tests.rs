@@ -304,6 +304,41 @@ async fn delete_all_user_deletes_the_users_records_first() {
     let (bobs, _) = backend.launch(&bob(), &launch("web", None), SILO).await.unwrap();
     assert!(backend.delete_all_user("alice@dtu.dk").await.unwrap());
     let left: Vec<String> = fake.with(|s| s.workspaces.keys().cloned().collect());
-    assert_eq!(left, [bobs.name.clone()], "alice's records gone, bob's kept");
+    assert_eq!(left, [bobs.name], "alice's records gone, bob's kept");
     assert!(fake.with(|s| !s.pods.contains_key(&first.name)));
+}
+
+/// The controller's view is two watches that can disagree for a moment: a start's new pod shown
+/// before that start's `spec.started: true`. Its pod is not deleted: the Workspace is read from
+/// the API server before anything is made or deleted.
+#[tokio::test(start_paused = true)]
+async fn the_controller_never_acts_on_a_workspace_its_cache_shows_behind() {
+    let (backend, fake) = with_catalogue().await;
+    let (launched, _) = backend
+        .launch(&alice(), &launch("web", None), SILO)
+        .await
+        .unwrap();
+    let name = launched.name;
+    // The cache shows it stopped (a stop seen), the API server has it started again since.
+    let record = fake.with(|s| s.workspaces[&name].clone());
+    fake.put_workspace(crate::resource::Workspace {
+        spec: crate::resource::WorkspaceSpec {
+            started: false,
+            ..record.spec.clone()
+        },
+        ..record
+    });
+    fake.with(|s| s.workspaces.get_mut(&name).unwrap().spec.started = true);
+    let _leader = controlling(&backend).drop_guard();
+    tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+    assert!(fake.with(|s| s.pods.contains_key(&name)), "{:?}", fake.calls());
+    assert!(
+        fake.calls().iter().any(|c| c == &format!("get_workspace {name}")),
+        "it looked"
+    );
+    assert!(
+        !fake.calls().iter().any(|c| c.starts_with("delete_pod")),
+        "{:?}",
+        fake.calls()
+    );
 }
