@@ -166,10 +166,17 @@ pub fn expired(workspace: &Workspace, retention: Option<std::time::Duration>, no
     let Ok(retention) = jiff::SignedDuration::try_from(retention) else {
         return false;
     };
-    status
-        .stopped
+    // The stop's own mark where it has one: the status's time went through the API server,
+    // which keeps whole seconds only (a retention of 3 s would end up to a second early).
+    let marked = workspace
+        .metadata
+        .annotations
         .as_ref()
-        .is_some_and(|stopped| now.duration_since(stopped.at.0) >= retention)
+        .and_then(|a| a.get(keys::ANNOTATION_STOP_AT))
+        .and_then(|t| t.parse::<Timestamp>().ok());
+    marked
+        .or_else(|| status.stopped.as_ref().map(|stopped| stopped.at.0))
+        .is_some_and(|at| now.duration_since(at) >= retention)
 }
 
 /// Why a Workspace stops when `cull` culls it.
@@ -463,6 +470,22 @@ mod tests {
             !expired(&unseen, Some(std::time::Duration::ZERO), now),
             "a stop not yet seen through"
         );
+        // The stop's own mark wins over the status's whole seconds (the e2e caught a 3 s retention
+        // ending 9 ms early through them).
+        let mut marked = workspace(false);
+        marked.status = Some(status(
+            &marked,
+            None,
+            &config(),
+            "2026-11-29T09:59:57Z".parse().unwrap(),
+        ));
+        let at: Timestamp = "2026-11-29T09:59:57.600Z".parse().unwrap();
+        marked.metadata.annotations = Some([(keys::ANNOTATION_STOP_AT.to_owned(), at.to_string())].into());
+        assert!(
+            !expired(&marked, Some(std::time::Duration::from_secs(3)), now),
+            "2.4 s after the stop"
+        );
+        assert!(expired(&marked, Some(std::time::Duration::from_secs(2)), now));
     }
 
     #[test]
