@@ -184,13 +184,20 @@ impl User {
         false
     }
 
-    /// Polls the brief workspace until it is gone (culled by the leader), or `ready_wait` passed.
+    /// Polls the brief workspace until the leader has culled it: stopped for its lifetime
+    /// (`cullAction`'s default since issue 31: its record stays until the user deletes it), or
+    /// gone (`cullAction: delete`); or until `ready_wait` passed.
     async fn await_culled(&self, name: &str) {
         let until = Instant::now() + self.ready_wait;
         let path = format!("/api/v1/workspaces/{name}");
         while Instant::now() < until {
+            let culled = |status: u16, workspace: &serde_json::Value| {
+                let stopped_for_lifetime =
+                    workspace["status"] == "stopped" && workspace["stopped"]["reason"] == "lifetime";
+                status == 404 || workspace["status"] == "deleted" || stopped_for_lifetime
+            };
             if let Some((status, workspace)) = self.request("get", "GET", &path, None).await
-                && (status == 404 || workspace["status"].as_str() == Some("deleted"))
+                && culled(status, &workspace)
             {
                 self.tally.lock().culled += 1;
                 return;
