@@ -84,22 +84,28 @@ pub async fn serve_manifests(manifest: fn(&str) -> String) -> Result<u16> {
     Ok(port)
 }
 
+/// The objects `outfit manifests ARGS` prints (`outfit` the binary).
+pub fn printed_manifests(outfit: &Path, args: &[&str]) -> Result<Vec<Value>> {
+    let output = Command::new(outfit)
+        .arg("manifests")
+        .args(args)
+        .output()
+        .with_context(|| format!("running {}", outfit.display()))?;
+    ensure!(
+        output.status.success(),
+        "outfit manifests {} failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(serde_saphyr::from_multiple(std::str::from_utf8(&output.stdout)?)?)
+}
+
 /// Installs the `Workspace` CRD that `outfit manifests --workspaces` prints (`outfit` the binary;
 /// there already is fine) and waits until the API server serves it: `outfit workspaces` refuses
 /// to start without it.
 pub async fn install_workspace_crd(client: &Client, outfit: &Path) -> Result<()> {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let output = Command::new(outfit)
-        .args(["manifests", "--workspaces"])
-        .output()
-        .with_context(|| format!("running {}", outfit.display()))?;
-    ensure!(
-        output.status.success(),
-        "outfit manifests --workspaces failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let objects: Vec<Value> = serde_saphyr::from_multiple(std::str::from_utf8(&output.stdout)?)?;
-    let crd = objects
+    let crd = printed_manifests(outfit, &["--workspaces"])?
         .into_iter()
         .find(|o| o["kind"] == "CustomResourceDefinition")
         .context("outfit manifests --workspaces printed no CustomResourceDefinition")?;

@@ -12,7 +12,7 @@ use kube::{
 use outfit_workspaces::resource::{MAX_NAME, Workspace, WorkspaceSpec};
 use serde_json::{Value, json};
 
-use super::support::namespace;
+use super::support::{namespace, workspace_crd};
 use crate::control_plane::ControlPlane;
 
 const NS: &str = "ws-resource";
@@ -65,12 +65,7 @@ async fn table(client: &Client) -> (Vec<String>, Vec<Vec<Value>>) {
 async fn workspace_resource_is_checked_by_the_api_server_and_listed_with_its_columns() {
     let plane = ControlPlane::get();
     let client = plane.admin_client().await;
-    let printed = crate::support::manifests(&["--workspaces"]);
-    let crds = printed
-        .iter()
-        .filter(|d| d.kind() == "CustomResourceDefinition")
-        .map(|d| d.value.clone());
-    assert_eq!(crate::support::install_crd_objects(&client, crds).await, 1);
+    workspace_crd(&client).await;
     namespace(&client, NS).await;
     let api = Api::<Workspace>::namespaced(client.clone(), NS);
     let create = |name: &str, spec: WorkspaceSpec| {

@@ -87,11 +87,7 @@ pub fn next(workspace: &Workspace, pod: Option<&Pod>, now: Timestamp) -> Next {
         if pod.is_some() || refused_at_this_generation(workspace) {
             return Next::Wait;
         }
-        let launching = workspace
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(keys::ANNOTATION_LAUNCHING_UNTIL))
+        let launching = annotation(workspace, keys::ANNOTATION_LAUNCHING_UNTIL)
             .and_then(|mark| mark.split_once('/'))
             .and_then(|(until, at)| Some((until.parse::<Timestamp>().ok()?, at.parse::<i64>().ok()?)))
             .is_some_and(|(until, at)| now < until && at == generation(workspace));
@@ -100,13 +96,8 @@ pub fn next(workspace: &Workspace, pod: Option<&Pod>, now: Timestamp) -> Next {
     // A stop asked for a moment ago (its `outfit.dev/stop-at`) is deleting the pod itself: the
     // API's, a cull's, a failed start's. Deleting it again would cost a GET and a DELETE per stop
     // (the 5,000 benchmark counted them); past the moment, the request is taken to have died.
-    let stopping_now = workspace
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(keys::ANNOTATION_STOP_AT))
-        .and_then(|t| t.parse::<Timestamp>().ok())
-        .is_some_and(|at| now.duration_since(at) < STOP_DELETES_ITS_POD);
+    let stopping_now =
+        stop_marked_at(workspace).is_some_and(|at| now.duration_since(at) < STOP_DELETES_ITS_POD);
     match pod {
         Some(pod) if owns(workspace, pod) && pod.metadata.deletion_timestamp.is_none() && !stopping_now => {
             Next::RemovePod(pod.metadata.uid.clone().unwrap_or_default())
@@ -168,13 +159,7 @@ pub fn expired(workspace: &Workspace, retention: Option<std::time::Duration>, no
     };
     // The stop's own mark where it has one: the status's time went through the API server,
     // which keeps whole seconds only (a retention of 3 s would end up to a second early).
-    let marked = workspace
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(keys::ANNOTATION_STOP_AT))
-        .and_then(|t| t.parse::<Timestamp>().ok());
-    marked
+    stop_marked_at(workspace)
         .or_else(|| status.stopped.as_ref().map(|stopped| stopped.at.0))
         .is_some_and(|at| now.duration_since(at) >= retention)
 }
@@ -190,17 +175,31 @@ pub fn cull_reason(cull: &Cull) -> StopReason {
 /// Why and when `workspace`'s last stop was asked for, from the annotations its stop set
 /// (`None`: an edit without them, such as `kubectl patch`: its owner's, now).
 pub fn stop_request(workspace: &Workspace, now: Timestamp) -> Stopped {
-    let annotation = |key| workspace.metadata.annotations.as_ref().and_then(|a| a.get(key));
-    let reason = match annotation(keys::ANNOTATION_STOP_REASON).map(String::as_str) {
+    let reason = match annotation(workspace, keys::ANNOTATION_STOP_REASON) {
         Some("idle") => StopReason::Idle,
         Some("lifetime") => StopReason::Lifetime,
         Some("failed") => StopReason::Failed,
         _ => StopReason::User,
     };
-    let at = annotation(keys::ANNOTATION_STOP_AT)
-        .and_then(|t| t.parse::<Timestamp>().ok())
-        .unwrap_or(now);
-    Stopped { at: Time(at), reason }
+    Stopped {
+        at: Time(stop_marked_at(workspace).unwrap_or(now)),
+        reason,
+    }
+}
+
+/// The annotation `key` of `workspace`.
+fn annotation<'a>(workspace: &'a Workspace, key: &str) -> Option<&'a str> {
+    workspace
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+/// When `workspace`'s last stop was asked for, by its stop's mark (`outfit.dev/stop-at`).
+fn stop_marked_at(workspace: &Workspace) -> Option<Timestamp> {
+    annotation(workspace, keys::ANNOTATION_STOP_AT)?.parse().ok()
 }
 
 /// The status `workspace` has at `now` with its pod `pod` (only its own counts), keeping what

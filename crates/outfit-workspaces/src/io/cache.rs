@@ -352,6 +352,16 @@ impl Cache {
         owned
     }
 
+    /// How many of the Workspaces of the owner `owner` are stopped
+    /// (`maxStoppedWorkspacesPerUser` counts them).
+    pub fn stopped_of(&self, owner: &str) -> usize {
+        self.workspaces
+            .state()
+            .iter()
+            .filter(|ws| ws.spec.owner == owner && !ws.spec.started)
+            .count()
+    }
+
     /// The Events about the object with `uid`, oldest first.
     pub fn events_of(&self, uid: &str) -> Vec<Arc<Event>> {
         let mut events: Vec<Arc<Event>> = self

@@ -473,18 +473,7 @@ impl<C: ClusterCalls> Lifecycle<C> {
         let name = pod.name_any();
         let why = cull.to_string();
         // A user at maxStoppedWorkspacesPerUser (counted on this cluster) loses the culled one.
-        let stopped = record_of(pod).map_or(0, |owner| {
-            let records = self.cache.workspaces();
-            let owner_id = records
-                .iter()
-                .find(|w| w.metadata.uid.as_deref() == Some(owner.uid.as_str()));
-            owner_id.map_or(0, |this| {
-                records
-                    .iter()
-                    .filter(|w| w.spec.owner == this.spec.owner && !w.spec.started)
-                    .count()
-            })
-        });
+        let stopped = crate::model::user::owner_of(pod).map_or(0, |owner| self.cache.stopped_of(owner));
         let at_stopped_limit = limits::check_stopped(&self.config.limits, stopped).is_err();
         match culling::action(pod, &self.config) {
             Ok(CullAction::Delete) => self.delete_record(pod).await,

@@ -65,17 +65,8 @@ pub(crate) async fn backend_kubeconfig(
 /// default` prints (the shipped ones, for [`BACKEND_ACCOUNT`]), so the figures are the ones an
 /// installed backend gets.
 pub(crate) async fn apply_flow_schema(client: &Client, outfit: &Path) -> Result<()> {
-    let output = std::process::Command::new(outfit)
-        .args(["manifests", "--workspaces", "--namespace", "default"])
-        .output()
-        .with_context(|| format!("running {}", outfit.display()))?;
-    if !output.status.success() {
-        bail!(
-            "outfit manifests --workspaces failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    let objects: Vec<Value> = serde_saphyr::from_multiple(std::str::from_utf8(&output.stdout)?)?;
+    let objects =
+        outfit_loadgen::harness::printed_manifests(outfit, &["--workspaces", "--namespace", "default"])?;
     let mut applied = 0;
     for object in objects {
         if !matches!(

@@ -81,12 +81,8 @@ impl<C: ClusterCalls> Backend<C> {
         let uid = workspace.uid().unwrap_or_default();
         if workspace.spec.started {
             // Each stopped workspace keeps its record and its owner's storage.
-            let stopped = self
-                .members
-                .iter()
-                .flat_map(|m| m.cache.workspaces())
-                .filter(|w| w.spec.owner == workspace.spec.owner && !w.spec.started)
-                .count();
+            let owner = &workspace.spec.owner;
+            let stopped = self.members.iter().map(|m| m.cache.stopped_of(owner)).sum();
             limits::check_stopped(&member.config.limits, stopped)?;
             let marks = reconcile::stop_marks(StopReason::User, Timestamp::now());
             member
