@@ -44,6 +44,15 @@ pub struct Workload<'a> {
     pub volume: Option<(&'a str, &'a str, Value)>,
 }
 
+/// NetworkPolicy peers for the namespaces `names`, by the name label the API server sets on
+/// every namespace.
+pub fn namespace_peers(names: &[String]) -> Value {
+    names
+        .iter()
+        .map(|name| json!({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}}}))
+        .collect()
+}
+
 /// A Namespace.
 pub fn namespace(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
@@ -129,6 +138,29 @@ impl Component<'_> {
                 "metadata": self.metadata(Scope::Namespace(self.namespace)),
                 "spec": {"minAvailable": 1, "selector": {"matchLabels": self.selector()}}
             })
+        })
+    }
+
+    /// Its NetworkPolicy: its pods admit only what `ports` list, each a container port's name
+    /// and the peers that may reach it (NetworkPolicy `from` entries; an empty list admits every
+    /// address, for a port the API server calls, whose address is no pod's). Egress is left
+    /// open: the API server's address is not a pod either.
+    pub fn network_policy(&self, ports: &[(&str, Value)]) -> Value {
+        let ingress: Vec<Value> = ports
+            .iter()
+            .map(|(port, from)| {
+                let mut rule = json!({"ports": [{"port": port, "protocol": "TCP"}]});
+                if from.as_array().is_some_and(|peers| !peers.is_empty()) {
+                    rule["from"] = from.clone();
+                }
+                rule
+            })
+            .collect();
+        json!({
+            "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": self.metadata(Scope::Namespace(self.namespace)),
+            "spec": {"podSelector": {"matchLabels": self.selector()},
+                     "policyTypes": ["Ingress"], "ingress": ingress}
         })
     }
 
@@ -226,5 +258,27 @@ mod tests {
         let cluster = component.binding(Scope::Cluster);
         assert_eq!(cluster["roleRef"]["kind"], "ClusterRole");
         assert!(cluster["metadata"].get("namespace").is_none());
+    }
+
+    #[test]
+    fn a_network_policy_admits_each_port_from_its_peers_or_from_anywhere() {
+        let component = Component {
+            name: "x",
+            namespace: "home",
+        };
+        let policy = component.network_policy(&[
+            ("webhook", json!([])),
+            ("admin", namespace_peers(&["monitoring".to_owned()])),
+        ]);
+        assert_eq!(policy["metadata"]["namespace"], "home");
+        assert_eq!(policy["spec"]["podSelector"]["matchLabels"], component.selector());
+        let ingress = &policy["spec"]["ingress"];
+        assert_eq!(ingress[0]["ports"][0]["port"], "webhook");
+        assert!(ingress[0].get("from").is_none(), "{ingress}");
+        assert_eq!(
+            ingress[1]["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+            "monitoring"
+        );
+        assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress"]));
     }
 }
