@@ -336,12 +336,33 @@ fn bad_flags_of_serve_and_manifests_exit_2_naming_the_flag() {
             "or accept the risk with --accept-risk workspaces-in-system-namespace",
         ),
         (
+            outfit(
+                &[
+                    "manifests",
+                    "--workspaces",
+                    "--allowed-host-path",
+                    "/dev/dri",
+                    "--workspaces-pod-security",
+                    "baseline",
+                ],
+                "",
+            ),
+            "--workspaces-pod-security: Pod Security's baseline level refuses every pod using /dev/dri",
+        ),
+        (
+            outfit(
+                &["manifests", "--workspaces", "--frontend-cidr", "10.0.0.0/40"],
+                "",
+            ),
+            "invalid value '10.0.0.0/40' for '--frontend-cidr <CIDR>': \"10.0.0.0/40\": the prefix length must be 0 to 32",
+        ),
+        (
             outfit(&["manifests", "--workspaces", "--allowed-host-path", "/"], ""),
             "invalid value '/' for '--allowed-host-path <PATH>': an absolute path below /",
         ),
         (
             outfit(&["manifests", "--accept-risk", "everything"], ""),
-            "no such risk; the risks are single-replica, workspaces-in-system-namespace, no-memory-limit",
+            "no such risk; the risks are single-replica, workspaces-in-system-namespace, no-memory-limit, compat-api-without-token",
         ),
         (
             outfit(&["manifests", "--exclude-namespace", "legacy,Team_A"], ""),

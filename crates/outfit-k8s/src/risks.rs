@@ -17,14 +17,18 @@ pub enum Risk {
     /// A container without a memory limit (chart only: `outfit manifests` always sets one): a
     /// flood of requests or workspaces grows it until the node runs out of memory.
     NoMemoryLimit,
+    /// deic-dk's API without a token (deic-dk's own mode): any caller in `allowedSourceCidrs`
+    /// may launch or delete any user's workspaces.
+    CompatApiWithoutToken,
 }
 
 impl Risk {
     /// Every risk, in the order the help lists them.
-    pub const ALL: [Risk; 3] = [
+    pub const ALL: [Risk; 4] = [
         Risk::SingleReplica,
         Risk::WorkspacesInSystemNamespace,
         Risk::NoMemoryLimit,
+        Risk::CompatApiWithoutToken,
     ];
 
     /// Its name, as `--accept-risk` and the chart's `acceptRisks` take it.
@@ -33,6 +37,7 @@ impl Risk {
             Risk::SingleReplica => "single-replica",
             Risk::WorkspacesInSystemNamespace => "workspaces-in-system-namespace",
             Risk::NoMemoryLimit => "no-memory-limit",
+            Risk::CompatApiWithoutToken => "compat-api-without-token",
         }
     }
 

@@ -27,7 +27,7 @@ use outfit_k8s::{
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::{
-    api::Api,
+    api::{Api, StreamSlots},
     backend::{Backend, ClusterBackend},
     io::{auth::Authenticator, cache::Cache, cluster::Cluster, metrics::Metrics},
     lifecycle::{Lifecycle, activity::ActivityPoller},
@@ -239,6 +239,7 @@ impl Server {
             true
         };
         // Progress streams end when their connection is to close (shutdown, or making room).
+        let streams = StreamSlots::new(config.exposure.max_streams_per_user);
         let api = move |peer, closing: &CancellationToken| {
             Api::new(
                 backend.clone(),
@@ -246,6 +247,7 @@ impl Server {
                 auth.clone(),
                 peer,
                 closing.clone(),
+                streams.clone(),
             )
         };
         Shell::new(port, api)

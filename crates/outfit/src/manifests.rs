@@ -1,6 +1,6 @@
 //! `outfit manifests`: prints the objects a cluster needs, as a YAML stream.
 
-use std::{path::PathBuf, process::ExitCode};
+use std::{fmt::Write as _, path::PathBuf, process::ExitCode};
 
 use clap::{Args, ValueEnum};
 use outfit_k8s::{
@@ -9,7 +9,13 @@ use outfit_k8s::{
     rules::{self, Rules},
 };
 
-use outfit_workspaces::install::guard;
+use outfit_workspaces::{
+    cidr::Cidr,
+    install::{
+        access::{Access, ApiToken},
+        guard::{self, PodSecurity},
+    },
+};
 
 use crate::failure::{EXIT_BAD_INPUT, FlagError};
 
@@ -165,10 +171,46 @@ pub(crate) struct ManifestsArgs {
     #[arg(long, value_name = "PATH", default_value = "/tank/storage", value_parser = guard::check_host_path, requires = "workspaces")]
     nfs_storage_root: String,
 
+    /// With --workspaces: the Pod Security level the workspace namespace enforces: `baseline` by
+    /// default (no privileged container, host namespace, port or path), `privileged` when an
+    /// allowed host path or capability needs it (the guard still holds pods to the list).
+    #[arg(long, value_name = "LEVEL", value_parser = PodSecurity::parse, requires = "workspaces")]
+    workspaces_pod_security: Option<PodSecurity>,
+
+    /// With --workspaces: deic-dk's API token is key `token` of this existing Secret in
+    /// --namespace (kept when the install is applied again). By default the install prints a
+    /// Secret with a new random token; the frontend reads it with
+    /// `kubectl -n NAMESPACE get secret outfit-workspaces-api-token -o jsonpath='{.data.token}' | base64 -d`.
+    #[arg(long, value_name = "SECRET", value_parser = secret_name, requires = "workspaces")]
+    api_token_secret: Option<String>,
+
+    /// With --workspaces: a namespace of the frontend that calls deic-dk's API; the backend's
+    /// NetworkPolicy admits the API port from it. Repeatable, or comma-separated.
+    #[arg(long = "frontend-namespace", value_name = "NAMESPACE", value_delimiter = ',', value_parser = namespace_name, requires = "workspaces")]
+    frontend_namespaces: Vec<String>,
+
+    /// With --workspaces: a network deic-dk's API answers (`allowedSourceCidrs`), e.g. the
+    /// frontend's pods' or silos' `10.0.0.0/24`; none by default (loopback only: deic-dk's API
+    /// answers no one until its frontend is named). Repeatable, or comma-separated.
+    #[arg(long = "frontend-cidr", value_name = "CIDR", value_delimiter = ',', value_parser = cidr_text, requires = "workspaces")]
+    frontend_cidrs: Vec<String>,
+
+    /// With --workspaces: the Ingress controller's namespace, from which users reach the page and
+    /// the native API (the NetworkPolicy admits the API port from it). Repeatable.
+    #[arg(long = "ingress-namespace", value_name = "NAMESPACE", value_delimiter = ',', value_parser = namespace_name, default_value = "ingress-nginx", requires = "workspaces")]
+    ingress_namespaces: Vec<String>,
+
+    /// A namespace whose pods may read the admin port's metrics (the NetworkPolicy's peers);
+    /// none by default. Repeatable, or comma-separated.
+    #[arg(long = "monitoring-namespace", value_name = "NAMESPACE", value_delimiter = ',', value_parser = namespace_name)]
+    monitoring_namespaces: Vec<String>,
+
     /// Print an install that puts the cluster at risk anyway, naming the risk: `single-replica`
     /// (fewer than 2 webhook replicas with --failure-policy fail: while it is down every pod
     /// create is refused), `workspaces-in-system-namespace` (the workspace pods in outfit's own
-    /// or a system namespace). Repeatable, or comma-separated.
+    /// or a system namespace), `compat-api-without-token` (with --workspaces: deic-dk's API
+    /// answers any caller in its networks for any user, as deic-dk does). Repeatable, or
+    /// comma-separated.
     #[arg(long = "accept-risk", value_name = "RISK", value_delimiter = ',', value_parser = Risk::parse)]
     accept_risks: Vec<Risk>,
 }
@@ -238,6 +280,18 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
         manage_webhook: !args.no_manage_webhook,
     };
     let objects = if args.workspaces {
+        let allowed = guard::Allowed {
+            host_paths: args.allowed_host_paths.clone(),
+            capabilities: args.allowed_capabilities.clone(),
+            nfs_storage_root: args.nfs_storage_root.clone(),
+        };
+        let pod_security = match guard::pod_security(args.workspaces_pod_security, &allowed) {
+            Ok(level) => level,
+            Err(error) => {
+                eprintln!("error: --workspaces-pod-security: {error}");
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
+        };
         outfit_workspaces::install::objects(&outfit_workspaces::install::InstallOptions {
             namespace: args.namespace.clone(),
             workspace_namespace: args.workspaces_namespace.clone(),
@@ -245,11 +299,9 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
             replicas: args.replicas,
             flow_schema: !args.without_flow_schema,
             priority_class: args.priority_class.clone(),
-            allowed: guard::Allowed {
-                host_paths: args.allowed_host_paths.clone(),
-                capabilities: args.allowed_capabilities.clone(),
-                nfs_storage_root: args.nfs_storage_root.clone(),
-            },
+            allowed,
+            pod_security,
+            access: access(args),
         })
     } else {
         match &args.webhook_url {
@@ -267,6 +319,45 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Who may reach the backend: deic-dk's API token (a new one, an existing Secret's, or none as an
+/// accepted risk), its callers' networks and namespaces, and monitoring's.
+fn access(args: &ManifestsArgs) -> Access {
+    let token = if args.accept_risks.contains(&Risk::CompatApiWithoutToken) {
+        ApiToken::Open
+    } else if let Some(secret) = &args.api_token_secret {
+        ApiToken::Existing(secret.clone())
+    } else {
+        ApiToken::Generated(random_token())
+    };
+    Access {
+        token,
+        frontend_namespaces: args.frontend_namespaces.clone(),
+        frontend_cidrs: args.frontend_cidrs.clone(),
+        ingress_namespaces: args.ingress_namespaces.clone(),
+        monitoring_namespaces: args.monitoring_namespaces.clone(),
+    }
+}
+
+/// 32 random bytes from the TLS stack's generator (the operating system's), in hex.
+fn random_token() -> String {
+    let mut bytes = [0u8; 32];
+    rustls::crypto::ring::default_provider()
+        .secure_random
+        .fill(&mut bytes)
+        .expect("the operating system's random number generator");
+    bytes.iter().fold(String::with_capacity(64), |mut hex, byte| {
+        let _ = write!(hex, "{byte:02x}");
+        hex
+    })
+}
+
+/// A network as `allowedSourceCidrs` takes it.
+fn cidr_text(text: &str) -> Result<String, String> {
+    text.parse::<Cidr>()
+        .map(|_| text.to_owned())
+        .map_err(|error| error.to_string())
 }
 
 /// Refuses an install that puts the cluster at risk, unless `--accept-risk` names the risk. Local
@@ -299,6 +390,15 @@ fn namespace_name(name: &str) -> Result<String, String> {
             "a namespace's name is 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit"
                 .to_owned()
         })
+}
+
+/// A Secret's name, held to a DNS label as a namespace's is (a subset of what the API server
+/// takes, and what the install's own Secrets use).
+fn secret_name(name: &str) -> Result<String, String> {
+    namespace_name(name).map_err(|_| {
+        "a Secret's name here is 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit"
+            .to_owned()
+    })
 }
 
 /// The webhook's rules: from the policies given, or Gatekeeper's everything.

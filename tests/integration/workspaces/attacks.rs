@@ -56,11 +56,13 @@ async fn hostile_native_callers_are_refused_cheaply() {
     namespace(&client, ns).await;
     let manifests = Manifests::start().await;
     let url = manifests.put("web.yaml", WEB);
+    let stuck = manifests.put("stuck.yaml", UNSCHEDULABLE);
     let missing = format!("http://127.0.0.1:{}/manifests/gone.yaml", manifests.port);
     let admin_port = free_port();
     let extra = format!(
-        "{}- {{name: gone, url: '{missing}'}}\ntrustedProxyCidrs: [127.0.0.1/32]\nadminGroups: [ops]\n\
-         maxConnections: 4\nbodyReadTimeout: 1s\nadminListen: 127.0.0.1:{admin_port}\n",
+        "{}- {{name: gone, url: '{missing}'}}\n- {{name: stuck, url: '{stuck}'}}\n\
+         trustedProxyCidrs: [127.0.0.1/32]\nadminGroups: [ops]\n\
+         maxConnections: 4\nmaxStreamsPerUser: 2\nbodyReadTimeout: 1s\nadminListen: 127.0.0.1:{admin_port}\n",
         catalogue(&url)
     );
     let backend = Backend::start(plane, ns, &manifests, &extra).await;
@@ -186,6 +188,46 @@ async fn hostile_native_callers_are_refused_cheaply() {
             .expect("the oldest idle connection is closed to make room");
         assert!(matches!(closed, Ok(0) | Err(_)), "{path}: {closed:?}");
     }
+
+    // One user holds at most maxStreamsPerUser progress streams (each keeps its connection busy,
+    // never evicted as idle): the next is 429 before anything is read, and a closed one gives
+    // its slot back. A workspace that never schedules keeps its streams open.
+    let (status, launched) = backend.launch(alice, "stuck").await;
+    assert_eq!(status, 201, "{launched}");
+    let progress = format!(
+        "/api/v1/workspaces/{}/progress",
+        launched["name"].as_str().unwrap()
+    );
+    let follow = native_request("GET", &progress, &[("authorization", &bearer)], "");
+    let mut streams = Vec::new();
+    for _ in 0..2 {
+        let mut tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        tcp.write_all(follow.as_bytes()).await.unwrap();
+        let mut head = [0u8; 12];
+        tcp.read_exact(&mut head).await.unwrap();
+        assert_eq!(&head, b"HTTP/1.1 200", "a stream within the cap");
+        streams.push(tcp);
+    }
+    let answer = raw(port, &follow).await;
+    assert_eq!(
+        (status_of(&answer), json_body(&answer)["reason"].clone()),
+        (429, json!("TooManyStreams")),
+        "{answer}"
+    );
+    assert!(answer.contains("maxStreamsPerUser"), "{answer}");
+    drop(streams.pop());
+    outfit_test_support::wait::eventually(
+        "a closed stream's slot given back",
+        Duration::from_secs(20),
+        || async {
+            let mut tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+            tcp.write_all(follow.as_bytes()).await.unwrap();
+            let mut head = [0u8; 12];
+            tcp.read_exact(&mut head).await.ok()?;
+            (&head == b"HTTP/1.1 200").then_some(())
+        },
+    )
+    .await;
     backend.assert_running();
 }
 

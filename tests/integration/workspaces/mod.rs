@@ -16,6 +16,8 @@
 //! - `page`: the web page in headless Chromium;
 //! - `guards`: isolation, per-user limits and culling;
 //! - `stolen_token`: what the backend's identity may create, checked by the API server;
+//! - `safe_defaults`: a default install's token, Pod Security level and user namespaces, and
+//!   the webhook's device paths held to the install's list;
 //! - `stop_start`: workspaces that keep their state: stop, start, kubectl's edits, restarts;
 //! - `attacks`: hostile callers: huge tokens, slow bodies, connection floods, cross-site posts,
 //!   names that are paths, squatted names.
@@ -30,6 +32,7 @@ mod page;
 mod replicas;
 mod requests;
 mod resource;
+mod safe_defaults;
 mod session;
 mod stolen_token;
 mod stop_start;

@@ -153,7 +153,7 @@ async fn a_stolen_backend_token_cannot_create_what_owns_a_node() {
                 "root",
                 json!({"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}),
             ),
-            "the host paths the install allows: /dev/dri",
+            "may not mount the host path / (the host paths the install allows: /dev/dri)",
         ),
         (
             pod(

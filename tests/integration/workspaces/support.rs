@@ -349,13 +349,28 @@ pub(super) async fn least_privilege(
     system: &str,
     workspaces: &str,
 ) -> PathBuf {
-    let documents = crate::support::manifests(&[
+    least_privilege_with(plane, client, system, workspaces, &[]).await
+}
+
+/// As [`least_privilege`], with more `outfit manifests --workspaces` arguments
+/// (`--allowed-host-path`, say). A namespace that exists gets the printed one's labels (its Pod
+/// Security level).
+pub(super) async fn least_privilege_with(
+    plane: &ControlPlane,
+    client: &Client,
+    system: &str,
+    workspaces: &str,
+    extra: &[&str],
+) -> PathBuf {
+    let mut args = vec![
         "--workspaces",
         "--namespace",
         system,
         "--workspaces-namespace",
         workspaces,
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let documents = crate::support::manifests(&args);
     let plurals = [
         ("Namespace", "namespaces"),
         ("ServiceAccount", "serviceaccounts"),
@@ -390,8 +405,19 @@ pub(super) async fn least_privilege(
                 object["spec"]["policyName"] = Value::String(own);
             }
         }
-        match crate::control_plane::create(client, namespace, &resource, object).await {
+        match crate::control_plane::create(client, namespace, &resource, object.clone()).await {
             Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 && *kind == "Namespace" => {
+                let labels = json!({"metadata": {"labels": object["metadata"]["labels"]}});
+                Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+                    .patch(
+                        object["metadata"]["name"].as_str().unwrap(),
+                        &kube::api::PatchParams::default(),
+                        &kube::api::Patch::Merge(labels),
+                    )
+                    .await
+                    .expect("the printed namespace's labels");
+            }
             Err(kube::Error::Api(status)) if status.code == 409 => {}
             Err(error) => panic!("installing {kind}: {error}"),
         }

@@ -121,8 +121,9 @@ pub struct Config {
     /// outfit: how long in-flight requests get to finish once shutdown starts.
     pub shutdown_grace: Duration,
     /// outfit: the exposure of the API port to hostile callers: `maxConnections` (open at once;
-    /// the oldest idle one makes room), `bodyReadTimeout` (a request body must arrive within it)
-    /// and `allowedOrigins` (other sites whose pages may change workspaces).
+    /// the oldest idle one makes room), `maxStreamsPerUser` (progress streams one user holds
+    /// open at once), `bodyReadTimeout` (a request body must arrive within it) and
+    /// `allowedOrigins` (other sites whose pages may change workspaces).
     pub exposure: Exposure,
     /// outfit: serve the API over HTTPS with this certificate and key (PEM files, reloaded when
     /// they change); plain HTTP, as deic-dk, when unset.
@@ -136,6 +137,12 @@ pub struct Config {
     /// (for an identity provider whose names are one user whatever their case); off, such a
     /// name is refused, since Kubernetes user names are case-sensitive and owner ids are not.
     pub fold_user_case: bool,
+    /// outfit: `false` runs every workspace in a user namespace of its own (`hostUsers: false`,
+    /// Kubernetes 1.33+), root in the container without root on the node, unless its manifest
+    /// sets `hostUsers` itself. `true` (the default) leaves the pod as its manifest says: a user
+    /// namespace needs Linux 6.3+, a runtime that supports it, and idmapped mounts on every
+    /// volume's filesystem, which NFS, the default home, does not offer.
+    pub host_users: bool,
     /// outfit: the manifests the native API and the page offer.
     pub catalogue: Vec<CatalogueEntry>,
     /// outfit: workspaces are culled this long after they started, unless their manifest says
@@ -346,6 +353,7 @@ impl Config {
             shutdown_grace: s.shutdown_grace,
             exposure: Exposure {
                 max_connections: s.max_connections,
+                max_streams_per_user: s.max_streams_per_user,
                 body_read_timeout: s.body_read_timeout,
                 allowed_origins: s.allowed_origins,
             },
@@ -353,6 +361,7 @@ impl Config {
             trusted_proxy_cidrs: s.trusted_proxy_cidrs,
             admin_groups: s.admin_groups,
             fold_user_case: s.fold_user_case,
+            host_users: s.host_users,
             catalogue: s.catalogue,
             max_lifetime: s.max_lifetime,
             idle_timeout: s.idle_timeout,

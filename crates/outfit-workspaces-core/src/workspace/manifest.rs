@@ -110,7 +110,7 @@ pub fn prepare(
         spec.restart_policy = Some(config.default_restart_policy.clone());
     }
     apply_local_registry(spec, config);
-    crate::model::isolation::apply_pod_defaults(spec);
+    crate::model::isolation::apply_pod_defaults(spec, config.host_users);
     let needs_user_storage = check_volumes(spec)?;
     PodNeeds::read(&pod)?;
     Ok(Prepared {

@@ -7,6 +7,7 @@ use std::{net::SocketAddr, sync::Arc};
 
 use tokio_util::sync::CancellationToken;
 
+use super::streams::StreamSlots;
 use crate::{
     backend::Backend,
     io::{auth::Authenticator, metrics::Metrics},
@@ -20,16 +21,19 @@ pub struct Api {
     pub(super) auth: Authenticator,
     pub(super) peer: SocketAddr,
     pub(super) shutdown: CancellationToken,
+    pub(super) streams: StreamSlots,
 }
 
 impl Api {
-    /// The API for a connection from `peer`; progress streams end at `shutdown`.
+    /// The API for a connection from `peer`; progress streams end at `shutdown` and take a slot
+    /// of their user's in `streams` (shared by every connection).
     pub fn new(
         backend: Backend,
         metrics: Arc<Metrics>,
         auth: Authenticator,
         peer: SocketAddr,
         shutdown: CancellationToken,
+        streams: StreamSlots,
     ) -> Self {
         Self {
             backend,
@@ -37,6 +41,7 @@ impl Api {
             auth,
             peer,
             shutdown,
+            streams,
         }
     }
 }

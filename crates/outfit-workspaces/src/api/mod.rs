@@ -11,6 +11,7 @@ mod connection;
 mod native;
 mod request;
 mod sse;
+mod streams;
 mod web;
 
 use std::future::Future;
@@ -24,7 +25,7 @@ use hyper::{
 };
 
 use self::answer::{Answer, Body};
-pub use self::{compat::Route, connection::Api};
+pub use self::{compat::Route, connection::Api, streams::StreamSlots};
 
 /// An answer's body: whole, or a stream of events.
 pub type ResponseBody = Either<Full<Bytes>, sse::EventStream>;

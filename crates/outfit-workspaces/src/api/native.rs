@@ -12,6 +12,7 @@ use super::{
     connection::Api,
     request::{SYNC_WAIT, canonical, cross_site_refusal, parse, read_body},
     sse,
+    streams::StreamSlot,
 };
 use crate::{
     backend::{Launch, RequestError},
@@ -145,6 +146,13 @@ pub(super) fn request_failure(error: &RequestError) -> Answer {
     failure(status, reason, message)
 }
 
+/// The answer to a stream past the caller's `maxStreamsPerUser` (`cap`).
+fn too_many_streams(cap: usize) -> Answer {
+    let message =
+        format!("you have {cap} progress streams open (maxStreamsPerUser); close one or try again later");
+    failure(StatusCode::TOO_MANY_REQUESTS, "TooManyStreams", message)
+}
+
 /// Whether the query string sets the flag `name`: `name` or `name=true`, read with
 /// `form_urlencoded` as deic-dk's API reads its query (so `%XX` escapes are decoded).
 fn flag(query: &str, name: &str) -> bool {
@@ -254,6 +262,22 @@ impl Api {
         body: Option<&[u8]>,
     ) -> Result<Answer, RequestError> {
         let backend = &self.backend;
+        // A stream's slot is taken before anything is done: past the cap, a stop or delete
+        // asked with `follow` is not made either.
+        let streams = matches!(endpoint, Endpoint::Progress(_))
+            || (follow
+                && matches!(
+                    endpoint,
+                    Endpoint::Delete(_) | Endpoint::Stop(_) | Endpoint::Start(_)
+                ));
+        let slot = if streams {
+            match self.streams.take(identity.user.as_str()) {
+                Some(slot) => Some(slot),
+                None => return Ok(too_many_streams(self.streams.cap())),
+            }
+        } else {
+            None
+        };
         Ok(match endpoint {
             Endpoint::OpenApi => unreachable!("answered before authentication"),
             Endpoint::Me => ok(
@@ -288,9 +312,9 @@ impl Api {
             Endpoint::Get(name) => ok(StatusCode::OK, backend.workspace(identity, &name).await?),
             Endpoint::Delete(name) => {
                 let uid = backend.remove(identity, &name).await?;
-                if follow {
+                if let Some(slot) = slot {
                     // The delete's own stream: no window in which the pod could go unseen.
-                    let stream = sse::stream(backend.clone(), name, uid, self.shutdown.clone());
+                    let stream = sse::stream(backend.clone(), (name, uid), slot, self.shutdown.clone());
                     Answer {
                         status: StatusCode::OK,
                         body: Body::Events(stream),
@@ -301,15 +325,16 @@ impl Api {
             }
             Endpoint::Stop(name) => {
                 let uid = backend.stop(identity, &name).await?;
-                self.accepted(name, uid, follow, "stopping")
+                self.accepted(name, uid, slot, "stopping")
             }
             Endpoint::Start(name) => {
                 let uid = backend.start(identity, &name).await?;
-                self.accepted(name, uid, follow, "starting")
+                self.accepted(name, uid, slot, "starting")
             }
             Endpoint::Progress(name) => {
                 let uid = backend.follow(identity, &name).await?;
-                let stream = sse::stream(backend.clone(), name, uid, self.shutdown.clone());
+                let slot = slot.expect("a progress stream takes a slot");
+                let stream = sse::stream(backend.clone(), (name, uid), slot, self.shutdown.clone());
                 Answer {
                     status: StatusCode::OK,
                     body: Body::Events(stream),
@@ -327,16 +352,16 @@ impl Api {
 }
 
 impl Api {
-    /// The answer to a stop or start of `name` (`doing`): 202, or with `follow`, the progress of
-    /// its pod `uid` (going, or starting) when it has one.
-    fn accepted(&self, name: String, uid: Option<String>, follow: bool, doing: &str) -> Answer {
-        match uid {
-            Some(uid) if follow => Answer {
+    /// The answer to a stop or start of `name` (`doing`): 202, or when followed (a stream's
+    /// `slot`), the progress of its pod `uid` (going, or starting) when it has one.
+    fn accepted(&self, name: String, uid: Option<String>, slot: Option<StreamSlot>, doing: &str) -> Answer {
+        match (uid, slot) {
+            (Some(uid), Some(slot)) => Answer {
                 status: StatusCode::OK,
                 body: Body::Events(sse::stream(
                     self.backend.clone(),
-                    name,
-                    uid,
+                    (name, uid),
+                    slot,
                     self.shutdown.clone(),
                 )),
             },

@@ -14,6 +14,7 @@ use hyper::body::Frame;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::streams::StreamSlot;
 use crate::{backend::Backend, workspace::progress::Report};
 
 /// How often a quiet stream sends a comment.
@@ -45,15 +46,17 @@ fn event(name: &str, report: &Report) -> Bytes {
     Bytes::from(format!("event: {name}\ndata: {json}\n\n"))
 }
 
-/// The progress of the pod `name` with `uid`, until it is final, the client goes, or `shutdown`.
+/// The progress of the pod `name` with `uid`, until it is final, the client goes, or `shutdown`;
+/// `slot` is its user's until then.
 pub(super) fn stream(
     backend: Backend,
-    name: String,
-    uid: String,
+    (name, uid): (String, String),
+    slot: StreamSlot,
     shutdown: CancellationToken,
 ) -> EventStream {
     let (sender, events) = mpsc::channel(16);
     tokio::spawn(async move {
+        let _slot = slot;
         let mut changes = backend.changes();
         let mut last: Option<Report> = None;
         loop {

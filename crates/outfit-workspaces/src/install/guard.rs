@@ -9,7 +9,7 @@
 //! outfit's own policies add is held to the same rules.
 
 use outfit_k8s::component::Component;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 /// Names of the policy and its binding.
 pub const NAME: &str = "outfit-workspaces-guard";
@@ -51,6 +51,98 @@ pub fn check_capability(name: &str) -> Result<String, String> {
     }
 }
 
+/// A Pod Security Standards level, enforced on the workspace namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PodSecurity {
+    Privileged,
+    Baseline,
+    Restricted,
+}
+
+impl PodSecurity {
+    /// Its name, as the namespace label and `--workspaces-pod-security` take it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PodSecurity::Privileged => "privileged",
+            PodSecurity::Baseline => "baseline",
+            PodSecurity::Restricted => "restricted",
+        }
+    }
+
+    /// The level named `name`.
+    pub fn parse(name: &str) -> Result<PodSecurity, String> {
+        [
+            PodSecurity::Privileged,
+            PodSecurity::Baseline,
+            PodSecurity::Restricted,
+        ]
+        .into_iter()
+        .find(|level| level.name() == name)
+        .ok_or_else(|| "privileged, baseline or restricted".to_owned())
+    }
+}
+
+/// The capabilities Pod Security's `baseline` lets a container add.
+const BASELINE_CAPABILITIES: &[&str] = &[
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+];
+
+/// The level the workspace namespace enforces: `requested`, or by default `baseline` (no
+/// privileged container, host namespace, port or path; workspaces run as their images say, root
+/// included), `privileged` where the install allows a host path or a capability `baseline`
+/// refuses, since the namespace label would refuse every pod that uses them; the guard above
+/// still holds those pods to what is listed. A stricter level that would refuse what is allowed
+/// is an error.
+pub fn pod_security(requested: Option<PodSecurity>, allowed: &Allowed) -> Result<PodSecurity, String> {
+    // The strictest level that admits everything allowed, and what stops a stricter one.
+    let beyond = |permitted: &[&str]| {
+        allowed.host_paths.first().or_else(|| {
+            allowed
+                .capabilities
+                .iter()
+                .find(|c| !permitted.contains(&c.as_str()))
+        })
+    };
+    let (admits, stopper) = match (beyond(BASELINE_CAPABILITIES), beyond(&["NET_BIND_SERVICE"])) {
+        (Some(what), _) => (PodSecurity::Privileged, Some(what)),
+        (None, Some(what)) => (PodSecurity::Baseline, Some(what)),
+        (None, None) => (PodSecurity::Restricted, None),
+    };
+    match (requested, stopper) {
+        (None, _) => Ok(admits.min(PodSecurity::Baseline)),
+        (Some(level), Some(what)) if level > admits => Err(format!(
+            "Pod Security's {} level refuses every pod using {what}, which the install allows; \
+             choose {} or leave --workspaces-pod-security out (the guard still holds pods to what is allowed)",
+            level.name(),
+            admits.name()
+        )),
+        (Some(level), _) => Ok(level),
+    }
+}
+
+/// The workspace namespace, `level` enforced; audited and warned at `baseline` at least, so that
+/// a privileged namespace still shows what goes past it.
+pub fn workspace_namespace(name: &str, level: PodSecurity) -> Value {
+    let shown = level.max(PodSecurity::Baseline);
+    let labels: Map<String, Value> = [("enforce", level), ("audit", shown), ("warn", shown)]
+        .into_iter()
+        .map(|(mode, level)| (format!("pod-security.kubernetes.io/{mode}"), json!(level.name())))
+        .collect();
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
+}
+
 /// `items` as a CEL list of strings.
 fn cel_list(items: &[String]) -> String {
     let quoted: Vec<String> = items.iter().map(|item| format!("'{item}'")).collect();
@@ -65,6 +157,24 @@ pub fn objects(backend: &Component<'_>, allowed: &Allowed) -> [Value; 2] {
     let capabilities = cel_list(&allowed.capabilities);
     let root = allowed.nfs_storage_root.trim_end_matches('/');
     let pod = "request.resource.resource != 'pods'";
+    let host_path_allowed = format!(
+        "(!v.hostPath.path.split('/').exists(s, s == '..' || s == '.') && {host_paths}.exists(p, v.hostPath.path == p || v.hostPath.path.startsWith(p + '/')))"
+    );
+    // The refusal names the paths refused, what is allowed, and the policies that changed the
+    // pod (outfit's record, `outfit.dev/mutated-by`): a path a PodPolicy added is the policy's
+    // doing, not the user's.
+    let listed = if allowed.host_paths.is_empty() {
+        "none".to_owned()
+    } else {
+        allowed.host_paths.join(", ")
+    };
+    // outfit_core::record::ANNOTATION, which the webhook writes (this crate does not link it).
+    let record = "outfit.dev/mutated-by";
+    let host_path_message = format!(
+        "'the workspace backend may not mount the host path ' + object.spec.volumes.filter(v, has(v.hostPath) && !{host_path_allowed}).map(v, v.hostPath.path).join(', ') \
+         + ' (the host paths the install allows: {listed})' \
+         + (has(object.metadata.annotations) && '{record}' in object.metadata.annotations ? '; the pod was changed by ' + object.metadata.annotations['{record}'] : '')"
+    );
     let validations = json!([
         {"expression": format!("{pod} || variables.containers.all(c, !has(c.securityContext) || !has(c.securityContext.privileged) || !c.securityContext.privileged)"),
          "message": "the workspace backend may not create privileged containers", "reason": "Forbidden"},
@@ -74,8 +184,8 @@ pub fn objects(backend: &Component<'_>, allowed: &Allowed) -> [Value; 2] {
          "message": "the workspace backend may not create pods with host ports", "reason": "Forbidden"},
         {"expression": format!("{pod} || variables.containers.all(c, !has(c.securityContext) || !has(c.securityContext.capabilities) || !has(c.securityContext.capabilities.add) || c.securityContext.capabilities.add.all(a, a in {capabilities}))"),
          "messageExpression": format!("'the workspace backend may add only the capabilities the install allows: ' + {capabilities}.join(', ')"), "reason": "Forbidden"},
-        {"expression": format!("{pod} || !has(object.spec.volumes) || object.spec.volumes.all(v, !has(v.hostPath) || (!v.hostPath.path.split('/').exists(s, s == '..' || s == '.') && {host_paths}.exists(p, v.hostPath.path == p || v.hostPath.path.startsWith(p + '/'))))"),
-         "messageExpression": format!("'the workspace backend may mount only the host paths the install allows: ' + {host_paths}.join(', ')"), "reason": "Forbidden"},
+        {"expression": format!("{pod} || !has(object.spec.volumes) || object.spec.volumes.all(v, !has(v.hostPath) || {host_path_allowed})"),
+         "messageExpression": host_path_message, "reason": "Forbidden"},
         {"expression": format!("request.resource.resource != 'persistentvolumes' || (has(object.spec.nfs) && object.spec.nfs.path.startsWith('{root}/') && !object.spec.nfs.path.split('/').exists(s, s == '..' || s == '.'))"),
          "message": format!("the workspace backend may create only NFS PersistentVolumes under {root}"), "reason": "Forbidden"},
     ]);
@@ -147,5 +257,38 @@ mod tests {
         assert!(text.contains("startsWith('/tank/storage/')"), "{text}");
         assert_eq!(binding["spec"]["policyName"], policy["metadata"]["name"]);
         assert_eq!(binding["spec"]["validationActions"], json!(["Deny"]));
+    }
+
+    #[test]
+    fn the_workspace_namespace_enforces_baseline_unless_what_is_allowed_needs_less() {
+        let none = Allowed::default();
+        assert_eq!(pod_security(None, &none), Ok(PodSecurity::Baseline));
+        assert_eq!(
+            pod_security(Some(PodSecurity::Restricted), &none),
+            Ok(PodSecurity::Restricted)
+        );
+        let device = Allowed {
+            host_paths: vec!["/dev/dri".to_owned()],
+            ..Allowed::default()
+        };
+        // baseline refuses every hostPath volume: the guard alone holds them to the list.
+        assert_eq!(pod_security(None, &device), Ok(PodSecurity::Privileged));
+        let error = pod_security(Some(PodSecurity::Baseline), &device).unwrap_err();
+        assert!(
+            error.contains("/dev/dri") && error.contains("privileged"),
+            "{error}"
+        );
+        let chown = Allowed {
+            capabilities: vec!["CHOWN".to_owned()],
+            ..Allowed::default()
+        };
+        assert_eq!(pod_security(None, &chown), Ok(PodSecurity::Baseline));
+        assert!(pod_security(Some(PodSecurity::Restricted), &chown).is_err());
+        let namespace = workspace_namespace("pods", PodSecurity::Privileged);
+        let labels = &namespace["metadata"]["labels"];
+        assert_eq!(labels["pod-security.kubernetes.io/enforce"], "privileged");
+        assert_eq!(labels["pod-security.kubernetes.io/warn"], "baseline");
+        assert_eq!(PodSecurity::parse("restricted"), Ok(PodSecurity::Restricted));
+        assert!(PodSecurity::parse("strict").is_err());
     }
 }

@@ -5,8 +5,10 @@
 //! Deployment (replicas spread over nodes), Service and PodDisruptionBudget, and its own share of
 //! the API server (API Priority and Fairness: a FlowSchema and a priority level); and the
 //! ValidatingAdmissionPolicy that holds what its identity creates to what a workspace needs
-//! ([`guard`]).
+//! ([`guard`]), with the workspace namespace's Pod Security level; and who may reach its API
+//! ([`access`]: deic-dk's API token, the NetworkPolicy).
 
+pub mod access;
 pub mod guard;
 
 use outfit_k8s::component::{self, Component, Scope, Workload};
@@ -31,6 +33,10 @@ pub struct InstallOptions {
     pub priority_class: Option<String>,
     /// What the pods and PersistentVolumes the backend creates may hold ([`guard`]).
     pub allowed: guard::Allowed,
+    /// The Pod Security level the workspace namespace enforces ([`guard::pod_security`]).
+    pub pod_security: guard::PodSecurity,
+    /// Who may reach the API and admin ports ([`access`]).
+    pub access: access::Access,
 }
 
 /// Name of the backend's objects.
@@ -52,22 +58,27 @@ fn component_of(options: &InstallOptions) -> Component<'_> {
 pub fn objects(options: &InstallOptions) -> Vec<Value> {
     let backend = component_of(options);
     let mut objects = vec![crate::resource::crd()];
-    // outfit's namespace enforces Pod Security's `restricted`, unless the workspaces run there
-    // too (an accepted risk), where their manifests decide what they need.
+    // outfit's namespace enforces Pod Security's `restricted`, the workspaces' their own level,
+    // unless the workspaces run in outfit's (an accepted risk), where their manifests decide.
     if options.workspace_namespace == options.namespace {
         objects.push(component::namespace(&options.namespace));
     } else {
         objects.push(component::restricted_namespace(&options.namespace));
-        objects.push(component::namespace(&options.workspace_namespace));
+        objects.push(guard::workspace_namespace(
+            &options.workspace_namespace,
+            options.pod_security,
+        ));
     }
     objects.extend(rbac(options));
     objects.extend(guard::objects(&backend, &options.allowed));
     if options.flow_schema {
         objects.extend(flow_control(options));
     }
+    objects.extend(options.access.secret(&backend));
     objects.push(config_map(options));
     objects.push(deployment(options));
     objects.push(backend.service("api", 80));
+    objects.push(options.access.network_policy(&backend, "api", "admin"));
     objects.extend(backend.disruption_budget(options.replicas));
     objects
 }
@@ -168,11 +179,11 @@ fn config_map(options: &InstallOptions) -> Value {
          backendNamespace: {backend}\n\
          listen: 0.0.0.0:{API_PORT}\n\
          adminListen: 0.0.0.0:{ADMIN_PORT}\n\
-         # Callers the API answers (the frontend's network); loopback alone answers nobody in a pod.\n\
-         allowedSourceCidrs: [\"10.0.0.0/8\", \"127.0.0.0/8\"]\n\
+         {access}\
          ingressDomain: \"\"\n",
         ns = options.workspace_namespace,
         backend = options.namespace,
+        access = options.access.config_lines(),
     );
     json!({
         "apiVersion": "v1", "kind": "ConfigMap",
@@ -188,7 +199,7 @@ fn deployment(options: &InstallOptions) -> Value {
         args: [
             "workspaces",
             "--config",
-            "/etc/outfit-workspaces/config.yaml",
+            &format!("{}/config.yaml", access::CONFIG_DIR),
             "--log-format",
             "json",
         ]
@@ -204,11 +215,7 @@ fn deployment(options: &InstallOptions) -> Value {
         // at the peak of that queue (BENCHMARKS.md, "Workspace backend at scale").
         memory_limit: "512Mi",
         priority_class: options.priority_class.as_deref(),
-        volume: Some((
-            "config",
-            "/etc/outfit-workspaces",
-            json!({"configMap": {"name": NAME}}),
-        )),
+        volume: Some(("config", access::CONFIG_DIR, options.access.config_volume(NAME))),
     })
 }
 
@@ -227,6 +234,14 @@ mod tests {
             allowed: guard::Allowed {
                 nfs_storage_root: "/tank/storage".to_owned(),
                 ..guard::Allowed::default()
+            },
+            pod_security: guard::PodSecurity::Baseline,
+            access: access::Access {
+                token: access::ApiToken::Generated("s3cret".to_owned()),
+                frontend_namespaces: vec!["portal".to_owned()],
+                frontend_cidrs: Vec::new(),
+                ingress_namespaces: vec!["ingress-nginx".to_owned()],
+                monitoring_namespaces: Vec::new(),
             },
         }
     }
@@ -274,16 +289,16 @@ mod tests {
         assert_eq!(find("Deployment")["metadata"]["namespace"], "outfit-system");
         let kinds: Vec<_> = objects.iter().map(|o| o["kind"].as_str().unwrap()).collect();
         assert_eq!(kinds.iter().filter(|k| **k == "Namespace").count(), 2);
-        // outfit's namespace is restricted; the workspaces' is left to their manifests.
-        let restricted = |name: &str| {
+        // outfit's namespace is restricted; the workspaces' enforces its own level.
+        let enforced = |name: &str| {
             let namespace = objects
                 .iter()
                 .find(|o| o["kind"] == "Namespace" && o["metadata"]["name"] == name)
                 .unwrap();
-            namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+            namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"].clone()
         };
-        assert!(restricted("outfit-system"));
-        assert!(!restricted("sciencedata"));
+        assert_eq!(enforced("outfit-system"), "restricted");
+        assert_eq!(enforced("sciencedata"), "baseline");
     }
 
     #[test]
@@ -319,17 +334,43 @@ mod tests {
 
     #[test]
     fn the_config_map_holds_a_config_the_backend_reads() {
-        let map = config_map(&options());
+        let printed = objects(&options());
+        let map = the(&printed, "ConfigMap");
         let dir = std::env::temp_dir().join(format!("outfit-install-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
+        // The pod's config directory as the Deployment mounts it: the ConfigMap and the Secret's
+        // token side by side.
+        let secret = the(&printed, "Secret");
+        let token = secret["stringData"][access::TOKEN_KEY].as_str().unwrap();
+        std::fs::write(dir.join(access::TOKEN_KEY), token).unwrap();
+        let text = map["data"]["config.yaml"].as_str().unwrap();
+        let text = text.replace(access::CONFIG_DIR, dir.to_str().unwrap());
         let path = dir.join("config.yaml");
-        std::fs::write(&path, map["data"]["config.yaml"].as_str().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
         let (config, warnings) = crate::Config::load(Some(&path), |_| None).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(warnings.is_empty());
         assert_eq!(config.namespace, "sciencedata");
         assert_eq!(config.network.backend_namespace, "outfit-system");
         assert_eq!(config.listen.port(), API_PORT);
+        // deic-dk's API takes the Secret's token, and only from loopback until the frontend's
+        // networks are named.
+        assert_eq!(config.bearer_token.as_deref(), Some("s3cret"));
+        let cidrs: Vec<String> = config
+            .allowed_source_cidrs
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(cidrs, ["127.0.0.0/8"]);
+        let pod = &the(&printed, "Deployment")["spec"]["template"]["spec"];
+        let sources = &pod["volumes"][0]["projected"]["sources"];
+        assert_eq!(sources[0]["configMap"]["name"], map["metadata"]["name"]);
+        assert_eq!(sources[1]["secret"]["name"], secret["metadata"]["name"]);
+        assert_eq!(
+            pod["containers"][0]["volumeMounts"][0]["mountPath"],
+            access::CONFIG_DIR
+        );
+        assert!(printed.iter().any(|o| o["kind"] == "NetworkPolicy"));
     }
 
     /// The verbs of `resource` in `group` that `role` grants.

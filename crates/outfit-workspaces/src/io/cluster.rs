@@ -72,7 +72,9 @@ impl ClusterError {
     }
 
     /// What a caller is told: the step and the API server's verdict, without kube-rs's dump of
-    /// the error or the URLs it reached (the log keeps those).
+    /// the error or the URLs it reached (the log keeps those). The verdict is kept whole up to
+    /// 1,000 characters: an admission policy's refusal names the policy, the rule and, for the
+    /// install's guard, the webhook's policies that changed the pod.
     pub fn public_message(&self) -> String {
         match &self.source {
             kube::Error::Api(status) if status.code < 500 => format!(
@@ -80,7 +82,7 @@ impl ClusterError {
                 self.action,
                 status.code,
                 status.reason,
-                truncate(status.message.clone(), 300)
+                truncate(status.message.clone(), 1000)
             ),
             kube::Error::Api(status) => format!(
                 "{}: the API server failed ({} {}); try again",

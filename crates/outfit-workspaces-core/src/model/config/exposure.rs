@@ -8,6 +8,9 @@ use std::time::Duration;
 pub struct Exposure {
     /// Connections open at once, at most.
     pub max_connections: usize,
+    /// Progress streams one user may hold open at once: a stream is busy, never evicted as idle
+    /// at the connection cap, so without this one user could hold every connection.
+    pub max_streams_per_user: usize,
     /// How long a request body may take to arrive.
     pub body_read_timeout: Duration,
     /// Origins (`https://portal.example.org`) besides the API's own whose pages may send

@@ -78,6 +78,8 @@ pub(super) struct Settings {
     pub(super) shutdown_grace: Duration,
     #[serde(deserialize_with = "size")]
     pub(super) max_connections: usize,
+    #[serde(deserialize_with = "size")]
+    pub(super) max_streams_per_user: usize,
     #[serde(deserialize_with = "duration")]
     pub(super) body_read_timeout: Duration,
     #[serde(deserialize_with = "origins")]
@@ -92,6 +94,8 @@ pub(super) struct Settings {
     pub(super) admin_groups: Vec<String>,
     #[serde(deserialize_with = "boolean")]
     pub(super) fold_user_case: bool,
+    #[serde(deserialize_with = "boolean")]
+    pub(super) host_users: bool,
     #[serde(deserialize_with = "list")]
     pub(super) catalogue: Vec<CatalogueEntry>,
     #[serde(deserialize_with = "optional_duration")]
@@ -233,6 +237,7 @@ impl Default for Settings {
             max_creates_in_flight: 256,
             shutdown_grace: Duration::from_secs(15),
             max_connections: 1024,
+            max_streams_per_user: 16,
             body_read_timeout: Duration::from_secs(30),
             allowed_origins: Vec::new(),
             tls_cert_file: String::new(),
@@ -240,6 +245,7 @@ impl Default for Settings {
             trusted_proxy_cidrs: Vec::new(),
             admin_groups: Vec::new(),
             fold_user_case: false,
+            host_users: true,
             catalogue: Vec::new(),
             max_lifetime: None,
             idle_timeout: None,

@@ -119,6 +119,7 @@ fn bad_values_name_the_key_and_where_they_came_from() {
         ("tlsCertFile: /tls.crt", "tlsKeyFile", "both"),
         ("allowedOrigins: [portal.example.org]", "allowedOrigins", "origin"),
         ("maxConnections: 0", "maxConnections", "positive"),
+        ("maxStreamsPerUser: 0", "maxStreamsPerUser", "positive"),
         ("bodyReadTimeout: 5", "bodyReadTimeout", "unit"),
     ];
     for (text, key, hint) in cases {
@@ -293,6 +294,7 @@ fn each_default_is_the_documented_text() {
         ("maxCreatesInFlight", "256"),
         ("shutdownGrace", "15s"),
         ("maxConnections", "1024"),
+        ("maxStreamsPerUser", "16"),
         ("bodyReadTimeout", "30s"),
         ("allowedOrigins", "[]"),
         ("tlsCertFile", ""),
@@ -300,6 +302,7 @@ fn each_default_is_the_documented_text() {
         ("trustedProxyCidrs", "[]"),
         ("adminGroups", "[]"),
         ("foldUserCase", "false"),
+        ("hostUsers", "true"),
         ("catalogue", "[]"),
         ("maxLifetime", ""),
         ("idleTimeout", ""),
