@@ -16,7 +16,7 @@ use super::ClusterBackend;
 use crate::{
     backend::request::{Created, RequestError},
     io::{cache::OWN_WRITE_VISIBLE, calls::ClusterCalls, cluster::ClusterError},
-    model::{keys, names, user::UserId},
+    model::{config::StorageStrategy, keys, names, user::UserId},
     resource::{Workspace, WorkspaceSpec, reconcile::owner_reference},
     workspace::{
         manifest::{self, Prepared, Requester},
@@ -87,19 +87,20 @@ impl<C: ClusterCalls> ClusterBackend<C> {
         let user = requester.user;
         let deadline = Timestamp::now() + self.config.timeout_create;
         let deadline_text = deadline.to_string();
-        let storage_claim = if prepared.needs_user_storage {
-            // Until the pod exists, only this mark keeps the storage sweep away; once it exists,
-            // the pod does, so the mark need not last to the deadline (which would hold unused
-            // storage that long after a quick delete).
-            let wanted_until = (Timestamp::now() + STORAGE_WANTED).to_string();
-            self.ensure_storage(requester, &wanted_until).await?
-        } else {
-            String::new()
-        };
+        let storage_claim =
+            if prepared.needs_user_storage && self.config.storage_strategy != StorageStrategy::Ephemeral {
+                // Until the pod exists, only this mark keeps the storage sweep away; once it exists,
+                // the pod does, so the mark need not last to the deadline (which would hold unused
+                // storage that long after a quick delete).
+                let wanted_until = (Timestamp::now() + STORAGE_WANTED).to_string();
+                Some(self.ensure_storage(requester, &wanted_until).await?)
+            } else {
+                None
+            };
         let placed = |name: &str| {
             let placement = manifest::Placement {
                 name,
-                storage_claim: &storage_claim,
+                storage_claim: storage_claim.as_deref(),
                 deadline: &deadline_text,
                 manifest_url: url,
             };
