@@ -175,7 +175,8 @@ pub(crate) struct ManifestsArgs {
     /// With --workspaces: where homes live (the config's `storageStrategy`): `nfs` (a volume on
     /// the silo under --nfs-storage-root, deic-dk's), `per-user` (a claim per user from
     /// --storage-class, provisioned by the cluster: the backend gets no rights on
-    /// PersistentVolumes), `ephemeral` (an emptyDir).
+    /// PersistentVolumes), `per-workspace` (a claim per workspace, going with it), `ephemeral`
+    /// (an emptyDir).
     #[arg(long, value_name = "STRATEGY", default_value = "nfs", value_parser = StorageStrategy::parse, requires = "workspaces")]
     storage_strategy: StorageStrategy,
 
@@ -321,7 +322,9 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
                 .clone()
                 .unwrap_or_else(|| match args.storage_strategy {
                     StorageStrategy::Nfs => "nfs".to_owned(),
-                    StorageStrategy::PerUser | StorageStrategy::Ephemeral => String::new(),
+                    StorageStrategy::PerUser | StorageStrategy::PerWorkspace | StorageStrategy::Ephemeral => {
+                        String::new()
+                    }
                 }),
         })
     } else {

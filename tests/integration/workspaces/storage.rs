@@ -9,6 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::{Api, Client, api::ListParams};
 use outfit_test_support::provisioner;
+use serde_json::json;
 
 use super::support::*;
 use crate::control_plane::ControlPlane;
@@ -144,4 +145,92 @@ async fn an_ephemeral_home_is_an_empty_dir_and_makes_no_claim() {
     let home = volumes.iter().find(|v| v.name == "sciencedata").unwrap();
     assert!(home.empty_dir.is_some(), "{home:?}");
     assert!(claims(&client, ns).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_workspace_home_lives_and_goes_with_its_workspace() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-per-workspace";
+    namespace(&client, ns).await;
+    provisioner::ensure(plane).await;
+    let manifests = Manifests::start().await;
+    let notebook = manifests.put("notebook.yaml", &JUPYTER.replace("TOKEN_KEY", "none"));
+    let kubeconfig = least_privilege_with(
+        plane,
+        &client,
+        "ws-per-workspace-system",
+        ns,
+        &[
+            "--storage-strategy",
+            "per-workspace",
+            "--storage-class",
+            provisioner::CLASS,
+        ],
+    )
+    .await;
+    let extra = format!(
+        "storageStrategy: per-workspace\nstorageClassName: {}\n\
+         catalogue: [{{name: notebook, url: '{notebook}'}}]\ntrustedProxyCidrs: [127.0.0.1/32]\n",
+        provisioner::CLASS
+    );
+    let backend = Backend::start_as(plane, ns, &manifests, &extra, kubeconfig).await;
+    let jana = Caller::Proxy("jana", "staff");
+
+    let (status, launched) = backend.launch(jana, "notebook").await;
+    assert_eq!(status, 201, "{launched}");
+    let name = launched["name"].as_str().unwrap().to_owned();
+    backend.follow_to_ready(jana, &name).await;
+    let [home] = <[PersistentVolumeClaim; 1]>::try_from(claims(&client, ns).await).expect("one claim");
+    assert_eq!(
+        home.metadata.name.as_deref(),
+        Some(format!("{name}-home").as_str())
+    );
+    let owner = &home.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Workspace", name.as_str())
+    );
+
+    // A stop and a start keep it; the delete of the Workspace takes it.
+    let path = format!("/api/v1/workspaces/{name}");
+    let (status, _) = backend.call(jana, "POST", &format!("{path}/stop"), None).await;
+    assert_eq!(status, 202);
+    let (status, _) = backend.call(jana, "POST", &format!("{path}/start"), None).await;
+    assert_eq!(status, 202);
+    backend.follow_to_ready(jana, &name).await;
+    assert_eq!(
+        claims(&client, ns).await.iter().map(uid).collect::<Vec<_>>(),
+        [uid(&home)]
+    );
+    let (status, _) = backend.call(jana, "DELETE", &path, None).await;
+    assert_eq!(status, 202);
+    outfit_test_support::wait::eventually(
+        "the home gone with its Workspace",
+        Duration::from_secs(60),
+        || async { claims(&client, ns).await.is_empty().then_some(()) },
+    )
+    .await;
+
+    // deic-dk's API: no Workspace, so the pod owns its home and takes it.
+    let (status, created) = backend
+        .post(
+            "/create_pod",
+            json!({"yaml_url": notebook, "user_id": "jana@x.dk"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{created}");
+    let pod_name = created["pod_name"].as_str().unwrap().to_owned();
+    let watch = json!({"user_id": "jana@x.dk", "pod_name": pod_name});
+    assert_eq!(
+        backend.post("/watch_create_pod", watch.clone()).await,
+        (200, json!({"ready": true}))
+    );
+    let [home] = <[PersistentVolumeClaim; 1]>::try_from(claims(&client, ns).await).expect("one claim");
+    assert_eq!(home.metadata.owner_references.as_ref().unwrap()[0].kind, "Pod");
+    assert_eq!(backend.post("/delete_pod", watch.clone()).await.0, 200);
+    outfit_test_support::wait::eventually("the home gone with its pod", Duration::from_secs(60), || async {
+        claims(&client, ns).await.is_empty().then_some(())
+    })
+    .await;
 }

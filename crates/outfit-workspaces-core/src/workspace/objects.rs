@@ -150,6 +150,66 @@ pub fn ingress(pod: &Pod, owner: &OwnerReference, port: i32, config: &Config) ->
     }
 }
 
+/// A claim the class's provisioner fills (`per-user` and `per-workspace` homes), marked with its
+/// strategy: `storageSize`, `storageAccessModes`, `storageClassName` (the cluster's default class
+/// when empty).
+fn provisioned(
+    mut metadata: ObjectMeta,
+    strategy: StorageStrategy,
+    config: &Config,
+) -> PersistentVolumeClaim {
+    metadata.annotations.get_or_insert_with(BTreeMap::new).insert(
+        keys::ANNOTATION_STORAGE_STRATEGY.to_owned(),
+        strategy.name().to_owned(),
+    );
+    PersistentVolumeClaim {
+        metadata,
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(config.storage_access_modes.clone()),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(BTreeMap::from([(
+                    "storage".to_owned(),
+                    Quantity(config.storage_size.clone()),
+                )])),
+                limits: None,
+            }),
+            storage_class_name: (!config.storage_class_name.is_empty())
+                .then(|| config.storage_class_name.clone()),
+            ..PersistentVolumeClaimSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// The home of workspace `name` under `storageStrategy: per-workspace`: a provisioned claim
+/// owned by `owner` (its Workspace, or for deic-dk's API its pod), which takes it with it. Not
+/// the owner's controller: the Workspace controls its pod alone.
+pub fn workspace_home(
+    name: &str,
+    user: &UserId,
+    owner: &OwnerReference,
+    config: &Config,
+) -> PersistentVolumeClaim {
+    let metadata = ObjectMeta {
+        name: Some(names::home_claim(name)),
+        labels: Some(BTreeMap::from([
+            (keys::LABEL_USER.to_owned(), names::label_value(user.name())),
+            (keys::LABEL_DOMAIN.to_owned(), names::label_value(user.domain())),
+            (keys::LABEL_MANAGED_BY.to_owned(), keys::MANAGED_BY.to_owned()),
+        ])),
+        annotations: Some(BTreeMap::from([(
+            keys::ANNOTATION_USER_ID.to_owned(),
+            user.as_str().to_owned(),
+        )])),
+        owner_references: Some(vec![OwnerReference {
+            controller: None,
+            ..owner.clone()
+        }]),
+        ..ObjectMeta::default()
+    };
+    provisioned(metadata, StorageStrategy::PerWorkspace, config)
+}
+
 /// Where a user's storage lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Storage {
@@ -251,28 +311,7 @@ impl Storage {
     /// volume. Marked with its strategy, so that the sweep keeps it after the user's last
     /// workspace.
     pub fn provisioned_claim(&self, user: &UserId, config: &Config) -> PersistentVolumeClaim {
-        let mut metadata = self.metadata(user);
-        metadata.annotations.get_or_insert_with(BTreeMap::new).insert(
-            keys::ANNOTATION_STORAGE_STRATEGY.to_owned(),
-            StorageStrategy::PerUser.name().to_owned(),
-        );
-        PersistentVolumeClaim {
-            metadata,
-            spec: Some(PersistentVolumeClaimSpec {
-                access_modes: Some(config.storage_access_modes.clone()),
-                resources: Some(VolumeResourceRequirements {
-                    requests: Some(BTreeMap::from([(
-                        "storage".to_owned(),
-                        Quantity(config.storage_size.clone()),
-                    )])),
-                    limits: None,
-                }),
-                storage_class_name: (!config.storage_class_name.is_empty())
-                    .then(|| config.storage_class_name.clone()),
-                ..PersistentVolumeClaimSpec::default()
-            }),
-            status: None,
-        }
+        provisioned(self.metadata(user), StorageStrategy::PerUser, config)
     }
 
     /// Whether an existing PV is this user's: made for the same id (by outfit) or, for a PV

@@ -194,7 +194,7 @@ fn config_map(options: &InstallOptions) -> Value {
          adminListen: 0.0.0.0:{ADMIN_PORT}\n\
          {access}\
          ingressDomain: \"\"\n\
-         # Where homes live: nfs (a volume on the silo), per-user (a claim from the class), ephemeral.\n\
+         # Where homes live: nfs (a volume on the silo), per-user, per-workspace (claims of the class), ephemeral.\n\
          storageStrategy: {strategy}\n\
          storageClassName: {class:?}\n",
         ns = options.workspace_namespace,

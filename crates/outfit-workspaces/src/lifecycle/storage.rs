@@ -44,12 +44,15 @@ fn is_unused(claim: &PersistentVolumeClaim, users_with_pods: &HashSet<&str>, now
         return false;
     }
     // A `per-user` home is kept after its user's last workspace, as zero-to-jupyterhub keeps
-    // its claims: removed only when asked.
-    if claim
+    // its claims: removed only when asked. A `per-workspace` home goes with its owner (the
+    // garbage collector's doing).
+    let strategy = claim
         .annotations()
         .get(keys::ANNOTATION_STORAGE_STRATEGY)
-        .map(String::as_str)
-        == Some(StorageStrategy::PerUser.name())
+        .map(String::as_str);
+    if [StorageStrategy::PerUser, StorageStrategy::PerWorkspace]
+        .iter()
+        .any(|kept| strategy == Some(kept.name()))
     {
         return false;
     }

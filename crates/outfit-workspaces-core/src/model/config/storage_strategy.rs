@@ -11,6 +11,10 @@ pub enum StorageStrategy {
     /// provisioned: outfit writes no PersistentVolume. Kept after the user's last workspace goes,
     /// as zero-to-jupyterhub keeps its claims; removed only when asked.
     PerUser,
+    /// One claim per workspace from `storageClassName`, named `<workspace>-home` and owned by its
+    /// Workspace: kept while the Workspace exists (stopped included), removed with it. A
+    /// workspace of deic-dk's API (no Workspace) has its claim owned by its pod.
+    PerWorkspace,
     /// An `emptyDir`: the home goes with the pod.
     Ephemeral,
 }
@@ -21,8 +25,11 @@ impl StorageStrategy {
         match text {
             "nfs" => Ok(Self::Nfs),
             "per-user" => Ok(Self::PerUser),
+            "per-workspace" => Ok(Self::PerWorkspace),
             "ephemeral" => Ok(Self::Ephemeral),
-            other => Err(format!("expected nfs, per-user or ephemeral, got {other:?}")),
+            other => Err(format!(
+                "expected nfs, per-user, per-workspace or ephemeral, got {other:?}"
+            )),
         }
     }
 
@@ -31,6 +38,7 @@ impl StorageStrategy {
         match self {
             Self::Nfs => "nfs",
             Self::PerUser => "per-user",
+            Self::PerWorkspace => "per-workspace",
             Self::Ephemeral => "ephemeral",
         }
     }
@@ -45,7 +53,7 @@ impl StorageStrategy {
     pub fn default_access_modes(self) -> &'static [&'static str] {
         match self {
             Self::Nfs => &["ReadWriteMany"],
-            Self::PerUser | Self::Ephemeral => &["ReadWriteOnce"],
+            Self::PerUser | Self::PerWorkspace | Self::Ephemeral => &["ReadWriteOnce"],
         }
     }
 }
@@ -59,11 +67,12 @@ mod tests {
         for strategy in [
             StorageStrategy::Nfs,
             StorageStrategy::PerUser,
+            StorageStrategy::PerWorkspace,
             StorageStrategy::Ephemeral,
         ] {
             assert_eq!(StorageStrategy::parse(strategy.name()), Ok(strategy));
         }
-        assert!(StorageStrategy::parse("per-workspace").is_err());
+        assert!(StorageStrategy::parse("per-pod").is_err());
         assert!(StorageStrategy::Nfs.writes_volumes());
         assert!(!StorageStrategy::PerUser.writes_volumes());
         assert_eq!(StorageStrategy::PerUser.default_access_modes(), ["ReadWriteOnce"]);

@@ -119,7 +119,7 @@ fn bad_values_name_the_key_and_where_they_came_from() {
         ("tlsCertFile: /tls.crt", "tlsKeyFile", "both"),
         ("allowedOrigins: [portal.example.org]", "allowedOrigins", "origin"),
         ("maxConnections: 0", "maxConnections", "positive"),
-        ("storageStrategy: per-workspace", "storageStrategy", "per-user"),
+        ("storageStrategy: per-pod", "storageStrategy", "per-workspace"),
         (
             "storageAccessModes: [ReadWriteSometimes]",
             "storageAccessModes",

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
 use tokio::time::Instant;
 
@@ -164,6 +165,64 @@ impl<C: ClusterCalls> ClusterBackend<C> {
             Err(e) if e.is_conflict() => self.volume_is_users(user, name).await,
             Err(e) => Err(storage_error(e)),
         }
+    }
+}
+
+impl<C: ClusterCalls> ClusterBackend<C> {
+    /// Makes sure workspace `name`'s own home (`storageStrategy: per-workspace`) exists, owned by
+    /// `owner`: kept when it is already theirs (a start), waited for and made anew when being
+    /// deleted; a claim of the name that another owner holds is refused.
+    pub(crate) async fn ensure_home(
+        &self,
+        name: &str,
+        user: &UserId,
+        owner: &OwnerReference,
+    ) -> Result<(), RequestError> {
+        let storage_error = |e: ClusterError| storage_failure(&e);
+        let claim_name = names::home_claim(name);
+        for _ in 0..3 {
+            match self.cluster.claim(&claim_name).await.map_err(storage_error)? {
+                Some(claim) if claim.metadata.deletion_timestamp.is_some() => {
+                    let limit = self.config.timeout_create;
+                    if !self
+                        .cluster
+                        .wait_claim_gone(&claim_name, limit)
+                        .await
+                        .map_err(storage_error)?
+                    {
+                        return Err(RequestError::Storage(format!(
+                            "claim {claim_name} is still being deleted after {limit:?}"
+                        )));
+                    }
+                }
+                Some(claim) => {
+                    let owned = claim
+                        .metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .any(|reference| reference.uid == owner.uid);
+                    return if owned {
+                        Ok(())
+                    } else {
+                        Err(RequestError::Storage(format!(
+                            "claim {claim_name} belongs to another workspace"
+                        )))
+                    };
+                }
+                None => {
+                    let home = objects::workspace_home(name, user, owner, &self.config);
+                    match self.cluster.create_claim(&home).await {
+                        Ok(()) => return Ok(()),
+                        Err(e) if e.is_conflict() => {}
+                        Err(e) => return Err(storage_error(e)),
+                    }
+                }
+            }
+        }
+        Err(RequestError::Storage(format!(
+            "claim {claim_name} keeps changing"
+        )))
     }
 }
 
