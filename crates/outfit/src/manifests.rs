@@ -39,6 +39,19 @@ pub(crate) struct ManifestsArgs {
     )]
     exclude_namespaces: Vec<String>,
 
+    /// A namespace whose pods may reach outfit's admin port (`/metrics`), e.g. Prometheus'.
+    /// Repeatable, or comma-separated. Without it the NetworkPolicy admits no pod there (the
+    /// kubelet's probes, from the node, always pass); the webhook port is open to any address,
+    /// as the API server must reach it.
+    #[arg(
+        long = "monitoring-namespace",
+        value_name = "NAMESPACE",
+        value_delimiter = ',',
+        value_parser = namespace_name,
+        conflicts_with_all = ["workspaces", "webhook_url"]
+    )]
+    monitoring_namespaces: Vec<String>,
+
     /// outfit's container image.
     #[arg(long, default_value_t = InstallOptions::default().image)]
     image: String,
@@ -265,6 +278,7 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
         },
         excluded_namespaces: args.exclude_namespaces.clone(),
         timeout_seconds: args.timeout_seconds,
+        monitoring_namespaces: args.monitoring_namespaces.clone(),
         ca_bundle_pem,
         families: outfit_core::kinds::FAMILIES,
         without_crds,
