@@ -39,16 +39,16 @@ pub(crate) struct ManifestsArgs {
     )]
     exclude_namespaces: Vec<String>,
 
-    /// A namespace whose pods may reach outfit's admin port (`/metrics`), e.g. Prometheus'.
-    /// Repeatable, or comma-separated. Without it the NetworkPolicy admits no pod there (the
-    /// kubelet's probes, from the node, always pass); the webhook port is open to any address,
-    /// as the API server must reach it.
+    /// A namespace whose pods may reach the admin port (`/metrics`), e.g. Prometheus', of the
+    /// webhook or, with --workspaces, the backend. Repeatable, or comma-separated. Without it the
+    /// NetworkPolicy admits no pod there (the kubelet's probes, from the node, always pass); the
+    /// webhook port is open to any address, as the API server must reach it.
     #[arg(
         long = "monitoring-namespace",
         value_name = "NAMESPACE",
         value_delimiter = ',',
         value_parser = namespace_name,
-        conflicts_with_all = ["workspaces", "webhook_url"]
+        conflicts_with = "webhook_url"
     )]
     monitoring_namespaces: Vec<String>,
 
@@ -212,11 +212,6 @@ pub(crate) struct ManifestsArgs {
     /// the native API (the NetworkPolicy admits the API port from it). Repeatable.
     #[arg(long = "ingress-namespace", value_name = "NAMESPACE", value_delimiter = ',', value_parser = namespace_name, default_value = "ingress-nginx", requires = "workspaces")]
     ingress_namespaces: Vec<String>,
-
-    /// A namespace whose pods may read the admin port's metrics (the NetworkPolicy's peers);
-    /// none by default. Repeatable, or comma-separated.
-    #[arg(long = "monitoring-namespace", value_name = "NAMESPACE", value_delimiter = ',', value_parser = namespace_name)]
-    monitoring_namespaces: Vec<String>,
 
     /// Print an install that puts the cluster at risk anyway, naming the risk: `single-replica`
     /// (fewer than 2 webhook replicas with --failure-policy fail: while it is down every pod
