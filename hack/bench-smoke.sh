@@ -26,6 +26,8 @@ step hack/bench-workspaces-scale.sh --smoke
 hack/bench-workspaces-scale.sh --smoke
 step hack/soak.sh --smoke
 hack/soak.sh --smoke
+step hack/serve-huge-patch.py --smoke
+hack/serve-huge-patch.py --smoke
 step hack/soak.sh --smoke --workspaces
 hack/soak.sh --smoke --workspaces
 printf '\nbench smoke: every script ran\n'

@@ -16,16 +16,21 @@ use tokio_rustls::{TlsConnector, client::TlsStream};
 use crate::{e2e::Webhook, support::repo_root};
 
 /// The server's resident memory, in KiB.
-fn rss_kib(pid: u32) -> u64 {
+pub(crate) fn rss_kib(pid: u32) -> u64 {
+    proc_status_kib(pid, "VmRSS")
+}
+
+/// A figure of `/proc/PID/status` in KiB: `VmRSS` (resident now), `VmHWM` (the most ever).
+pub(crate) fn proc_status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the server's /proc status");
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
+        .unwrap_or_else(|| panic!("no {field} in {status}"))
 }
 
-fn connector(webhook: &Webhook) -> TlsConnector {
+pub(crate) fn connector(webhook: &Webhook) -> TlsConnector {
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_file_iter(webhook.ca_file()).unwrap() {
         roots.add(cert.unwrap()).unwrap();
@@ -57,6 +62,11 @@ async fn review(connector: &TlsConnector, port: u16, uid: &str) -> (u16, Value) 
                     "object": pod}
     })
     .to_string();
+    post(connector, port, &body).await
+}
+
+/// POSTs `body` to `/mutate` over a fresh connection; returns the HTTP status and the answer.
+pub(crate) async fn post(connector: &TlsConnector, port: u16, body: &str) -> (u16, Value) {
     let mut tls = connect(connector, port).await.expect("a connection for a review");
     let request = format!(
         "POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -75,7 +85,7 @@ async fn review(connector: &TlsConnector, port: u16, uid: &str) -> (u16, Value) 
     (status, serde_json::from_str(body).unwrap_or(Value::Null))
 }
 
-fn metric(text: &str, name: &str) -> f64 {
+pub(crate) fn metric(text: &str, name: &str) -> f64 {
     text.lines()
         .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
         .and_then(|l| l.rsplit(' ').next())

@@ -224,6 +224,8 @@ fn chart_renders_what_outfit_manifests_prints_for_the_same_settings() {
                 "legacy,kube-public",
                 "--exclude-namespace",
                 "batch",
+                "--monitoring-namespace",
+                "monitoring,prometheus",
                 "--image",
                 "registry.example/outfit:dev",
                 "--replicas",
@@ -252,6 +254,7 @@ fn chart_renders_what_outfit_manifests_prints_for_the_same_settings() {
                 "image": {"repository": "registry.example/outfit", "tag": "dev"},
                 "webhook": {"replicas": 3, "failurePolicy": "Ignore", "timeoutSeconds": 12, "caBundle": ca,
                             "namespaceSelector": {"excluded": ["legacy", "kube-public", "batch"]},
+                            "networkPolicy": {"monitoringNamespaces": ["monitoring", "prometheus"]},
                             "filerSvms": ["fld9", "fld5_svm", "fld9"],
                             "rules": {"resources": ["apps/v1/deployments", "v1/services", "apps/v1/statefulsets",
                                                     "example.com/v1beta1/widgets"]}},
@@ -475,6 +478,10 @@ fn chart_passes_helm_lint_and_refuses_bad_values_by_name() {
             json!({"workspaces": {"namespace": "Not_A_Namespace"}}),
             "namespace",
         ),
+        (
+            json!({"webhook": {"networkPolicy": {"monitoringNamespaces": ["Monitoring"]}}}),
+            "monitoringNamespaces",
+        ),
         // Issue 33: installs that put the cluster at risk, each refused naming the value, the
         // risk and the override.
         (
@@ -631,6 +638,21 @@ async fn chart_installs_upgrades_and_uninstalls_on_a_real_cluster() {
             .await
             .unwrap_or_else(|| panic!("CRD {crd} installed"));
     }
+    // The API server takes the NetworkPolicy as rendered (the admin port then admits no pod).
+    let policy = get(
+        &client,
+        Some("outfit-system"),
+        "networking.k8s.io/v1",
+        "NetworkPolicy",
+        "networkpolicies",
+        "outfit",
+    )
+    .await
+    .expect("the NetworkPolicy is installed");
+    assert_eq!(
+        policy["spec"]["ingress"],
+        json!([{"ports": [{"port": "webhook", "protocol": "TCP"}]}])
+    );
     let status = helm.ok(
         &["status", "outfit", "--namespace", "outfit-system", "-o", "json"],
         kubeconfig,
@@ -724,6 +746,12 @@ async fn chart_installs_upgrades_and_uninstalls_on_a_real_cluster() {
         (Some("outfit-system"), "apps/v1", "Deployment", "deployments"),
         (Some("outfit-system"), "v1", "Service", "services"),
         (Some("outfit-system"), "v1", "ServiceAccount", "serviceaccounts"),
+        (
+            Some("outfit-system"),
+            "networking.k8s.io/v1",
+            "NetworkPolicy",
+            "networkpolicies",
+        ),
         (
             None,
             "rbac.authorization.k8s.io/v1",

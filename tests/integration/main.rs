@@ -11,6 +11,8 @@
 //! - `versions`: the supported Kubernetes range, the same in Cargo.toml, the test cluster, README
 //!   and the chart;
 //! - `flood`: 10,000 idle connections against `outfit serve` with a connection cap;
+//! - `huge_patch`: a review asking for a patch larger than the API server could take, refused in
+//!   bounded memory;
 //! - `workspaces`: `outfit workspaces` on a cluster whose pods really run (scheduler, controller
 //!   manager, kwok nodes), driven through deic-dk's HTTP API.
 
@@ -22,6 +24,7 @@ mod e2e_registration;
 mod filer;
 mod flood;
 mod helm;
+mod huge_patch;
 mod mutate_cli;
 mod mutate_fixtures;
 mod requester;

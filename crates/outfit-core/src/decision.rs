@@ -8,6 +8,7 @@ use std::{borrow::Cow, fmt};
 use json_patch::Patch;
 use serde_json::{Value, value::RawValue};
 
+pub use crate::patch::PatchTooLarge;
 use crate::{
     patch::Changes,
     view::ObjectView,
@@ -142,8 +143,18 @@ impl Admission<'_> {
     /// The patch as JSON, serialized straight from the policies' values.
     pub fn patch_json(&self) -> Vec<u8> {
         let mut json = Vec::with_capacity(self.changes.json_len_hint());
-        self.changes.write_json(&mut json);
+        // No bound, so never too large.
+        let _ = self.changes.write_json(&mut json, usize::MAX);
         json
+    }
+
+    /// The patch as JSON, as [`Admission::patch_json`], or `PatchTooLarge` as soon as what is
+    /// written passes `limit` bytes: a patch too large to send is never written whole (nor its
+    /// buffer sized for the whole of it).
+    pub fn patch_json_within(&self, limit: usize) -> Result<Vec<u8>, PatchTooLarge> {
+        let mut json = Vec::with_capacity(self.changes.json_len_hint().min(limit.saturating_add(1)));
+        self.changes.write_json(&mut json, limit)?;
+        Ok(json)
     }
 
     /// The admitted object. `original` must be the request's object: unless the engine kept the
@@ -215,8 +226,26 @@ pub enum DenialReason {
     /// outfit could not read the object into the form a policy that may apply needs (nested deeper
     /// than serde_json's limit of 128 levels): the request, not a policy, is at fault.
     UnreadableObject,
+    /// The patch would pass the set's bound ([`PatchTooLarge`]): the object asks for more than
+    /// outfit will send.
+    PatchTooLarge,
     /// A bug in outfit.
     Internal,
+}
+
+impl PatchTooLarge {
+    /// The refusal of `object` (`Pod team-a/web-0`), naming the `policies` that would have
+    /// patched it.
+    pub fn denial(self, object: &str, policies: Vec<PolicyRef>) -> Denial {
+        Denial {
+            message: format!(
+                "outfit refuses {object}: the patch its policies make would exceed {} bytes, outfit's bound on a patch (the API server accepts requests of at most 3 MiB)",
+                self.limit
+            ),
+            policies,
+            reason: DenialReason::PatchTooLarge,
+        }
+    }
 }
 
 /// The decision for one object.

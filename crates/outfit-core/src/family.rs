@@ -99,6 +99,7 @@ pub struct Context<'s> {
     pub(crate) namespaces: &'s FastMap<String, Map<String, Value>>,
     pub(crate) annotate: bool,
     pub(crate) warn: bool,
+    pub(crate) max_patch_bytes: usize,
 }
 
 impl<'s> Context<'s> {
@@ -114,6 +115,12 @@ impl<'s> Context<'s> {
     /// writing them when not).
     pub fn warns(&self) -> bool {
         self.warn
+    }
+
+    /// The most bytes of JSON an admission's patch may take: a family that plans operations per
+    /// entry of the object (per container) stops planning once they pass it.
+    pub fn max_patch_bytes(&self) -> usize {
+        self.max_patch_bytes
     }
 
     /// Labels of a namespace read from a `Namespace` object, if one was loaded.

@@ -33,7 +33,9 @@ pub mod source;
 pub mod view;
 pub mod vocab;
 
-pub use decision::{Admission, AppliedPolicy, Denial, DenialReason, Object, Outcome, Request, UserInfo};
+pub use decision::{
+    Admission, AppliedPolicy, Denial, DenialReason, Object, Outcome, PatchTooLarge, Request, UserInfo,
+};
 pub use document::Document;
 pub use error::{DocumentError, LoadWarning, PolicyError, Problem};
 pub use policy_set::{PolicySet, PolicySetBuilder};

@@ -19,6 +19,15 @@ use crate::{
     view::raw_value,
 };
 
+/// A patch that would pass the bound on its size (`PolicySetBuilder::max_patch_bytes`): the
+/// policies add too much to this one object (a pod with 100,000 containers, each given env and
+/// mounts). Found while the patch is planned or written, so that it is never built whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PatchTooLarge {
+    /// The bound, in bytes of the patch's JSON.
+    pub limit: usize,
+}
+
 /// The changes an admission makes to its object.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Changes<'p> {
@@ -79,30 +88,54 @@ impl Changes<'_> {
     /// Writes the patch as JSON, directly: constant keys as literals and the policies' values as
     /// the text rendered at load, so that only paths and map entries go through serde_json's
     /// escaping. (The tests check it against `json_patch`'s own serialization of [`to_patch`].)
+    /// Stops as soon as `out` holds more than `limit` bytes: one comparison per operation.
     ///
     /// [`to_patch`]: Changes::to_patch
-    pub(crate) fn write_json(&self, out: &mut Vec<u8>) {
-        let ops = match self {
-            Changes::Adds(ops) => ops,
-            Changes::Diff { ops, object } => return write_diff(ops, object, out),
-            Changes::Owned(patch) => {
-                // A patch of JSON values always serializes.
-                let _ = serde_json::to_writer(out, patch);
-                return;
+    pub(crate) fn write_json(&self, out: &mut Vec<u8>, limit: usize) -> Result<(), PatchTooLarge> {
+        let within = |out: &Vec<u8>| {
+            if out.len() > limit {
+                Err(PatchTooLarge { limit })
+            } else {
+                Ok(())
             }
         };
         out.push(b'[');
-        for (i, op) in ops.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
+        match self {
+            Changes::Adds(ops) => {
+                for (i, op) in ops.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(br#"{"op":"add","path":"#);
+                    write_string(out, &op.path);
+                    out.extend_from_slice(br#","value":"#);
+                    op.value.write_json(out);
+                    out.push(b'}');
+                    within(out)?;
+                }
             }
-            out.extend_from_slice(br#"{"op":"add","path":"#);
-            write_string(out, &op.path);
-            out.extend_from_slice(br#","value":"#);
-            op.value.write_json(out);
-            out.push(b'}');
+            Changes::Diff { ops, object } => {
+                for (i, op) in ops.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    write_diff_op(op, object, out);
+                    within(out)?;
+                }
+            }
+            Changes::Owned(patch) => {
+                for (i, op) in patch.0.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    // An operation of JSON values always serializes.
+                    let _ = serde_json::to_writer(&mut *out, op);
+                    within(out)?;
+                }
+            }
         }
         out.push(b']');
+        within(out)
     }
 
     /// About how long the JSON is, to size its buffer once.
@@ -124,25 +157,18 @@ impl Changes<'_> {
     }
 }
 
-/// Writes a diff's operations, each value serialized from where it sits in `object`.
-fn write_diff(ops: &[DiffOp], object: &Value, out: &mut Vec<u8>) {
-    out.push(b'[');
-    for (i, op) in ops.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(br#"{"op":""#);
-        out.extend_from_slice(op.kind.as_str().as_bytes());
-        out.extend_from_slice(br#"","path":"#);
-        write_string(out, &op.path);
-        if let Some(value) = op.value_in(object) {
-            out.extend_from_slice(br#","value":"#);
-            // A JSON value always serializes.
-            let _ = serde_json::to_writer(&mut *out, value);
-        }
-        out.push(b'}');
+/// Writes one diff operation, its value serialized from where it sits in `object`.
+fn write_diff_op(op: &DiffOp, object: &Value, out: &mut Vec<u8>) {
+    out.extend_from_slice(br#"{"op":""#);
+    out.extend_from_slice(op.kind.as_str().as_bytes());
+    out.extend_from_slice(br#"","path":"#);
+    write_string(out, &op.path);
+    if let Some(value) = op.value_in(object) {
+        out.extend_from_slice(br#","value":"#);
+        // A JSON value always serializes.
+        let _ = serde_json::to_writer(&mut *out, value);
     }
-    out.push(b']');
+    out.push(b'}');
 }
 
 /// One diff operation as a `json_patch` operation, its value copied from `object`.
@@ -318,12 +344,36 @@ mod tests {
         ];
         let changes = Changes::Adds(ops);
         let mut written = Vec::new();
-        changes.write_json(&mut written);
+        changes.write_json(&mut written, usize::MAX).expect("no bound");
         let direct: Value = serde_json::from_slice(&written).expect("valid JSON");
         let owned = serde_json::to_value(changes.to_patch()).expect("serializes");
         assert_eq!(direct, owned);
         assert_eq!(direct[0]["path"], "/metadata/annotations/example.com~1a~0b");
         assert_eq!(direct[3]["value"], json!({"k": "v"}));
         assert_eq!(direct[5]["value"], json!({}));
+    }
+
+    #[test]
+    fn writing_stops_as_soon_as_the_patch_passes_its_bound() {
+        let value = serde_json::value::to_raw_value(&json!({"name": "E", "value": "v"})).expect("JSON");
+        let changes = Changes::Adds(
+            (0..1000)
+                .map(|i| AddOp::at_index(["spec", "containers"], i, OpValue::Json(&value)))
+                .collect(),
+        );
+        let mut whole = Vec::new();
+        changes.write_json(&mut whole, usize::MAX).expect("no bound");
+        let mut exact = Vec::new();
+        changes
+            .write_json(&mut exact, whole.len())
+            .expect("exactly at the bound");
+        assert_eq!(exact, whole);
+        let mut cut = Vec::new();
+        let refused = changes.write_json(&mut cut, 500);
+        assert_eq!(refused, Err(PatchTooLarge { limit: 500 }));
+        // Stopped after the operation that passed the bound: not one more.
+        assert!(cut.len() > 500 && cut.len() < 600, "{} bytes written", cut.len());
+        let mut one_short = Vec::new();
+        assert!(changes.write_json(&mut one_short, whole.len() - 1).is_err());
     }
 }

@@ -76,6 +76,9 @@ pub struct InstallOptions {
     pub excluded_namespaces: Vec<String>,
     /// How long the API server waits for an answer (1 to 30 seconds).
     pub timeout_seconds: u32,
+    /// Namespaces whose pods may reach the admin port (`/metrics`, `/livez`, `/readyz`): a
+    /// Prometheus' namespace. With none, no pod may ([`network_policy`]).
+    pub monitoring_namespaces: Vec<String>,
     /// PEM CA bundle the API server trusts for outfit's serving certificate.
     pub ca_bundle_pem: Option<String>,
     /// The kinds table: its kinds' CRDs are installed, and read by the ClusterRole.
@@ -112,6 +115,7 @@ impl Default for InstallOptions {
             failure_policy: FailurePolicy::Fail,
             excluded_namespaces: Vec::new(),
             timeout_seconds: 5,
+            monitoring_namespaces: Vec::new(),
             ca_bundle_pem: None,
             families: outfit_core::kinds::FAMILIES,
             without_crds: Vec::new(),
@@ -136,6 +140,7 @@ pub fn install(options: &InstallOptions) -> Vec<Value> {
     objects.push(deployment(options));
     objects.push(webhook.service("webhook", 443));
     objects.extend(webhook.disruption_budget(options.replicas));
+    objects.push(network_policy(options));
     objects.push(critical_pods_quota(options));
     let service = json!({"namespace": options.namespace, "name": NAME, "path": "/mutate", "port": 443});
     let mut configuration = webhook_configuration(options, json!({"service": service}));
@@ -282,6 +287,24 @@ fn serve_args(options: &InstallOptions) -> Vec<String> {
     }
     args.extend(["--log-format", "json"].map(str::to_owned));
     args
+}
+
+/// What may reach the webhook's pods: the webhook port from any address, the admin port only
+/// from the monitoring namespaces. The API server calls the webhook port, and its address is no
+/// pod's (it runs on the control plane's hosts, or outside the cluster in a managed one), so no
+/// peer can name it: a `from` would cut the API server off and fail every admission. The admin
+/// port serves `/metrics`; with no monitoring namespace it admits no pod at all. The kubelet's
+/// probes of `/livez` and `/readyz` still reach it: NetworkPolicy always allows traffic from the
+/// node a pod runs on.
+fn network_policy(options: &InstallOptions) -> Value {
+    let mut ports = vec![("webhook", json!([]))];
+    if !options.monitoring_namespaces.is_empty() {
+        ports.push((
+            "admin",
+            component::namespace_peers(&options.monitoring_namespaces),
+        ));
+    }
+    component_of(options).network_policy(&ports)
 }
 
 /// The webhook's PriorityClass: every pod creation waits on it.
@@ -588,5 +611,49 @@ mod tests {
             json!({"url": "https://127.0.0.1:8443/mutate"})
         );
         assert_eq!(webhook["failurePolicy"], "Ignore");
+    }
+
+    /// The API server (no pod) reaches the webhook port from wherever it runs; the admin port
+    /// admits the monitoring namespaces only, and no pod when none is given.
+    #[test]
+    fn the_network_policy_opens_the_webhook_port_to_any_address_and_the_admin_port_to_monitoring_only() {
+        let policy_of = |objects: Vec<Value>| {
+            objects
+                .into_iter()
+                .find(|o| o["kind"] == "NetworkPolicy")
+                .expect("a NetworkPolicy")
+        };
+        let closed = policy_of(install(&InstallOptions::default()));
+        assert_eq!(closed["apiVersion"], "networking.k8s.io/v1");
+        assert_eq!(closed["metadata"]["namespace"], "outfit-system");
+        assert_eq!(
+            closed["spec"],
+            json!({"podSelector": {"matchLabels": {"app.kubernetes.io/name": "outfit"}},
+                   "policyTypes": ["Ingress"],
+                   "ingress": [{"ports": [{"port": "webhook", "protocol": "TCP"}]}]})
+        );
+        let monitored = policy_of(install(&InstallOptions {
+            monitoring_namespaces: vec!["monitoring".to_owned(), "prometheus".to_owned()],
+            ..InstallOptions::default()
+        }));
+        assert_eq!(
+            monitored["spec"]["ingress"],
+            json!([
+                {"ports": [{"port": "webhook", "protocol": "TCP"}]},
+                {"ports": [{"port": "admin", "protocol": "TCP"}],
+                 "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}},
+                          {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "prometheus"}}}]}
+            ])
+        );
+        // The ports it names are the Deployment's.
+        let objects = install(&InstallOptions::default());
+        let deployment = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+        let names: Vec<&Value> = deployment["spec"]["template"]["spec"]["containers"][0]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| &p["name"])
+            .collect();
+        assert_eq!(names, [&json!("webhook"), &json!("admin")]);
     }
 }

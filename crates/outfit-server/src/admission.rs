@@ -273,6 +273,9 @@ pub struct Answer<'a> {
     pub policies: String,
     /// The denial message, when denied.
     pub message: Option<String>,
+    /// Denied because the patch would have passed the policy set's bound
+    /// (`PolicySet::max_patch_bytes`).
+    pub patch_too_large: bool,
 }
 
 /// Reads an AdmissionReview body and decides it with `policies`.
@@ -343,10 +346,14 @@ fn decide<'a, O: ReadObject<'a>>(
         operation,
         user: user.as_ref(),
     };
-    answer.record(&request.uid, policies.apply(&engine_request));
     if answer.name.is_empty() {
         answer.generate_name = object.generate_name();
     }
+    answer.record(
+        &request.uid,
+        policies.apply(&engine_request),
+        policies.max_patch_bytes(),
+    );
     Ok(answer)
 }
 
@@ -371,14 +378,41 @@ impl<'a> Answer<'a> {
             dry_run: request.dry_run,
             policies: String::new(),
             message: None,
+            patch_too_large: false,
         }
     }
 
-    /// Writes the engine's decision into the response body.
-    fn record(&mut self, uid: &str, outcome: Outcome<'_>) {
+    /// `Pod team-a/web-0` (the `generateName` prefix when the API server is still to name it;
+    /// no namespace for a cluster-scoped object), for messages.
+    fn object(&self) -> String {
+        let name = match self.generate_name.get() {
+            Some(prefix) if self.name.is_empty() => prefix.into_owned(),
+            _ => self.name.clone().into_owned(),
+        };
+        if self.namespace.is_empty() {
+            format!("{} {name}", self.kind)
+        } else {
+            format!("{} {}/{name}", self.kind, self.namespace)
+        }
+    }
+
+    /// Writes the engine's decision into the response body; a patch that passes
+    /// `max_patch_bytes` as it is written turns the admission into a denial.
+    fn record(&mut self, uid: &str, outcome: Outcome<'_>, max_patch_bytes: usize) {
         match outcome {
             Outcome::Admitted(admission) => {
-                let patch = (!admission.is_unchanged()).then(|| admission.patch_json());
+                let patch = if admission.is_unchanged() {
+                    None
+                } else {
+                    match admission.patch_json_within(max_patch_bytes) {
+                        Ok(patch) => Some(patch),
+                        Err(too_large) => {
+                            let policies = admission.applied.iter().map(|p| (**p).clone()).collect();
+                            let denial = too_large.denial(&self.object(), policies);
+                            return self.record(uid, Outcome::Denied(denial), max_patch_bytes);
+                        }
+                    }
+                };
                 if patch.is_some() {
                     self.outcome = RequestOutcome::Mutated;
                 }
@@ -389,11 +423,15 @@ impl<'a> Answer<'a> {
                 let (code, reason) = match denial.reason {
                     DenialReason::Policy => (403, "Forbidden"),
                     DenialReason::UnreadableObject => (400, "BadRequest"),
+                    // metav1's StatusReasonRequestEntityTooLarge: what the API server would
+                    // answer to a request the size of the patched object.
+                    DenialReason::PatchTooLarge => (413, "RequestEntityTooLarge"),
                     DenialReason::Internal => (500, "InternalError"),
                 };
                 self.policies = join(denial.policies.iter());
                 self.body = deny(uid, &denial.message, code, reason, &self.policies);
                 self.outcome = RequestOutcome::Denied;
+                self.patch_too_large = denial.reason == DenialReason::PatchTooLarge;
                 self.message = Some(denial.message);
             }
         }
@@ -500,7 +538,98 @@ pub fn error_body(message: &str) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    use outfit_core::{Document, vocab::Origin};
+    use serde_json::{Value, json};
+
     use super::*;
+
+    /// A set of one PodDefault for every pod of `team-a`, its patch bounded by `limit`.
+    fn bounded_set(spec: Value, limit: usize) -> PolicySet {
+        let mut builder = PolicySet::builder().max_patch_bytes(limit);
+        let policy = json!({"apiVersion": "kubeflow.org/v1alpha1", "kind": "PodDefault",
+                            "metadata": {"name": "pd", "namespace": "team-a", "resourceVersion": "1"},
+                            "spec": spec});
+        builder
+            .add(&Document {
+                origin: Origin::named("test"),
+                value: policy,
+            })
+            .expect("a valid PodDefault");
+        builder.build().0
+    }
+
+    /// A review of the pod `team-a/p` with `containers` containers.
+    fn review_of(containers: usize) -> Vec<u8> {
+        let containers: Vec<Value> = (0..containers)
+            .map(|i| json!({"name": format!("c{i}"), "image": "busybox"}))
+            .collect();
+        serde_json::to_vec(&json!({
+            "apiVersion": API_VERSION, "kind": KIND,
+            "request": {"uid": "u1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                        "name": "p", "namespace": "team-a", "operation": "CREATE",
+                        "object": {"apiVersion": "v1", "kind": "Pod",
+                                   "metadata": {"name": "p", "namespace": "team-a"},
+                                   "spec": {"containers": containers}}}
+        }))
+        .expect("JSON")
+    }
+
+    fn response(answer: &Answer<'_>) -> Value {
+        serde_json::from_slice::<Value>(&answer.body).expect("a JSON review")["response"].clone()
+    }
+
+    fn assert_refused_for_size(answer: &Answer<'_>, limit: usize) {
+        let response = response(answer);
+        assert_eq!(response["allowed"], false, "{response}");
+        assert_eq!(response["status"]["code"], 413, "{response}");
+        assert_eq!(response["status"]["reason"], "RequestEntityTooLarge");
+        let message = response["status"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("Pod team-a/p") && message.contains(&format!("would exceed {limit} bytes")),
+            "{message}"
+        );
+        assert_eq!(response.get("patch"), None);
+        assert_eq!(response["auditAnnotations"][AUDIT_DENIED], "PodDefault team-a/pd");
+        assert_eq!(answer.outcome, RequestOutcome::Denied);
+        assert!(answer.patch_too_large);
+    }
+
+    /// Every container gets the env: the patch grows with the pod, and planning stops at the
+    /// bound.
+    #[test]
+    fn a_review_whose_patch_would_pass_the_bound_is_refused_with_413_naming_the_pod() {
+        let env = json!({"selector": {}, "env": [{"name": "A_NAME", "value": "a value"}]});
+        let body = review_of(2000);
+        let answer = review(&body, &bounded_set(env, 10_000)).expect("a review");
+        assert_refused_for_size(&answer, 10_000);
+    }
+
+    /// One volume for the whole pod: nothing to stop while planning, so the bound is met while
+    /// the patch is written.
+    #[test]
+    fn a_patch_that_passes_the_bound_as_it_is_written_is_refused_too() {
+        let volume =
+            json!({"selector": {}, "volumes": [{"name": "v", "emptyDir": {"medium": "x".repeat(400)}}]});
+        let body = review_of(1);
+        let answer = review(&body, &bounded_set(volume, 200)).expect("a review");
+        assert_refused_for_size(&answer, 200);
+    }
+
+    #[test]
+    fn a_patch_within_the_bound_is_sent_unchanged() {
+        let env = json!({"selector": {}, "env": [{"name": "A_NAME", "value": "a value"}]});
+        let body = review_of(2000);
+        let unbounded = review(&body, &bounded_set(env.clone(), usize::MAX)).expect("a review");
+        let patch = response(&unbounded)["patch"]
+            .as_str()
+            .expect("a patch")
+            .to_owned();
+        let size = BASE64.decode(&patch).expect("base64").len();
+        let within = review(&body, &bounded_set(env, size)).expect("a review");
+        assert_eq!(within.outcome, RequestOutcome::Mutated);
+        assert!(!within.patch_too_large);
+        assert_eq!(response(&within)["patch"], patch.as_str());
+    }
 
     #[test]
     fn long_warnings_are_cut_below_120_characters() {

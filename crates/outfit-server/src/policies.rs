@@ -170,7 +170,8 @@ fn compile(
             unreadable: cluster.map(|c| c.unreadable.clone()).unwrap_or_default(),
         })
         .annotate(options.annotate)
-        .warnings(options.warnings);
+        .warnings(options.warnings)
+        .max_patch_bytes(options.max_patch_bytes);
     files.add_to(&mut builder)?;
     let file_errors = builder.report().errors.len();
     if let Some(cluster) = cluster {
@@ -209,10 +210,18 @@ pub struct CompileOptions {
     /// S3 keys as plain env values in filer sidecars, as StatCan does (off: `secretKeyRef`s, and
     /// of the Secrets only whether the keys are set is read).
     pub filer_plain_secrets: bool,
+    /// The most bytes of JSON a patch may take; an object whose patch would take more is refused
+    /// (`--max-patch-bytes`).
+    pub max_patch_bytes: usize,
 }
 
+/// The API server's limit on a request body (apiserver's `MaxRequestBodyBytes`, 3 MiB): no patch
+/// larger than this could ever be applied, so none is sent by default.
+pub const DEFAULT_MAX_PATCH_BYTES: usize = 3 * 1024 * 1024;
+
 impl From<&str> for CompileOptions {
-    /// The policies' default namespace, warnings on and no annotation (the library's defaults).
+    /// The policies' default namespace, warnings on and no annotation (the library's defaults),
+    /// patches bounded by [`DEFAULT_MAX_PATCH_BYTES`].
     fn from(default_namespace: &str) -> Self {
         Self {
             families: outfit_core::kinds::FAMILIES,
@@ -221,6 +230,7 @@ impl From<&str> for CompileOptions {
             warnings: true,
             filer_namespace: LoadSettings::default().filer_namespace,
             filer_plain_secrets: false,
+            max_patch_bytes: DEFAULT_MAX_PATCH_BYTES,
         }
     }
 }

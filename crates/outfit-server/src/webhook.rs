@@ -135,6 +135,9 @@ impl Webhook {
         match admission::review(&body, &policies) {
             Ok(answer) => {
                 log(&answer);
+                if answer.patch_too_large {
+                    self.inner.metrics.patch_too_large();
+                }
                 let outcome = answer.outcome;
                 (outcome, json(StatusCode::OK, answer.body))
             }

@@ -40,6 +40,19 @@ pub(crate) struct ManifestsArgs {
     )]
     exclude_namespaces: Vec<String>,
 
+    /// A namespace whose pods may reach the admin port (`/metrics`), e.g. Prometheus', of the
+    /// webhook or, with --workspaces, the backend. Repeatable, or comma-separated. Without it the
+    /// NetworkPolicy admits no pod there (the kubelet's probes, from the node, always pass); the
+    /// webhook port is open to any address, as the API server must reach it.
+    #[arg(
+        long = "monitoring-namespace",
+        value_name = "NAMESPACE",
+        value_delimiter = ',',
+        value_parser = namespace_name,
+        conflicts_with = "webhook_url"
+    )]
+    monitoring_namespaces: Vec<String>,
+
     /// outfit's container image.
     #[arg(long, default_value_t = InstallOptions::default().image)]
     image: String,
@@ -214,11 +227,6 @@ pub(crate) struct ManifestsArgs {
     #[arg(long = "ingress-namespace", value_name = "NAMESPACE", value_delimiter = ',', value_parser = namespace_name, default_value = "ingress-nginx", requires = "workspaces")]
     ingress_namespaces: Vec<String>,
 
-    /// A namespace whose pods may read the admin port's metrics (the NetworkPolicy's peers);
-    /// none by default. Repeatable, or comma-separated.
-    #[arg(long = "monitoring-namespace", value_name = "NAMESPACE", value_delimiter = ',', value_parser = namespace_name)]
-    monitoring_namespaces: Vec<String>,
-
     /// Print an install that puts the cluster at risk anyway, naming the risk: `single-replica`
     /// (fewer than 2 webhook replicas with --failure-policy fail: while it is down every pod
     /// create is refused), `workspaces-in-system-namespace` (the workspace pods in outfit's own
@@ -279,6 +287,7 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
         },
         excluded_namespaces: args.exclude_namespaces.clone(),
         timeout_seconds: args.timeout_seconds,
+        monitoring_namespaces: args.monitoring_namespaces.clone(),
         ca_bundle_pem,
         families: outfit_core::kinds::FAMILIES,
         without_crds,

@@ -172,6 +172,13 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_body_bytes, env = "OUTFIT_MAX_BODY_BYTES")]
     max_body_bytes: usize,
 
+    /// Largest patch sent, in bytes of JSON. A review whose patch would be larger (a pod of
+    /// 100,000 containers, each given the PodDefaults' env and mounts) is refused with 413, as the
+    /// API server would refuse the patched object (it takes no request above 3 MiB); the patch is
+    /// never built whole.
+    #[arg(long, value_name = "BYTES", default_value_t = config_defaults().compile.max_patch_bytes, env = "OUTFIT_MAX_PATCH_BYTES", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_patch_bytes: usize,
+
     /// Most connections open at once on the webhook port. At the cap a new connection closes the
     /// oldest idle one (no request in flight), so a flood of idle connections can neither hold
     /// memory without bound nor crowd out the API server; with every one busy it is refused.
@@ -273,6 +280,7 @@ impl ServeArgs {
             warnings: !self.no_warnings,
             filer_namespace: self.filer_namespace.clone(),
             filer_plain_secrets: self.filer_plain_secrets,
+            max_patch_bytes: self.max_patch_bytes,
             ..config.compile
         };
         config.listen = self.listen;

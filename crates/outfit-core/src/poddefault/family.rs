@@ -135,11 +135,12 @@ impl PodDefaultSet {
         &'p self,
         value: &Value,
         namespace: &str,
+        context: &Context<'_>,
         admission: &mut Admission<'p>,
     ) -> Result<(), Denial> {
         let json = serde_json::value::to_raw_value(value).map_err(|e| unreadable(&e))?;
         let view = PodView::parse(json.get()).map_err(|e| unreadable(&e))?;
-        self.plan(&view, &|| Some(&*json), namespace, admission)
+        self.plan(&view, &|| Some(&*json), namespace, context, admission)
     }
 
     /// Matches and merges the PodDefaults for one object read as a view.
@@ -148,6 +149,7 @@ impl PodDefaultSet {
         pod: &PodView<'_>,
         json: &'t dyn Fn() -> Option<&'t RawValue>,
         request_namespace: &str,
+        context: &Context<'_>,
         admission: &mut Admission<'p>,
     ) -> Result<(), Denial> {
         if !pod.is_pod() {
@@ -180,7 +182,7 @@ impl PodDefaultSet {
             return Ok(());
         }
         let text = PodText::new(json);
-        match plan(pod, &text, &matching) {
+        match plan(pod, &text, &matching, context.max_patch_bytes()) {
             Ok(plan) => {
                 admission.changes = Changes::Adds(plan.into_ops(pod));
                 admission
@@ -188,7 +190,7 @@ impl PodDefaultSet {
                     .extend(matching.iter().map(|pd| Cow::Borrowed(pd.reference())));
                 Ok(())
             }
-            Err(error) => Err(pod_default_denial(pod.name(), &matching, error)),
+            Err(error) => Err(pod_default_denial(namespace, pod.name(), &matching, error)),
         }
     }
 }
@@ -201,7 +203,7 @@ impl FamilySet for PodDefaultSet {
     fn apply<'p>(
         &'p self,
         request: &Request<'_>,
-        _context: &Context<'p>,
+        context: &Context<'p>,
         admission: &mut Admission<'p>,
     ) -> Result<(), Denial> {
         if request.operation != Operation::Create || self.len == 0 {
@@ -209,16 +211,16 @@ impl FamilySet for PodDefaultSet {
         }
         match request.object {
             Object::Json(json) => match PodView::parse(json.get()) {
-                Ok(view) => self.plan(&view, &|| Some(json), request.namespace, admission),
+                Ok(view) => self.plan(&view, &|| Some(json), request.namespace, context, admission),
                 Err(_) => {
                     // A key repeated where the view reads: read the text as a `Value` does (the
                     // last one wins) and plan against that. The API server never sends such text.
                     let value: Value = serde_json::from_str(json.get()).map_err(|e| unreadable(&e))?;
-                    self.plan_value(&value, request.namespace, admission)
+                    self.plan_value(&value, request.namespace, context, admission)
                 }
             },
-            Object::Read { view, json } => self.plan(&view.0, json, request.namespace, admission),
-            Object::Value(value) => self.plan_value(value, request.namespace, admission),
+            Object::Read { view, json } => self.plan(&view.0, json, request.namespace, context, admission),
+            Object::Value(value) => self.plan_value(value, request.namespace, context, admission),
         }
     }
 
@@ -348,7 +350,8 @@ fn recorded(pd: &PodDefault, pod: &PodView<'_>) -> bool {
 
 /// What one PodDefault alone does to the pod.
 fn pod_default_alone(pd: &PodDefault, pod: &PodView<'_>, text: &PodText<'_>, original: &Value) -> Verdict {
-    match plan(pod, text, &[pd]) {
+    // Explained on its own, without the webhook's bound.
+    match plan(pod, text, &[pd], usize::MAX) {
         Ok(plan) => {
             let patch = Changes::Adds(plan.into_ops(pod)).to_patch();
             let mut after = original.clone();
@@ -367,6 +370,9 @@ fn pod_default_alone(pd: &PodDefault, pod: &PodView<'_>, text: &PodText<'_>, ori
             }
         }
         Err(MergeError::Malformed(what)) => Verdict::Denied { reason: what },
+        Err(MergeError::TooLarge(_)) => Verdict::Denied {
+            reason: "its patch would pass outfit's bound on a patch".to_owned(),
+        },
         Err(MergeError::Conflicts(conflicts)) => Verdict::Denied {
             reason: conflicts
                 .iter()
@@ -379,9 +385,18 @@ fn pod_default_alone(pd: &PodDefault, pod: &PodView<'_>, text: &PodText<'_>, ori
 
 /// Kubeflow's message, kept word for word up to `err:` so that existing alerts and searches still
 /// match; what follows names each policy and field in conflict.
-fn pod_default_denial(pod_name: &str, matching: &[&PodDefault], error: MergeError) -> Denial {
+fn pod_default_denial(
+    namespace: &str,
+    pod_name: &str,
+    matching: &[&PodDefault],
+    error: MergeError,
+) -> Denial {
     let names: Vec<&str> = matching.iter().map(|pd| pd.name()).collect();
     match error {
+        MergeError::TooLarge(too_large) => too_large.denial(
+            &format!("Pod {namespace}/{pod_name}"),
+            matching.iter().map(|pd| pd.reference().clone()).collect(),
+        ),
         MergeError::Malformed(what) => Denial {
             message: format!(
                 "cannot apply poddefaults: {} on pod: {pod_name}: {what}",

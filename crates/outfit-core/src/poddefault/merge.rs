@@ -22,6 +22,7 @@ use serde_json::{Value, value::RawValue};
 
 use super::policy::{ISTIO_PROXY_CONTAINER, Keyed, Mount, PodDefault, Rendered};
 use crate::{
+    patch::PatchTooLarge,
     semantic,
     view::{
         List, Members, Shape, Str,
@@ -54,6 +55,8 @@ pub(crate) enum MergeError {
     Malformed(String),
     /// Entries that conflict.
     Conflicts(Vec<Conflict>),
+    /// The operations planned so far already pass the bound on the patch.
+    TooLarge(PatchTooLarge),
 }
 
 /// The pod's whole text, parsed into a `Value` at most once and only when the merge must compare
@@ -92,6 +95,26 @@ pub(super) struct ContainerPlan<'p, 'v> {
     pub(super) env_from: Vec<&'p Rendered>,
     pub(super) command: Option<&'p Rendered>,
     pub(super) args: Option<&'p Rendered>,
+}
+
+impl ContainerPlan<'_, '_> {
+    /// At least how many bytes of patch JSON its operations take: their values, and for each
+    /// field that gets any, less than the framing of one operation (`{"op":"add","path":
+    /// "/spec/containers/0/env","value":},` is 53 bytes), so that a plan refused for passing the
+    /// bound would surely have passed it.
+    fn json_len_floor(&self) -> usize {
+        const FRAMING: usize = 48;
+        let list = |items: &[&RawValue]| {
+            if items.is_empty() {
+                0
+            } else {
+                FRAMING + items.iter().map(|item| item.get().len()).sum::<usize>()
+            }
+        };
+        let rendered = |value: Option<&Rendered>| value.map_or(0, |r| FRAMING + r.json.0.get().len());
+        let env_from: usize = self.env_from.iter().map(|r| FRAMING + r.json.0.get().len()).sum();
+        list(&self.env) + list(&self.mounts) + env_from + rendered(self.command) + rendered(self.args)
+    }
 }
 
 /// The additions to make to one pod, checked free of conflicts.
@@ -167,11 +190,14 @@ static EMPTY_METADATA: MetadataView<'static> = MetadataView {
     annotations: Shape::Absent,
 };
 
-/// Checks `pod_defaults` (in application order) against `pod` and lists what to add.
+/// Checks `pod_defaults` (in application order) against `pod` and lists what to add; refuses
+/// ([`MergeError::TooLarge`]) once what its containers get passes `max_patch_bytes` of patch, so
+/// that a pod of a great many containers costs the planning of only as many as fit.
 pub(crate) fn plan<'p, 'v>(
     pod: &'v PodView<'v>,
     text: &PodText<'_>,
     pod_defaults: &[&'p PodDefault],
+    max_patch_bytes: usize,
 ) -> Result<Plan<'p, 'v>, MergeError> {
     let spec = object_at(&pod.spec, "spec")?.map_or(&EMPTY_SPEC, |spec| &**spec);
     let metadata = object_at(&pod.metadata, "metadata")?.unwrap_or(&EMPTY_METADATA);
@@ -229,14 +255,24 @@ pub(crate) fn plan<'p, 'v>(
         "metadata.labels",
     );
 
-    let mut container_plans = Vec::with_capacity(containers.len());
+    // The containers are the one part of the patch that grows with the object rather than with
+    // the policies: every container gets its own operations.
+    let mut container_plans = Vec::with_capacity(containers.len().min(1024));
+    let mut planned_bytes = 0usize;
     for (index, container) in containers.iter().enumerate() {
         let Shape::Is(view) = container else {
             return Err(MergeError::Malformed(format!(
                 "spec.containers[{index}] is not an object"
             )));
         };
-        container_plans.push(cx.container(view, index, pod_defaults)?);
+        let container_plan = cx.container(view, index, pod_defaults)?;
+        planned_bytes = planned_bytes.saturating_add(container_plan.json_len_floor());
+        if planned_bytes > max_patch_bytes {
+            return Err(MergeError::TooLarge(PatchTooLarge {
+                limit: max_patch_bytes,
+            }));
+        }
+        container_plans.push(container_plan);
     }
 
     if !cx.conflicts.is_empty() {

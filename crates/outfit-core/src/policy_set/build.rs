@@ -102,6 +102,7 @@ pub struct PolicySetBuilder {
     report: LoadReport,
     annotate: bool,
     warn: bool,
+    max_patch_bytes: usize,
 }
 
 impl std::fmt::Debug for PolicySetBuilder {
@@ -132,6 +133,7 @@ impl PolicySetBuilder {
             report: LoadReport::default(),
             annotate: false,
             warn: true,
+            max_patch_bytes: usize::MAX,
         }
     }
 
@@ -157,6 +159,15 @@ impl PolicySetBuilder {
     /// Whether admissions carry warnings for the requesting user (on unless set).
     pub fn warnings(mut self, warn: bool) -> Self {
         self.warn = warn;
+        self
+    }
+
+    /// The most bytes of JSON an admission's patch may take (none unless set: the webhook sets
+    /// its `--max-patch-bytes`). An object whose patch would take more is refused
+    /// ([`PatchTooLarge`](crate::decision::PatchTooLarge)), found while the patch is planned
+    /// (PodDefaults) or written, so that neither it nor its operations are ever held whole.
+    pub fn max_patch_bytes(mut self, bytes: usize) -> Self {
+        self.max_patch_bytes = bytes;
         self
     }
 
@@ -253,6 +264,7 @@ impl PolicySetBuilder {
                 namespaces: self.namespaces,
                 annotate: self.annotate,
                 warn: self.warn,
+                max_patch_bytes: self.max_patch_bytes,
                 self_recorded,
             },
             self.report,

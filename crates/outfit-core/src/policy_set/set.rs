@@ -26,6 +26,8 @@ pub struct PolicySet {
     pub(super) annotate: bool,
     /// Whether admissions carry warnings for the requesting user.
     pub(super) warn: bool,
+    /// The most bytes of JSON an admission's patch may take.
+    pub(super) max_patch_bytes: usize,
     /// The kinds whose family keeps its own record on the object.
     pub(super) self_recorded: Vec<PolicyKind>,
 }
@@ -42,6 +44,7 @@ impl PolicySet {
             namespaces: &self.namespaces,
             annotate: self.annotate,
             warn: self.warn,
+            max_patch_bytes: self.max_patch_bytes,
         }
     }
 
@@ -84,6 +87,13 @@ impl PolicySet {
     /// How many policies the set holds.
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// The most bytes of JSON an admission's patch may take
+    /// ([`PolicySetBuilder::max_patch_bytes`](crate::PolicySetBuilder::max_patch_bytes)): what
+    /// the webhook bounds the patch it writes with ([`Admission::patch_json_within`](crate::Admission::patch_json_within)).
+    pub fn max_patch_bytes(&self) -> usize {
+        self.max_patch_bytes
     }
 
     /// Whether the set holds no policy.

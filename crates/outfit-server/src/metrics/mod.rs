@@ -75,6 +75,7 @@ impl ReloadResult {
 pub struct Metrics {
     registry: Registry,
     admission: Arc<AdmissionCells>,
+    patches_too_large: Counter,
     policies: Family<KindLabels, Gauge>,
     kinds_installed: Family<KindLabels, Gauge>,
     connection_cap: Cap,
@@ -105,6 +106,13 @@ impl Metrics {
             "admission_in_flight",
             "Requests on /mutate whose headers arrived and whose answer is not yet written",
             InFlight(admission.clone()),
+        );
+        // Rare (a hostile or broken object), so a plain shared counter: no per-thread shard.
+        let patches_too_large = Counter::default();
+        registry.register(
+            "admission_patches_too_large",
+            "Reviews refused because their patch would pass --max-patch-bytes (also counted as denied)",
+            patches_too_large.clone(),
         );
         let connection_cap = Cap::default();
         registry.register(
@@ -176,6 +184,7 @@ impl Metrics {
         Arc::new(Self {
             registry,
             admission,
+            patches_too_large,
             policies,
             kinds_installed,
             connection_cap,
@@ -219,6 +228,11 @@ impl Metrics {
             RequestOutcome::Allowed | RequestOutcome::Mutated | RequestOutcome::Denied
         );
         self.admission.finished(outcome, decided.then_some(elapsed));
+    }
+
+    /// Counts a review refused because its patch would pass the bound.
+    pub fn patch_too_large(&self) {
+        self.patches_too_large.inc();
     }
 
     /// Counts a request whose headers arrived; [`observe_request`](Self::observe_request) ends it.

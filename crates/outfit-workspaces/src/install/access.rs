@@ -99,19 +99,14 @@ impl Access {
             .chain(&self.ingress_namespaces)
             .cloned()
             .collect();
-        // An empty list of peers would admit everyone: with none named, the port admits only
-        // pods of outfit's own namespace (none but the backend's).
-        let peers = |names: &[String]| {
-            if names.is_empty() {
-                json!([{"podSelector": {}}])
-            } else {
-                namespace_peers(names)
-            }
-        };
-        backend.network_policy(&[
-            (api, peers(&callers)),
-            (admin, peers(&self.monitoring_namespaces)),
-        ])
+        // An empty list of peers would admit everyone: a port with no namespace named gets no
+        // rule, and so admits no pod (the webhook's policy does the same).
+        let ports: Vec<(&str, Value)> = [(api, &callers), (admin, &self.monitoring_namespaces)]
+            .into_iter()
+            .filter(|(_, names)| !names.is_empty())
+            .map(|(port, names)| (port, namespace_peers(names)))
+            .collect();
+        backend.network_policy(&ports)
     }
 }
 
@@ -189,8 +184,13 @@ mod tests {
             })
             .collect();
         assert_eq!(names, ["sciencedata", "ingress-nginx"]);
-        // No monitoring named: the admin port admits no other namespace's pods.
-        assert_eq!(ingress[1]["from"], json!([{"podSelector": {}}]));
-        assert_eq!(ingress[1]["ports"][0]["port"], "admin");
+        // No monitoring named: no rule for the admin port, so no pod reaches it.
+        assert_eq!(ingress.as_array().unwrap().len(), 1, "{ingress}");
+        let monitored = Access {
+            monitoring_namespaces: vec!["monitoring".to_owned()],
+            ..access(ApiToken::Open)
+        };
+        let policy = monitored.network_policy(&BACKEND, "api", "admin");
+        assert_eq!(policy["spec"]["ingress"][1]["ports"][0]["port"], "admin");
     }
 }

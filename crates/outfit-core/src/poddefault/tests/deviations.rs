@@ -212,3 +212,49 @@ fn x8_a_poddefault_the_pod_records_as_applied_is_not_applied_again() {
     once["metadata"]["annotations"]["poddefault.admission.kubeflow.org/poddefault-a"] = json!("older");
     assert!(denied(&once, &[policy]).contains("spec.containers[name: s]"));
 }
+
+#[test]
+fn x9_a_patch_past_the_bound_is_refused_not_built() {
+    // Kubeflow answers with whatever patch the merge makes: a pod of 100,000 containers, each
+    // given the PodDefault's env, got a 54 MB patch that no API server could take (issue 33).
+    // outfit stops planning once the containers' operations pass the set's bound and refuses the
+    // pod, naming it and the bound.
+    let containers: Vec<Value> = (0..2000)
+        .map(|i| json!({"name": format!("c{i}"), "image": "i"}))
+        .collect();
+    let base = pod(json!({}), json!({"containers": containers}));
+    let policy = pd(
+        "env",
+        json!({"selector": {}, "env": [{"name": "A_LONG_ENOUGH_NAME", "value": "and a value"}]}),
+    );
+    let bounded = |limit: usize| {
+        let mut builder = PolicySet::builder().max_patch_bytes(limit);
+        let _ = builder.add(&Document {
+            origin: Origin::named("test"),
+            value: policy.clone(),
+        });
+        builder.build().0
+    };
+    let set = bounded(10_000);
+    let Outcome::Denied(denial) = set.apply(&Request::create(&base, NS)) else {
+        panic!("a patch past the bound must be refused");
+    };
+    assert_eq!(denial.reason, crate::DenialReason::PatchTooLarge);
+    assert!(
+        denial.message.contains("Pod team-a/p") && denial.message.contains("exceed 10000 bytes"),
+        "{}",
+        denial.message
+    );
+    assert_eq!(denial.policies.len(), 1);
+    // Under the bound, the same patch as with none.
+    let unbounded = apply(&base, std::slice::from_ref(&policy));
+    let Outcome::Admitted(admission) = &unbounded else {
+        panic!("admitted without a bound");
+    };
+    let size = admission.patch_json().len();
+    let exact = bounded(size);
+    let Outcome::Admitted(within) = exact.apply(&Request::create(&base, NS)) else {
+        panic!("a patch of exactly the bound is sent");
+    };
+    assert_eq!(within.patch_json_within(size), Ok(admission.patch_json()));
+}
