@@ -111,11 +111,65 @@ async fn a_per_user_home_is_provisioned_kept_and_used_again_without_rights_on_vo
     // The next launch uses it again.
     let (status, again) = backend.launch(hana, "notebook").await;
     assert_eq!(status, 201, "{again}");
-    backend
-        .follow_to_ready(hana, again["name"].as_str().unwrap())
-        .await;
+    let again = again["name"].as_str().unwrap().to_owned();
+    backend.follow_to_ready(hana, &again).await;
     let now = claims(&client, ns).await;
     assert_eq!(now.iter().map(uid).collect::<Vec<_>>(), [uid(&home)]);
+
+    // The user sees it; removing it is refused while a workspace uses it, done once none does.
+    let (status, listed) = backend.call(hana, "GET", "/api/v1/storage", None).await;
+    assert_eq!(status, 200, "{listed}");
+    let item = &listed["items"][0];
+    assert_eq!(
+        (
+            item["name"].as_str(),
+            item["strategy"].as_str(),
+            item["phase"].as_str()
+        ),
+        (home.metadata.name.as_deref(), Some("per-user"), Some("Bound")),
+        "{listed}"
+    );
+    assert_eq!(item["requested"], "2Gi", "{listed}");
+    let (status, refused) = backend.call(hana, "DELETE", "/api/v1/storage", None).await;
+    assert_eq!(
+        (status, refused["reason"].as_str()),
+        (409, Some("InUse")),
+        "{refused}"
+    );
+    let (status, _) = backend
+        .call(hana, "DELETE", &format!("/api/v1/workspaces/{again}"), None)
+        .await;
+    assert_eq!(status, 202);
+    let removed = outfit_test_support::wait::eventually(
+        "the home removable once no workspace is left",
+        Duration::from_secs(60),
+        || async {
+            let (status, answer) = backend.call(hana, "DELETE", "/api/v1/storage", None).await;
+            (status == 202).then_some(answer)
+        },
+    )
+    .await;
+    assert_eq!(removed["deleting"], json!([home.metadata.name.clone().unwrap()]));
+    outfit_test_support::wait::eventually(
+        "the home and its volume gone",
+        Duration::from_secs(60),
+        || async {
+            let volumes = Api::<PersistentVolume>::all(client.clone());
+            (claims(&client, ns).await.is_empty() && volumes.get_opt(&volume_name).await.unwrap().is_none())
+                .then_some(())
+        },
+    )
+    .await;
+    // Another user may not name hana's storage.
+    let (status, _) = backend
+        .call(
+            Caller::Proxy("ivo", "staff"),
+            "GET",
+            "/api/v1/storage?user=hana",
+            None,
+        )
+        .await;
+    assert_eq!(status, 403);
     backend.assert_running();
 }
 
