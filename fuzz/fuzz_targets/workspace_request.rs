@@ -224,7 +224,7 @@ fn manifest(text: &str) {
     }
     let placement = Placement {
         name: &candidates[0],
-        storage_claim: "user-storage-alice-dtu-dk",
+        storage_claim: Some("user-storage-alice-dtu-dk"),
         deadline: "2027-01-15T08:00:00Z",
         manifest_url: "https://example.org/jupyter.yaml",
     };

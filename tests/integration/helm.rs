@@ -351,6 +351,26 @@ fn chart_renders_what_outfit_manifests_prints_for_the_same_settings() {
                    "workspaces": {"enabled": true}, "acceptRisks": ["compat-api-without-token"]}),
         ),
         (
+            "the workspace backend with a home per user from the default class (no rights on volumes)",
+            vec!["--workspaces", "--storage-strategy", "per-user"],
+            "outfit-system",
+            json!({"webhook": {"enabled": false}, "crds": {"install": false},
+                   "workspaces": {"enabled": true, "storageStrategy": "per-user"}}),
+        ),
+        (
+            "the workspace backend with a home per workspace from a class",
+            vec![
+                "--workspaces",
+                "--storage-strategy",
+                "per-workspace",
+                "--storage-class",
+                "fast.ssd",
+            ],
+            "outfit-system",
+            json!({"webhook": {"enabled": false}, "crds": {"install": false},
+                   "workspaces": {"enabled": true, "storageStrategy": "per-workspace", "storageClassName": "fast.ssd"}}),
+        ),
+        (
             "the workspace backend without its FlowSchema (clusters before 1.29)",
             vec!["--workspaces", "--without-flow-schema"],
             "outfit-system",

@@ -5,6 +5,7 @@
 pub mod control_plane;
 pub mod http;
 mod jsonpatch;
+pub mod provisioner;
 pub mod wait;
 
 use std::path::PathBuf;

@@ -162,7 +162,8 @@ impl Server {
         let config = self.config;
         let metrics = Arc::new(Metrics::default());
         let (cache, watch_task) = Cache::new(&self.client, &config.namespace);
-        let cluster = Cluster::new(self.client.clone(), &config.namespace);
+        let writes_volumes = config.storage_strategy.writes_volumes();
+        let cluster = Cluster::new(self.client.clone(), &config.namespace).writing_volumes(writes_volumes);
         let mut tasks = vec![tokio::spawn(watch_task)];
         let leader_metrics = metrics.clone();
         let on_leading = move |leading| leader_metrics.set_leader(leading);
@@ -192,7 +193,7 @@ impl Server {
             }
             let (remote_cache, remote_watch) = Cache::new_beside(client, &own.namespace, &cache);
             tasks.push(tokio::spawn(remote_watch));
-            let remote = Cluster::new(client.clone(), &own.namespace);
+            let remote = Cluster::new(client.clone(), &own.namespace).writing_volumes(writes_volumes);
             let member = ClusterBackend::new(entry.name.clone(), Arc::new(own), remote, remote_cache);
             let (election, leading) = tend(client, &member, &metrics, |_| {}, &shutdown, &mut tasks);
             elections.push(election);

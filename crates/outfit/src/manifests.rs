@@ -15,6 +15,7 @@ use outfit_workspaces::{
         access::{Access, ApiToken},
         guard::{self, PodSecurity},
     },
+    model::config::StorageStrategy,
 };
 
 use crate::failure::{EXIT_BAD_INPUT, FlagError};
@@ -184,6 +185,19 @@ pub(crate) struct ManifestsArgs {
     #[arg(long, value_name = "PATH", default_value = "/tank/storage", value_parser = guard::check_host_path, requires = "workspaces")]
     nfs_storage_root: String,
 
+    /// With --workspaces: where homes live (the config's `storageStrategy`): `nfs` (a volume on
+    /// the silo under --nfs-storage-root, deic-dk's), `per-user` (a claim per user from
+    /// --storage-class, provisioned by the cluster: the backend gets no rights on
+    /// PersistentVolumes), `per-workspace` (a claim per workspace, going with it), `ephemeral`
+    /// (an emptyDir).
+    #[arg(long, value_name = "STRATEGY", default_value = "nfs", value_parser = StorageStrategy::parse, requires = "workspaces")]
+    storage_strategy: StorageStrategy,
+
+    /// With --workspaces: the StorageClass of the homes (`storageClassName`); by default `nfs`
+    /// for --storage-strategy nfs, the cluster's default class for `per-user`.
+    #[arg(long, value_name = "CLASS", value_parser = storage_class_name, requires = "workspaces")]
+    storage_class: Option<String>,
+
     /// With --workspaces: the Pod Security level the workspace namespace enforces: `baseline` by
     /// default (no privileged container, host namespace, port or path), `privileged` when an
     /// allowed host path or capability needs it (the guard still holds pods to the list).
@@ -311,6 +325,16 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
             allowed,
             pod_security,
             access: access(args),
+            storage_strategy: args.storage_strategy,
+            storage_class: args
+                .storage_class
+                .clone()
+                .unwrap_or_else(|| match args.storage_strategy {
+                    StorageStrategy::Nfs => "nfs".to_owned(),
+                    StorageStrategy::PerUser | StorageStrategy::PerWorkspace | StorageStrategy::Ephemeral => {
+                        String::new()
+                    }
+                }),
         })
     } else {
         match &args.webhook_url {
@@ -408,6 +432,17 @@ fn secret_name(name: &str) -> Result<String, String> {
         "a Secret's name here is 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit"
             .to_owned()
     })
+}
+
+/// A StorageClass's name: a DNS subdomain (lower-case letters, digits, '-' and '.').
+fn storage_class_name(name: &str) -> Result<String, String> {
+    let plain =
+        !name.is_empty() && name.len() <= 253 && name.split('.').all(|label| namespace_name(label).is_ok());
+    if plain {
+        Ok(name.to_owned())
+    } else {
+        Err("a StorageClass's name is lower-case letters, digits, '-' and '.' (a DNS subdomain)".to_owned())
+    }
 }
 
 /// The webhook's rules: from the policies given, or Gatekeeper's everything.

@@ -18,6 +18,7 @@
 //! - `stolen_token`: what the backend's identity may create, checked by the API server;
 //! - `safe_defaults`: a default install's token, Pod Security level and user namespaces, and
 //!   the webhook's device paths held to the install's list;
+//! - `storage`: homes on any storage: a claim per user from a StorageClass, an emptyDir;
 //! - `stop_start`: workspaces that keep their state: stop, start, kubectl's edits, restarts;
 //! - `attacks`: hostile callers: huge tokens, slow bodies, connection floods, cross-site posts,
 //!   names that are paths, squatted names.
@@ -36,4 +37,5 @@ mod safe_defaults;
 mod session;
 mod stolen_token;
 mod stop_start;
+mod storage;
 mod support;

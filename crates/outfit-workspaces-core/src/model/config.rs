@@ -103,8 +103,14 @@ pub struct Config {
     pub allowed_source_cidrs: Vec<Cidr>,
     /// outfit: if set, callers must send `Authorization: Bearer <token>`.
     pub bearer_token: Option<String>,
-    /// outfit: the storage class of user PVs and PVCs.
+    /// outfit: where a workspace's home lives ([`StorageStrategy`]).
+    pub storage_strategy: StorageStrategy,
+    /// outfit: the storage class of user PVs and PVCs; for `per-user`, empty leaves it to the
+    /// cluster's default class.
     pub storage_class_name: String,
+    /// outfit: the access modes of `per-user` claims (ReadWriteOnce when the config names none;
+    /// `nfs` claims are ReadWriteMany, as deic-dk's).
+    pub storage_access_modes: Vec<String>,
     /// outfit: the capacity of user PVs and PVCs.
     pub storage_size: String,
     /// outfit: the `ingressClassName` of pod Ingresses (deic-dk sets none).
@@ -343,7 +349,17 @@ impl Config {
             admin_listen: s.admin_listen,
             allowed_source_cidrs: s.allowed_source_cidrs,
             bearer_token: s.bearer_token,
+            storage_strategy: s.storage_strategy,
             storage_class_name: s.storage_class_name,
+            storage_access_modes: if s.storage_access_modes.is_empty() {
+                s.storage_strategy
+                    .default_access_modes()
+                    .iter()
+                    .map(|mode| (*mode).to_owned())
+                    .collect()
+            } else {
+                s.storage_access_modes
+            },
             storage_size: s.storage_size,
             ingress_class_name: s.ingress_class_name,
             manifest_fetch_timeout: s.manifest_fetch_timeout,
@@ -416,6 +432,7 @@ mod cull_action;
 mod exposure;
 mod layers;
 mod settings;
+mod storage_strategy;
 #[cfg(test)]
 mod tests;
 
@@ -423,4 +440,5 @@ pub use self::{
     cull_action::CullAction,
     exposure::Exposure,
     settings::{CatalogueEntry, ClusterEntry, HostnameEntry},
+    storage_strategy::StorageStrategy,
 };

@@ -50,6 +50,9 @@ pub const ANNOTATION_FAILED: &str = "outfit.dev/failed";
 /// On user storage: a create wants it until this time (RFC 3339), so the storage sweep leaves it
 /// alone while the create's pod does not exist yet.
 pub const ANNOTATION_STORAGE_WANTED_UNTIL: &str = "outfit.dev/wanted-until";
+/// On user storage: the `storageStrategy` it was made under (`per-user` claims are kept when
+/// their user has no workspace; a change of strategy leaves them so).
+pub const ANNOTATION_STORAGE_STRATEGY: &str = "outfit.dev/storage-strategy";
 /// Annotation of the manifest's `metadata.name` (the label of the spawn metrics).
 pub const ANNOTATION_MANIFEST_NAME: &str = "outfit.dev/manifest";
 /// Manifest annotation: cull the workspace this long after it started (`never` or `0`: never).

@@ -144,6 +144,11 @@ pub fn storage_name(user: &UserId) -> String {
     dns_safe(&format!("user-storage-{}", user.user_string()))
 }
 
+/// The claim of workspace `name`'s home under `storageStrategy: per-workspace`.
+pub fn home_claim(name: &str) -> String {
+    format!("{name}-home")
+}
+
 /// The storage name of `user` when deic-dk's name is taken by another user: the same name with a
 /// hash of the exact id.
 pub fn storage_name_for(user: &UserId) -> String {

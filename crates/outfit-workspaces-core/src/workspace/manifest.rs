@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, LocalObjectReference, PersistentVolumeClaimVolumeSource, Pod, Volume,
+    Container, EmptyDirVolumeSource, EnvVar, LocalObjectReference, PersistentVolumeClaimVolumeSource, Pod,
+    Volume,
 };
 use serde_json::Value;
 
@@ -256,8 +257,9 @@ fn check_volumes(spec: &k8s_openapi::api::core::v1::PodSpec) -> Result<bool, Man
 pub struct Placement<'a> {
     /// The pod's name.
     pub name: &'a str,
-    /// The PVC of the user's storage.
-    pub storage_claim: &'a str,
+    /// The PVC of the user's storage; none under `storageStrategy: ephemeral`, where the
+    /// `sciencedata` volume is an `emptyDir` that goes with the pod.
+    pub storage_claim: Option<&'a str>,
     /// When the create is given up (RFC 3339).
     pub deadline: &'a str,
     /// The manifest's URL.
@@ -298,18 +300,25 @@ pub fn assemble(prepared: Prepared, requester: Requester<'_>, placement: &Placem
                 .any(|v| v.name == mount.name);
             let claim = match mount.name.as_str() {
                 _ if declared => continue,
-                "sciencedata" => placement.storage_claim.to_owned(),
-                "local" => names::local_claim(&mount.mount_path),
+                "sciencedata" => placement.storage_claim.map(str::to_owned),
+                "local" => Some(names::local_claim(&mount.mount_path)),
                 // prepare() refused every other name.
                 _ => continue,
             };
-            added.push(Volume {
-                name: mount.name.clone(),
-                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                    claim_name: claim,
-                    read_only: None,
-                }),
-                ..Volume::default()
+            added.push(match claim {
+                Some(claim_name) => Volume {
+                    name: mount.name.clone(),
+                    persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                        claim_name,
+                        read_only: None,
+                    }),
+                    ..Volume::default()
+                },
+                None => Volume {
+                    name: mount.name.clone(),
+                    empty_dir: Some(EmptyDirVolumeSource::default()),
+                    ..Volume::default()
+                },
             });
         }
         if !added.is_empty() {

@@ -4,6 +4,7 @@
 //! what `get_pods` answers ([`info`]), and where its start or delete stands ([`progress`]). Reads
 //! the [`model`](crate::model) and the [`policy`](crate::policy); does no I/O.
 
+pub mod home;
 pub mod info;
 pub mod manifest;
 pub mod network_policy;

@@ -23,7 +23,11 @@ use k8s_openapi::{
     },
 };
 
-use crate::model::{config::Config, keys, names, user::UserId};
+use crate::model::{
+    config::{Config, StorageStrategy},
+    keys, names,
+    user::UserId,
+};
 
 /// The reference that makes `pod` own an object. `None` for a pod the API server has not
 /// returned yet (no uid).
@@ -146,6 +150,66 @@ pub fn ingress(pod: &Pod, owner: &OwnerReference, port: i32, config: &Config) ->
     }
 }
 
+/// A claim the class's provisioner fills (`per-user` and `per-workspace` homes), marked with its
+/// strategy: `storageSize`, `storageAccessModes`, `storageClassName` (the cluster's default class
+/// when empty).
+fn provisioned(
+    mut metadata: ObjectMeta,
+    strategy: StorageStrategy,
+    config: &Config,
+) -> PersistentVolumeClaim {
+    metadata.annotations.get_or_insert_with(BTreeMap::new).insert(
+        keys::ANNOTATION_STORAGE_STRATEGY.to_owned(),
+        strategy.name().to_owned(),
+    );
+    PersistentVolumeClaim {
+        metadata,
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(config.storage_access_modes.clone()),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(BTreeMap::from([(
+                    "storage".to_owned(),
+                    Quantity(config.storage_size.clone()),
+                )])),
+                limits: None,
+            }),
+            storage_class_name: (!config.storage_class_name.is_empty())
+                .then(|| config.storage_class_name.clone()),
+            ..PersistentVolumeClaimSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// The home of workspace `name` under `storageStrategy: per-workspace`: a provisioned claim
+/// owned by `owner` (its Workspace, or for deic-dk's API its pod), which takes it with it. Not
+/// the owner's controller: the Workspace controls its pod alone.
+pub fn workspace_home(
+    name: &str,
+    user: &UserId,
+    owner: &OwnerReference,
+    config: &Config,
+) -> PersistentVolumeClaim {
+    let metadata = ObjectMeta {
+        name: Some(names::home_claim(name)),
+        labels: Some(BTreeMap::from([
+            (keys::LABEL_USER.to_owned(), names::label_value(user.name())),
+            (keys::LABEL_DOMAIN.to_owned(), names::label_value(user.domain())),
+            (keys::LABEL_MANAGED_BY.to_owned(), keys::MANAGED_BY.to_owned()),
+        ])),
+        annotations: Some(BTreeMap::from([(
+            keys::ANNOTATION_USER_ID.to_owned(),
+            user.as_str().to_owned(),
+        )])),
+        owner_references: Some(vec![OwnerReference {
+            controller: None,
+            ..owner.clone()
+        }]),
+        ..ObjectMeta::default()
+    };
+    provisioned(metadata, StorageStrategy::PerWorkspace, config)
+}
+
 /// Where a user's storage lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Storage {
@@ -242,6 +306,14 @@ impl Storage {
         }
     }
 
+    /// The claim of a `per-user` home: provisioned by `storageClassName`'s provisioner (the
+    /// cluster's default class when empty), `storageSize`, `storageAccessModes`; outfit writes no
+    /// volume. Marked with its strategy, so that the sweep keeps it after the user's last
+    /// workspace.
+    pub fn provisioned_claim(&self, user: &UserId, config: &Config) -> PersistentVolumeClaim {
+        provisioned(self.metadata(user), StorageStrategy::PerUser, config)
+    }
+
     /// Whether an existing PV is this user's: made for the same id (by outfit) or, for a PV
     /// deic-dk made, exporting this user's path.
     pub fn belongs_to(volume: &PersistentVolume, user: &UserId, config: &Config) -> bool {
@@ -303,6 +375,33 @@ mod tests {
             Some("user-pods-wildcard")
         );
         assert!(owned_by(&Pod::default()).is_none());
+    }
+
+    #[test]
+    fn a_per_user_home_is_a_claim_the_class_provisions() {
+        let user = UserId::parse("alice@dtu.dk").unwrap();
+        let mut config = config();
+        config.storage_class_name = String::new();
+        config.storage_access_modes = vec!["ReadWriteOnce".to_owned()];
+        let storage = Storage::new(&user, "10.0.0.11", names::storage_name(&user), &config);
+        let claim = storage.provisioned_claim(&user, &config);
+        let spec = claim.spec.as_ref().unwrap();
+        // No class: the cluster's default; no volume named: the provisioner makes one.
+        assert_eq!(spec.storage_class_name, None);
+        assert_eq!(spec.volume_name, None);
+        assert_eq!(
+            spec.access_modes.as_deref(),
+            Some(&["ReadWriteOnce".to_owned()][..])
+        );
+        let annotations = claim.metadata.annotations.as_ref().unwrap();
+        assert_eq!(annotations[keys::ANNOTATION_STORAGE_STRATEGY], "per-user");
+        assert_eq!(crate::model::user::owner_of(&claim), Some("alice@dtu.dk"));
+        config.storage_class_name = "fast-ssd".to_owned();
+        let claim = storage.provisioned_claim(&user, &config);
+        assert_eq!(
+            claim.spec.unwrap().storage_class_name.as_deref(),
+            Some("fast-ssd")
+        );
     }
 
     #[test]

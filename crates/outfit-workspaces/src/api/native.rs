@@ -36,6 +36,8 @@ enum Endpoint {
     Start(String),
     Progress(String),
     Activity(String),
+    Storage,
+    RemoveStorage,
 }
 
 impl Endpoint {
@@ -59,6 +61,9 @@ impl Endpoint {
             }
             (["workspaces", name, "stop"], &Method::POST) => (Some(Self::Stop((*name).to_owned())), &[]),
             (["workspaces", name, "start"], &Method::POST) => (Some(Self::Start((*name).to_owned())), &[]),
+            (["storage"], &Method::GET) => (Some(Self::Storage), &[]),
+            (["storage"], &Method::DELETE) => (Some(Self::RemoveStorage), &[]),
+            (["storage"], _) => (None, &[Method::GET, Method::DELETE]),
             (["openapi.json" | "me" | "catalogue"], _) => (None, &[Method::GET]),
             (["workspaces"], _) => (None, &[Method::GET, Method::POST]),
             (["workspaces", _], _) => (None, &[Method::GET, Method::DELETE]),
@@ -94,6 +99,8 @@ impl Endpoint {
             Self::Start(_) => "v1_start",
             Self::Progress(_) => "v1_progress",
             Self::Activity(_) => "v1_activity",
+            Self::Storage => "v1_storage",
+            Self::RemoveStorage => "v1_remove_storage",
         }
     }
 }
@@ -123,6 +130,7 @@ pub(super) fn request_failure(error: &RequestError) -> Answer {
             (StatusCode::CONFLICT, "Conflict")
         }
         RequestError::NotStoppable(_) => (StatusCode::CONFLICT, "NotStoppable"),
+        RequestError::InUse(_) => (StatusCode::CONFLICT, "InUse"),
         RequestError::TooManyCreates(_) => (StatusCode::TOO_MANY_REQUESTS, "TooManyCreates"),
         RequestError::Forbidden(_) => (StatusCode::FORBIDDEN, "Forbidden"),
         RequestError::Limit(_) => (StatusCode::FORBIDDEN, "LimitExceeded"),
@@ -144,6 +152,13 @@ pub(super) fn request_failure(error: &RequestError) -> Answer {
         other => other.public_message(),
     };
     failure(status, reason, message)
+}
+
+/// The `user` of a query (an admin's choice of whose storage), if any.
+fn user_flag(query: &str) -> Option<String> {
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(key, _)| key == "user")
+        .map(|(_, value)| value.into_owned())
 }
 
 /// The answer to a stream past the caller's `maxStreamsPerUser` (`cap`).
@@ -229,7 +244,7 @@ impl Api {
             return (name, failure(StatusCode::SERVICE_UNAVAILABLE, "NotReady", error));
         }
         let query = request.uri().query().unwrap_or_default();
-        let (all, follow) = (flag(query, "all"), flag(query, "follow"));
+        let (all, follow, user) = (flag(query, "all"), flag(query, "follow"), user_flag(query));
         let body = if endpoint == Endpoint::Launch {
             match read_body(
                 request.into_body(),
@@ -245,7 +260,7 @@ impl Api {
             None
         };
         let answer = match self
-            .operate(endpoint, &identity, (all, follow), body.as_deref())
+            .operate(endpoint, &identity, (all, follow, user), body.as_deref())
             .await
         {
             Ok(answer) => answer,
@@ -258,7 +273,7 @@ impl Api {
         &self,
         endpoint: Endpoint,
         identity: &Identity,
-        (all, follow): (bool, bool),
+        (all, follow, user): (bool, bool, Option<String>),
         body: Option<&[u8]>,
     ) -> Result<Answer, RequestError> {
         let backend = &self.backend;
@@ -339,6 +354,14 @@ impl Api {
                     status: StatusCode::OK,
                     body: Body::Events(stream),
                 }
+            }
+            Endpoint::Storage => ok(
+                StatusCode::OK,
+                json!({"items": backend.homes(identity, user.as_deref())?}),
+            ),
+            Endpoint::RemoveStorage => {
+                let removed = backend.remove_homes(identity, user.as_deref()).await?;
+                ok(StatusCode::ACCEPTED, json!({"deleting": removed}))
             }
             Endpoint::Activity(name) => {
                 backend.activity(identity, &name).await?;

@@ -28,6 +28,8 @@ pub use self::{
 };
 
 #[cfg(test)]
+mod homes_tests;
+#[cfg(test)]
 mod records_tests;
 #[cfg(test)]
 mod tests;

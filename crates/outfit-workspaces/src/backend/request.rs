@@ -79,6 +79,9 @@ pub enum RequestError {
         "workspace {0:?} has no record to keep it while stopped (launched through deic-dk's API, or before this version); delete it instead"
     )]
     NotStoppable(String),
+    /// A user's storage is still used by their workspaces.
+    #[error("{0}")]
+    InUse(String),
     /// Another create of the user's held their turn (the per-user Lease) too long.
     #[error("{0}")]
     Busy(String),
@@ -144,6 +147,7 @@ impl RequestError {
             | Self::Limit(_)
             | Self::WrongCluster(_)
             | Self::NotStoppable(_)
+            | Self::InUse(_)
             | Self::Unreachable { .. } => None,
             Self::Fetch(_) | Self::Manifest(_) | Self::Annotation(_) => Some(Phase::Fetch),
             Self::Storage(_) => Some(Phase::Storage),

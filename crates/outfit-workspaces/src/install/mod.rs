@@ -14,6 +14,8 @@ pub mod guard;
 use outfit_k8s::component::{self, Component, Scope, Workload};
 use serde_json::{Value, json};
 
+use crate::model::config::StorageStrategy;
+
 /// Choices that shape the manifests.
 #[derive(Debug, Clone)]
 pub struct InstallOptions {
@@ -37,6 +39,10 @@ pub struct InstallOptions {
     pub pod_security: guard::PodSecurity,
     /// Who may reach the API and admin ports ([`access`]).
     pub access: access::Access,
+    /// Where homes live (the config's `storageStrategy`): PersistentVolume rights only for `nfs`.
+    pub storage_strategy: StorageStrategy,
+    /// The config's `storageClassName`: for `per-user`, empty leaves it to the cluster's default.
+    pub storage_class: String,
 }
 
 /// Name of the backend's objects.
@@ -119,16 +125,23 @@ pub fn rbac(options: &InstallOptions) -> Vec<Value> {
             ]),
         ),
         backend.binding(pods),
-        backend.role(
-            Scope::Cluster,
-            json!([
-                {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["get", "create", "delete"]},
-                // Checking the bearer tokens callers of the native API present.
-                {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
-            ]),
-        ),
+        backend.role(Scope::Cluster, Value::Array(cluster_rules(options.storage_strategy))),
         backend.binding(Scope::Cluster),
     ]
+}
+
+/// The ClusterRole's rules: token reviews, and PersistentVolumes only where the storage strategy
+/// writes them (`nfs`): a dynamically provisioned home needs none, so a stolen token gets none.
+fn cluster_rules(strategy: StorageStrategy) -> Vec<Value> {
+    let mut rules = Vec::new();
+    if strategy.writes_volumes() {
+        rules.push(json!({"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["get", "create", "delete"]}));
+    }
+    // Checking the bearer tokens callers of the native API present.
+    rules.push(
+        json!({"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}),
+    );
+    rules
 }
 
 /// The backend's own priority level, and the FlowSchema that puts its ServiceAccount's requests
@@ -180,10 +193,15 @@ fn config_map(options: &InstallOptions) -> Value {
          listen: 0.0.0.0:{API_PORT}\n\
          adminListen: 0.0.0.0:{ADMIN_PORT}\n\
          {access}\
-         ingressDomain: \"\"\n",
+         ingressDomain: \"\"\n\
+         # Where homes live: nfs (a volume on the silo), per-user, per-workspace (claims of the class), ephemeral.\n\
+         storageStrategy: {strategy}\n\
+         storageClassName: {class:?}\n",
         ns = options.workspace_namespace,
         backend = options.namespace,
         access = options.access.config_lines(),
+        strategy = options.storage_strategy.name(),
+        class = options.storage_class,
     );
     json!({
         "apiVersion": "v1", "kind": "ConfigMap",
@@ -236,6 +254,8 @@ mod tests {
                 ..guard::Allowed::default()
             },
             pod_security: guard::PodSecurity::Baseline,
+            storage_strategy: StorageStrategy::Nfs,
+            storage_class: "nfs".to_owned(),
             access: access::Access {
                 token: access::ApiToken::Generated("s3cret".to_owned()),
                 frontend_namespaces: vec!["portal".to_owned()],
@@ -428,5 +448,26 @@ mod tests {
             verbs(cluster_role, "", "persistentvolumes"),
             ["get", "create", "delete"]
         );
+    }
+
+    #[test]
+    fn a_provisioned_home_gives_no_rights_on_volumes_and_says_its_strategy() {
+        let options = InstallOptions {
+            storage_strategy: StorageStrategy::PerUser,
+            storage_class: String::new(),
+            ..options()
+        };
+        let printed = objects(&options);
+        let cluster_role = the(&printed, "ClusterRole");
+        assert!(verbs(cluster_role, "", "persistentvolumes").is_empty());
+        assert_eq!(
+            verbs(cluster_role, "authentication.k8s.io", "tokenreviews"),
+            ["create"]
+        );
+        let config = the(&printed, "ConfigMap")["data"]["config.yaml"]
+            .as_str()
+            .unwrap();
+        assert!(config.contains("storageStrategy: per-user\n"), "{config}");
+        assert!(config.contains("storageClassName: \"\"\n"), "{config}");
     }
 }

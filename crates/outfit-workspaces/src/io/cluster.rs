@@ -115,6 +115,10 @@ pub struct Cluster {
     network_policies: Api<NetworkPolicy>,
     claims: Api<PersistentVolumeClaim>,
     volumes: Api<PersistentVolume>,
+    /// Whether the storage strategy writes PersistentVolumes (`nfs`); otherwise the backend may
+    /// hold no rights on them, and deleting a user's storage deletes the claim alone (its class's
+    /// reclaim policy decides the volume's fate).
+    writes_volumes: bool,
     events: Api<CoreEvent>,
     recorder: Recorder,
 }
@@ -145,6 +149,7 @@ impl Cluster {
             network_policies: Api::namespaced(client.clone(), namespace),
             claims: Api::namespaced(client.clone(), namespace),
             volumes: Api::all(client.clone()),
+            writes_volumes: true,
             events: Api::namespaced(client.clone(), namespace),
             recorder: Recorder::new(
                 client,
@@ -153,6 +158,14 @@ impl Cluster {
                     instance,
                 },
             ),
+        }
+    }
+
+    /// The same, writing PersistentVolumes or not (`storageStrategy`).
+    pub fn writing_volumes(self, writes_volumes: bool) -> Self {
+        Self {
+            writes_volumes,
+            ..self
         }
     }
 
@@ -391,8 +404,8 @@ impl Cluster {
             })
     }
 
-    /// Deletes the user's claim and volume `name` (not found counts as done). The NFS data stays:
-    /// the volume's reclaim policy is Retain. With `seen` (a resourceVersion of the claim), only
+    /// Deletes the user's claim and, when the strategy writes volumes, the volume `name` (not
+    /// found counts as done). The NFS data stays: the volume's reclaim policy is Retain. With `seen` (a resourceVersion of the claim), only
     /// that version is deleted: a claim a create has marked as wanted since then is answered 409
     /// ([`ClusterError::is_conflict`]) and kept.
     pub async fn delete_storage(&self, name: &str, seen: Option<&str>) -> Result<(), ClusterError> {
@@ -413,6 +426,9 @@ impl Cluster {
                 e,
             )
         })?;
+        if !self.writes_volumes {
+            return Ok(());
+        }
         ok_if_gone(
             self.volumes
                 .delete(name, &DeleteParams::default())

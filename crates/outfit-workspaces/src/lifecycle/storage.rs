@@ -4,7 +4,8 @@
 //! keeps it for a user who launches again at once, who would otherwise wait for the claim's
 //! delete to finish (minutes when kube-controller-manager is slow to drop the claim's protection
 //! finalizer, as after an API server restart: the two-replica soak found it). The NFS data stays
-//! either way: the volume's reclaim policy is Retain.
+//! either way: the volume's reclaim policy is Retain. A `per-user` claim (`storageStrategy`) is
+//! never swept: its class may reclaim with `Delete`, and it is the user's home.
 
 use std::collections::{HashMap, HashSet};
 
@@ -15,7 +16,11 @@ use tokio::time::Instant;
 
 use crate::{
     io::{cache::Cache, calls::ClusterCalls},
-    model::{config::Config, keys, user::owner_of},
+    model::{
+        config::{Config, StorageStrategy},
+        keys,
+        user::owner_of,
+    },
 };
 
 /// Claim name → since when the leader has seen it unused, in a row. Only unused claims are kept,
@@ -36,6 +41,19 @@ fn is_unused(claim: &PersistentVolumeClaim, users_with_pods: &HashSet<&str>, now
         return false;
     };
     if users_with_pods.contains(owner) {
+        return false;
+    }
+    // A `per-user` home is kept after its user's last workspace, as zero-to-jupyterhub keeps
+    // its claims: removed only when asked. A `per-workspace` home goes with its owner (the
+    // garbage collector's doing).
+    let strategy = claim
+        .annotations()
+        .get(keys::ANNOTATION_STORAGE_STRATEGY)
+        .map(String::as_str);
+    if [StorageStrategy::PerUser, StorageStrategy::PerWorkspace]
+        .iter()
+        .any(|kept| strategy == Some(kept.name()))
+    {
         return false;
     }
     claim

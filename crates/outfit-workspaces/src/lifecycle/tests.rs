@@ -503,3 +503,22 @@ async fn a_cull_past_the_stopped_limit_deletes() {
     let left: Vec<String> = fake.with(|s| s.workspaces.keys().cloned().collect());
     assert_eq!(left, ["kept"], "the stopped one stays, the culled one goes");
 }
+
+/// Issue 32: a `per-user` home is kept after its user's last workspace (as zero-to-jupyterhub
+/// keeps its claims), whatever the strategy is now; an `nfs` claim beside it goes as before.
+#[tokio::test]
+async fn the_storage_sweep_keeps_per_user_homes() {
+    let (lifecycle, fake) = on_fake(&[("BACKEND_STORAGEGRACEPERIOD", "0")]);
+    let per_user = json!({"outfit.dev/storage-strategy": "per-user"});
+    fake.put_claim(claim("alices", "alice@dtu.dk", per_user));
+    fake.put_claim(claim("bobs", "bob@dtu.dk", json!({})));
+    let mut unused = storage::Unused::default();
+    let (cluster, cache, config) = (&lifecycle.cluster, &lifecycle.cache, &lifecycle.config);
+    storage::sweep(cluster, cache, config, &mut unused, tokio::time::Instant::now()).await;
+    let deletes: Vec<String> = fake
+        .calls()
+        .into_iter()
+        .filter(|c| c.starts_with("delete_storage"))
+        .collect();
+    assert_eq!(deletes, ["delete_storage bobs"]);
+}

@@ -15,7 +15,7 @@ use regex::Regex;
 use serde::{Deserialize, Deserializer, de::DeserializeOwned, de::Error};
 use serde_json::Value;
 
-use super::{cull_action::CullAction, exposure};
+use super::{cull_action::CullAction, exposure, storage_strategy::StorageStrategy};
 use crate::{cidr::Cidr, model::duration};
 
 /// Every key the backend reads; a key not here is refused. The field order is the order the
@@ -60,8 +60,12 @@ pub(super) struct Settings {
     /// The token the file holds, read when the key is.
     #[serde(rename = "bearerTokenFile", deserialize_with = "token_file")]
     pub(super) bearer_token: Option<String>,
+    #[serde(deserialize_with = "storage_strategy")]
+    pub(super) storage_strategy: StorageStrategy,
     #[serde(deserialize_with = "text")]
     pub(super) storage_class_name: String,
+    #[serde(deserialize_with = "access_modes")]
+    pub(super) storage_access_modes: Vec<String>,
     #[serde(deserialize_with = "non_empty")]
     pub(super) storage_size: String,
     #[serde(deserialize_with = "optional_text")]
@@ -228,7 +232,9 @@ impl Default for Settings {
             admin_listen: Some(any_address(8081)),
             allowed_source_cidrs: networks(&["127.0.0.0/8", "::1/128"]),
             bearer_token: None,
+            storage_strategy: StorageStrategy::Nfs,
             storage_class_name: "nfs".to_owned(),
+            storage_access_modes: Vec::new(),
             storage_size: "10Gi".to_owned(),
             ingress_class_name: None,
             manifest_fetch_timeout: Duration::from_secs(10),
@@ -309,6 +315,28 @@ fn restart_policy<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
 
 fn cull_action<'de, D: Deserializer<'de>>(d: D) -> Result<CullAction, D::Error> {
     parsed(d, CullAction::parse)
+}
+
+fn storage_strategy<'de, D: Deserializer<'de>>(d: D) -> Result<StorageStrategy, D::Error> {
+    parsed(d, StorageStrategy::parse)
+}
+
+/// A claim's access modes, each one Kubernetes knows.
+fn access_modes<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    const MODES: [&str; 4] = [
+        "ReadWriteOnce",
+        "ReadOnlyMany",
+        "ReadWriteMany",
+        "ReadWriteOncePod",
+    ];
+    let modes: Vec<String> = list(d)?;
+    match modes.iter().find(|mode| !MODES.contains(&mode.as_str())) {
+        Some(bad) => Err(D::Error::custom(format!(
+            "{bad:?} is not an access mode (expected {})",
+            MODES.join(", ")
+        ))),
+        None => Ok(modes),
+    }
 }
 
 fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {

@@ -119,6 +119,12 @@ fn bad_values_name_the_key_and_where_they_came_from() {
         ("tlsCertFile: /tls.crt", "tlsKeyFile", "both"),
         ("allowedOrigins: [portal.example.org]", "allowedOrigins", "origin"),
         ("maxConnections: 0", "maxConnections", "positive"),
+        ("storageStrategy: per-pod", "storageStrategy", "per-workspace"),
+        (
+            "storageAccessModes: [ReadWriteSometimes]",
+            "storageAccessModes",
+            "access mode",
+        ),
         ("maxStreamsPerUser: 0", "maxStreamsPerUser", "positive"),
         ("bodyReadTimeout: 5", "bodyReadTimeout", "unit"),
     ];
@@ -285,7 +291,9 @@ fn each_default_is_the_documented_text() {
         ("adminListen", "0.0.0.0:8081"),
         ("allowedSourceCidrs", r#"["127.0.0.0/8", "::1/128"]"#),
         ("bearerTokenFile", ""),
+        ("storageStrategy", "nfs"),
         ("storageClassName", "nfs"),
+        ("storageAccessModes", "[]"),
         ("storageSize", "10Gi"),
         ("ingressClassName", ""),
         ("manifestFetchTimeout", "10s"),

@@ -180,7 +180,7 @@ fn assembled_pod_has_deic_dk_labels_owner_and_provided_volumes() {
     assert!(prepared.needs_user_storage);
     let placement = Placement {
         name: "jupyter-alice-dtu-dk",
-        storage_claim: "user-storage-alice-dtu-dk",
+        storage_claim: Some("user-storage-alice-dtu-dk"),
         deadline: "2026-01-01T00:00:00Z",
         manifest_url: "https://example/jupyter.yaml",
     };
@@ -209,6 +209,33 @@ fn assembled_pod_has_deic_dk_labels_owner_and_provided_volumes() {
     assert_eq!(claim("sciencedata"), Some("user-storage-alice-dtu-dk"));
     assert_eq!(claim("local"), Some("local-claim--data-x"));
     assert_eq!(volumes.len(), 3);
+}
+
+/// Issue 32: under `storageStrategy: ephemeral` the home is an emptyDir that goes with the pod;
+/// the manifest's own volumes and `local` claims are unchanged.
+#[test]
+fn an_ephemeral_home_is_an_empty_dir() {
+    let user = alice();
+    let requester = Requester {
+        user: &user,
+        silo_ip: "10.0.0.11",
+    };
+    let prepared = prepare_jupyter(&Settings::new()).unwrap();
+    let placement = Placement {
+        name: "jupyter-alice-dtu-dk",
+        storage_claim: None,
+        deadline: "2026-01-01T00:00:00Z",
+        manifest_url: "https://example/jupyter.yaml",
+    };
+    let pod = assemble(prepared, requester, &placement);
+    let volumes = pod.spec.unwrap().volumes.unwrap();
+    let home = volumes.iter().find(|v| v.name == "sciencedata").unwrap();
+    assert!(
+        home.empty_dir.is_some() && home.persistent_volume_claim.is_none(),
+        "{home:?}"
+    );
+    let local = volumes.iter().find(|v| v.name == "local").unwrap();
+    assert!(local.persistent_volume_claim.is_some());
 }
 
 #[test]

@@ -16,11 +16,11 @@ use super::ClusterBackend;
 use crate::{
     backend::request::{Created, RequestError},
     io::{cache::OWN_WRITE_VISIBLE, calls::ClusterCalls, cluster::ClusterError},
-    model::{keys, names, user::UserId},
+    model::{config::StorageStrategy, keys, names, user::UserId},
     resource::{Workspace, WorkspaceSpec, reconcile::owner_reference},
     workspace::{
         manifest::{self, Prepared, Requester},
-        start,
+        objects, start,
     },
 };
 
@@ -35,6 +35,9 @@ struct Naming<'a> {
     user: &'a UserId,
     record: Record<'a>,
     deadline: &'a str,
+    /// Whether the workspace gets a home of its own (`storageStrategy: per-workspace`), made
+    /// once its owner exists.
+    home: bool,
 }
 
 /// Who holds the names a create found taken.
@@ -87,19 +90,24 @@ impl<C: ClusterCalls> ClusterBackend<C> {
         let user = requester.user;
         let deadline = Timestamp::now() + self.config.timeout_create;
         let deadline_text = deadline.to_string();
-        let storage_claim = if prepared.needs_user_storage {
+        let strategy = self.config.storage_strategy;
+        let storage_claim = if prepared.needs_user_storage
+            && matches!(strategy, StorageStrategy::Nfs | StorageStrategy::PerUser)
+        {
             // Until the pod exists, only this mark keeps the storage sweep away; once it exists,
             // the pod does, so the mark need not last to the deadline (which would hold unused
             // storage that long after a quick delete).
             let wanted_until = (Timestamp::now() + STORAGE_WANTED).to_string();
-            self.ensure_storage(requester, &wanted_until).await?
+            Some(self.ensure_storage(requester, &wanted_until).await?)
         } else {
-            String::new()
+            None
         };
+        let home = prepared.needs_user_storage && strategy == StorageStrategy::PerWorkspace;
         let placed = |name: &str| {
+            let own_home = home.then(|| names::home_claim(name));
             let placement = manifest::Placement {
                 name,
-                storage_claim: &storage_claim,
+                storage_claim: storage_claim.as_deref().or(own_home.as_deref()),
                 deadline: &deadline_text,
                 manifest_url: url,
             };
@@ -114,6 +122,7 @@ impl<C: ClusterCalls> ClusterBackend<C> {
             user,
             record,
             deadline: &deadline_text,
+            home,
         };
         if let Some(created) = self
             .create_named(&plain, &naming, &name_holder, &mut holders, &placed)
@@ -178,12 +187,29 @@ impl<C: ClusterCalls> ClusterBackend<C> {
                     Err(error) => return Err(error.into()),
                 },
             };
+            // A Workspace's home is made before its pod, owned by the Workspace.
+            if let (true, Some(owner)) = (naming.home, owner.as_ref())
+                && let Err(error) = self.ensure_home(name, user, owner).await
+            {
+                self.undo_record(made.as_ref()).await;
+                return Err(error);
+            }
             let mut pod = pod_of(name);
-            pod.metadata.owner_references = owner.map(|owner| vec![owner]);
+            pod.metadata.owner_references = owner.clone().map(|owner| vec![owner]);
             match self.cluster.create_pod(&pod).await {
                 Ok(created) => {
                     tracing::info!(pod = name, user = %user, "pod created");
                     self.cache.own_writes().made(&created);
+                    // deic-dk's workspaces have no Workspace: their home is the pod's, made
+                    // once the pod exists (which waits for it to be bound).
+                    if naming.home
+                        && owner.is_none()
+                        && let Some(pod_owner) = objects::owned_by(&created)
+                        && let Err(error) = self.ensure_home(name, user, &pod_owner).await
+                    {
+                        self.undo_create(&created);
+                        return Err(error);
+                    }
                     // Isolated right after the pod is stored, while it waits for a node and its
                     // images; the lifecycle makes sure again before it is ready unless this
                     // process made it (own_writes).

@@ -1,8 +1,11 @@
-//! The user's storage (PV and PVC) on one cluster, made ready for a create there: made when
-//! missing, waited for and made anew when being deleted, never someone else's.
+//! The user's storage on one cluster, made ready for a create there: made when missing, waited
+//! for and made anew when being deleted, never someone else's. Under `storageStrategy: nfs` a PV
+//! outfit writes and a claim pinned to it; under `per-user` a claim alone, which the storage
+//! class's provisioner fills.
 
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
 use tokio::time::Instant;
 
@@ -60,12 +63,17 @@ impl<C: ClusterCalls> ClusterBackend<C> {
         name: &str,
     ) -> Result<Attempt, RequestError> {
         let storage_error = |e: ClusterError| storage_failure(&e);
+        let writes_volumes = self.config.storage_strategy.writes_volumes();
         let Some(claim) = self.cluster.claim(name).await.map_err(storage_error)? else {
-            if !self.ensure_volume(user, silo_ip, name).await? {
+            if writes_volumes && !self.ensure_volume(user, silo_ip, name).await? {
                 return Ok(Attempt::Taken);
             }
             let storage = objects::Storage::new(user, silo_ip, name.to_owned(), &self.config);
-            let mut claim = storage.claim(user, &self.config);
+            let mut claim = if writes_volumes {
+                storage.claim(user, &self.config)
+            } else {
+                storage.provisioned_claim(user, &self.config)
+            };
             claim.annotations_mut().insert(
                 crate::model::keys::ANNOTATION_STORAGE_WANTED_UNTIL.to_owned(),
                 until.to_owned(),
@@ -79,8 +87,11 @@ impl<C: ClusterCalls> ClusterBackend<C> {
         match crate::model::user::owner_of(&claim) {
             // Another user's (their ids share deic-dk's user string): use the other name.
             Some(owner) if owner != user.as_str() => return Ok(Attempt::Taken),
-            // Made by deic-dk (no owner mark): the user's only if its volume is theirs.
-            None if !self.volume_is_users(user, name).await? => return Ok(Attempt::Taken),
+            // Made by deic-dk (no owner mark): the user's only if its volume is theirs; outfit
+            // marks every claim it provisions, so an unmarked one is never a `per-user` home.
+            None if !writes_volumes || !self.volume_is_users(user, name).await? => {
+                return Ok(Attempt::Taken);
+            }
             _ => {}
         }
         if claim.metadata.deletion_timestamp.is_some() {
@@ -109,7 +120,7 @@ impl<C: ClusterCalls> ClusterBackend<C> {
         if claim.is_none_or(|c| c.metadata.deletion_timestamp.is_some()) {
             return Ok(Attempt::Again);
         }
-        if !self.ensure_volume(user, silo_ip, name).await? {
+        if writes_volumes && !self.ensure_volume(user, silo_ip, name).await? {
             return Ok(Attempt::Taken);
         }
         Ok(Attempt::Ready)
@@ -154,6 +165,64 @@ impl<C: ClusterCalls> ClusterBackend<C> {
             Err(e) if e.is_conflict() => self.volume_is_users(user, name).await,
             Err(e) => Err(storage_error(e)),
         }
+    }
+}
+
+impl<C: ClusterCalls> ClusterBackend<C> {
+    /// Makes sure workspace `name`'s own home (`storageStrategy: per-workspace`) exists, owned by
+    /// `owner`: kept when it is already theirs (a start), waited for and made anew when being
+    /// deleted; a claim of the name that another owner holds is refused.
+    pub(crate) async fn ensure_home(
+        &self,
+        name: &str,
+        user: &UserId,
+        owner: &OwnerReference,
+    ) -> Result<(), RequestError> {
+        let storage_error = |e: ClusterError| storage_failure(&e);
+        let claim_name = names::home_claim(name);
+        for _ in 0..3 {
+            match self.cluster.claim(&claim_name).await.map_err(storage_error)? {
+                Some(claim) if claim.metadata.deletion_timestamp.is_some() => {
+                    let limit = self.config.timeout_create;
+                    if !self
+                        .cluster
+                        .wait_claim_gone(&claim_name, limit)
+                        .await
+                        .map_err(storage_error)?
+                    {
+                        return Err(RequestError::Storage(format!(
+                            "claim {claim_name} is still being deleted after {limit:?}"
+                        )));
+                    }
+                }
+                Some(claim) => {
+                    let owned = claim
+                        .metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .any(|reference| reference.uid == owner.uid);
+                    return if owned {
+                        Ok(())
+                    } else {
+                        Err(RequestError::Storage(format!(
+                            "claim {claim_name} belongs to another workspace"
+                        )))
+                    };
+                }
+                None => {
+                    let home = objects::workspace_home(name, user, owner, &self.config);
+                    match self.cluster.create_claim(&home).await {
+                        Ok(()) => return Ok(()),
+                        Err(e) if e.is_conflict() => {}
+                        Err(e) => return Err(storage_error(e)),
+                    }
+                }
+            }
+        }
+        Err(RequestError::Storage(format!(
+            "claim {claim_name} keeps changing"
+        )))
     }
 }
 

@@ -1,0 +1,158 @@
+//! A stand-in for a CSI driver's external-provisioner (issue 32), as the test cluster's kwok nodes
+//! stand in for kubelets: claims of the StorageClass [`CLASS`] get a PersistentVolume made for
+//! them, which kube-controller-manager's binder then binds as it binds any; a volume of the class
+//! released by its claim is deleted (the class reclaims with `Delete`), and a claim asking for
+//! more than its volume holds gets it (the class allows expansion). Nothing is stored anywhere:
+//! the volumes are `hostPath`s no kwok node mounts.
+//!
+//! It runs in the test process, on a thread of its own (a test's runtime ends with the test), once
+//! per process and API server, polling every 200 ms.
+
+use std::{
+    collections::HashSet,
+    path::PathBuf,
+    sync::{Mutex, OnceLock},
+    time::Duration,
+};
+
+use kube::{
+    Client,
+    api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams},
+};
+use serde_json::json;
+
+use crate::control_plane::{ControlPlane, api, client_from, resource};
+
+/// The StorageClass whose claims it provisions.
+pub const CLASS: &str = "outfit-test-provisioned";
+/// Its provisioner's name.
+pub const PROVISIONER: &str = "outfit.test/provisioner";
+
+/// Makes sure the StorageClass exists and the provisioner runs against `plane`'s API server.
+pub async fn ensure(plane: &ControlPlane) {
+    static STARTED: OnceLock<Mutex<HashSet<PathBuf>>> = OnceLock::new();
+    let kubeconfig = plane.kubeconfig();
+    let client = plane.admin_client().await;
+    let class = json!({
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": CLASS},
+        "provisioner": PROVISIONER,
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "Immediate",
+        "allowVolumeExpansion": true
+    });
+    let classes = resource("storage.k8s.io", "v1", "StorageClass", "storageclasses");
+    match crate::control_plane::create(&client, None, &classes, class).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(error) => panic!("creating the StorageClass {CLASS}: {error}"),
+    }
+    let mut started = STARTED
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if started.insert(kubeconfig.clone()) {
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("the provisioner's runtime");
+            runtime.block_on(async move {
+                let client = client_from(&kubeconfig).await;
+                loop {
+                    // A pass that fails (the API server restarting) is tried again.
+                    let _ = pass(&client).await;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            });
+        });
+    }
+}
+
+/// One look at every claim and volume of the class.
+async fn pass(client: &Client) -> Result<(), kube::Error> {
+    let claims = api(
+        client,
+        None,
+        &resource("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
+    );
+    let volumes = api(
+        client,
+        None,
+        &resource("", "v1", "PersistentVolume", "persistentvolumes"),
+    );
+    let ours = |object: &DynamicObject| object.data["spec"]["storageClassName"] == CLASS;
+    let volume_list = volumes.list(&ListParams::default()).await?;
+    for claim in claims
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .filter(|c| ours(c))
+    {
+        let Some(uid) = claim.metadata.uid.as_deref() else {
+            continue;
+        };
+        let bound = volume_list
+            .items
+            .iter()
+            .find(|v| v.data["spec"]["claimRef"]["uid"] == uid);
+        let wanted = claim.data["spec"]["resources"]["requests"]["storage"].clone();
+        match bound {
+            None if claim.metadata.deletion_timestamp.is_none() => {
+                let volume = json!({
+                    "apiVersion": "v1", "kind": "PersistentVolume",
+                    "metadata": {"name": format!("pvc-{uid}"),
+                                 "annotations": {"pv.kubernetes.io/provisioned-by": PROVISIONER}},
+                    "spec": {
+                        "storageClassName": CLASS,
+                        "capacity": {"storage": wanted},
+                        "accessModes": claim.data["spec"]["accessModes"],
+                        "persistentVolumeReclaimPolicy": "Delete",
+                        "hostPath": {"path": format!("/var/outfit-test/{uid}")},
+                        "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                                     "namespace": claim.metadata.namespace, "name": claim.metadata.name,
+                                     "uid": uid}
+                    }
+                });
+                let volume: DynamicObject = serde_json::from_value(volume).expect("a volume");
+                match volumes.create(&PostParams::default(), &volume).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(status)) if status.code == 409 => {}
+                    Err(error) => return Err(error),
+                }
+            }
+            // Expansion: the volume grows to what the claim asks, and so does the claim's status.
+            Some(volume) if volume.data["spec"]["capacity"]["storage"] != wanted && !wanted.is_null() => {
+                let name = volume.metadata.name.clone().unwrap_or_default();
+                let grow = json!({"spec": {"capacity": {"storage": wanted}}});
+                volumes
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&grow))
+                    .await?;
+                let namespace = claim.metadata.namespace.clone().unwrap_or_default();
+                let claim_name = claim.metadata.name.clone().unwrap_or_default();
+                let status = json!({"status": {"capacity": {"storage": wanted}}});
+                api(
+                    client,
+                    Some(&namespace),
+                    &resource("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
+                )
+                .patch_status(&claim_name, &PatchParams::default(), &Patch::Merge(&status))
+                .await?;
+            }
+            _ => {}
+        }
+    }
+    // Released volumes of the class go, as its reclaim policy says.
+    for volume in volume_list.items.iter().filter(|v| ours(v)) {
+        if volume.data["status"]["phase"] == "Released" && volume.metadata.deletion_timestamp.is_none() {
+            let name = volume.metadata.name.clone().unwrap_or_default();
+            match volumes.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(error) => return Err(error),
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,89 @@
+//! Users' homes through the native API (issue 32): `GET /api/v1/storage` lists the caller's (an
+//! admin's choice of user's) on every cluster, from the watch caches; `DELETE /api/v1/storage`
+//! removes the ones that outlive workspaces (`per-user` and `nfs`), the explicit call a home
+//! waits for, refused while the user has any workspace, stopped ones included. A `per-workspace`
+//! home goes with its Workspace, never here.
+
+use kube::ResourceExt;
+
+use super::Backend;
+use crate::{
+    backend::request::RequestError,
+    io::{auth::Identity, calls::ClusterCalls},
+    model::{
+        config::StorageStrategy,
+        user::{UserId, belongs_to},
+    },
+    workspace::home::{self, Home},
+};
+
+impl<C: ClusterCalls> Backend<C> {
+    /// Whose homes `identity` asks about: their own, or as an admin, `user`'s.
+    fn home_owner(identity: &Identity, user: Option<&str>) -> Result<UserId, RequestError> {
+        match user {
+            None => Ok(identity.user.clone()),
+            Some(_) if !identity.admin => Err(RequestError::Forbidden(
+                "only members of adminGroups may name another user's storage".to_owned(),
+            )),
+            Some(id) => UserId::parse(id).map_err(RequestError::User),
+        }
+    }
+
+    /// The homes of `identity` (or, for an admin, of `user`) on every cluster, in name order.
+    pub fn homes(&self, identity: &Identity, user: Option<&str>) -> Result<Vec<Home>, RequestError> {
+        let owner = Self::home_owner(identity, user)?;
+        let mut homes: Vec<Home> = self
+            .members
+            .iter()
+            .flat_map(|member| {
+                member
+                    .cache
+                    .claims()
+                    .iter()
+                    .filter(|claim| belongs_to(claim.as_ref(), &owner))
+                    .map(|claim| home::home_of(claim, &member.name))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        homes.sort_by(|a, b| (&a.cluster, &a.name).cmp(&(&b.cluster, &b.name)));
+        Ok(homes)
+    }
+
+    /// Removes the homes of `identity` (or, for an admin, of `user`) that outlive workspaces;
+    /// their names. Refused while the user has a workspace on the cluster, so that no running or
+    /// stopped workspace loses its home.
+    pub async fn remove_homes(
+        &self,
+        identity: &Identity,
+        user: Option<&str>,
+    ) -> Result<Vec<String>, RequestError> {
+        let owner = Self::home_owner(identity, user)?;
+        for member in self.members.iter() {
+            let workspaces = member.cache.pods_of(&owner).len() + member.cache.workspaces_of(&owner).len();
+            if workspaces > 0 {
+                return Err(RequestError::InUse(format!(
+                    "{owner} has {workspaces} workspaces on cluster {}; delete them first (stopped ones keep their home)",
+                    member.name
+                )));
+            }
+        }
+        let mut removed = Vec::new();
+        for member in self.members.iter() {
+            let claims: Vec<String> = member
+                .cache
+                .claims()
+                .iter()
+                .filter(|claim| belongs_to(claim.as_ref(), &owner))
+                .filter(|claim| home::strategy_of(claim) != StorageStrategy::PerWorkspace)
+                .filter(|claim| claim.metadata.deletion_timestamp.is_none())
+                .map(|claim| claim.name_any())
+                .collect();
+            for name in claims {
+                member.cluster.delete_storage(&name, None).await?;
+                tracing::info!(storage = name, user = %owner, "removed storage as asked");
+                removed.push(name);
+            }
+        }
+        Ok(removed)
+    }
+}
