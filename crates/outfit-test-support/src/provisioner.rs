@@ -2,7 +2,8 @@
 //! stand in for kubelets: claims of the StorageClass [`CLASS`] get a PersistentVolume made for
 //! them, which kube-controller-manager's binder then binds as it binds any; a volume of the class
 //! released by its claim is deleted (the class reclaims with `Delete`), and a claim asking for
-//! more than its volume holds gets it (the class allows expansion). Nothing is stored anywhere:
+//! more than its volume holds gets it (the class allows expansion). [`FIXED_CLASS`] is the same
+//! without expansion, which the API server then refuses. Nothing is stored anywhere:
 //! the volumes are `hostPath`s no kwok node mounts.
 //!
 //! It runs in the test process, on a thread of its own (a test's runtime ends with the test), once
@@ -25,6 +26,8 @@ use crate::control_plane::{ControlPlane, api, client_from, resource};
 
 /// The StorageClass whose claims it provisions.
 pub const CLASS: &str = "outfit-test-provisioned";
+/// A class of the same provisioner that does not allow expansion.
+pub const FIXED_CLASS: &str = "outfit-test-fixed";
 /// Its provisioner's name.
 pub const PROVISIONER: &str = "outfit.test/provisioner";
 
@@ -33,19 +36,21 @@ pub async fn ensure(plane: &ControlPlane) {
     static STARTED: OnceLock<Mutex<HashSet<PathBuf>>> = OnceLock::new();
     let kubeconfig = plane.kubeconfig();
     let client = plane.admin_client().await;
-    let class = json!({
-        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-        "metadata": {"name": CLASS},
-        "provisioner": PROVISIONER,
-        "reclaimPolicy": "Delete",
-        "volumeBindingMode": "Immediate",
-        "allowVolumeExpansion": true
-    });
     let classes = resource("storage.k8s.io", "v1", "StorageClass", "storageclasses");
-    match crate::control_plane::create(&client, None, &classes, class).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 409 => {}
-        Err(error) => panic!("creating the StorageClass {CLASS}: {error}"),
+    for (name, expands) in [(CLASS, true), (FIXED_CLASS, false)] {
+        let class = json!({
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": name},
+            "provisioner": PROVISIONER,
+            "reclaimPolicy": "Delete",
+            "volumeBindingMode": "Immediate",
+            "allowVolumeExpansion": expands
+        });
+        match crate::control_plane::create(&client, None, &classes, class).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => panic!("creating the StorageClass {name}: {error}"),
+        }
     }
     let mut started = STARTED
         .get_or_init(Mutex::default)
@@ -81,7 +86,10 @@ async fn pass(client: &Client) -> Result<(), kube::Error> {
         None,
         &resource("", "v1", "PersistentVolume", "persistentvolumes"),
     );
-    let ours = |object: &DynamicObject| object.data["spec"]["storageClassName"] == CLASS;
+    let ours = |object: &DynamicObject| {
+        let class = &object.data["spec"]["storageClassName"];
+        class == CLASS || class == FIXED_CLASS
+    };
     let volume_list = volumes.list(&ListParams::default()).await?;
     for claim in claims
         .list(&ListParams::default())
@@ -105,7 +113,7 @@ async fn pass(client: &Client) -> Result<(), kube::Error> {
                     "metadata": {"name": format!("pvc-{uid}"),
                                  "annotations": {"pv.kubernetes.io/provisioned-by": PROVISIONER}},
                     "spec": {
-                        "storageClassName": CLASS,
+                        "storageClassName": claim.data["spec"]["storageClassName"],
                         "capacity": {"storage": wanted},
                         "accessModes": claim.data["spec"]["accessModes"],
                         "persistentVolumeReclaimPolicy": "Delete",

@@ -23,6 +23,24 @@ async fn claims(client: &Client, ns: &str) -> Vec<PersistentVolumeClaim> {
         .items
 }
 
+/// The config of a `per-user` backend on `class` (homes of 2Gi), with two catalogue entries:
+/// `notebook`, and `big`, whose manifest asks for a 5Gi home (`outfit.dev/storage-size`).
+fn per_user_catalogue(manifests: &Manifests, class: &str) -> String {
+    let notebook = manifests.put("notebook.yaml", &JUPYTER.replace("TOKEN_KEY", "none"));
+    let big = manifests.put(
+        "big.yaml",
+        &JUPYTER.replace("TOKEN_KEY", "none").replace(
+            "annotations:\n",
+            "annotations:\n    outfit.dev/storage-size: 5Gi\n",
+        ),
+    );
+    format!(
+        "storageStrategy: per-user\nstorageClassName: {class}\nstorageSize: 2Gi\n\
+         catalogue: [{{name: notebook, url: '{notebook}'}}, {{name: big, url: '{big}'}}]\n\
+         trustedProxyCidrs: [127.0.0.1/32]\n"
+    )
+}
+
 fn uid(claim: &PersistentVolumeClaim) -> String {
     claim.metadata.uid.clone().unwrap_or_default()
 }
@@ -35,7 +53,6 @@ async fn a_per_user_home_is_provisioned_kept_and_used_again_without_rights_on_vo
     namespace(&client, ns).await;
     provisioner::ensure(plane).await;
     let manifests = Manifests::start().await;
-    let notebook = manifests.put("notebook.yaml", &JUPYTER.replace("TOKEN_KEY", "none"));
     // Rights as `outfit manifests --workspaces --storage-strategy per-user` gives them: none on
     // PersistentVolumes, so a single volume call would fail the launch.
     let kubeconfig = least_privilege_with(
@@ -51,11 +68,7 @@ async fn a_per_user_home_is_provisioned_kept_and_used_again_without_rights_on_vo
         ],
     )
     .await;
-    let extra = format!(
-        "storageStrategy: per-user\nstorageClassName: {}\nstorageSize: 2Gi\n\
-         catalogue: [{{name: notebook, url: '{notebook}'}}]\ntrustedProxyCidrs: [127.0.0.1/32]\n",
-        provisioner::CLASS
-    );
+    let extra = per_user_catalogue(&manifests, provisioner::CLASS);
     let backend = Backend::start_as(plane, ns, &manifests, &extra, kubeconfig).await;
     let hana = Caller::Proxy("hana", "staff");
 
@@ -108,8 +121,9 @@ async fn a_per_user_home_is_provisioned_kept_and_used_again_without_rights_on_vo
         "the home outlives its last workspace"
     );
 
-    // The next launch uses it again.
-    let (status, again) = backend.launch(hana, "notebook").await;
+    // The next launch uses it again, grown to the 5Gi its manifest asks for (the class allows
+    // expansion; the stand-in grows the volume as a CSI resizer would).
+    let (status, again) = backend.launch(hana, "big").await;
     assert_eq!(status, 201, "{again}");
     let again = again["name"].as_str().unwrap().to_owned();
     backend.follow_to_ready(hana, &again).await;
@@ -129,7 +143,18 @@ async fn a_per_user_home_is_provisioned_kept_and_used_again_without_rights_on_vo
         (home.metadata.name.as_deref(), Some("per-user"), Some("Bound")),
         "{listed}"
     );
-    assert_eq!(item["requested"], "2Gi", "{listed}");
+    assert_eq!(item["requested"], "5Gi", "{listed}");
+    let grown =
+        outfit_test_support::wait::eventually("the volume grown", Duration::from_secs(60), || async {
+            let volume = Api::<PersistentVolume>::all(client.clone())
+                .get(&volume_name)
+                .await
+                .unwrap();
+            let capacity = volume.spec.unwrap().capacity.unwrap()["storage"].0.clone();
+            (capacity == "5Gi").then_some(capacity)
+        })
+        .await;
+    assert_eq!(grown, "5Gi");
     let (status, refused) = backend.call(hana, "DELETE", "/api/v1/storage", None).await;
     assert_eq!(
         (status, refused["reason"].as_str()),
@@ -287,4 +312,39 @@ async fn a_per_workspace_home_lives_and_goes_with_its_workspace() {
         claims(&client, ns).await.is_empty().then_some(())
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_home_that_can_not_grow_says_why_and_the_launch_makes_nothing() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-fixed-home";
+    namespace(&client, ns).await;
+    provisioner::ensure(plane).await;
+    let manifests = Manifests::start().await;
+    let extra = per_user_catalogue(&manifests, provisioner::FIXED_CLASS);
+    let backend = Backend::start(plane, ns, &manifests, &extra).await;
+    let kai = Caller::Proxy("kai", "staff");
+    let (status, first) = backend.launch(kai, "notebook").await;
+    assert_eq!(status, 201, "{first}");
+    backend
+        .follow_to_ready(kai, first["name"].as_str().unwrap())
+        .await;
+    let (status, refused) = backend.launch(kai, "big").await;
+    assert_ne!(status, 201, "{refused}");
+    let error = refused["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("smaller than the 5Gi") && error.contains("could not grow"),
+        "{refused}"
+    );
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(pods.items.len(), 1, "no pod for the refused launch");
+    let [home] = <[PersistentVolumeClaim; 1]>::try_from(claims(&client, ns).await).expect("one claim");
+    let requested = home.spec.unwrap().resources.unwrap().requests.unwrap()["storage"]
+        .0
+        .clone();
+    assert_eq!(requested, "2Gi");
 }

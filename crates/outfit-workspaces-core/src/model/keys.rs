@@ -53,6 +53,10 @@ pub const ANNOTATION_STORAGE_WANTED_UNTIL: &str = "outfit.dev/wanted-until";
 /// On user storage: the `storageStrategy` it was made under (`per-user` claims are kept when
 /// their user has no workspace; a change of strategy leaves them so).
 pub const ANNOTATION_STORAGE_STRATEGY: &str = "outfit.dev/storage-strategy";
+/// Manifest annotation: the home this workspace needs at least (`50Gi`), beyond `storageSize`;
+/// an existing `per-user` or `per-workspace` home smaller than that is grown where its class
+/// allows.
+pub const ANNOTATION_STORAGE_SIZE: &str = "outfit.dev/storage-size";
 /// Annotation of the manifest's `metadata.name` (the label of the spawn metrics).
 pub const ANNOTATION_MANIFEST_NAME: &str = "outfit.dev/manifest";
 /// Manifest annotation: cull the workspace this long after it started (`never` or `0`: never).

@@ -157,6 +157,7 @@ fn provisioned(
     mut metadata: ObjectMeta,
     strategy: StorageStrategy,
     config: &Config,
+    size: &str,
 ) -> PersistentVolumeClaim {
     metadata.annotations.get_or_insert_with(BTreeMap::new).insert(
         keys::ANNOTATION_STORAGE_STRATEGY.to_owned(),
@@ -169,7 +170,7 @@ fn provisioned(
             resources: Some(VolumeResourceRequirements {
                 requests: Some(BTreeMap::from([(
                     "storage".to_owned(),
-                    Quantity(config.storage_size.clone()),
+                    Quantity(size.to_owned()),
                 )])),
                 limits: None,
             }),
@@ -189,6 +190,7 @@ pub fn workspace_home(
     user: &UserId,
     owner: &OwnerReference,
     config: &Config,
+    size: &str,
 ) -> PersistentVolumeClaim {
     let metadata = ObjectMeta {
         name: Some(names::home_claim(name)),
@@ -207,7 +209,41 @@ pub fn workspace_home(
         }]),
         ..ObjectMeta::default()
     };
-    provisioned(metadata, StorageStrategy::PerWorkspace, config)
+    provisioned(metadata, StorageStrategy::PerWorkspace, config, size)
+}
+
+/// The size `pod`'s home is asked to have: its manifest's `outfit.dev/storage-size` when larger
+/// than `storageSize`, else `storageSize`; an annotation that is not a size is refused, naming it.
+pub fn home_size(pod: &Pod, config: &Config) -> Result<String, String> {
+    let Some(asked) = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(keys::ANNOTATION_STORAGE_SIZE))
+    else {
+        return Ok(config.storage_size.clone());
+    };
+    let asked_bytes = outfit_core::quantity::bytes(asked)
+        .map_err(|e| format!("{}: {asked:?} is not a size ({e})", keys::ANNOTATION_STORAGE_SIZE))?;
+    let default_bytes = outfit_core::quantity::bytes(&config.storage_size).unwrap_or(0);
+    Ok(if asked_bytes > default_bytes {
+        asked.clone()
+    } else {
+        config.storage_size.clone()
+    })
+}
+
+/// Whether `claim` asks for less than `size` (both read as bytes; a claim without a size does).
+pub fn smaller_than(claim: &PersistentVolumeClaim, size: &str) -> bool {
+    let has = claim
+        .spec
+        .as_ref()
+        .and_then(|s| s.resources.as_ref())
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|r| r.get("storage"))
+        .and_then(|q| outfit_core::quantity::bytes(&q.0).ok())
+        .unwrap_or(0);
+    outfit_core::quantity::bytes(size).is_ok_and(|wanted| wanted > has)
 }
 
 /// Where a user's storage lives.
@@ -310,8 +346,8 @@ impl Storage {
     /// cluster's default class when empty), `storageSize`, `storageAccessModes`; outfit writes no
     /// volume. Marked with its strategy, so that the sweep keeps it after the user's last
     /// workspace.
-    pub fn provisioned_claim(&self, user: &UserId, config: &Config) -> PersistentVolumeClaim {
-        provisioned(self.metadata(user), StorageStrategy::PerUser, config)
+    pub fn provisioned_claim(&self, user: &UserId, config: &Config, size: &str) -> PersistentVolumeClaim {
+        provisioned(self.metadata(user), StorageStrategy::PerUser, config, size)
     }
 
     /// Whether an existing PV is this user's: made for the same id (by outfit) or, for a PV
@@ -384,7 +420,7 @@ mod tests {
         config.storage_class_name = String::new();
         config.storage_access_modes = vec!["ReadWriteOnce".to_owned()];
         let storage = Storage::new(&user, "10.0.0.11", names::storage_name(&user), &config);
-        let claim = storage.provisioned_claim(&user, &config);
+        let claim = storage.provisioned_claim(&user, &config, "10Gi");
         let spec = claim.spec.as_ref().unwrap();
         // No class: the cluster's default; no volume named: the provisioner makes one.
         assert_eq!(spec.storage_class_name, None);
@@ -397,10 +433,32 @@ mod tests {
         assert_eq!(annotations[keys::ANNOTATION_STORAGE_STRATEGY], "per-user");
         assert_eq!(crate::model::user::owner_of(&claim), Some("alice@dtu.dk"));
         config.storage_class_name = "fast-ssd".to_owned();
-        let claim = storage.provisioned_claim(&user, &config);
+        let claim = storage.provisioned_claim(&user, &config, "10Gi");
+        assert!(smaller_than(&claim, "50Gi") && !smaller_than(&claim, "10240Mi"));
         assert_eq!(
             claim.spec.unwrap().storage_class_name.as_deref(),
             Some("fast-ssd")
+        );
+    }
+
+    #[test]
+    fn a_manifest_asks_for_a_larger_home_never_a_smaller_one() {
+        let config = config();
+        let mut pod = pod();
+        assert_eq!(home_size(&pod, &config), Ok(config.storage_size.clone()));
+        let mut ask = |size: &str| {
+            pod.metadata.annotations = Some(BTreeMap::from([(
+                keys::ANNOTATION_STORAGE_SIZE.to_owned(),
+                size.to_owned(),
+            )]));
+            home_size(&pod, &config)
+        };
+        assert_eq!(ask("50Gi"), Ok("50Gi".to_owned()));
+        assert_eq!(ask("1Gi"), Ok(config.storage_size.clone()));
+        let refused = ask("lots").unwrap_err();
+        assert!(
+            refused.contains("outfit.dev/storage-size") && refused.contains("lots"),
+            "{refused}"
         );
     }
 

@@ -259,7 +259,7 @@ async fn another_users_storage_is_never_taken() {
     };
     let name = backend
         .default_cluster()
-        .ensure_storage(requester, "2999-01-01T00:00:00Z")
+        .ensure_storage(requester, "2999-01-01T00:00:00Z", "10Gi")
         .await
         .unwrap();
     assert_eq!(name, names::storage_name_for(&alice), "alice's own name instead");

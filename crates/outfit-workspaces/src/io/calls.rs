@@ -93,6 +93,9 @@ pub trait ClusterCalls: Clone + Send + Sync + 'static {
         &self,
         claim: &PersistentVolumeClaim,
     ) -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// Asks the claim `name` for `size` (a home grown for a manifest that needs more); the API
+    /// server refuses it where the claim's class does not allow expansion.
+    fn grow_claim(&self, name: &str, size: &str) -> impl Future<Output = Result<(), ClusterError>> + Send;
     /// Marks the claim `name` as wanted until `until`.
     fn claim_storage(&self, name: &str, until: &str)
     -> impl Future<Output = Result<(), ClusterError>> + Send;
@@ -191,6 +194,7 @@ forward_to_cluster! {
     volume(name: &str) -> Result<Option<PersistentVolume>, ClusterError>;
     create_volume(volume: &PersistentVolume) -> Result<(), ClusterError>;
     create_claim(claim: &PersistentVolumeClaim) -> Result<(), ClusterError>;
+    grow_claim(name: &str, size: &str) -> Result<(), ClusterError>;
     claim_storage(name: &str, until: &str) -> Result<(), ClusterError>;
     delete_storage(name: &str, seen: Option<&str>) -> Result<(), ClusterError>;
     wait_claim_gone(name: &str, limit: Duration) -> Result<bool, ClusterError>;

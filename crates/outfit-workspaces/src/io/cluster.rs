@@ -388,20 +388,36 @@ impl Cluster {
         }
     }
 
-    /// Marks the user's storage as wanted by a create now: the storage sweep leaves it alone
-    /// until this create's deadline has passed.
-    pub async fn claim_storage(&self, name: &str, until: &str) -> Result<(), ClusterError> {
-        let patch = json!({"metadata": {"annotations": {keys::ANNOTATION_STORAGE_WANTED_UNTIL: until}}});
+    /// Merge-patches the claim `name` (`doing`, for the error).
+    async fn patch_claim(
+        &self,
+        name: &str,
+        patch: &serde_json::Value,
+        doing: &str,
+    ) -> Result<(), ClusterError> {
         self.claims
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
             .await
             .map(|_| ())
             .map_err(|e| {
                 self.error(
-                    format_args!("annotating PersistentVolumeClaim {}/{name}", self.namespace),
+                    format_args!("{doing} PersistentVolumeClaim {}/{name}", self.namespace),
                     e,
                 )
             })
+    }
+
+    /// Asks the claim `name` for `size`.
+    pub async fn grow_claim(&self, name: &str, size: &str) -> Result<(), ClusterError> {
+        let patch = json!({"spec": {"resources": {"requests": {"storage": size}}}});
+        self.patch_claim(name, &patch, "growing").await
+    }
+
+    /// Marks the user's storage as wanted by a create now: the storage sweep leaves it alone
+    /// until this create's deadline has passed.
+    pub async fn claim_storage(&self, name: &str, until: &str) -> Result<(), ClusterError> {
+        let patch = json!({"metadata": {"annotations": {keys::ANNOTATION_STORAGE_WANTED_UNTIL: until}}});
+        self.patch_claim(name, &patch, "annotating").await
     }
 
     /// Deletes the user's claim and, when the strategy writes volumes, the volume `name` (not

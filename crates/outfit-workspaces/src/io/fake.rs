@@ -15,7 +15,7 @@ use k8s_openapi::{
         core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Service},
         networking::v1::{Ingress, NetworkPolicy},
     },
-    apimachinery::pkg::apis::meta::v1::OwnerReference,
+    apimachinery::pkg::{api::resource::Quantity, apis::meta::v1::OwnerReference},
 };
 use kube::ResourceExt;
 use serde_json::json;
@@ -375,6 +375,24 @@ impl ClusterCalls for FakeCluster {
             }
         };
         async move { result }
+    }
+
+    fn grow_claim(&self, name: &str, size: &str) -> impl Future<Output = Result<(), ClusterError>> + Send {
+        self.record(format!("grow_claim {name} {size}"));
+        let grown = self.with(|s| {
+            let claim = s.claims.get_mut(name)?;
+            let spec = claim.spec.get_or_insert_with(Default::default);
+            spec.resources
+                .get_or_insert_with(Default::default)
+                .requests
+                .get_or_insert_with(Default::default)
+                .insert("storage".to_owned(), Quantity(size.to_owned()));
+            Some(claim.clone())
+        });
+        if let Some(claim) = grown {
+            self.feed.lock().expect("feed").claim(claim);
+        }
+        async { Ok(()) }
     }
 
     fn claim_storage(

@@ -35,9 +35,9 @@ struct Naming<'a> {
     user: &'a UserId,
     record: Record<'a>,
     deadline: &'a str,
-    /// Whether the workspace gets a home of its own (`storageStrategy: per-workspace`), made
-    /// once its owner exists.
-    home: bool,
+    /// The size of the workspace's own home (`storageStrategy: per-workspace`), made once its
+    /// owner exists; `None` without one.
+    home: Option<&'a str>,
 }
 
 /// Who holds the names a create found taken.
@@ -91,6 +91,7 @@ impl<C: ClusterCalls> ClusterBackend<C> {
         let deadline = Timestamp::now() + self.config.timeout_create;
         let deadline_text = deadline.to_string();
         let strategy = self.config.storage_strategy;
+        let size = objects::home_size(&prepared.pod, &self.config).map_err(RequestError::Annotation)?;
         let storage_claim = if prepared.needs_user_storage
             && matches!(strategy, StorageStrategy::Nfs | StorageStrategy::PerUser)
         {
@@ -98,7 +99,7 @@ impl<C: ClusterCalls> ClusterBackend<C> {
             // the pod does, so the mark need not last to the deadline (which would hold unused
             // storage that long after a quick delete).
             let wanted_until = (Timestamp::now() + STORAGE_WANTED).to_string();
-            Some(self.ensure_storage(requester, &wanted_until).await?)
+            Some(self.ensure_storage(requester, &wanted_until, &size).await?)
         } else {
             None
         };
@@ -122,7 +123,7 @@ impl<C: ClusterCalls> ClusterBackend<C> {
             user,
             record,
             deadline: &deadline_text,
-            home,
+            home: home.then_some(size.as_str()),
         };
         if let Some(created) = self
             .create_named(&plain, &naming, &name_holder, &mut holders, &placed)
@@ -188,8 +189,8 @@ impl<C: ClusterCalls> ClusterBackend<C> {
                 },
             };
             // A Workspace's home is made before its pod, owned by the Workspace.
-            if let (true, Some(owner)) = (naming.home, owner.as_ref())
-                && let Err(error) = self.ensure_home(name, user, owner).await
+            if let (Some(size), Some(owner)) = (naming.home, owner.as_ref())
+                && let Err(error) = self.ensure_home((name, size), user, owner).await
             {
                 self.undo_record(made.as_ref()).await;
                 return Err(error);
@@ -202,10 +203,10 @@ impl<C: ClusterCalls> ClusterBackend<C> {
                     self.cache.own_writes().made(&created);
                     // deic-dk's workspaces have no Workspace: their home is the pod's, made
                     // once the pod exists (which waits for it to be bound).
-                    if naming.home
+                    if let Some(size) = naming.home
                         && owner.is_none()
                         && let Some(pod_owner) = objects::owned_by(&created)
-                        && let Err(error) = self.ensure_home(name, user, &pod_owner).await
+                        && let Err(error) = self.ensure_home((name, size), user, &pod_owner).await
                     {
                         self.undo_create(&created);
                         return Err(error);

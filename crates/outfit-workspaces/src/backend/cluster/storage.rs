@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::{api::core::v1::PersistentVolumeClaim, apimachinery::pkg::apis::meta::v1::OwnerReference};
 use kube::ResourceExt;
 use tokio::time::Instant;
 
@@ -36,11 +36,12 @@ impl<C: ClusterCalls> ClusterBackend<C> {
         &self,
         requester: Requester<'_>,
         until: &str,
+        size: &str,
     ) -> Result<String, RequestError> {
         let Requester { user, silo_ip } = requester;
         for name in [names::storage_name(user), names::storage_name_for(user)] {
             for _ in 0..3 {
-                match self.try_storage(user, silo_ip, until, &name).await? {
+                match self.try_storage(user, (silo_ip, size), until, &name).await? {
                     Attempt::Ready => return Ok(name),
                     Attempt::Taken => break,
                     Attempt::Again => {}
@@ -58,7 +59,7 @@ impl<C: ClusterCalls> ClusterBackend<C> {
     async fn try_storage(
         &self,
         user: &UserId,
-        silo_ip: &str,
+        (silo_ip, size): (&str, &str),
         until: &str,
         name: &str,
     ) -> Result<Attempt, RequestError> {
@@ -72,7 +73,7 @@ impl<C: ClusterCalls> ClusterBackend<C> {
             let mut claim = if writes_volumes {
                 storage.claim(user, &self.config)
             } else {
-                storage.provisioned_claim(user, &self.config)
+                storage.provisioned_claim(user, &self.config, size)
             };
             claim.annotations_mut().insert(
                 crate::model::keys::ANNOTATION_STORAGE_WANTED_UNTIL.to_owned(),
@@ -117,11 +118,15 @@ impl<C: ClusterCalls> ClusterBackend<C> {
             .map_err(storage_error)?;
         // The claim may have started to go away in between: look again.
         let claim = self.cluster.claim(name).await.map_err(storage_error)?;
-        if claim.is_none_or(|c| c.metadata.deletion_timestamp.is_some()) {
+        let Some(claim) = claim.filter(|c| c.metadata.deletion_timestamp.is_none()) else {
             return Ok(Attempt::Again);
-        }
+        };
         if writes_volumes && !self.ensure_volume(user, silo_ip, name).await? {
             return Ok(Attempt::Taken);
+        }
+        // A provisioned home grows to what the workspace asks (an NFS one has no real size).
+        if !writes_volumes {
+            self.grow(&claim, size).await?;
         }
         Ok(Attempt::Ready)
     }
@@ -174,7 +179,7 @@ impl<C: ClusterCalls> ClusterBackend<C> {
     /// deleted; a claim of the name that another owner holds is refused.
     pub(crate) async fn ensure_home(
         &self,
-        name: &str,
+        (name, size): (&str, &str),
         user: &UserId,
         owner: &OwnerReference,
     ) -> Result<(), RequestError> {
@@ -203,7 +208,7 @@ impl<C: ClusterCalls> ClusterBackend<C> {
                         .flatten()
                         .any(|reference| reference.uid == owner.uid);
                     return if owned {
-                        Ok(())
+                        self.grow(&claim, size).await
                     } else {
                         Err(RequestError::Storage(format!(
                             "claim {claim_name} belongs to another workspace"
@@ -211,7 +216,7 @@ impl<C: ClusterCalls> ClusterBackend<C> {
                     };
                 }
                 None => {
-                    let home = objects::workspace_home(name, user, owner, &self.config);
+                    let home = objects::workspace_home(name, user, owner, &self.config, size);
                     match self.cluster.create_claim(&home).await {
                         Ok(()) => return Ok(()),
                         Err(e) if e.is_conflict() => {}
@@ -223,6 +228,26 @@ impl<C: ClusterCalls> ClusterBackend<C> {
         Err(RequestError::Storage(format!(
             "claim {claim_name} keeps changing"
         )))
+    }
+}
+
+impl<C: ClusterCalls> ClusterBackend<C> {
+    /// Grows the provisioned home `claim` to `size` when it asks for less; where its class does
+    /// not allow expansion the API server refuses, and the launch says so.
+    async fn grow(&self, claim: &PersistentVolumeClaim, size: &str) -> Result<(), RequestError> {
+        if !objects::smaller_than(claim, size) {
+            return Ok(());
+        }
+        let name = claim.name_any();
+        self.cluster.grow_claim(&name, size).await.map_err(|error| {
+            tracing::warn!(%error, "growing a home failed");
+            RequestError::Storage(format!(
+                "the home {name} is smaller than the {size} this workspace asks for and could not grow: {}",
+                error.public_message()
+            ))
+        })?;
+        tracing::info!(storage = name, size, "home grown");
+        Ok(())
     }
 }
 
