@@ -41,6 +41,29 @@ fn per_user_catalogue(manifests: &Manifests, class: &str) -> String {
     )
 }
 
+/// The one claim of `ns`.
+async fn only_claim(client: &Client, ns: &str) -> PersistentVolumeClaim {
+    let [claim] = <[PersistentVolumeClaim; 1]>::try_from(claims(client, ns).await).expect("one claim");
+    claim
+}
+
+/// Waits (up to a minute) until `ns` holds no claim.
+async fn claims_gone(client: &Client, ns: &str, what: &str) {
+    outfit_test_support::wait::eventually(what, Duration::from_secs(60), || async {
+        claims(client, ns).await.is_empty().then_some(())
+    })
+    .await;
+}
+
+/// Launches the catalogue entry `entry` as `caller` and follows it to ready; its name.
+async fn launched_ready(backend: &Backend, caller: Caller<'_>, entry: &str) -> String {
+    let (status, launched) = backend.launch(caller, entry).await;
+    assert_eq!(status, 201, "{launched}");
+    let name = launched["name"].as_str().unwrap().to_owned();
+    backend.follow_to_ready(caller, &name).await;
+    name
+}
+
 fn uid(claim: &PersistentVolumeClaim) -> String {
     claim.metadata.uid.clone().unwrap_or_default()
 }
@@ -72,11 +95,8 @@ async fn a_per_user_home_is_provisioned_kept_and_used_again_without_rights_on_vo
     let backend = Backend::start_as(plane, ns, &manifests, &extra, kubeconfig).await;
     let hana = Caller::Proxy("hana", "staff");
 
-    let (status, launched) = backend.launch(hana, "notebook").await;
-    assert_eq!(status, 201, "{launched}");
-    let name = launched["name"].as_str().unwrap().to_owned();
-    backend.follow_to_ready(hana, &name).await;
-    let [home] = <[PersistentVolumeClaim; 1]>::try_from(claims(&client, ns).await).expect("one claim");
+    let name = launched_ready(&backend, hana, "notebook").await;
+    let home = only_claim(&client, ns).await;
     let spec = home.spec.clone().unwrap();
     assert_eq!(spec.storage_class_name.as_deref(), Some(provisioner::CLASS));
     assert_eq!(
@@ -123,10 +143,7 @@ async fn a_per_user_home_is_provisioned_kept_and_used_again_without_rights_on_vo
 
     // The next launch uses it again, grown to the 5Gi its manifest asks for (the class allows
     // expansion; the stand-in grows the volume as a CSI resizer would).
-    let (status, again) = backend.launch(hana, "big").await;
-    assert_eq!(status, 201, "{again}");
-    let again = again["name"].as_str().unwrap().to_owned();
-    backend.follow_to_ready(hana, &again).await;
+    let again = launched_ready(&backend, hana, "big").await;
     let now = claims(&client, ns).await;
     assert_eq!(now.iter().map(uid).collect::<Vec<_>>(), [uid(&home)]);
 
@@ -212,10 +229,7 @@ async fn an_ephemeral_home_is_an_empty_dir_and_makes_no_claim() {
     );
     let backend = Backend::start(plane, ns, &manifests, &extra).await;
     let ines = Caller::Proxy("ines", "staff");
-    let (status, launched) = backend.launch(ines, "notebook").await;
-    assert_eq!(status, 201, "{launched}");
-    let name = launched["name"].as_str().unwrap().to_owned();
-    backend.follow_to_ready(ines, &name).await;
+    let name = launched_ready(&backend, ines, "notebook").await;
     let pod = Api::<Pod>::namespaced(client.clone(), ns)
         .get(&name)
         .await
@@ -256,11 +270,8 @@ async fn a_per_workspace_home_lives_and_goes_with_its_workspace() {
     let backend = Backend::start_as(plane, ns, &manifests, &extra, kubeconfig).await;
     let jana = Caller::Proxy("jana", "staff");
 
-    let (status, launched) = backend.launch(jana, "notebook").await;
-    assert_eq!(status, 201, "{launched}");
-    let name = launched["name"].as_str().unwrap().to_owned();
-    backend.follow_to_ready(jana, &name).await;
-    let [home] = <[PersistentVolumeClaim; 1]>::try_from(claims(&client, ns).await).expect("one claim");
+    let name = launched_ready(&backend, jana, "notebook").await;
+    let home = only_claim(&client, ns).await;
     assert_eq!(
         home.metadata.name.as_deref(),
         Some(format!("{name}-home").as_str())
@@ -284,12 +295,7 @@ async fn a_per_workspace_home_lives_and_goes_with_its_workspace() {
     );
     let (status, _) = backend.call(jana, "DELETE", &path, None).await;
     assert_eq!(status, 202);
-    outfit_test_support::wait::eventually(
-        "the home gone with its Workspace",
-        Duration::from_secs(60),
-        || async { claims(&client, ns).await.is_empty().then_some(()) },
-    )
-    .await;
+    claims_gone(&client, ns, "the home gone with its Workspace").await;
 
     // deic-dk's API: no Workspace, so the pod owns its home and takes it.
     let (status, created) = backend
@@ -305,13 +311,10 @@ async fn a_per_workspace_home_lives_and_goes_with_its_workspace() {
         backend.post("/watch_create_pod", watch.clone()).await,
         (200, json!({"ready": true}))
     );
-    let [home] = <[PersistentVolumeClaim; 1]>::try_from(claims(&client, ns).await).expect("one claim");
+    let home = only_claim(&client, ns).await;
     assert_eq!(home.metadata.owner_references.as_ref().unwrap()[0].kind, "Pod");
     assert_eq!(backend.post("/delete_pod", watch.clone()).await.0, 200);
-    outfit_test_support::wait::eventually("the home gone with its pod", Duration::from_secs(60), || async {
-        claims(&client, ns).await.is_empty().then_some(())
-    })
-    .await;
+    claims_gone(&client, ns, "the home gone with its pod").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -325,11 +328,7 @@ async fn a_home_that_can_not_grow_says_why_and_the_launch_makes_nothing() {
     let extra = per_user_catalogue(&manifests, provisioner::FIXED_CLASS);
     let backend = Backend::start(plane, ns, &manifests, &extra).await;
     let kai = Caller::Proxy("kai", "staff");
-    let (status, first) = backend.launch(kai, "notebook").await;
-    assert_eq!(status, 201, "{first}");
-    backend
-        .follow_to_ready(kai, first["name"].as_str().unwrap())
-        .await;
+    launched_ready(&backend, kai, "notebook").await;
     let (status, refused) = backend.launch(kai, "big").await;
     assert_ne!(status, 201, "{refused}");
     let error = refused["error"].as_str().unwrap_or_default();
@@ -342,7 +341,7 @@ async fn a_home_that_can_not_grow_says_why_and_the_launch_makes_nothing() {
         .await
         .unwrap();
     assert_eq!(pods.items.len(), 1, "no pod for the refused launch");
-    let [home] = <[PersistentVolumeClaim; 1]>::try_from(claims(&client, ns).await).expect("one claim");
+    let home = only_claim(&client, ns).await;
     let requested = home.spec.unwrap().resources.unwrap().requests.unwrap()["storage"]
         .0
         .clone();

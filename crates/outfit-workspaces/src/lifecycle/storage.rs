@@ -21,6 +21,7 @@ use crate::{
         keys,
         user::owner_of,
     },
+    workspace::home,
 };
 
 /// Claim name → since when the leader has seen it unused, in a row. Only unused claims are kept,
@@ -46,14 +47,7 @@ fn is_unused(claim: &PersistentVolumeClaim, users_with_pods: &HashSet<&str>, now
     // A `per-user` home is kept after its user's last workspace, as zero-to-jupyterhub keeps
     // its claims: removed only when asked. A `per-workspace` home goes with its owner (the
     // garbage collector's doing).
-    let strategy = claim
-        .annotations()
-        .get(keys::ANNOTATION_STORAGE_STRATEGY)
-        .map(String::as_str);
-    if [StorageStrategy::PerUser, StorageStrategy::PerWorkspace]
-        .iter()
-        .any(|kept| strategy == Some(kept.name()))
-    {
+    if home::strategy_of(claim) != StorageStrategy::Nfs {
         return false;
     }
     claim

@@ -96,20 +96,7 @@ impl<C: ClusterCalls> ClusterBackend<C> {
             _ => {}
         }
         if claim.metadata.deletion_timestamp.is_some() {
-            // The claim goes once the controller manager sees no pod using it, which can take
-            // longer than 30 s while it catches up after an API server outage (the soak saw it):
-            // a create may wait as long as it may take in all.
-            let limit = self.config.timeout_create;
-            let gone = self
-                .cluster
-                .wait_claim_gone(name, limit)
-                .await
-                .map_err(storage_error)?;
-            if !gone {
-                return Err(RequestError::Storage(format!(
-                    "claim {name} is still being deleted after {limit:?}"
-                )));
-            }
+            self.wait_claim_gone(name).await?;
             return Ok(Attempt::Again);
         }
         self.cluster
@@ -171,9 +158,7 @@ impl<C: ClusterCalls> ClusterBackend<C> {
             Err(e) => Err(storage_error(e)),
         }
     }
-}
 
-impl<C: ClusterCalls> ClusterBackend<C> {
     /// Makes sure workspace `name`'s own home (`storageStrategy: per-workspace`) exists, owned by
     /// `owner`: kept when it is already theirs (a start), waited for and made anew when being
     /// deleted; a claim of the name that another owner holds is refused.
@@ -188,17 +173,7 @@ impl<C: ClusterCalls> ClusterBackend<C> {
         for _ in 0..3 {
             match self.cluster.claim(&claim_name).await.map_err(storage_error)? {
                 Some(claim) if claim.metadata.deletion_timestamp.is_some() => {
-                    let limit = self.config.timeout_create;
-                    if !self
-                        .cluster
-                        .wait_claim_gone(&claim_name, limit)
-                        .await
-                        .map_err(storage_error)?
-                    {
-                        return Err(RequestError::Storage(format!(
-                            "claim {claim_name} is still being deleted after {limit:?}"
-                        )));
-                    }
+                    self.wait_claim_gone(&claim_name).await?;
                 }
                 Some(claim) => {
                     let owned = claim
@@ -229,9 +204,26 @@ impl<C: ClusterCalls> ClusterBackend<C> {
             "claim {claim_name} keeps changing"
         )))
     }
-}
 
-impl<C: ClusterCalls> ClusterBackend<C> {
+    /// Waits for the claim `name`, being deleted, to be gone. It goes once the controller manager
+    /// sees no pod using it, which can take longer than 30 s while it catches up after an API
+    /// server outage (the soak saw it): a create may wait as long as it may take in all.
+    async fn wait_claim_gone(&self, name: &str) -> Result<(), RequestError> {
+        let limit = self.config.timeout_create;
+        let gone = self
+            .cluster
+            .wait_claim_gone(name, limit)
+            .await
+            .map_err(|e| storage_failure(&e))?;
+        if gone {
+            Ok(())
+        } else {
+            Err(RequestError::Storage(format!(
+                "claim {name} is still being deleted after {limit:?}"
+            )))
+        }
+    }
+
     /// Grows the provisioned home `claim` to `size` when it asks for less; where its class does
     /// not allow expansion the API server refuses, and the launch says so.
     async fn grow(&self, claim: &PersistentVolumeClaim, size: &str) -> Result<(), RequestError> {
