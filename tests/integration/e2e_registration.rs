@@ -324,8 +324,9 @@ async fn a_service_mutator_added_after_install_is_called_within_seconds_and_its_
 }
 
 /// Two replicas: one holds the Lease and writes, the other only serves; when the writer dies
-/// (killed, no release), the other takes over within 15 s and undoes the next hand edit; when
-/// that one is stopped with SIGTERM, it releases the Lease and a third takes over at once.
+/// (killed, no release), the other takes over once the Lease expires and undoes the next hand
+/// edit; when that one is stopped with SIGTERM, it releases the Lease and a third takes over at
+/// once (sooner than any expiry could let it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_elect_one_writer_and_the_other_takes_over_when_it_dies() {
     let plane = plane();
@@ -371,7 +372,10 @@ async fn two_replicas_elect_one_writer_and_the_other_takes_over_when_it_dies() {
     };
     let killed = Instant::now();
     drop(dead); // SIGKILL: no release of the Lease, as a crash or a lost node.
-    eventually("the survivor to take over", Duration::from_secs(15), || async {
+    // The survivor sees the last renewal up to one look (2 s) after it, waits the Lease's 10 s
+    // by its own clock and takes at its next look: up to 14 s after the kill on an idle machine.
+    // The slack is for a loaded CI machine; the figure measured is printed below.
+    eventually("the survivor to take over", Duration::from_secs(25), || async {
         leading(&survivor).then_some(())
     })
     .await;
@@ -385,7 +389,7 @@ async fn two_replicas_elect_one_writer_and_the_other_takes_over_when_it_dies() {
         .expect("edit by hand");
     eventually(
         "the new leader to undo the edit",
-        Duration::from_secs(10),
+        Duration::from_secs(20),
         || async {
             let stored = configuration(&client, name).await;
             (stored["webhooks"][0]["rules"][0]["operations"] == json!(["CREATE", "UPDATE"])).then_some(())
@@ -405,7 +409,8 @@ async fn two_replicas_elect_one_writer_and_the_other_takes_over_when_it_dies() {
     assert!(survivor.terminate().success(), "SIGTERM exits 0");
     eventually(
         "the newcomer to take over a released Lease",
-        Duration::from_secs(6),
+        // Under the Lease's 10 s: without the release the newcomer could not lead in time.
+        Duration::from_secs(8),
         || async { leading(&newcomer).then_some(()) },
     )
     .await;
