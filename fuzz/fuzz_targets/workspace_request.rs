@@ -136,6 +136,7 @@ fn config(input: &[u8]) {
             let requester = Requester {
                 user: &USER,
                 silo_ip: SILO,
+                restore: None,
             };
             // Any configuration that loads can prepare a valid manifest.
             let prepared = manifest::prepare(JUPYTER, requester, &Settings::new(), &config)
@@ -152,6 +153,7 @@ fn launch(input: &[u8]) {
     let requester = Requester {
         user: &USER,
         silo_ip: SILO,
+        restore: None,
     };
     let prepared = manifest::prepare(JUPYTER, requester, &launch.settings, &CONFIG)
         .unwrap_or_else(|e| panic!("settings made a valid manifest fail: {e}"));
@@ -201,6 +203,7 @@ fn manifest(text: &str) {
     let requester = Requester {
         user: &USER,
         silo_ip: SILO,
+        restore: None,
     };
     let settings: Settings = BTreeMap::from([(
         "jupyter".to_owned(),
@@ -397,6 +400,7 @@ fn create_request(input: &[u8]) {
         let requester = Requester {
             user: &USER,
             silo_ip: SILO,
+            restore: None,
         };
         let prepared = manifest::prepare(JUPYTER, requester, &settings, &CONFIG).expect("valid manifest");
         assert_mandatory_env(&prepared, requester, &CONFIG);

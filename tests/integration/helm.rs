@@ -371,6 +371,22 @@ fn chart_renders_what_outfit_manifests_prints_for_the_same_settings() {
                    "workspaces": {"enabled": true, "storageStrategy": "per-workspace", "storageClassName": "fast.ssd"}}),
         ),
         (
+            "the workspace backend snapshotting homes per user",
+            vec![
+                "--workspaces",
+                "--storage-strategy",
+                "per-user",
+                "--snapshot-class",
+                "csi-snapshots",
+                "--snapshots-kept",
+                "5",
+            ],
+            "outfit-system",
+            json!({"webhook": {"enabled": false}, "crds": {"install": false},
+                   "workspaces": {"enabled": true, "storageStrategy": "per-user",
+                                  "snapshotClassName": "csi-snapshots", "snapshotsKept": 5}}),
+        ),
+        (
             "the workspace backend without its FlowSchema (clusters before 1.29)",
             vec!["--workspaces", "--without-flow-schema"],
             "outfit-system",

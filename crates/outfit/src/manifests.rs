@@ -198,6 +198,17 @@ pub(crate) struct ManifestsArgs {
     #[arg(long, value_name = "CLASS", value_parser = storage_class_name, requires = "workspaces")]
     storage_class: Option<String>,
 
+    /// With --workspaces: the VolumeSnapshotClass homes are snapshotted with
+    /// (`snapshotClassName`): on every stop of a workspace and before a home is removed, which
+    /// waits for it; the backend gets rights on VolumeSnapshots. Homes of the `per-user` and
+    /// `per-workspace` strategies only.
+    #[arg(long, value_name = "CLASS", value_parser = storage_class_name, requires = "workspaces")]
+    snapshot_class: Option<String>,
+
+    /// With --snapshot-class: the ready snapshots kept per home (`snapshotsKept`).
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..), requires = "snapshot_class")]
+    snapshots_kept: u16,
+
     /// With --workspaces: the Pod Security level the workspace namespace enforces: `baseline` by
     /// default (no privileged container, host namespace, port or path), `privileged` when an
     /// allowed host path or capability needs it (the guard still holds pods to the list).
@@ -335,6 +346,10 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
                         String::new()
                     }
                 }),
+            snapshots: args
+                .snapshot_class
+                .clone()
+                .map(|class| (class, usize::from(args.snapshots_kept))),
         })
     } else {
         match &args.webhook_url {

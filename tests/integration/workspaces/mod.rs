@@ -19,6 +19,7 @@
 //! - `safe_defaults`: a default install's token, Pod Security level and user namespaces, and
 //!   the webhook's device paths held to the install's list;
 //! - `storage`: homes on any storage: a claim per user from a StorageClass, an emptyDir;
+//! - `snapshots`: homes snapshotted on every stop and before removal, restored from them;
 //! - `stop_start`: workspaces that keep their state: stop, start, kubectl's edits, restarts;
 //! - `attacks`: hostile callers: huge tokens, slow bodies, connection floods, cross-site posts,
 //!   names that are paths, squatted names.
@@ -35,6 +36,7 @@ mod requests;
 mod resource;
 mod safe_defaults;
 mod session;
+mod snapshots;
 mod stolen_token;
 mod stop_start;
 mod storage;

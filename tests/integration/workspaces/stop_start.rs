@@ -21,7 +21,7 @@ use crate::control_plane::ControlPlane;
 const NS: &str = "ws-stop-start";
 
 /// Waits (up to a minute) until the Workspace `name` satisfies `check`; returns it.
-async fn workspace_until(
+pub(super) async fn workspace_until(
     api: &Api<Workspace>,
     name: &str,
     what: &str,
@@ -41,7 +41,7 @@ async fn workspace_until(
     }
 }
 
-fn phase(workspace: &Workspace) -> Option<Phase> {
+pub(super) fn phase(workspace: &Workspace) -> Option<Phase> {
     workspace.status.as_ref().and_then(|s| s.phase)
 }
 

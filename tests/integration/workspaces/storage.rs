@@ -15,7 +15,7 @@ use super::support::*;
 use crate::control_plane::ControlPlane;
 
 /// The claims of `ns`, by name and uid.
-async fn claims(client: &Client, ns: &str) -> Vec<PersistentVolumeClaim> {
+pub(super) async fn claims(client: &Client, ns: &str) -> Vec<PersistentVolumeClaim> {
     Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns)
         .list(&ListParams::default())
         .await
@@ -42,13 +42,13 @@ fn per_user_catalogue(manifests: &Manifests, class: &str) -> String {
 }
 
 /// The one claim of `ns`.
-async fn only_claim(client: &Client, ns: &str) -> PersistentVolumeClaim {
+pub(super) async fn only_claim(client: &Client, ns: &str) -> PersistentVolumeClaim {
     let [claim] = <[PersistentVolumeClaim; 1]>::try_from(claims(client, ns).await).expect("one claim");
     claim
 }
 
 /// Waits (up to a minute) until `ns` holds no claim.
-async fn claims_gone(client: &Client, ns: &str, what: &str) {
+pub(super) async fn claims_gone(client: &Client, ns: &str, what: &str) {
     outfit_test_support::wait::eventually(what, Duration::from_secs(60), || async {
         claims(client, ns).await.is_empty().then_some(())
     })
@@ -56,7 +56,7 @@ async fn claims_gone(client: &Client, ns: &str, what: &str) {
 }
 
 /// Launches the catalogue entry `entry` as `caller` and follows it to ready; its name.
-async fn launched_ready(backend: &Backend, caller: Caller<'_>, entry: &str) -> String {
+pub(super) async fn launched_ready(backend: &Backend, caller: Caller<'_>, entry: &str) -> String {
     let (status, launched) = backend.launch(caller, entry).await;
     assert_eq!(status, 201, "{launched}");
     let name = launched["name"].as_str().unwrap().to_owned();
@@ -64,7 +64,7 @@ async fn launched_ready(backend: &Backend, caller: Caller<'_>, entry: &str) -> S
     name
 }
 
-fn uid(claim: &PersistentVolumeClaim) -> String {
+pub(super) fn uid(claim: &PersistentVolumeClaim) -> String {
     claim.metadata.uid.clone().unwrap_or_default()
 }
 

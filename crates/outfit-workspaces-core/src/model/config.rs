@@ -113,6 +113,14 @@ pub struct Config {
     pub storage_access_modes: Vec<String>,
     /// outfit: the capacity of user PVs and PVCs.
     pub storage_size: String,
+    /// outfit: the VolumeSnapshotClass homes are snapshotted with (on every stop and before a
+    /// claim is removed); `None` takes no snapshots.
+    pub snapshot_class_name: Option<String>,
+    /// outfit: how many ready snapshots are kept per claim.
+    pub snapshots_kept: usize,
+    /// outfit: how long a snapshot may take to turn ready before it is reported as timed out
+    /// (a claim waiting to be removed is then kept).
+    pub snapshot_timeout: Duration,
     /// outfit: the `ingressClassName` of pod Ingresses (deic-dk sets none).
     pub ingress_class_name: Option<String>,
     /// outfit: how long a manifest fetch may take.
@@ -361,6 +369,9 @@ impl Config {
                 s.storage_access_modes
             },
             storage_size: s.storage_size,
+            snapshot_class_name: (!s.snapshot_class_name.is_empty()).then_some(s.snapshot_class_name),
+            snapshots_kept: s.snapshots_kept,
+            snapshot_timeout: s.snapshot_timeout,
             ingress_class_name: s.ingress_class_name,
             manifest_fetch_timeout: s.manifest_fetch_timeout,
             manifest_max_bytes: s.manifest_max_bytes,

@@ -83,6 +83,19 @@ pub const ANNOTATION_LAUNCHING_UNTIL: &str = "outfit.dev/launching-until";
 pub const ANNOTATION_STOP_REASON: &str = "outfit.dev/stop-reason";
 /// On a Workspace: when its last stop was asked for (RFC 3339), beside [`ANNOTATION_STOP_REASON`].
 pub const ANNOTATION_STOP_AT: &str = "outfit.dev/stop-at";
+/// On a VolumeSnapshot: why it was taken (`stop`, `removal`).
+pub const ANNOTATION_SNAPSHOT_REASON: &str = "outfit.dev/snapshot-reason";
+/// On a VolumeSnapshot: the workspace whose stop took it.
+pub const ANNOTATION_SNAPSHOT_WORKSPACE: &str = "outfit.dev/workspace";
+/// On a claim: the VolumeSnapshot it was made from.
+pub const ANNOTATION_RESTORED_FROM: &str = "outfit.dev/restored-from";
+/// On a Workspace: the VolumeSnapshot of its home taken at its last stop.
+pub const ANNOTATION_SNAPSHOT: &str = "outfit.dev/snapshot";
+/// On a Workspace: the stop (its `stopped.at`, RFC 3339) [`ANNOTATION_SNAPSHOT`] was taken for.
+pub const ANNOTATION_SNAPSHOT_FOR: &str = "outfit.dev/snapshot-for";
+/// On a Workspace: where that snapshot stands: `Pending`, `Ready`, `Failed: <why>`,
+/// `TimedOut: <why>`, or `NoHome` (nothing to take: an `nfs` or `ephemeral` home).
+pub const ANNOTATION_SNAPSHOT_STATE: &str = "outfit.dev/snapshot-state";
 /// The name the backend's Events are reported under.
 pub const REPORTER: &str = "outfit-workspaces";
 

@@ -140,11 +140,20 @@ pub fn launching_mark(until: Timestamp, generation: i64) -> String {
 
 /// Whether `workspace` has been stopped longer than `retention` (`stoppedRetention`) at `now`:
 /// its record is to be deleted. Only a stop the status has recorded counts (`Stopped`, since
-/// `stopped.at`), so a Workspace is never deleted on a stop the controller has not seen through.
-pub fn expired(workspace: &Workspace, retention: Option<std::time::Duration>, now: Timestamp) -> bool {
+/// `stopped.at`), so a Workspace is never deleted on a stop the controller has not seen through;
+/// with snapshots configured (`snapshots`), nor before its stop's snapshot is ready: its home
+/// goes with it, and is never removed unsaved (its `HomeSnapshot` condition says why it stays).
+pub fn expired(
+    workspace: &Workspace,
+    (retention, snapshots): (Option<std::time::Duration>, bool),
+    now: Timestamp,
+) -> bool {
     let Some(retention) = retention else {
         return false;
     };
+    if snapshots && !stop_snapshot_ready(workspace) {
+        return false;
+    }
     let Some(status) = workspace.status.as_ref() else {
         return false;
     };
@@ -239,7 +248,8 @@ pub fn status(workspace: &Workspace, pod: Option<&Pod>, config: &Config, now: Ti
             },
         },
     };
-    let conditions = vec![ready(phase == Phase::Running, reason, message, &current, now)];
+    let mut conditions = vec![ready(phase == Phase::Running, reason, message, &current, now)];
+    conditions.extend(snapshot_condition(workspace, &current, now));
     let stopped = if workspace.spec.started {
         current.stopped
     } else {
@@ -268,6 +278,97 @@ pub fn status(workspace: &Workspace, pod: Option<&Pod>, config: &Config, now: Ti
     }
 }
 
+/// The condition that says where the snapshot of the home taken at the last stop stands
+/// (`HomeSnapshot`), from the marks the controller sets ([`snapshot_marks`]); none before the
+/// first, or where there was no home to take.
+fn snapshot_condition(workspace: &Workspace, current: &WorkspaceStatus, now: Timestamp) -> Option<Condition> {
+    let name = annotation(workspace, keys::ANNOTATION_SNAPSHOT)?;
+    let state = annotation(workspace, keys::ANNOTATION_SNAPSHOT_STATE)?;
+    let (is_true, reason, message) = match state.split_once(": ") {
+        None if state == SNAPSHOT_READY => (
+            true,
+            "SnapshotReady",
+            format!("the home was saved as {name} when it stopped"),
+        ),
+        None if state == SNAPSHOT_PENDING => (
+            false,
+            "SnapshotPending",
+            format!("{name} of the home is being taken"),
+        ),
+        Some(("Failed", why)) => (false, "SnapshotFailed", format!("{name}: {why}")),
+        Some(("TimedOut", why)) => (false, "SnapshotTimedOut", format!("{name}: {why}")),
+        _ => return None,
+    };
+    Some(condition(
+        "HomeSnapshot",
+        (is_true, reason, message),
+        current,
+        now,
+    ))
+}
+
+/// [`keys::ANNOTATION_SNAPSHOT_STATE`] of a snapshot not ready yet.
+pub const SNAPSHOT_PENDING: &str = "Pending";
+/// ... of a ready one.
+pub const SNAPSHOT_READY: &str = "Ready";
+/// ... where there was no home to take (`nfs`, `ephemeral`).
+pub const SNAPSHOT_NO_HOME: &str = "NoHome";
+
+/// The stop a snapshot is taken for, once the status says `Stopped`: its request's mark
+/// (`outfit.dev/stop-at`, each stop's own, so a start and a stop between two passes are a new
+/// stop), else the status's `stopped.at` (a stop made with kubectl).
+fn stop_seen(workspace: &Workspace) -> Option<String> {
+    let status = workspace.status.as_ref()?;
+    if status.phase != Some(Phase::Stopped) {
+        return None;
+    }
+    annotation(workspace, keys::ANNOTATION_STOP_AT)
+        .map(str::to_owned)
+        .or_else(|| status.stopped.as_ref().map(|s| s.at.0.to_string()))
+}
+
+/// The stop (its mark, else `stopped.at`) a snapshot of `workspace`'s home is due for: it is stopped, its pod is
+/// gone (no pod of its name: the home is let go), snapshots are configured, and none was taken
+/// for this stop. Culls are stops like any other.
+pub fn snapshot_due(workspace: &Workspace, pod: Option<&Pod>, config: &Config) -> Option<String> {
+    if config.snapshot_class_name.is_none()
+        || workspace.spec.started
+        || workspace.metadata.deletion_timestamp.is_some()
+        || pod.is_some()
+    {
+        return None;
+    }
+    let stop = stop_seen(workspace)?;
+    (annotation(workspace, keys::ANNOTATION_SNAPSHOT_FOR) != Some(stop.as_str())).then_some(stop)
+}
+
+/// Whether the snapshot of `workspace`'s home taken at its last stop is ready (or there was no
+/// home to take) and it has not run since: its home is saved as it was left.
+pub fn stop_snapshot_ready(workspace: &Workspace) -> bool {
+    let state = annotation(workspace, keys::ANNOTATION_SNAPSHOT_STATE);
+    !workspace.spec.started
+        && matches!(state, Some(SNAPSHOT_READY | SNAPSHOT_NO_HOME))
+        && stop_seen(workspace).as_deref() == annotation(workspace, keys::ANNOTATION_SNAPSHOT_FOR)
+}
+
+/// The snapshot of `workspace`'s home still being waited for (a leader that died waiting leaves
+/// it to the next), if any.
+pub fn snapshot_pending(workspace: &Workspace) -> Option<&str> {
+    (annotation(workspace, keys::ANNOTATION_SNAPSHOT_STATE) == Some(SNAPSHOT_PENDING))
+        .then(|| annotation(workspace, keys::ANNOTATION_SNAPSHOT))
+        .flatten()
+}
+
+/// The annotations that record the snapshot `name` (none: no home) taken for the stop `stop`,
+/// standing at `state`.
+pub fn snapshot_marks(name: Option<&str>, stop: &str, state: &str) -> BTreeMap<&'static str, Option<String>> {
+    BTreeMap::from([
+        (keys::ANNOTATION_SNAPSHOT, name.map(str::to_owned)),
+        (keys::ANNOTATION_SNAPSHOT_FOR, Some(stop.to_owned())),
+        (keys::ANNOTATION_SNAPSHOT_STATE, Some(state.to_owned())),
+    ])
+}
+
 /// The status of a Workspace whose pod could not be made: `Failed` at this generation, with why.
 pub fn refused(workspace: &Workspace, reason: &str, message: String, now: Timestamp) -> WorkspaceStatus {
     let current = workspace.status.clone().unwrap_or_default();
@@ -288,14 +389,24 @@ fn ready(
     current: &WorkspaceStatus,
     now: Timestamp,
 ) -> Condition {
-    let status = if is_ready { "True" } else { "False" };
+    condition("Ready", (is_ready, reason, message), current, now)
+}
+
+/// The condition `type_`, its transition time kept while its status does not change.
+fn condition(
+    type_: &str,
+    (is_true, reason, message): (bool, &str, String),
+    current: &WorkspaceStatus,
+    now: Timestamp,
+) -> Condition {
+    let status = if is_true { "True" } else { "False" };
     let since = current
         .conditions
         .iter()
-        .find(|c| c.type_ == "Ready" && c.status == status)
+        .find(|c| c.type_ == type_ && c.status == status)
         .map_or(Time(now), |c| c.last_transition_time.clone());
     Condition {
-        type_: "Ready".to_owned(),
+        type_: type_.to_owned(),
         status: status.to_owned(),
         reason: reason.to_owned(),
         message,
@@ -317,183 +428,4 @@ pub fn same(a: &WorkspaceStatus, b: &WorkspaceStatus) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-    use crate::resource::WorkspaceSpec;
-
-    fn workspace(started: bool) -> Workspace {
-        let mut ws = Workspace::new(
-            "jupyter-ann",
-            "ws",
-            WorkspaceSpec {
-                owner: "ann".into(),
-                entry: "jupyter".into(),
-                started,
-                ..WorkspaceSpec::default()
-            },
-        );
-        ws.metadata.uid = Some("ws-uid".into());
-        ws.metadata.generation = Some(1);
-        ws
-    }
-
-    fn pod_of(owner_uid: &str) -> Pod {
-        serde_json::from_value(json!({
-            "metadata": {"name": "jupyter-ann", "uid": "pod-uid",
-                "ownerReferences": [{"apiVersion": API_VERSION, "kind": KIND, "name": "jupyter-ann", "uid": owner_uid}]},
-        }))
-        .unwrap()
-    }
-
-    fn config() -> Config {
-        Config::load(None, |_| None).unwrap().0
-    }
-
-    #[test]
-    fn a_started_workspace_without_a_pod_gets_one_unless_a_launch_makes_it() {
-        let now: Timestamp = "2026-11-29T10:00:00Z".parse().unwrap();
-        let mut ws = workspace(true);
-        assert_eq!(next(&ws, None, now), Next::MakePod);
-        assert_eq!(next(&ws, Some(&pod_of("ws-uid")), now), Next::Wait);
-        // A pod of the name being deleted (the last start's) holds the name until it is gone.
-        assert_eq!(next(&ws, Some(&pod_of("other")), now), Next::Wait);
-        ws.metadata.annotations = Some(
-            [(
-                keys::ANNOTATION_LAUNCHING_UNTIL.to_owned(),
-                "2026-11-29T10:01:00Z/1".to_owned(),
-            )]
-            .into(),
-        );
-        assert_eq!(next(&ws, None, now), Next::Wait, "the launch under way makes it");
-        let later: Timestamp = "2026-11-29T10:01:00Z".parse().unwrap();
-        assert_eq!(
-            next(&ws, None, later),
-            Next::MakePod,
-            "the launch died: the controller makes it"
-        );
-        // A later edit of the spec (stopped and started with kubectl) is not the launch's.
-        ws.metadata.generation = Some(3);
-        assert_eq!(next(&ws, None, now), Next::MakePod, "a stale mark holds nothing");
-    }
-
-    #[test]
-    fn a_refused_start_is_not_retried_until_the_spec_changes() {
-        let now = Timestamp::UNIX_EPOCH;
-        let mut ws = workspace(true);
-        ws.status = Some(refused(&ws, "UnknownEntry", "no entry".into(), now));
-        assert_eq!(next(&ws, None, now), Next::Wait);
-        ws.metadata.generation = Some(2);
-        assert_eq!(next(&ws, None, now), Next::MakePod);
-    }
-
-    #[test]
-    fn a_stopped_workspace_loses_its_own_pod_only() {
-        let now = Timestamp::UNIX_EPOCH;
-        let ws = workspace(false);
-        assert_eq!(
-            next(&ws, Some(&pod_of("ws-uid")), now),
-            Next::RemovePod("pod-uid".into())
-        );
-        assert_eq!(next(&ws, Some(&pod_of("another-workspace")), now), Next::Wait);
-        let mut going = pod_of("ws-uid");
-        going.metadata.deletion_timestamp = Some(Time(now));
-        assert_eq!(next(&ws, Some(&going), now), Next::Wait);
-        assert_eq!(next(&ws, None, now), Next::Wait);
-        // A stop asked for a moment ago deletes the pod itself; one whose request died, not.
-        let mut stopped = workspace(false);
-        stopped.metadata.annotations = Some(
-            stop_marks(StopReason::User, now)
-                .into_iter()
-                .filter_map(|(k, v)| Some((k.to_owned(), v?)))
-                .collect(),
-        );
-        assert_eq!(next(&stopped, Some(&pod_of("ws-uid")), now), Next::Wait);
-        let later = now + jiff::SignedDuration::from_secs(10);
-        assert_eq!(
-            next(&stopped, Some(&pod_of("ws-uid")), later),
-            Next::RemovePod("pod-uid".into())
-        );
-    }
-
-    #[test]
-    fn the_status_says_stopping_then_stopped_with_the_reason_and_time_of_the_stop() {
-        let now: Timestamp = "2026-11-29T10:00:00Z".parse().unwrap();
-        let mut ws = workspace(false);
-        ws.metadata.annotations = Some(
-            [
-                (keys::ANNOTATION_STOP_REASON.to_owned(), "idle".to_owned()),
-                (
-                    keys::ANNOTATION_STOP_AT.to_owned(),
-                    "2026-11-29T09:59:00Z".to_owned(),
-                ),
-            ]
-            .into(),
-        );
-        let stopping = status(&ws, Some(&pod_of("ws-uid")), &config(), now);
-        assert_eq!(stopping.phase, Some(Phase::Stopping));
-        assert_eq!(
-            stopping.stopped.as_ref().map(|s| s.reason),
-            Some(StopReason::Idle)
-        );
-        ws.status = Some(stopping.clone());
-        let stopped = status(&ws, None, &config(), now + jiff::SignedDuration::from_secs(5));
-        assert_eq!(stopped.phase, Some(Phase::Stopped));
-        assert_eq!(stopped.stopped, stopping.stopped, "when and why are kept");
-        assert_eq!(stopped.stopped.unwrap().at.0.to_string(), "2026-11-29T09:59:00Z");
-        // kubectl's patch sets neither annotation: its owner's stop, at the first sight of it.
-        let plain = workspace(false);
-        let seen = status(&plain, None, &config(), now).stopped.unwrap();
-        assert_eq!((seen.reason, seen.at.0), (StopReason::User, now));
-    }
-
-    #[test]
-    fn a_workspace_stopped_longer_than_the_retention_expires() {
-        let now: Timestamp = "2026-11-29T10:00:00Z".parse().unwrap();
-        let day = std::time::Duration::from_secs(86_400);
-        let mut ws = workspace(false);
-        ws.status = Some(status(
-            &ws,
-            None,
-            &config(),
-            "2026-11-27T09:00:00Z".parse().unwrap(),
-        ));
-        assert!(expired(&ws, Some(2 * day), now), "stopped 2 days and an hour ago");
-        assert!(!expired(&ws, Some(3 * day), now));
-        assert!(!expired(&ws, None, now), "0: forever");
-        ws.spec.started = true;
-        assert!(!expired(&ws, Some(day), now), "started again");
-        let unseen = workspace(false);
-        assert!(
-            !expired(&unseen, Some(std::time::Duration::ZERO), now),
-            "a stop not yet seen through"
-        );
-        // The stop's own mark wins over the status's whole seconds (the e2e caught a 3 s retention
-        // ending 9 ms early through them).
-        let mut marked = workspace(false);
-        marked.status = Some(status(
-            &marked,
-            None,
-            &config(),
-            "2026-11-29T09:59:57Z".parse().unwrap(),
-        ));
-        let at: Timestamp = "2026-11-29T09:59:57.600Z".parse().unwrap();
-        marked.metadata.annotations = Some([(keys::ANNOTATION_STOP_AT.to_owned(), at.to_string())].into());
-        assert!(
-            !expired(&marked, Some(std::time::Duration::from_secs(3)), now),
-            "2.4 s after the stop"
-        );
-        assert!(expired(&marked, Some(std::time::Duration::from_secs(2)), now));
-    }
-
-    #[test]
-    fn statuses_differing_only_in_transition_times_are_the_same() {
-        let ws = workspace(true);
-        let a = status(&ws, None, &config(), Timestamp::UNIX_EPOCH);
-        let b = status(&ws, None, &config(), "2026-11-29T10:00:00Z".parse().unwrap());
-        assert!(same(&a, &b));
-        let c = refused(&ws, "UnknownEntry", "gone".into(), Timestamp::UNIX_EPOCH);
-        assert!(!same(&a, &c));
-    }
-}
+mod tests;

@@ -84,6 +84,9 @@ pub struct Requester<'a> {
     pub user: &'a UserId,
     /// The silo address the request came from (loopback mapped to `testingHost`).
     pub silo_ip: &'a str,
+    /// The snapshot (a VolumeSnapshot of the user's) the request asks the home to be made from;
+    /// the manifest does not read it, the storage step does.
+    pub restore: Option<&'a str>,
 }
 
 /// Reads `manifest` and applies the request's `settings` and the mandatory values.

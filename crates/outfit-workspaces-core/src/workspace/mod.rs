@@ -11,4 +11,5 @@ pub mod network_policy;
 pub mod objects;
 pub mod pod_needs;
 pub mod progress;
+pub mod snapshot;
 pub mod start;

@@ -131,6 +131,8 @@ pub(super) fn request_failure(error: &RequestError) -> Answer {
         }
         RequestError::NotStoppable(_) => (StatusCode::CONFLICT, "NotStoppable"),
         RequestError::InUse(_) => (StatusCode::CONFLICT, "InUse"),
+        RequestError::UnknownSnapshot(_) => (StatusCode::NOT_FOUND, "UnknownSnapshot"),
+        RequestError::SnapshotNotReady(_) => (StatusCode::CONFLICT, "SnapshotNotReady"),
         RequestError::TooManyCreates(_) => (StatusCode::TOO_MANY_REQUESTS, "TooManyCreates"),
         RequestError::Forbidden(_) => (StatusCode::FORBIDDEN, "Forbidden"),
         RequestError::Limit(_) => (StatusCode::FORBIDDEN, "LimitExceeded"),
@@ -154,11 +156,24 @@ pub(super) fn request_failure(error: &RequestError) -> Answer {
     failure(status, reason, message)
 }
 
-/// The `user` of a query (an admin's choice of whose storage), if any.
-fn user_flag(query: &str) -> Option<String> {
+/// The value of `key` in a query, if any: `user` (an admin's choice of whose storage),
+/// `snapshot` (a start's home made from one).
+fn query_value(query: &str, key: &str) -> Option<String> {
     form_urlencoded::parse(query.as_bytes())
-        .find(|(key, _)| key == "user")
+        .find(|(k, _)| k == key)
         .map(|(_, value)| value.into_owned())
+}
+
+/// What a request's query says.
+struct Query {
+    /// `all`: every user's (an admin's list).
+    all: bool,
+    /// `follow`: answer with the progress stream.
+    follow: bool,
+    /// `user`: whose storage.
+    user: Option<String>,
+    /// `snapshot`: a start's home made from this snapshot.
+    snapshot: Option<String>,
 }
 
 /// The answer to a stream past the caller's `maxStreamsPerUser` (`cap`).
@@ -244,7 +259,12 @@ impl Api {
             return (name, failure(StatusCode::SERVICE_UNAVAILABLE, "NotReady", error));
         }
         let query = request.uri().query().unwrap_or_default();
-        let (all, follow, user) = (flag(query, "all"), flag(query, "follow"), user_flag(query));
+        let query = Query {
+            all: flag(query, "all"),
+            follow: flag(query, "follow"),
+            user: query_value(query, "user"),
+            snapshot: query_value(query, "snapshot"),
+        };
         let body = if endpoint == Endpoint::Launch {
             match read_body(
                 request.into_body(),
@@ -259,10 +279,7 @@ impl Api {
         } else {
             None
         };
-        let answer = match self
-            .operate(endpoint, &identity, (all, follow, user), body.as_deref())
-            .await
-        {
+        let answer = match self.operate(endpoint, &identity, query, body.as_deref()).await {
             Ok(answer) => answer,
             Err(error) => request_failure(&error),
         };
@@ -273,9 +290,15 @@ impl Api {
         &self,
         endpoint: Endpoint,
         identity: &Identity,
-        (all, follow, user): (bool, bool, Option<String>),
+        query: Query,
         body: Option<&[u8]>,
     ) -> Result<Answer, RequestError> {
+        let Query {
+            all,
+            follow,
+            user,
+            snapshot,
+        } = query;
         let backend = &self.backend;
         // A stream's slot is taken before anything is done: past the cap, a stop or delete
         // asked with `follow` is not made either.
@@ -343,7 +366,7 @@ impl Api {
                 self.accepted(name, uid, slot, "stopping")
             }
             Endpoint::Start(name) => {
-                let uid = backend.start(identity, &name).await?;
+                let uid = backend.start(identity, &name, snapshot.as_deref()).await?;
                 self.accepted(name, uid, slot, "starting")
             }
             Endpoint::Progress(name) => {
@@ -355,10 +378,10 @@ impl Api {
                     body: Body::Events(stream),
                 }
             }
-            Endpoint::Storage => ok(
-                StatusCode::OK,
-                json!({"items": backend.homes(identity, user.as_deref())?}),
-            ),
+            Endpoint::Storage => {
+                let (homes, snapshots) = backend.homes(identity, user.as_deref()).await?;
+                ok(StatusCode::OK, json!({"items": homes, "snapshots": snapshots}))
+            }
             Endpoint::RemoveStorage => {
                 let removed = backend.remove_homes(identity, user.as_deref()).await?;
                 ok(StatusCode::ACCEPTED, json!({"deleting": removed}))

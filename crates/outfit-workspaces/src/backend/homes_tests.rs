@@ -1,6 +1,6 @@
 //! Users' homes through the native API, on a fake cluster (issue 32): listed by owner, removed
 //! only when no workspace of the user is left, `per-workspace` ones never (they go with their
-//! Workspace), another user's only by an admin.
+//! Workspace), another user's only by an admin; with snapshots, saved before they go.
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use serde_json::json;
@@ -31,7 +31,8 @@ async fn homes_are_listed_by_owner_and_removed_only_when_asked_and_unused() {
     fake.put_claim(claim("user-storage-bob-dtu-dk", "bob@dtu.dk", None));
     backend.synced().await;
 
-    let homes = backend.homes(&alice(), None).unwrap();
+    let (homes, snapshots) = backend.homes(&alice(), None).await.unwrap();
+    assert!(snapshots.is_empty(), "no snapshotClassName: none listed");
     let names: Vec<(&str, &str)> = homes.iter().map(|h| (h.name.as_str(), h.strategy)).collect();
     assert_eq!(
         names,
@@ -42,14 +43,14 @@ async fn homes_are_listed_by_owner_and_removed_only_when_asked_and_unused() {
     );
     // Only an admin names another user.
     assert!(matches!(
-        backend.homes(&alice(), Some("bob@dtu.dk")),
+        backend.homes(&alice(), Some("bob@dtu.dk")).await,
         Err(RequestError::Forbidden(_))
     ));
     let admin = Identity {
         admin: true,
         ..alice()
     };
-    let bobs = backend.homes(&admin, Some("bob@dtu.dk")).unwrap();
+    let (bobs, _) = backend.homes(&admin, Some("bob@dtu.dk")).await.unwrap();
     assert_eq!((bobs.len(), bobs[0].strategy), (1, "nfs"));
 
     // The per-user home goes; the per-workspace one is its Workspace's to take.
@@ -60,4 +61,53 @@ async fn homes_are_listed_by_owner_and_removed_only_when_asked_and_unused() {
             .contains(&"delete_storage user-storage-alice-dtu-dk".to_owned())
     );
     assert!(!fake.calls().iter().any(|c| c.contains("web-alice-home")));
+}
+
+/// A stand-in for the snapshot controller and driver: every snapshot turns ready.
+fn ready_driver(fake: &crate::io::fake::FakeCluster) -> tokio::task::JoinHandle<()> {
+    let fake = fake.clone();
+    tokio::spawn(async move {
+        loop {
+            fake.with(|s| {
+                for snapshot in s.snapshots.values_mut() {
+                    snapshot.status = Some(
+                        serde_json::from_value(json!({"readyToUse": true, "restoreSize": "10Gi"})).unwrap(),
+                    );
+                }
+            });
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+}
+
+#[tokio::test]
+async fn with_snapshots_a_home_is_removed_only_once_its_snapshot_is_ready() {
+    let (backend, fake) = on_fake(&[
+        ("BACKEND_SNAPSHOTCLASSNAME", "csi-snapshots"),
+        ("BACKEND_SNAPSHOTTIMEOUT", "1s"),
+    ]);
+    let home = "user-storage-alice-dtu-dk";
+    fake.put_claim(claim(home, "alice@dtu.dk", Some("per-user")));
+    backend.synced().await;
+
+    // A driver that never readies it: the home is kept, and the caller is told why.
+    let refused = backend.remove_homes(&alice(), None).await;
+    let Err(RequestError::SnapshotNotReady(why)) = refused else {
+        panic!("{refused:?}");
+    };
+    assert!(why.contains(home) && why.contains("snapshotTimeout"), "{why}");
+    assert!(!fake.calls().iter().any(|c| c.starts_with("delete_storage")));
+
+    // One that readies it: saved, then removed; the snapshot outlives the home and is listed.
+    let driver = ready_driver(&fake);
+    let removed = backend.remove_homes(&alice(), None).await;
+    driver.abort();
+    assert_eq!(removed.unwrap(), [home]);
+    let (_, snapshots) = backend.homes(&alice(), None).await.unwrap();
+    assert!(
+        snapshots
+            .iter()
+            .any(|s| s.ready && s.reason.as_deref() == Some("removal") && s.home.as_deref() == Some(home)),
+        "{snapshots:?}"
+    );
 }

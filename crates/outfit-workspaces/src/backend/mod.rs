@@ -32,4 +32,6 @@ mod homes_tests;
 #[cfg(test)]
 mod records_tests;
 #[cfg(test)]
+mod snapshot_tests;
+#[cfg(test)]
 mod tests;

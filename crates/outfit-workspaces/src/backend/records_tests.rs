@@ -21,7 +21,7 @@ use crate::{
 
 const WEB: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: web\n    image: nginx\n";
 
-async fn with_catalogue() -> (Backend<FakeCluster>, FakeCluster) {
+pub(super) async fn with_catalogue() -> (Backend<FakeCluster>, FakeCluster) {
     let url = serve(WEB).await;
     let catalogue = format!(r#"[{{"name": "web", "url": "{url}"}}]"#);
     on_fake(&[("BACKEND_CATALOGUE", &catalogue)])
@@ -37,7 +37,7 @@ fn bob() -> Identity {
 }
 
 /// Runs the controller as the leader until dropped.
-fn controlling(backend: &Backend<FakeCluster>) -> CancellationToken {
+pub(super) fn controlling(backend: &Backend<FakeCluster>) -> CancellationToken {
     let shutdown = CancellationToken::new();
     let leading = tokio::sync::watch::channel(true).1;
     tokio::spawn(backend.clone().control(0, leading, shutdown.clone()));
@@ -45,7 +45,7 @@ fn controlling(backend: &Backend<FakeCluster>) -> CancellationToken {
 }
 
 /// Waits (paused time: instantly) until `check` holds of the fake.
-async fn until(fake: &FakeCluster, what: &str, check: impl Fn(&crate::io::fake::State) -> bool) {
+pub(super) async fn until(fake: &FakeCluster, what: &str, check: impl Fn(&crate::io::fake::State) -> bool) {
     for _ in 0..600 {
         if fake.with(|s| check(s)) {
             return;
@@ -74,7 +74,7 @@ async fn a_launch_records_a_workspace_that_owns_its_pod_and_a_stop_keeps_it() {
     // Another user can neither stop nor start it, and is told it does not exist.
     for refused in [
         backend.stop(&bob(), &name).await,
-        backend.start(&bob(), &name).await,
+        backend.start(&bob(), &name, None).await,
     ] {
         assert!(
             matches!(refused, Err(RequestError::NoSuchPod { .. })),
@@ -104,7 +104,7 @@ async fn a_launch_records_a_workspace_that_owns_its_pod_and_a_stop_keeps_it() {
     assert_ne!(second.name, name);
 
     // A start: the pod again, of the same name, owned by the same record.
-    let new_uid = backend.start(&alice(), &name).await.unwrap();
+    let new_uid = backend.start(&alice(), &name, None).await.unwrap();
     let (record, pod) = fake.with(|s| (s.workspaces[&name].clone(), s.pods[&name].clone()));
     assert!(record.spec.started && reconcile::owns(&record, &pod));
     assert_eq!(new_uid, pod.uid());
@@ -270,7 +270,7 @@ async fn limits_refuse_a_start_past_them_and_a_stop_past_the_stopped_limit() {
         .launch(&alice(), &launch("web", None), SILO)
         .await
         .unwrap();
-    let refused = backend.start(&alice(), &first.name).await;
+    let refused = backend.start(&alice(), &first.name, None).await;
     assert!(matches!(refused, Err(RequestError::Limit(_))), "{refused:?}");
     let record = fake.with(|s| s.workspaces[&first.name].clone());
     assert!(!record.spec.started, "a refused start leaves it stopped");

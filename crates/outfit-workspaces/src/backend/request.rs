@@ -82,6 +82,12 @@ pub enum RequestError {
     /// A user's storage is still used by their workspaces.
     #[error("{0}")]
     InUse(String),
+    /// A launch or start named a snapshot that is not the user's, or that is gone.
+    #[error("{0}")]
+    UnknownSnapshot(String),
+    /// A snapshot needed first (to restore from, or before a home is removed) is not ready.
+    #[error("{0}")]
+    SnapshotNotReady(String),
     /// Another create of the user's held their turn (the per-user Lease) too long.
     #[error("{0}")]
     Busy(String),
@@ -148,7 +154,9 @@ impl RequestError {
             | Self::WrongCluster(_)
             | Self::NotStoppable(_)
             | Self::InUse(_)
+            | Self::UnknownSnapshot(_)
             | Self::Unreachable { .. } => None,
+            Self::SnapshotNotReady(_) => Some(Phase::Storage),
             Self::Fetch(_) | Self::Manifest(_) | Self::Annotation(_) => Some(Phase::Fetch),
             Self::Storage(_) => Some(Phase::Storage),
             Self::NamesTaken { .. } | Self::Busy(_) | Self::TooManyCreates(_) | Self::Cluster(_) => {
@@ -203,4 +211,8 @@ pub struct Launch {
     /// unset.
     #[serde(default)]
     pub cluster: Option<String>,
+    /// A snapshot of the user's to make the workspace's home from (`GET /api/v1/storage` lists
+    /// them); unset: the home as it is, or its newest ready snapshot when it is gone.
+    #[serde(default)]
+    pub snapshot: Option<String>,
 }

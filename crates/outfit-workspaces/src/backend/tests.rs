@@ -256,6 +256,7 @@ async fn another_users_storage_is_never_taken() {
     let requester = Requester {
         user: &alice,
         silo_ip: "10.0.0.11",
+        restore: None,
     };
     let name = backend
         .default_cluster()
@@ -465,6 +466,7 @@ pub(super) fn launch(manifest: &str, cluster: Option<&str>) -> Launch {
         manifest: manifest.to_owned(),
         settings: Settings::new(),
         cluster: cluster.map(str::to_owned),
+        snapshot: None,
     }
 }
 

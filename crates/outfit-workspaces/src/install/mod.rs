@@ -43,6 +43,9 @@ pub struct InstallOptions {
     pub storage_strategy: StorageStrategy,
     /// The config's `storageClassName`: for `per-user`, empty leaves it to the cluster's default.
     pub storage_class: String,
+    /// The config's `snapshotClassName` and `snapshotsKept`: homes snapshotted with that class,
+    /// and rights on VolumeSnapshots; `None`: no snapshots, no rights.
+    pub snapshots: Option<(String, usize)>,
 }
 
 /// Name of the backend's objects.
@@ -95,37 +98,45 @@ pub fn objects(options: &InstallOptions) -> Vec<Value> {
 pub fn rbac(options: &InstallOptions) -> Vec<Value> {
     let backend = component_of(options);
     let pods = Scope::Namespace(&options.workspace_namespace);
+    let mut namespace_rules = json!([
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "delete", "patch"]},
+        // Token reads: websocket exec is a GET that newer API servers also check as create.
+        {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get", "create"]},
+        {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "create", "delete"]},
+        {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "list", "watch", "create", "delete", "patch"]},
+        {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ["get", "list", "create", "delete"]},
+        // Each workspace's NetworkPolicy, read by name like the Services; `delete` removes
+        // one an earlier pod of the same name left before the garbage collector did.
+        {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["get", "list", "create", "delete"]},
+        // Reading a failed pod's last Warning and watching the workspaces' Events;
+        // publishing the backend's own Events.
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+        // The election of the replica that runs the lifecycle, and the per-user Leases a
+        // user's creates take turns on across replicas (named by a hash of the user, so not
+        // narrowed to names): create, get and update to take, renew and release one;
+        // list and delete for the leader's sweep of those no create used for long.
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "get", "update", "list", "delete"]},
+        // The Workspaces: watched by every replica, made by a launch, started and stopped
+        // (patched), deleted with their workspace; their status written by the leader.
+        {"apiGroups": ["outfit.dev"], "resources": ["workspaces"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
+        {"apiGroups": ["outfit.dev"], "resources": ["workspaces/status"], "verbs": ["patch"]},
+    ]);
+    if options.snapshots.is_some()
+        && let Value::Array(rules) = &mut namespace_rules
+    {
+        // Snapshots of homes: taken on every stop and before a home is removed, listed for
+        // their owner, the oldest past snapshotsKept deleted.
+        rules.push(json!({"apiGroups": ["snapshot.storage.k8s.io"], "resources": ["volumesnapshots"], "verbs": ["get", "list", "create", "delete"]}));
+    }
     vec![
         backend.service_account(),
-        backend.role(
-            pods,
-            json!([
-                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "delete", "patch"]},
-                // Token reads: websocket exec is a GET that newer API servers also check as create.
-                {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get", "create"]},
-                {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "create", "delete"]},
-                {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "list", "watch", "create", "delete", "patch"]},
-                {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ["get", "list", "create", "delete"]},
-                // Each workspace's NetworkPolicy, read by name like the Services; `delete` removes
-                // one an earlier pod of the same name left before the garbage collector did.
-                {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["get", "list", "create", "delete"]},
-                // Reading a failed pod's last Warning and watching the workspaces' Events;
-                // publishing the backend's own Events.
-                {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch"]},
-                {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
-                // The election of the replica that runs the lifecycle, and the per-user Leases a
-                // user's creates take turns on across replicas (named by a hash of the user, so not
-                // narrowed to names): create, get and update to take, renew and release one;
-                // list and delete for the leader's sweep of those no create used for long.
-                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "get", "update", "list", "delete"]},
-                // The Workspaces: watched by every replica, made by a launch, started and stopped
-                // (patched), deleted with their workspace; their status written by the leader.
-                {"apiGroups": ["outfit.dev"], "resources": ["workspaces"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
-                {"apiGroups": ["outfit.dev"], "resources": ["workspaces/status"], "verbs": ["patch"]},
-            ]),
-        ),
+        backend.role(pods, namespace_rules),
         backend.binding(pods),
-        backend.role(Scope::Cluster, Value::Array(cluster_rules(options.storage_strategy))),
+        backend.role(
+            Scope::Cluster,
+            Value::Array(cluster_rules(options.storage_strategy)),
+        ),
         backend.binding(Scope::Cluster),
     ]
 }
@@ -196,12 +207,20 @@ fn config_map(options: &InstallOptions) -> Value {
          ingressDomain: \"\"\n\
          # Where homes live: nfs (a volume on the silo), per-user, per-workspace (claims of the class), ephemeral.\n\
          storageStrategy: {strategy}\n\
-         storageClassName: {class:?}\n",
+         storageClassName: {class:?}\n{snapshots}",
         ns = options.workspace_namespace,
         backend = options.namespace,
         access = options.access.config_lines(),
         strategy = options.storage_strategy.name(),
         class = options.storage_class,
+        snapshots = options
+            .snapshots
+            .as_ref()
+            .map_or_else(String::new, |(class, kept)| format!(
+                "# Homes are snapshotted with this VolumeSnapshotClass on every stop and before removal.\n\
+             snapshotClassName: {class:?}\n\
+             snapshotsKept: {kept}\n"
+            )),
     );
     json!({
         "apiVersion": "v1", "kind": "ConfigMap",
@@ -256,6 +275,7 @@ mod tests {
             pod_security: guard::PodSecurity::Baseline,
             storage_strategy: StorageStrategy::Nfs,
             storage_class: "nfs".to_owned(),
+            snapshots: None,
             access: access::Access {
                 token: access::ApiToken::Generated("s3cret".to_owned()),
                 frontend_namespaces: vec!["portal".to_owned()],
@@ -455,6 +475,7 @@ mod tests {
         let options = InstallOptions {
             storage_strategy: StorageStrategy::PerUser,
             storage_class: String::new(),
+            snapshots: None,
             ..options()
         };
         let printed = objects(&options);
@@ -469,5 +490,35 @@ mod tests {
             .unwrap();
         assert!(config.contains("storageStrategy: per-user\n"), "{config}");
         assert!(config.contains("storageClassName: \"\"\n"), "{config}");
+        assert!(!config.contains("snapshotClassName"), "{config}");
+        let role = the(&printed, "Role");
+        assert!(verbs(role, "snapshot.storage.k8s.io", "volumesnapshots").is_empty());
+    }
+
+    #[test]
+    fn snapshots_give_rights_on_volume_snapshots_only_and_are_configured() {
+        let options = InstallOptions {
+            storage_strategy: StorageStrategy::PerUser,
+            storage_class: String::new(),
+            snapshots: Some(("csi-snapshots".to_owned(), 5)),
+            ..options()
+        };
+        let printed = objects(&options);
+        let role = the(&printed, "Role");
+        // Never watched, never patched: taken, read, listed for their owner, pruned.
+        assert_eq!(
+            verbs(role, "snapshot.storage.k8s.io", "volumesnapshots"),
+            ["get", "list", "create", "delete"]
+        );
+        assert!(verbs(role, "snapshot.storage.k8s.io", "volumesnapshotcontents").is_empty());
+        let cluster_role = the(&printed, "ClusterRole");
+        assert!(verbs(cluster_role, "snapshot.storage.k8s.io", "volumesnapshots").is_empty());
+        let config = the(&printed, "ConfigMap")["data"]["config.yaml"]
+            .as_str()
+            .unwrap();
+        assert!(
+            config.contains("snapshotClassName: \"csi-snapshots\"\nsnapshotsKept: 5\n"),
+            "{config}"
+        );
     }
 }

@@ -19,7 +19,11 @@ use k8s_openapi::{
 };
 
 use super::cluster::{Cluster, ClusterError, made::MadeFor};
-use crate::resource::{Workspace, WorkspaceStatus};
+use crate::{
+    model::user::UserId,
+    resource::{Workspace, WorkspaceStatus},
+    workspace::snapshot::VolumeSnapshot,
+};
 
 /// The API server as the backend and the lifecycle use it: the workspace namespace's pods, their
 /// objects and Events, and the users' storage.
@@ -163,6 +167,30 @@ pub trait ClusterCalls: Clone + Send + Sync + 'static {
         name: &str,
         status: &WorkspaceStatus,
     ) -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// Merges `annotations` into the Workspace `name` of `uid` (`None` removes one).
+    fn annotate_workspace(
+        &self,
+        name: &str,
+        uid: &str,
+        annotations: BTreeMap<&str, Option<String>>,
+    ) -> impl Future<Output = Result<Workspace, ClusterError>> + Send;
+    /// Takes `snapshot`; 409 when its name is taken.
+    fn create_snapshot(
+        &self,
+        snapshot: &VolumeSnapshot,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// The snapshot `name`, if there is one.
+    fn get_snapshot(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<VolumeSnapshot>, ClusterError>> + Send;
+    /// `user`'s snapshots.
+    fn snapshots_of(
+        &self,
+        user: &UserId,
+    ) -> impl Future<Output = Result<Vec<VolumeSnapshot>, ClusterError>> + Send;
+    /// Deletes the snapshot `name`; gone counts as done.
+    fn delete_snapshot(&self, name: &str) -> impl Future<Output = Result<(), ClusterError>> + Send;
 }
 
 /// `impl ClusterCalls for Cluster`, each call forwarded to the method of the same name.
@@ -210,4 +238,9 @@ forward_to_cluster! {
     delete_workspace(name: &str, uid: Option<&str>) -> Result<bool, ClusterError>;
     workspace_status(name: &str, status: &WorkspaceStatus) -> Result<(), ClusterError>;
     workspace_event(workspace: &Workspace, reason: &str, note: String) -> ();
+    annotate_workspace(name: &str, uid: &str, annotations: BTreeMap<&str, Option<String>>) -> Result<Workspace, ClusterError>;
+    create_snapshot(snapshot: &VolumeSnapshot) -> Result<(), ClusterError>;
+    get_snapshot(name: &str) -> Result<Option<VolumeSnapshot>, ClusterError>;
+    snapshots_of(user: &UserId) -> Result<Vec<VolumeSnapshot>, ClusterError>;
+    delete_snapshot(name: &str) -> Result<(), ClusterError>;
 }

@@ -103,6 +103,7 @@ fn status_code(error: &kube::Error) -> Option<u16> {
 mod events;
 mod leases;
 pub mod made;
+mod snapshots;
 pub(crate) mod workspaces;
 
 /// The API server, as the backend uses it: one namespace, plus the cluster-scoped volumes.

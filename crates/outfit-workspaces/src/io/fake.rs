@@ -26,8 +26,12 @@ use super::{
     cluster::{ClusterError, made::MadeFor},
 };
 use crate::{
-    model::config::Config,
+    model::{
+        config::Config,
+        user::{UserId, belongs_to},
+    },
     resource::{Workspace, WorkspaceStatus},
+    workspace::snapshot::VolumeSnapshot,
 };
 
 /// The namespace the fake's objects live in.
@@ -53,6 +57,7 @@ pub(crate) struct State {
     pub volumes: BTreeMap<String, PersistentVolume>,
     pub leases: BTreeMap<String, Lease>,
     pub workspaces: BTreeMap<String, Workspace>,
+    pub snapshots: BTreeMap<String, VolumeSnapshot>,
     /// The pods the namespace's Services, Ingresses and NetworkPolicies were made for.
     pub made: BTreeSet<MadeFor>,
     /// Every call, as "call name", in order.
@@ -610,5 +615,84 @@ impl ClusterCalls for FakeCluster {
             }
         };
         async move { result }
+    }
+
+    fn annotate_workspace(
+        &self,
+        name: &str,
+        uid: &str,
+        marks: BTreeMap<&str, Option<String>>,
+    ) -> impl Future<Output = Result<Workspace, ClusterError>> + Send {
+        self.record(format!("annotate_workspace {name}"));
+        let stored = self.with(|s| {
+            s.workspaces
+                .get(name)
+                .filter(|w| w.metadata.uid.as_deref() == Some(uid))
+                .cloned()
+        });
+        let result = match stored {
+            None => Err(api_error(404, "NotFound", "annotating Workspace")),
+            Some(mut workspace) => {
+                let annotations = workspace.metadata.annotations.get_or_insert_default();
+                for (key, value) in marks {
+                    match value {
+                        Some(value) => annotations.insert(key.to_owned(), value),
+                        None => annotations.remove(key),
+                    };
+                }
+                Ok(self.put_workspace(workspace))
+            }
+        };
+        async move { result }
+    }
+
+    fn create_snapshot(
+        &self,
+        snapshot: &VolumeSnapshot,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send {
+        let name = snapshot.name().to_owned();
+        self.record(format!("create_snapshot {name}"));
+        let result = self.with(|s| {
+            if s.snapshots.contains_key(&name) {
+                return Err(api_error(409, "AlreadyExists", "creating VolumeSnapshot"));
+            }
+            let mut stored = snapshot.clone();
+            stored.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                jiff::Timestamp::now(),
+            ));
+            s.snapshots.insert(name, stored);
+            Ok(())
+        });
+        async move { result }
+    }
+
+    fn get_snapshot(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<VolumeSnapshot>, ClusterError>> + Send {
+        self.record(format!("get_snapshot {name}"));
+        let found = self.with(|s| s.snapshots.get(name).cloned());
+        async move { Ok(found) }
+    }
+
+    fn snapshots_of(
+        &self,
+        user: &UserId,
+    ) -> impl Future<Output = Result<Vec<VolumeSnapshot>, ClusterError>> + Send {
+        self.record(format!("snapshots_of {user}"));
+        let found = self.with(|s| {
+            s.snapshots
+                .values()
+                .filter(|snapshot| belongs_to(*snapshot, user))
+                .cloned()
+                .collect()
+        });
+        async move { Ok(found) }
+    }
+
+    fn delete_snapshot(&self, name: &str) -> impl Future<Output = Result<(), ClusterError>> + Send {
+        self.record(format!("delete_snapshot {name}"));
+        self.with(|s| s.snapshots.remove(name));
+        async { Ok(()) }
     }
 }

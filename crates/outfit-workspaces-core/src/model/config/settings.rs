@@ -68,6 +68,12 @@ pub(super) struct Settings {
     pub(super) storage_access_modes: Vec<String>,
     #[serde(deserialize_with = "non_empty")]
     pub(super) storage_size: String,
+    #[serde(deserialize_with = "text")]
+    pub(super) snapshot_class_name: String,
+    #[serde(deserialize_with = "size")]
+    pub(super) snapshots_kept: usize,
+    #[serde(deserialize_with = "positive_duration")]
+    pub(super) snapshot_timeout: Duration,
     #[serde(deserialize_with = "optional_text")]
     pub(super) ingress_class_name: Option<String>,
     #[serde(deserialize_with = "duration")]
@@ -236,6 +242,9 @@ impl Default for Settings {
             storage_class_name: "nfs".to_owned(),
             storage_access_modes: Vec::new(),
             storage_size: "10Gi".to_owned(),
+            snapshot_class_name: String::new(),
+            snapshots_kept: 3,
+            snapshot_timeout: Duration::from_secs(120),
             ingress_class_name: None,
             manifest_fetch_timeout: Duration::from_secs(10),
             manifest_max_bytes: 1 << 20,

@@ -48,6 +48,7 @@ fn prepare_jupyter(settings: &Settings) -> Result<Prepared, ManifestError> {
     let requester = Requester {
         user: &user,
         silo_ip: "10.0.0.11",
+        restore: None,
     };
     prepare(JUPYTER, requester, settings, &config())
 }
@@ -107,6 +108,7 @@ fn unknown_silo_leaves_the_hostname_out_with_a_warning() {
     let requester = Requester {
         user: &user,
         silo_ip: "10.0.0.99",
+        restore: None,
     };
     let prepared = prepare(JUPYTER, requester, &Settings::new(), &config()).unwrap();
     assert!(!env_of(&prepared.pod, 0).contains_key("HOME_SERVER_HOSTNAME"));
@@ -138,6 +140,7 @@ fn restart_policy_defaults_only_when_unset() {
     let requester = Requester {
         user: &user,
         silo_ip: "10.0.0.11",
+        restore: None,
     };
     let prepared = prepare(&always, requester, &Settings::new(), &config()).unwrap();
     assert_eq!(
@@ -162,6 +165,7 @@ fn service_links_and_the_account_token_are_off_unless_the_manifest_sets_them() {
     let requester = Requester {
         user: &user,
         silo_ip: "10.0.0.11",
+        restore: None,
     };
     let prepared = prepare(&explicit, requester, &Settings::new(), &config()).unwrap();
     let spec = prepared.pod.spec.as_ref().unwrap();
@@ -175,6 +179,7 @@ fn assembled_pod_has_deic_dk_labels_owner_and_provided_volumes() {
     let requester = Requester {
         user: &user,
         silo_ip: "10.0.0.11",
+        restore: None,
     };
     let prepared = prepare_jupyter(&Settings::new()).unwrap();
     assert!(prepared.needs_user_storage);
@@ -219,6 +224,7 @@ fn an_ephemeral_home_is_an_empty_dir() {
     let requester = Requester {
         user: &user,
         silo_ip: "10.0.0.11",
+        restore: None,
     };
     let prepared = prepare_jupyter(&Settings::new()).unwrap();
     let placement = Placement {
@@ -244,6 +250,7 @@ fn refusals_say_what_is_wrong() {
     let requester = Requester {
         user: &user,
         silo_ip: "10.0.0.11",
+        restore: None,
     };
     let cases: &[(&str, &str)] = &[
         (
@@ -300,6 +307,7 @@ fn ssh_and_tokens_are_read_from_the_manifest() {
     let requester = Requester {
         user: &user,
         silo_ip: "10.0.0.11",
+        restore: None,
     };
     let prepared = prepare(ssh, requester, &Settings::new(), &config()).unwrap();
     let needs = PodNeeds::read(&prepared.pod).unwrap();

@@ -38,6 +38,8 @@ struct Naming<'a> {
     /// The size of the workspace's own home (`storageStrategy: per-workspace`), made once its
     /// owner exists; `None` without one.
     home: Option<&'a str>,
+    /// The snapshot that home is made from, when the request names one.
+    restore: Option<&'a str>,
 }
 
 /// Who holds the names a create found taken.
@@ -104,6 +106,12 @@ impl<C: ClusterCalls> ClusterBackend<C> {
             None
         };
         let home = prepared.needs_user_storage && strategy == StorageStrategy::PerWorkspace;
+        if requester.restore.is_some() && storage_claim.is_none() && !home {
+            return Err(RequestError::UnknownSnapshot(
+                "this workspace has no home to make from a snapshot (its manifest mounts none, or storageStrategy is ephemeral)"
+                    .to_owned(),
+            ));
+        }
         let placed = |name: &str| {
             let own_home = home.then(|| names::home_claim(name));
             let placement = manifest::Placement {
@@ -124,6 +132,7 @@ impl<C: ClusterCalls> ClusterBackend<C> {
             record,
             deadline: &deadline_text,
             home: home.then_some(size.as_str()),
+            restore: requester.restore,
         };
         if let Some(created) = self
             .create_named(&plain, &naming, &name_holder, &mut holders, &placed)
@@ -190,7 +199,7 @@ impl<C: ClusterCalls> ClusterBackend<C> {
             };
             // A Workspace's home is made before its pod, owned by the Workspace.
             if let (Some(size), Some(owner)) = (naming.home, owner.as_ref())
-                && let Err(error) = self.ensure_home((name, size), user, owner).await
+                && let Err(error) = self.ensure_home((name, size, naming.restore), user, owner).await
             {
                 self.undo_record(made.as_ref()).await;
                 return Err(error);
@@ -206,7 +215,9 @@ impl<C: ClusterCalls> ClusterBackend<C> {
                     if let Some(size) = naming.home
                         && owner.is_none()
                         && let Some(pod_owner) = objects::owned_by(&created)
-                        && let Err(error) = self.ensure_home((name, size), user, &pod_owner).await
+                        && let Err(error) = self
+                            .ensure_home((name, size, naming.restore), user, &pod_owner)
+                            .await
                     {
                         self.undo_create(&created);
                         return Err(error);

@@ -32,6 +32,7 @@ use crate::{
 
 pub(crate) mod create;
 pub(super) mod delete;
+pub(crate) mod snapshots;
 mod storage;
 pub(super) mod user_lease;
 

@@ -14,7 +14,7 @@ use crate::{
     backend::request::RequestError,
     io::{calls::ClusterCalls, cluster::ClusterError},
     model::{names, user::UserId},
-    workspace::{manifest::Requester, objects},
+    workspace::{manifest::Requester, objects, progress::storage_claim_of, snapshot},
 };
 
 /// How one try at the user's storage ended.
@@ -38,10 +38,22 @@ impl<C: ClusterCalls> ClusterBackend<C> {
         until: &str,
         size: &str,
     ) -> Result<String, RequestError> {
-        let Requester { user, silo_ip } = requester;
+        let Requester {
+            user,
+            silo_ip,
+            restore,
+        } = requester;
+        if restore.is_some() && self.config.storage_strategy.writes_volumes() {
+            return Err(RequestError::UnknownSnapshot(
+                "homes under storageStrategy nfs have no snapshots to restore from".to_owned(),
+            ));
+        }
         for name in [names::storage_name(user), names::storage_name_for(user)] {
             for _ in 0..3 {
-                match self.try_storage(user, (silo_ip, size), until, &name).await? {
+                match self
+                    .try_storage(user, (silo_ip, size, restore), until, &name)
+                    .await?
+                {
                     Attempt::Ready => return Ok(name),
                     Attempt::Taken => break,
                     Attempt::Again => {}
@@ -55,11 +67,12 @@ impl<C: ClusterCalls> ClusterBackend<C> {
         )))
     }
 
-    /// One try at making the storage `name` ready for `user`.
+    /// One try at making the storage `name` ready for `user` (from the snapshot `restore` when
+    /// one is named).
     async fn try_storage(
         &self,
         user: &UserId,
-        (silo_ip, size): (&str, &str),
+        (silo_ip, size, restore): (&str, &str, Option<&str>),
         until: &str,
         name: &str,
     ) -> Result<Attempt, RequestError> {
@@ -73,7 +86,9 @@ impl<C: ClusterCalls> ClusterBackend<C> {
             let mut claim = if writes_volumes {
                 storage.claim(user, &self.config)
             } else {
-                storage.provisioned_claim(user, &self.config, size)
+                let mut claim = storage.provisioned_claim(user, &self.config, size);
+                self.restore_missing(&mut claim, user, restore).await?;
+                claim
             };
             claim.annotations_mut().insert(
                 crate::model::keys::ANNOTATION_STORAGE_WANTED_UNTIL.to_owned(),
@@ -97,6 +112,12 @@ impl<C: ClusterCalls> ClusterBackend<C> {
         }
         if claim.metadata.deletion_timestamp.is_some() {
             self.wait_claim_gone(name).await?;
+            return Ok(Attempt::Again);
+        }
+        if let Some(snapshot) = restore
+            && !restored_from(&claim, snapshot)
+        {
+            self.replace_home(&claim, user, snapshot).await?;
             return Ok(Attempt::Again);
         }
         self.cluster
@@ -164,7 +185,7 @@ impl<C: ClusterCalls> ClusterBackend<C> {
     /// deleted; a claim of the name that another owner holds is refused.
     pub(crate) async fn ensure_home(
         &self,
-        (name, size): (&str, &str),
+        (name, size, restore): (&str, &str, Option<&str>),
         user: &UserId,
         owner: &OwnerReference,
     ) -> Result<(), RequestError> {
@@ -182,6 +203,13 @@ impl<C: ClusterCalls> ClusterBackend<C> {
                         .iter()
                         .flatten()
                         .any(|reference| reference.uid == owner.uid);
+                    if owned
+                        && let Some(snapshot) = restore
+                        && !restored_from(&claim, snapshot)
+                    {
+                        self.replace_home(&claim, user, snapshot).await?;
+                        continue;
+                    }
                     return if owned {
                         self.grow(&claim, size).await
                     } else {
@@ -191,7 +219,8 @@ impl<C: ClusterCalls> ClusterBackend<C> {
                     };
                 }
                 None => {
-                    let home = objects::workspace_home(name, user, owner, &self.config, size);
+                    let mut home = objects::workspace_home(name, user, owner, &self.config, size);
+                    self.restore_missing(&mut home, user, restore).await?;
                     match self.cluster.create_claim(&home).await {
                         Ok(()) => return Ok(()),
                         Err(e) if e.is_conflict() => {}
@@ -203,6 +232,56 @@ impl<C: ClusterCalls> ClusterBackend<C> {
         Err(RequestError::Storage(format!(
             "claim {claim_name} keeps changing"
         )))
+    }
+
+    /// Makes `claim`, missing, from a snapshot: `restore` when the request names one, else the
+    /// newest ready snapshot of a claim of its name (a home lost since), if any.
+    async fn restore_missing(
+        &self,
+        claim: &mut PersistentVolumeClaim,
+        user: &UserId,
+        restore: Option<&str>,
+    ) -> Result<(), RequestError> {
+        let name = claim.name_any();
+        if let Some(source) = self.restore_source(&name, user, restore).await? {
+            tracing::info!(storage = name, snapshot = source.name(), user = %user, "home made from a snapshot");
+            snapshot::restore_into(claim, &source);
+        }
+        Ok(())
+    }
+
+    /// Replaces `user`'s home `claim` with one made from the snapshot `restore`: refused while a
+    /// pod uses it; the home as it is saved first when snapshots are configured (a claim is
+    /// never removed before its snapshot is ready), then removed, for the caller to make anew.
+    async fn replace_home(
+        &self,
+        claim: &PersistentVolumeClaim,
+        user: &UserId,
+        restore: &str,
+    ) -> Result<(), RequestError> {
+        let name = claim.name_any();
+        let users: Vec<String> = self
+            .cache
+            .pods_of(user)
+            .iter()
+            .filter(|pod| storage_claim_of(pod) == Some(name.as_str()))
+            .map(|pod| pod.name_any())
+            .collect();
+        if !users.is_empty() {
+            return Err(RequestError::InUse(format!(
+                "the home {name} cannot be replaced by snapshot {restore} while {} use it; stop them first",
+                users.join(", ")
+            )));
+        }
+        // Named but unusable: refused before anything is removed.
+        self.restore_source(&name, user, Some(restore)).await?;
+        self.snapshot_before_removal(&name, user).await?;
+        self.cluster
+            .delete_storage(&name, claim.resource_version().as_deref())
+            .await
+            .map_err(|e| storage_failure(&e))?;
+        tracing::info!(storage = name, snapshot = restore, user = %user, "home removed to be made from a snapshot");
+        self.wait_claim_gone(&name).await
     }
 
     /// Waits for the claim `name`, being deleted, to be gone. It goes once the controller manager
@@ -241,6 +320,16 @@ impl<C: ClusterCalls> ClusterBackend<C> {
         tracing::info!(storage = name, size, "home grown");
         Ok(())
     }
+}
+
+/// Whether `claim` was made from the snapshot `name` (a restore asked again is not redone).
+fn restored_from(claim: &PersistentVolumeClaim, name: &str) -> bool {
+    claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(crate::model::keys::ANNOTATION_RESTORED_FROM))
+        .is_some_and(|from| from == name)
 }
 
 /// A storage step the API server failed: its verdict for the caller, the whole error in the log.

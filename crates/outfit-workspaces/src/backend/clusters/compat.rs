@@ -17,10 +17,12 @@ use crate::{
     },
     io::{cache::OWN_WRITE_VISIBLE, calls::ClusterCalls},
     model::{
+        config::StorageStrategy,
         names,
         user::{UserId, belongs_to, owner_of},
     },
     workspace::{
+        home,
         info::{self, PodInfo},
         progress::{self, Status},
     },
@@ -145,6 +147,16 @@ impl<C: ClusterCalls> Backend<C> {
         let here = self.default_cluster();
         let user = UserId::parse(user_id)?;
         let deadline = Instant::now() + here.config.timeout_delete + Duration::from_secs(30);
+        // Every home saved before any goes (a per-workspace one goes with its Workspace).
+        let homes: Vec<String> = here
+            .cache
+            .claims()
+            .iter()
+            .filter(|c| belongs_to(c.as_ref(), &user))
+            .filter(|c| home::strategy_of(c) != StorageStrategy::Nfs)
+            .map(|c| c.name_any())
+            .collect();
+        here.save_all(&homes, &user).await?;
         for record in here.cache.workspaces_of(&user) {
             here.cluster
                 .delete_workspace(&record.name_any(), record.uid().as_deref())

@@ -18,7 +18,7 @@ use kube::ResourceExt;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::Backend;
+use super::{Backend, home_snapshots::Snapshotting};
 use crate::{
     backend::{cluster::ClusterBackend, request::RequestError},
     io::calls::ClusterCalls,
@@ -44,6 +44,9 @@ struct Controlled {
     /// The status last written for each Workspace, so that a status is written once even while
     /// the cache has not shown it yet. Holds the Workspaces the cache holds, no more.
     written: Mutex<HashMap<String, WorkspaceStatus>>,
+    /// Workspaces whose home's snapshot a task is taking: beside `busy`, so that neither a start
+    /// nor the status waits on a snapshot.
+    snapshotting: Snapshotting,
 }
 
 impl<C: ClusterCalls> Backend<C> {
@@ -85,6 +88,9 @@ impl<C: ClusterCalls> Backend<C> {
                     .lock()
                     .expect("written")
                     .retain(|name, _| member.cache.workspace(name).is_some());
+                controlled
+                    .snapshotting
+                    .retain(|name| member.cache.workspace(name).is_some());
                 member.cache.workspaces()
             } else {
                 changed
@@ -114,7 +120,8 @@ impl<C: ClusterCalls> Backend<C> {
             if controlled.busy.lock().expect("busy").contains(&name) {
                 continue;
             }
-            if reconcile::expired(&record, member.config.stopped_retention, now) {
+            let snapshots = member.config.snapshot_class_name.is_some();
+            if reconcile::expired(&record, (member.config.stopped_retention, snapshots), now) {
                 controlled.busy.lock().expect("busy").insert(name.clone());
                 let (this, controlled) = (self.clone(), controlled.clone());
                 tokio::spawn(async move {
@@ -125,7 +132,7 @@ impl<C: ClusterCalls> Backend<C> {
             }
             let pod = member.cache.pod_or_made(&name);
             match reconcile::next(&record, pod.as_deref(), now) {
-                Next::Wait => {}
+                Next::Wait => self.snapshot_step(index, &record, pod.as_deref(), &controlled.snapshotting),
                 next => {
                     controlled.busy.lock().expect("busy").insert(name.clone());
                     let (this, controlled) = (self.clone(), controlled.clone());
@@ -175,7 +182,7 @@ impl<C: ClusterCalls> Backend<C> {
         }
         let record = &record;
         match next {
-            Next::MakePod => match self.start_pod(member, record).await {
+            Next::MakePod => match self.start_pod(member, record, None).await {
                 Ok(pod) => {
                     tracing::info!(
                         workspace = name,

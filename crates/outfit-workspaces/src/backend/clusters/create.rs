@@ -42,6 +42,7 @@ impl<C: ClusterCalls> Backend<C> {
         let requester = Requester {
             user: &user,
             silo_ip: &silo_ip,
+            restore: None,
         };
         self.create(
             self.default_cluster(),
@@ -78,6 +79,7 @@ impl<C: ClusterCalls> Backend<C> {
         let requester = Requester {
             user: &identity.user,
             silo_ip: &silo_ip,
+            restore: launch.snapshot.as_deref(),
         };
         // The Workspace that records it, stopped and started as its owner says.
         let spec = WorkspaceSpec {

@@ -1,8 +1,9 @@
 //! Users' homes through the native API (issue 32): `GET /api/v1/storage` lists the caller's (an
-//! admin's choice of user's) on every cluster, from the watch caches; `DELETE /api/v1/storage`
-//! removes the ones that outlive workspaces (`per-user` and `nfs`), the explicit call a home
-//! waits for, refused while the user has any workspace, stopped ones included. A `per-workspace`
-//! home goes with its Workspace, never here.
+//! admin's choice of user's) on every cluster, from the watch caches, and their snapshots (one
+//! list call per cluster that takes them); `DELETE /api/v1/storage` removes the ones that outlive
+//! workspaces (`per-user` and `nfs`), the explicit call a home waits for, refused while the user
+//! has any workspace, stopped ones included, each saved first when snapshots are configured. A
+//! `per-workspace` home goes with its Workspace, never here.
 
 use kube::ResourceExt;
 
@@ -14,7 +15,10 @@ use crate::{
         config::StorageStrategy,
         user::{UserId, belongs_to},
     },
-    workspace::home::{self, Home},
+    workspace::{
+        home::{self, Home},
+        snapshot::{self, SnapshotView},
+    },
 };
 
 impl<C: ClusterCalls> Backend<C> {
@@ -29,8 +33,13 @@ impl<C: ClusterCalls> Backend<C> {
         }
     }
 
-    /// The homes of `identity` (or, for an admin, of `user`) on every cluster, in name order.
-    pub fn homes(&self, identity: &Identity, user: Option<&str>) -> Result<Vec<Home>, RequestError> {
+    /// The homes of `identity` (or, for an admin, of `user`) on every cluster, in name order,
+    /// and their snapshots, newest first.
+    pub async fn homes(
+        &self,
+        identity: &Identity,
+        user: Option<&str>,
+    ) -> Result<(Vec<Home>, Vec<SnapshotView>), RequestError> {
         let owner = Self::home_owner(identity, user)?;
         let mut homes: Vec<Home> = self
             .members
@@ -46,7 +55,16 @@ impl<C: ClusterCalls> Backend<C> {
             })
             .collect();
         homes.sort_by(|a, b| (&a.cluster, &a.name).cmp(&(&b.cluster, &b.name)));
-        Ok(homes)
+        let mut snapshots = Vec::new();
+        for member in self.members.iter() {
+            if member.config.snapshot_class_name.is_none() {
+                continue;
+            }
+            let of_owner = member.cluster.snapshots_of(&owner).await?;
+            snapshots.extend(of_owner.iter().map(|s| snapshot::view(s, &member.name)));
+        }
+        snapshots.sort_by(|a, b| (&b.created, &b.name).cmp(&(&a.created, &a.name)));
+        Ok((homes, snapshots))
     }
 
     /// Removes the homes of `identity` (or, for an admin, of `user`) that outlive workspaces;
@@ -69,16 +87,22 @@ impl<C: ClusterCalls> Backend<C> {
         }
         let mut removed = Vec::new();
         for member in self.members.iter() {
-            let claims: Vec<String> = member
+            let claims: Vec<(String, StorageStrategy)> = member
                 .cache
                 .claims()
                 .iter()
                 .filter(|claim| belongs_to(claim.as_ref(), &owner))
-                .filter(|claim| home::strategy_of(claim) != StorageStrategy::PerWorkspace)
-                .filter(|claim| claim.metadata.deletion_timestamp.is_none())
-                .map(|claim| claim.name_any())
+                .map(|claim| (claim.name_any(), home::strategy_of(claim), claim))
+                .filter(|(_, strategy, _)| *strategy != StorageStrategy::PerWorkspace)
+                .filter(|(_, _, claim)| claim.metadata.deletion_timestamp.is_none())
+                .map(|(name, strategy, _)| (name, strategy))
                 .collect();
-            for name in claims {
+            for (name, strategy) in claims {
+                // Saved first: a claim is never removed before its snapshot is ready (an `nfs`
+                // home, a volume outfit wrote by hand, has no CSI driver to take one).
+                if strategy == StorageStrategy::PerUser {
+                    member.snapshot_before_removal(&name, &owner).await?;
+                }
                 member.cluster.delete_storage(&name, None).await?;
                 tracing::info!(storage = name, user = %owner, "removed storage as asked");
                 removed.push(name);

@@ -86,6 +86,8 @@ impl<C: ClusterCalls> Backend<C> {
         names::check_pod_name(name)?;
         let mut record_uid = None;
         if let Some((member, record)) = self.visible_record(identity, name) {
+            // Its own home goes with it: saved first, else the Workspace is kept.
+            member.save_before_delete(&record).await?;
             member
                 .cluster
                 .delete_workspace(name, record.uid().as_deref())

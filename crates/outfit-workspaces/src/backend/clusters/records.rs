@@ -104,8 +104,14 @@ impl<C: ClusterCalls> Backend<C> {
 
     /// Starts `identity`'s stopped workspace `name`: a pod under its name again, from its entry,
     /// values and cluster, made here (refused as a launch is: the entry's groups, the limits);
-    /// a refused start leaves it stopped. Answers the uid of the new pod, for following it.
-    pub async fn start(&self, identity: &Identity, name: &str) -> Result<Option<String>, RequestError> {
+    /// a refused start leaves it stopped; with `restore`, its home is made from that snapshot of
+    /// the owner's. Answers the uid of the new pod, for following it.
+    pub async fn start(
+        &self,
+        identity: &Identity,
+        name: &str,
+        restore: Option<&str>,
+    ) -> Result<Option<String>, RequestError> {
         names::check_pod_name(name)?;
         let Some((member, workspace)) = self.find_record(identity, name).await? else {
             return Err(self.no_record(identity, name));
@@ -143,7 +149,7 @@ impl<C: ClusterCalls> Backend<C> {
             .set_started(name, &uid, true, reconcile::start_marks(&workspace, until))
             .await
             .map_err(|error| gone_or(error, identity, name))?;
-        let made = self.start_pod(member, &started).await;
+        let made = self.start_pod(member, &started, restore).await;
         if let Err(error) = &made {
             // Refused: it stays stopped, as it was (why and when kept).
             let stop = workspace.status.as_ref().and_then(|s| s.stopped.clone());
@@ -164,11 +170,13 @@ impl<C: ClusterCalls> Backend<C> {
 
     /// Makes the pod of the started `workspace` on `member` (its cluster), as its owner's
     /// launch would: the entry's manifest fetched, read with the record's values, the owner's
-    /// limits checked, the pod under the record's name, owned by it.
+    /// limits checked, the pod under the record's name, owned by it; its home made from the
+    /// snapshot `restore` when one is named.
     pub(super) async fn start_pod(
         &self,
         member: &ClusterBackend<C>,
         workspace: &crate::resource::Workspace,
+        restore: Option<&str>,
     ) -> Result<Pod, RequestError> {
         if let Some(cluster) = &workspace.spec.cluster
             && *cluster != member.name
@@ -188,6 +196,7 @@ impl<C: ClusterCalls> Backend<C> {
         let requester = Requester {
             user: &user,
             silo_ip: &silo_ip,
+            restore,
         };
         let values = &workspace.spec.values;
         let created = self

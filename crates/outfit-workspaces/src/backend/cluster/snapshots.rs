@@ -1,0 +1,193 @@
+//! Snapshots of homes on one cluster (issue 32, `snapshotClassName`): one taken, waited for as
+//! long as `snapshotTimeout` allows and no longer, the oldest past `snapshotsKept` let go; one
+//! taken before a claim is removed, which keeps the claim unless it turns ready; and the newest
+//! ready one a lost home is made again from.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use kube::ResourceExt;
+use tokio::time::Instant;
+
+use super::ClusterBackend;
+use crate::{
+    backend::request::RequestError,
+    io::{calls::ClusterCalls, cluster::ClusterError},
+    model::{names, user::UserId},
+    resource::{Workspace, reconcile},
+    workspace::snapshot::{self, Occasion, State, VolumeSnapshot},
+};
+
+/// The first look at a snapshot being taken, after it is asked for; each next one waits twice as
+/// long, up to [`POLL_MAX`], so that many snapshots at once (a morning's culls) cost the API
+/// server a few reads a second, not one per snapshot every moment.
+const POLL_FIRST: Duration = Duration::from_millis(250);
+/// The longest wait between two looks.
+const POLL_MAX: Duration = Duration::from_secs(5);
+
+/// How the wait for a snapshot ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Ready: the home can be made again from it.
+    Ready,
+    /// The snapshot controller or the driver said it failed.
+    Failed(String),
+    /// Not ready within `snapshotTimeout`.
+    TimedOut(String),
+}
+
+impl<C: ClusterCalls> ClusterBackend<C> {
+    /// Takes a snapshot of `user`'s claim `claim` for `occasion` (on a stop, of `workspace`);
+    /// its name. A name taken already (the same second) is that snapshot.
+    pub(crate) async fn take_snapshot(
+        &self,
+        (claim, user): (&str, &UserId),
+        (occasion, workspace): (Occasion, Option<&str>),
+    ) -> Result<String, ClusterError> {
+        let class = self.config.snapshot_class_name.as_deref().unwrap_or_default();
+        let object = snapshot::volume_snapshot(claim, user, class, (occasion, workspace), Timestamp::now());
+        match self.cluster.create_snapshot(&object).await {
+            Ok(()) => {}
+            Err(error) if error.is_conflict() => {}
+            Err(error) => return Err(error),
+        }
+        tracing::info!(snapshot = object.name(), claim, user = %user, occasion = occasion.as_str(), "snapshot taken");
+        Ok(object.name().to_owned())
+    }
+
+    /// Waits for the snapshot `name` to turn ready, until `snapshotTimeout` after `since`. An
+    /// error the snapshot controller reports is waited through (it retries, and some are
+    /// passing); at the bound, the last one is the failure's reason.
+    pub(crate) async fn await_snapshot(&self, name: &str, since: Instant) -> Outcome {
+        let timeout = self.config.snapshot_timeout;
+        let deadline = since + timeout;
+        let mut pause = POLL_FIRST;
+        let mut last_error = None;
+        loop {
+            match self.cluster.get_snapshot(name).await {
+                Ok(Some(snapshot)) => match snapshot.state() {
+                    State::Ready => return Outcome::Ready,
+                    State::Failed(why) => last_error = Some(why),
+                    State::Pending => {}
+                },
+                Ok(None) => return Outcome::Failed("it was deleted before it turned ready".to_owned()),
+                Err(error) => tracing::debug!(%error, "reading a snapshot failed; trying again"),
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                let bound = crate::model::duration::format(timeout);
+                return match last_error {
+                    Some(why) => Outcome::Failed(format!("{why} (not ready after {bound}, snapshotTimeout)")),
+                    None => Outcome::TimedOut(format!("not ready after {bound} (snapshotTimeout)")),
+                };
+            }
+            tokio::time::sleep(pause.min(deadline - now)).await;
+            pause = (pause * 2).min(POLL_MAX);
+        }
+    }
+
+    /// Lets go of `claim`'s snapshots past the newest `snapshotsKept` ready ones (and failed ones
+    /// a ready one has replaced). A failure is logged: the next stop tries again.
+    pub(crate) async fn prune_snapshots(&self, claim: &str, user: &UserId) {
+        let snapshots = match self.cluster.snapshots_of(user).await {
+            Ok(snapshots) => snapshots,
+            Err(error) => {
+                tracing::warn!(%error, claim, "could not list snapshots to keep the last snapshotsKept");
+                return;
+            }
+        };
+        for name in snapshot::to_prune(&snapshots, claim, self.config.snapshots_kept) {
+            match self.cluster.delete_snapshot(&name).await {
+                Ok(()) => tracing::info!(snapshot = name, claim, "snapshot let go (snapshotsKept)"),
+                Err(error) => tracing::warn!(%error, snapshot = name, "could not delete an old snapshot"),
+            }
+        }
+    }
+
+    /// Before `user`'s claim `claim` is removed: a snapshot of it, ready (its name), or the
+    /// refusal that keeps the claim. `None` when snapshots are not configured.
+    pub(crate) async fn snapshot_before_removal(
+        &self,
+        claim: &str,
+        user: &UserId,
+    ) -> Result<Option<String>, RequestError> {
+        if self.config.snapshot_class_name.is_none() {
+            return Ok(None);
+        }
+        let since = Instant::now();
+        let name = self
+            .take_snapshot((claim, user), (Occasion::Removal, None))
+            .await?;
+        match self.await_snapshot(&name, since).await {
+            Outcome::Ready => {
+                self.prune_snapshots(claim, user).await;
+                Ok(Some(name))
+            }
+            Outcome::Failed(why) | Outcome::TimedOut(why) => Err(RequestError::SnapshotNotReady(format!(
+                "the home {claim} is kept: its snapshot {name} before removal is not ready ({why})"
+            ))),
+        }
+    }
+
+    /// Before the Workspace `record` is deleted (its own `per-workspace` home goes with it): that
+    /// home saved, unless the snapshot of its last stop is ready and it has not run since. The
+    /// refusal keeps the Workspace and its home.
+    pub(crate) async fn save_before_delete(&self, record: &Workspace) -> Result<(), RequestError> {
+        if self.config.snapshot_class_name.is_none() || reconcile::stop_snapshot_ready(record) {
+            return Ok(());
+        }
+        let claim = names::home_claim(&record.name_any());
+        let own = self.cache.claim(&claim).is_some_and(|c| {
+            c.owner_references()
+                .iter()
+                .any(|owner| Some(&owner.uid) == record.metadata.uid.as_ref())
+        });
+        if !own {
+            return Ok(());
+        }
+        let user = UserId::parse(&record.spec.owner)?;
+        self.snapshot_before_removal(&claim, &user).await.map(drop)
+    }
+
+    /// Before all of `user`'s claims `claims` are removed (deic-dk's `delete_all_user`): each
+    /// one's snapshot, ready, or the refusal that keeps them all.
+    pub(crate) async fn save_all(&self, claims: &[String], user: &UserId) -> Result<(), RequestError> {
+        for claim in claims {
+            self.snapshot_before_removal(claim, user).await?;
+        }
+        Ok(())
+    }
+
+    /// The snapshot to make `user`'s missing claim `claim` from: `named` when the request names
+    /// one (it must be `user`'s and ready), else the claim's newest ready one, if any.
+    pub(crate) async fn restore_source(
+        &self,
+        claim: &str,
+        user: &UserId,
+        named: Option<&str>,
+    ) -> Result<Option<VolumeSnapshot>, RequestError> {
+        if self.config.snapshot_class_name.is_none() && named.is_none() {
+            return Ok(None);
+        }
+        let snapshots = self.cluster.snapshots_of(user).await?;
+        let Some(named) = named else {
+            return Ok(snapshot::newest_ready(&snapshots, claim).cloned());
+        };
+        let found = snapshots.into_iter().find(|s| s.name() == named);
+        match found {
+            None => Err(RequestError::UnknownSnapshot(format!(
+                "{user} has no snapshot {named:?} on cluster {}",
+                self.name
+            ))),
+            Some(snapshot) => match snapshot.state() {
+                State::Ready => Ok(Some(snapshot)),
+                State::Pending => Err(RequestError::SnapshotNotReady(format!(
+                    "snapshot {named} is not ready yet"
+                ))),
+                State::Failed(why) => Err(RequestError::SnapshotNotReady(format!(
+                    "snapshot {named} failed: {why}"
+                ))),
+            },
+        }
+    }
+}

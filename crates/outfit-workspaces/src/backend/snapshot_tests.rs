@@ -1,0 +1,107 @@
+//! Snapshots of homes on a fake cluster (issue 32): the controller snapshots a stopped
+//! workspace's home once per stop, records where it stands on the Workspace, and keeps the last
+//! `snapshotsKept`; a home is made from the newest ready one when it is gone.
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::ResourceExt;
+use serde_json::json;
+
+use super::{
+    records_tests::{controlling, until},
+    tests::{SILO, alice, launch, serve},
+    *,
+};
+use crate::{
+    io::fake::FakeCluster,
+    model::keys,
+    resource::{Phase, reconcile},
+};
+
+const WEB: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: web\n    image: nginx\n";
+
+/// A backend whose catalogue has `web` and whose homes are snapshotted, 2 kept.
+async fn snapshotting() -> (Backend<FakeCluster>, FakeCluster) {
+    let url = serve(WEB).await;
+    let catalogue = format!(r#"[{{"name": "web", "url": "{url}"}}]"#);
+    super::tests::on_fake(&[
+        ("BACKEND_CATALOGUE", &catalogue),
+        ("BACKEND_SNAPSHOTCLASSNAME", "csi-snapshots"),
+        ("BACKEND_SNAPSHOTSKEPT", "2"),
+        ("BACKEND_SNAPSHOTTIMEOUT", "30s"),
+    ])
+}
+
+/// alice's `per-user` home, as a create makes it.
+fn alices_home() -> PersistentVolumeClaim {
+    serde_json::from_value(json!({"metadata": {
+        "name": "user-storage-alice-dtu-dk",
+        "annotations": {"outfit.dev/user-id": "alice@dtu.dk", "outfit.dev/storage-strategy": "per-user"}
+    }}))
+    .unwrap()
+}
+
+/// Marks every snapshot of the fake ready, as a driver would.
+fn ready_all(fake: &FakeCluster) {
+    fake.with(|s| {
+        for snapshot in s.snapshots.values_mut() {
+            snapshot.status =
+                Some(serde_json::from_value(json!({"readyToUse": true, "restoreSize": "10Gi"})).unwrap());
+        }
+    });
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_snapshots_the_home_once_and_the_oldest_go() {
+    let (backend, fake) = snapshotting().await;
+    fake.put_claim(alices_home());
+    let _leader = controlling(&backend).drop_guard();
+    let (launched, _) = backend
+        .launch(&alice(), &launch("web", None), SILO)
+        .await
+        .unwrap();
+    let name = launched.name;
+    for round in 1..=3 {
+        backend.stop(&alice(), &name).await.unwrap();
+        until(&fake, "a snapshot of the stop", |s| {
+            s.snapshots.len() >= round.min(3)
+        })
+        .await;
+        ready_all(&fake);
+        until(&fake, "the stop's snapshot recorded as ready", |s| {
+            let record = &s.workspaces[&name];
+            record
+                .annotations()
+                .get(keys::ANNOTATION_SNAPSHOT_STATE)
+                .map(String::as_str)
+                == Some(reconcile::SNAPSHOT_READY)
+                && record.status.as_ref().is_some_and(|status| {
+                    status.phase == Some(Phase::Stopped)
+                        && status
+                            .conditions
+                            .iter()
+                            .any(|c| c.type_ == "HomeSnapshot" && c.reason == "SnapshotReady")
+                })
+        })
+        .await;
+        // Passes go on: no second snapshot of the same stop.
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        let taken = fake
+            .calls()
+            .iter()
+            .filter(|c| c.starts_with("create_snapshot"))
+            .count();
+        assert_eq!(taken, round, "one snapshot per stop");
+        backend.start(&alice(), &name, None).await.unwrap();
+        // Snapshots are named to the millisecond of the wall clock, which paused time leaves be.
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    // Three taken, two kept (snapshotsKept), each of alice's home.
+    until(&fake, "the oldest let go", |s| s.snapshots.len() == 2).await;
+    let homes: Vec<String> = fake.with(|s| {
+        s.snapshots
+            .values()
+            .filter_map(|v| v.claim().map(str::to_owned))
+            .collect()
+    });
+    assert_eq!(homes, ["user-storage-alice-dtu-dk", "user-storage-alice-dtu-dk"]);
+}

@@ -1,0 +1,315 @@
+//! Issue 32: snapshots of homes, with the real parts: the external-snapshotter's CRDs and
+//! snapshot controller (built from its Go module by `hack/control-plane`), and the test cluster's
+//! stand-in for a CSI driver (`outfit_test_support::provisioner`), which provisions claims, cuts
+//! the snapshots the snapshot controller asks for, and restores claims from them. A home is
+//! snapshotted on every stop, the last `snapshotsKept` kept; a home is removed only once its
+//! snapshot is ready; a lost home comes back from its newest snapshot, and a start may name one.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use kube::{
+    Api, Client,
+    api::{ListParams, ObjectList},
+};
+use outfit_test_support::{provisioner, wait::eventually};
+use outfit_workspaces::{
+    resource::{Phase, Workspace},
+    workspace::snapshot::VolumeSnapshot,
+};
+use serde_json::{Value, json};
+
+use super::{
+    stop_start::{phase, workspace_until},
+    storage::{claims, claims_gone, launched_ready, only_claim, uid},
+    support::*,
+};
+use crate::control_plane::ControlPlane;
+
+/// The snapshots of `ns` that are not being deleted.
+async fn snapshots(client: &Client, ns: &str) -> Vec<VolumeSnapshot> {
+    let list: ObjectList<VolumeSnapshot> = Api::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    list.items
+        .into_iter()
+        .filter(|s| s.metadata.deletion_timestamp.is_none())
+        .collect()
+}
+
+/// The `HomeSnapshot` condition of `workspace`: its reason and message.
+fn home_snapshot(workspace: &Workspace) -> Option<(String, String)> {
+    let status = workspace.status.as_ref()?;
+    let condition = status.conditions.iter().find(|c| c.type_ == "HomeSnapshot")?;
+    Some((condition.reason.clone(), condition.message.clone()))
+}
+
+/// Stops `name` as `caller` and waits for the snapshot of that stop to say `reason`; its message.
+async fn stop_until_snapshot(
+    backend: &Backend,
+    (client, ns): (&Client, &str),
+    caller: Caller<'_>,
+    (name, reason): (&str, &str),
+) -> String {
+    let records: Api<Workspace> = Api::namespaced(client.clone(), ns);
+    let before = records.get(name).await.unwrap();
+    let last = home_snapshot(&before);
+    let (status, stopped) = backend
+        .call(caller, "POST", &format!("/api/v1/workspaces/{name}/stop"), None)
+        .await;
+    assert_eq!(status, 202, "{stopped}");
+    let saved = workspace_until(&records, name, "the stop's snapshot", |w| {
+        let now = home_snapshot(w);
+        now != last && now.as_ref().is_some_and(|(r, _)| r == reason)
+    })
+    .await;
+    home_snapshot(&saved).unwrap().1
+}
+
+/// The config of a backend whose homes (`strategy`, of the stand-in's class) are snapshotted
+/// with `class`, `kept` kept, `timeout` allowed.
+fn snapshotting(manifests: &Manifests, strategy: &str, (class, kept, timeout): (&str, u32, &str)) -> String {
+    let notebook = manifests.put("notebook.yaml", &JUPYTER.replace("TOKEN_KEY", "none"));
+    format!(
+        "storageStrategy: {strategy}\nstorageClassName: {}\nstorageSize: 2Gi\n\
+         snapshotClassName: {class}\nsnapshotsKept: {kept}\nsnapshotTimeout: {timeout}\n\
+         catalogue: [{{name: notebook, url: '{notebook}'}}]\ntrustedProxyCidrs: [127.0.0.1/32]\n",
+        provisioner::CLASS
+    )
+}
+
+/// A backend on `ns` with the rights `outfit manifests --workspaces` gives for `strategy` and
+/// snapshots of `class`, configured as [`snapshotting`] says.
+async fn backend_with_snapshots(
+    plane: &'static ControlPlane,
+    (client, ns): (&Client, &str),
+    strategy: &str,
+    (class, kept, timeout): (&str, u32, &str),
+) -> Backend {
+    namespace(client, ns).await;
+    provisioner::ensure(plane).await;
+    let manifests = Manifests::start().await;
+    let kept_text = kept.to_string();
+    let kubeconfig = least_privilege_with(
+        plane,
+        client,
+        &format!("{ns}-system"),
+        ns,
+        &[
+            "--storage-strategy",
+            strategy,
+            "--storage-class",
+            provisioner::CLASS,
+            "--snapshot-class",
+            class,
+            "--snapshots-kept",
+            &kept_text,
+        ],
+    )
+    .await;
+    let extra = snapshotting(&manifests, strategy, (class, kept, timeout));
+    Backend::start_as(plane, ns, &manifests, &extra, kubeconfig).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_stop_snapshots_the_home_and_a_removed_home_comes_back_from_its_newest() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-snapshots";
+    let backend = backend_with_snapshots(
+        plane,
+        (&client, ns),
+        "per-user",
+        (provisioner::SNAPSHOT_CLASS, 2, "60s"),
+    )
+    .await;
+    let lena = Caller::Proxy("lena", "staff");
+    let name = launched_ready(&backend, lena, "notebook").await;
+    let home = only_claim(&client, ns).await;
+    let home_name = home.metadata.name.clone().unwrap();
+
+    // Three stops, three snapshots; the oldest goes (snapshotsKept: 2).
+    for round in 0..3 {
+        let message = stop_until_snapshot(&backend, (&client, ns), lena, (&name, "SnapshotReady")).await;
+        assert!(message.contains(&home_name), "{message}");
+        if round < 2 {
+            let (status, _) = backend
+                .call(lena, "POST", &format!("/api/v1/workspaces/{name}/start"), None)
+                .await;
+            assert_eq!(status, 202);
+            backend.follow_to_ready(lena, &name).await;
+        }
+    }
+    let kept = eventually("two snapshots kept", Duration::from_secs(60), || async {
+        let kept = snapshots(&client, ns).await;
+        (kept.len() == 2).then_some(kept)
+    })
+    .await;
+    for snapshot in &kept {
+        assert_eq!(snapshot.claim(), Some(home_name.as_str()));
+        assert_eq!(snapshot.status.as_ref().unwrap().ready_to_use, Some(true));
+    }
+    let (status, listed) = backend.call(lena, "GET", "/api/v1/storage", None).await;
+    assert_eq!(status, 200, "{listed}");
+    let listed_snapshots = listed["snapshots"].as_array().unwrap();
+    assert_eq!(listed_snapshots.len(), 2, "{listed}");
+    for snapshot in listed_snapshots {
+        assert_eq!(
+            (
+                &snapshot["ready"],
+                &snapshot["reason"],
+                &snapshot["workspace"],
+                &snapshot["home"]
+            ),
+            (&json!(true), &json!("stop"), &json!(name), &json!(home_name)),
+            "{listed}"
+        );
+    }
+
+    // The workspace goes; its home is removed only as asked, saved first.
+    let (status, _) = backend
+        .call(lena, "DELETE", &format!("/api/v1/workspaces/{name}"), None)
+        .await;
+    assert_eq!(status, 202);
+    let removed = eventually("the home removable", Duration::from_secs(60), || async {
+        let (status, answer) = backend.call(lena, "DELETE", "/api/v1/storage", None).await;
+        (status == 202).then_some(answer)
+    })
+    .await;
+    assert_eq!(removed["deleting"], json!([home_name]));
+    claims_gone(&client, ns, "the home removed").await;
+    let (_, listed) = backend.call(lena, "GET", "/api/v1/storage", None).await;
+    let newest = &listed["snapshots"][0];
+    assert_eq!(
+        (&newest["reason"], &newest["ready"]),
+        (&json!("removal"), &json!(true)),
+        "{listed}"
+    );
+    let newest = newest["name"].as_str().unwrap().to_owned();
+
+    // The next launch makes the home again from it, through the driver's restore.
+    launched_ready(&backend, lena, "notebook").await;
+    let restored = only_claim(&client, ns).await;
+    assert_ne!(uid(&restored), uid(&home));
+    assert_eq!(restored_from(&client, &restored).await, (newest.clone(), newest));
+    backend.assert_running();
+}
+
+/// Where `claim` came from: outfit's mark on it, and the stand-in driver's on its volume.
+async fn restored_from(client: &Client, claim: &PersistentVolumeClaim) -> (String, String) {
+    let mark = claim.metadata.annotations.as_ref().unwrap()["outfit.dev/restored-from"].clone();
+    let volume = claim.spec.as_ref().unwrap().volume_name.clone().expect("bound");
+    let volume = Api::<PersistentVolume>::all(client.clone())
+        .get(&volume)
+        .await
+        .unwrap();
+    let by_driver = volume.metadata.annotations.unwrap()[provisioner::RESTORED_FROM].clone();
+    (mark, by_driver)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_that_never_turns_ready_holds_no_stop_and_keeps_the_home() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-snapshots-stuck";
+    let backend = backend_with_snapshots(
+        plane,
+        (&client, ns),
+        "per-workspace",
+        (provisioner::STUCK_SNAPSHOT_CLASS, 3, "3s"),
+    )
+    .await;
+    let mia = Caller::Proxy("mia", "staff");
+    let name = launched_ready(&backend, mia, "notebook").await;
+    let records: Api<Workspace> = Api::namespaced(client.clone(), ns);
+    let (status, _) = backend
+        .call(mia, "POST", &format!("/api/v1/workspaces/{name}/stop"), None)
+        .await;
+    assert_eq!(status, 202);
+    // Stopped at once, whatever the snapshot does; then the bound passes and says so.
+    let stopped = workspace_until(&records, &name, "stopped", |w| phase(w) == Some(Phase::Stopped)).await;
+    assert_ne!(
+        home_snapshot(&stopped).map(|(reason, _)| reason).as_deref(),
+        Some("SnapshotReady")
+    );
+    let timed_out = workspace_until(&records, &name, "the snapshot timed out", |w| {
+        home_snapshot(w).is_some_and(|(reason, _)| reason == "SnapshotTimedOut")
+    })
+    .await;
+    let (_, message) = home_snapshot(&timed_out).unwrap();
+    assert!(message.contains("snapshotTimeout"), "{message}");
+    assert_eq!(phase(&timed_out), Some(Phase::Stopped));
+
+    // Its home goes with it: the delete is refused, the Workspace and home kept.
+    let (status, refused) = backend
+        .call(mia, "DELETE", &format!("/api/v1/workspaces/{name}"), None)
+        .await;
+    assert_eq!(
+        (status, refused["reason"].as_str()),
+        (409, Some("SnapshotNotReady")),
+        "{refused}"
+    );
+    assert!(records.get_opt(&name).await.unwrap().is_some());
+    assert_eq!(claims(&client, ns).await.len(), 1);
+    backend.assert_running();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_may_name_the_snapshot_its_home_is_made_from() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-snapshots-restore";
+    let backend = backend_with_snapshots(
+        plane,
+        (&client, ns),
+        "per-workspace",
+        (provisioner::SNAPSHOT_CLASS, 3, "60s"),
+    )
+    .await;
+    let noor = Caller::Proxy("noor", "staff");
+    let name = launched_ready(&backend, noor, "notebook").await;
+    let path = format!("/api/v1/workspaces/{name}");
+    stop_until_snapshot(&backend, (&client, ns), noor, (&name, "SnapshotReady")).await;
+    let first = snapshots(&client, ns).await;
+    let [first] = <[VolumeSnapshot; 1]>::try_from(first).expect("one snapshot");
+    let (status, _) = backend.call(noor, "POST", &format!("{path}/start"), None).await;
+    assert_eq!(status, 202);
+    backend.follow_to_ready(noor, &name).await;
+    stop_until_snapshot(&backend, (&client, ns), noor, (&name, "SnapshotReady")).await;
+    let home = only_claim(&client, ns).await;
+
+    // A snapshot that is not the user's is refused, and nothing changes.
+    let (status, refused) = backend
+        .call(
+            noor,
+            "POST",
+            &format!("{path}/start?snapshot=someone-elses"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, refused["reason"].as_str()),
+        (404, Some("UnknownSnapshot")),
+        "{refused}"
+    );
+    assert_eq!(uid(&only_claim(&client, ns).await), uid(&home));
+
+    // The first one: the home as it is saved, replaced by one made from it.
+    let named = first.metadata.name.clone().unwrap();
+    let (status, started) = backend
+        .call(noor, "POST", &format!("{path}/start?snapshot={named}"), None)
+        .await;
+    assert_eq!(status, 202, "{started}");
+    backend.follow_to_ready(noor, &name).await;
+    let restored = only_claim(&client, ns).await;
+    assert_ne!(uid(&restored), uid(&home));
+    assert_eq!(restored_from(&client, &restored).await, (named.clone(), named));
+    let reasons: Vec<Value> = snapshots(&client, ns)
+        .await
+        .iter()
+        .map(|s| json!(s.metadata.annotations.as_ref().unwrap()["outfit.dev/snapshot-reason"]))
+        .collect();
+    assert!(reasons.contains(&json!("removal")), "{reasons:?}");
+    backend.assert_running();
+}
