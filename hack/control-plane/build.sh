@@ -6,6 +6,11 @@
 #   ${OUTFIT_CACHE_DIR:-$HOME/.cache/outfit}/control-plane/k8s-<ver>-etcd-<ver>-kwok-<ver>/bin/
 #     {kube-apiserver,kube-controller-manager,kube-scheduler,etcd,kwok,kwok-crds/,kwok-stages/}
 #
+# and the external-snapshotter's snapshot-controller with its CRDs (node mode)
+# into a directory of their own, keyed by their version only:
+#
+#   .../control-plane/external-snapshotter-<ver>/bin/{snapshot-controller,snapshot-crds/}
+#
 # Versions are pinned in versions.env. Nothing is rebuilt when all binaries
 # already exist for the pinned versions (pass --force to rebuild).
 #
@@ -26,7 +31,7 @@ for arg in "$@"; do
 done
 
 if [ "$force" = 0 ] && cp_binaries_present; then
-  cp_log "binaries present in $CP_BIN_DIR (k8s v$KUBERNETES_VERSION, etcd v$ETCD_VERSION, kwok v$KWOK_VERSION); nothing to build"
+  cp_log "binaries present in $CP_BIN_DIR (k8s v$KUBERNETES_VERSION, etcd v$ETCD_VERSION, kwok v$KWOK_VERSION) and $CP_SNAPSHOTTER_BIN_DIR (external-snapshotter v$EXTERNAL_SNAPSHOTTER_VERSION); nothing to build"
   exit 0
 fi
 
@@ -55,6 +60,55 @@ TIMEV=()
 if [ -x /usr/bin/time ]; then
   # GNU time: report wall clock and peak RSS of the build.
   TIMEV=(/usr/bin/time -f '[control-plane]   wall %es, user %Us, sys %Ss, peak RSS %MKB')
+fi
+
+# ---------------------------------------------------------------- external-snapshotter
+# snapshot-controller (VolumeSnapshot <-> VolumeSnapshotContent binding, dynamic provisioning of
+# contents, deletion) from github.com/kubernetes-csi/external-snapshotter/v8, and the three
+# snapshot.storage.k8s.io CRDs from its client/v8 module of the same tag (the main module's zip
+# leaves the nested client module out). Upstream's go.mod replaces client/v8 with ./client, which
+# a wrapper ignores, so the wrapper requires the published client/v8 of the same tag instead.
+build_snapshotter() {
+  local t mod client_dir f   # stage_s global: the EXIT trap reads it
+  t=$(cp_now_ms)
+  mod="$CP_SNAPSHOTTER_DIR/src/external-snapshotter"
+  stage_s="$CP_SNAPSHOTTER_DIR/bin.tmp.$$"
+  rm -rf "$mod" "$stage_s"; mkdir -p "$mod" "$stage_s/snapshot-crds"
+  trap 'rm -rf "$stage_s"' EXIT
+  cp_log "building snapshot-controller v$EXTERNAL_SNAPSHOTTER_VERSION (external-snapshotter)"
+  (
+    cd "$mod"
+    go mod init outfit.local/tools/external-snapshotter >/dev/null 2>&1
+    { go get "github.com/kubernetes-csi/external-snapshotter/client/v8@v$EXTERNAL_SNAPSHOTTER_VERSION" \
+      && go get -tool "github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller@v$EXTERNAL_SNAPSHOTTER_VERSION"
+    } >go-get.log 2>&1 \
+      || { tail -n 30 go-get.log >&2; cp_die "go get external-snapshotter v$EXTERNAL_SNAPSHOTTER_VERSION failed (log: $mod/go-get.log)"; }
+    client_dir="$(go list -m -f '{{.Dir}}' github.com/kubernetes-csi/external-snapshotter/client/v8)"
+    for f in volumesnapshotclasses volumesnapshotcontents volumesnapshots; do
+      install -m 644 "$client_dir/config/crd/snapshot.storage.k8s.io_$f.yaml" "$stage_s/snapshot-crds/" \
+        || cp_die "snapshot CRDs not found in $client_dir/config/crd"
+    done
+  )
+  cp_log "  external-snapshotter wrapper module resolved and downloaded in $(cp_elapsed "$t")"
+  t=$(cp_now_ms)
+  (
+    cd "$mod"
+    "${TIMEV[@]}" "${NICE[@]}" go build -trimpath \
+      -ldflags "-s -w -X main.version=v$EXTERNAL_SNAPSHOTTER_VERSION" \
+      -o "$stage_s/snapshot-controller" github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller
+  )
+  "$stage_s/snapshot-controller" --version 2>&1 | grep -q "v$EXTERNAL_SNAPSHOTTER_VERSION" \
+    || cp_die "snapshot-controller reports '$("$stage_s/snapshot-controller" --version 2>&1 | head -1)', expected v$EXTERNAL_SNAPSHOTTER_VERSION"
+  rm -rf "$CP_SNAPSHOTTER_BIN_DIR"
+  mv "$stage_s" "$CP_SNAPSHOTTER_BIN_DIR"
+  cp_log "  snapshot-controller compiled in $(cp_elapsed "$t")"
+}
+if [ "$force" = 1 ] || ! cp_snapshotter_present; then
+  build_snapshotter
+fi
+if [ "$force" = 0 ] && cp_kubernetes_present; then
+  cp_log "done: the Kubernetes binaries were already present in $CP_BIN_DIR"
+  exit 0
 fi
 
 k8s_minor="${KUBERNETES_VERSION#*.}"; k8s_minor="${k8s_minor%%.*}"   # 1.34.4 -> 34

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stop what up.sh STATE_DIR started (kwok, kube-scheduler,
+# Stop what up.sh STATE_DIR started (snapshot-controller, kwok, kube-scheduler,
 # kube-controller-manager, kube-apiserver, etcd): SIGTERM, then
 # SIGKILL after a bounded wait. Idempotent: a missing state dir, missing pid
 # files or already-dead processes are fine. Only a pid whose command line
@@ -63,6 +63,7 @@ stop() {   # NAME
 rc=0
 # Node-mode components first (their pid files exist only in node mode), then
 # the apiserver, so nothing spins on a vanished apiserver or etcd.
+stop snapshot-controller || rc=1
 stop kwok || rc=1
 stop kube-scheduler || rc=1
 stop kube-controller-manager || rc=1

@@ -6,20 +6,24 @@ CP_HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # A version in the environment wins over the pin (hack/e2e-version.sh runs the suite against
 # the oldest supported release this way); each version builds into its own cache directory.
 cp_env_kubernetes="${KUBERNETES_VERSION:-}" cp_env_etcd="${ETCD_VERSION:-}" cp_env_kwok="${KWOK_VERSION:-}"
+cp_env_snapshotter="${EXTERNAL_SNAPSHOTTER_VERSION:-}"
 # shellcheck source-path=SCRIPTDIR source=versions.env
 . "$CP_HERE/versions.env"
 KUBERNETES_VERSION="${cp_env_kubernetes:-$KUBERNETES_VERSION}"
 ETCD_VERSION="${cp_env_etcd:-$ETCD_VERSION}"
 KWOK_VERSION="${cp_env_kwok:-$KWOK_VERSION}"
+EXTERNAL_SNAPSHOTTER_VERSION="${cp_env_snapshotter:-$EXTERNAL_SNAPSHOTTER_VERSION}"
 : "${KUBERNETES_VERSION:?not set in versions.env}"
 : "${ETCD_VERSION:?not set in versions.env}"
 : "${KWOK_VERSION:?not set in versions.env}"
+: "${EXTERNAL_SNAPSHOTTER_VERSION:?not set in versions.env}"
 # They name directories and module versions: release numbers only (1.37.2, not v1.37.2 or a path).
-for cp_pin in "KUBERNETES_VERSION=$KUBERNETES_VERSION" "ETCD_VERSION=$ETCD_VERSION" "KWOK_VERSION=$KWOK_VERSION"; do
+for cp_pin in "KUBERNETES_VERSION=$KUBERNETES_VERSION" "ETCD_VERSION=$ETCD_VERSION" "KWOK_VERSION=$KWOK_VERSION" \
+              "EXTERNAL_SNAPSHOTTER_VERSION=$EXTERNAL_SNAPSHOTTER_VERSION"; do
   [[ "${cp_pin#*=}" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] \
     || { printf '[control-plane] ERROR: %s: expected a release number such as 1.37.2\n' "$cp_pin" >&2; exit 2; }
 done
-unset cp_pin cp_env_kubernetes cp_env_etcd cp_env_kwok
+unset cp_pin cp_env_kubernetes cp_env_etcd cp_env_kwok cp_env_snapshotter
 
 CP_CACHE_ROOT="${OUTFIT_CACHE_DIR:-$HOME/.cache/outfit}/control-plane"
 CP_VERSION_DIR="$CP_CACHE_ROOT/k8s-${KUBERNETES_VERSION}-etcd-${ETCD_VERSION}-kwok-${KWOK_VERSION}"
@@ -34,6 +38,13 @@ CP_KWOK="$CP_BIN_DIR/kwok"
 # the module by build.sh.
 CP_KWOK_CRD_DIR="$CP_BIN_DIR/kwok-crds"
 CP_KWOK_STAGE_DIR="$CP_BIN_DIR/kwok-stages"
+# The external-snapshotter's snapshot-controller and its three snapshot.storage.k8s.io CRDs
+# (VolumeSnapshotClass, VolumeSnapshotContent, VolumeSnapshot) for node mode. A cache directory of
+# their own: they do not depend on the Kubernetes release, and a new pin rebuilds only them.
+CP_SNAPSHOTTER_DIR="$CP_CACHE_ROOT/external-snapshotter-${EXTERNAL_SNAPSHOTTER_VERSION}"
+CP_SNAPSHOTTER_BIN_DIR="$CP_SNAPSHOTTER_DIR/bin"
+CP_SNAPSHOT_CONTROLLER="$CP_SNAPSHOTTER_BIN_DIR/snapshot-controller"
+CP_SNAPSHOT_CRD_DIR="$CP_SNAPSHOTTER_BIN_DIR/snapshot-crds"
 
 cp_log() { printf '[control-plane] %s\n' "$*" >&2; }
 cp_die() { printf '[control-plane] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -48,6 +59,12 @@ cp_elapsed() {
 }
 
 cp_binaries_present() {
+  cp_kubernetes_present && cp_snapshotter_present
+}
+cp_kubernetes_present() {
   [ -x "$CP_KUBE_APISERVER" ] && [ -x "$CP_KUBE_CONTROLLER_MANAGER" ] && [ -x "$CP_KUBE_SCHEDULER" ] \
     && [ -x "$CP_ETCD" ] && [ -x "$CP_KWOK" ] && [ -d "$CP_KWOK_CRD_DIR" ] && [ -d "$CP_KWOK_STAGE_DIR" ]
+}
+cp_snapshotter_present() {
+  [ -x "$CP_SNAPSHOT_CONTROLLER" ] && [ -s "$CP_SNAPSHOT_CRD_DIR/snapshot.storage.k8s.io_volumesnapshots.yaml" ]
 }

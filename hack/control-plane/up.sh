@@ -3,17 +3,21 @@
 # tests, and wait until the apiserver's /readyz is ok. With --nodes N (node
 # mode) also start kube-controller-manager, kube-scheduler and kwok with N fake
 # nodes, and wait until the nodes are Ready and ServiceAccount default/default
-# exists: pods then get scheduled, get IPs, turn Ready and get deleted.
+# exists: pods then get scheduled, get IPs, turn Ready and get deleted. Node
+# mode also installs the VolumeSnapshot CRDs and runs the external-snapshotter's
+# snapshot-controller (the CSI side is outfit-test-support's stand-in).
 #
 # usage: up.sh [--nodes N] STATE_DIR
 #
 # Writes into STATE_DIR:
 #   kubeconfig, kubeconfig-alice, kubeconfig-bob   (token auth, CA embedded)
 #   env                  shell-sourceable: KUBECONFIG, APISERVER_URL, pids, tokens, ...
-#   etcd.pid, kube-apiserver.pid (+ kube-controller-manager, kube-scheduler, kwok)
-#   etcd.log, kube-apiserver.log (+ kube-controller-manager, kube-scheduler, kwok)
+#   etcd.pid, kube-apiserver.pid (+ kube-controller-manager, kube-scheduler, kwok,
+#     snapshot-controller)
+#   etcd.log, kube-apiserver.log (+ kube-controller-manager, kube-scheduler, kwok,
+#     snapshot-controller)
 #   pki/ (CA, serving cert, service-account keys), tokens.csv, etcd-data/
-#   node mode: kubeconfig-{controller-manager,scheduler,kwok}, kwok.yaml
+#   node mode: kubeconfig-{controller-manager,scheduler,kwok,snapshot-controller}, kwok.yaml
 # An existing STATE_DIR may be reused after down.sh: certificates are kept,
 # etcd-data is wiped (every start is an empty cluster).
 #
@@ -24,7 +28,8 @@
 #   OUTFIT_CP_APISERVER_ARGS   extra kube-apiserver flags (word-split)
 #   OUTFIT_CP_KCM_CONTROLLERS  node mode: kube-controller-manager --controllers
 #                              (default *, the upstream default set)
-#   OUTFIT_CP_KCM_ARGS, OUTFIT_CP_SCHEDULER_ARGS, OUTFIT_CP_KWOK_ARGS
+#   OUTFIT_CP_KCM_ARGS, OUTFIT_CP_SCHEDULER_ARGS, OUTFIT_CP_KWOK_ARGS,
+#   OUTFIT_CP_SNAPSHOT_CONTROLLER_ARGS
 #                              node mode: extra flags (word-split)
 #   OUTFIT_CACHE_DIR           see build.sh
 # Stop with: down.sh STATE_DIR
@@ -33,7 +38,7 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 
-usage() { sed -n '2,30p' "$0" >&2; exit 2; }
+usage() { sed -n '2,35p' "$0" >&2; exit 2; }
 NODES="${OUTFIT_CP_NODES:-0}"
 positional=()
 while [ $# -gt 0 ]; do
@@ -76,6 +81,7 @@ BOB_TOKEN="outfit-bob-token"
 KCM_TOKEN="outfit-kube-controller-manager-token"
 SCHEDULER_TOKEN="outfit-kube-scheduler-token"
 KWOK_TOKEN="outfit-kwok-token"
+SNAPSHOT_CONTROLLER_TOKEN="outfit-snapshot-controller-token"
 
 for tool in curl openssl base64 setsid; do
   command -v "$tool" >/dev/null || cp_die "$tool is required"
@@ -85,7 +91,7 @@ if [ "$NODES" -gt 0 ]; then
 fi
 
 # Refuse to start twice on the same state dir.
-for name in etcd kube-apiserver kube-controller-manager kube-scheduler kwok; do
+for name in etcd kube-apiserver kube-controller-manager kube-scheduler kwok snapshot-controller; do
   if [ -f "$STATE_DIR/$name.pid" ] && kill -0 "$(cat "$STATE_DIR/$name.pid")" 2>/dev/null; then
     cp_die "$name is already running (pid $(cat "$STATE_DIR/$name.pid")) for $STATE_DIR; run down.sh first"
   fi
@@ -218,10 +224,12 @@ if [ "$NODES" -gt 0 ]; then
   # kube-controller-manager runs every controller under its own identity
   # (--use-service-account-credentials=false), so it needs system:masters.
   # kube-scheduler gets its bootstrap RBAC roles through its user name.
+  # snapshot-controller is an admin too: upstream's RBAC for it is not installed.
   cat >>"$STATE_DIR/tokens.csv" <<EOF
 $KCM_TOKEN,system:kube-controller-manager,uid-kube-controller-manager,"system:masters"
 $SCHEDULER_TOKEN,system:kube-scheduler,uid-kube-scheduler
 $KWOK_TOKEN,system:kwok-controller,uid-kwok-controller,"system:masters"
+$SNAPSHOT_CONTROLLER_TOKEN,system:snapshot-controller,uid-snapshot-controller,"system:masters"
 EOF
 fi
 chmod 600 "$STATE_DIR/tokens.csv"
@@ -367,6 +375,7 @@ if [ "$NODES" -gt 0 ]; then
   write_kubeconfig "$STATE_DIR/kubeconfig-controller-manager" system:kube-controller-manager "$KCM_TOKEN"
   write_kubeconfig "$STATE_DIR/kubeconfig-scheduler" system:kube-scheduler "$SCHEDULER_TOKEN"
   write_kubeconfig "$STATE_DIR/kubeconfig-kwok" system:kwok-controller "$KWOK_TOKEN"
+  write_kubeconfig "$STATE_DIR/kubeconfig-snapshot-controller" system:snapshot-controller "$SNAPSHOT_CONTROLLER_TOKEN"
 
   # kapi METHOD PATH [CONTENT_TYPE BODY_FILE_OR_@-] -> body on stdout, HTTP
   # status in $kapi_code (as admin).
@@ -393,6 +402,8 @@ if [ "$NODES" -gt 0 ]; then
   sched_extra=(${OUTFIT_CP_SCHEDULER_ARGS:-})
   # shellcheck disable=SC2206
   kwok_extra=(${OUTFIT_CP_KWOK_ARGS:-})
+  # shellcheck disable=SC2206
+  snapshot_extra=(${OUTFIT_CP_SNAPSHOT_CONTROLLER_ARGS:-})
   start_kcm() {
     free_port KCM_PORT
     start_daemon kube-controller-manager "$STATE_DIR/kube-controller-manager.log" \
@@ -446,9 +457,25 @@ if [ "$NODES" -gt 0 ]; then
       --enable-crds=Exec,Logs,ClusterLogs \
       "${kwok_extra[@]}"
   }
+  # snapshot-controller: it lists the three snapshot CRDs with a backoff (up to
+  # 30 s) until they are served, so it may start before they are. No volume
+  # group snapshots: their CRDs are not installed, and with the (GA) gate on it
+  # would first wait --retry-crd-interval-max for them. A short retry ceiling
+  # (upstream: 5 min): a snapshot made before its claim is bound is retried
+  # within seconds, as tests expect.
+  start_snapshot_controller() {
+    start_daemon snapshot-controller "$STATE_DIR/snapshot-controller.log" "$CP_SNAPSHOT_CONTROLLER" \
+      --kubeconfig="$STATE_DIR/kubeconfig-snapshot-controller" \
+      --leader-election=false \
+      --feature-gates=CSIVolumeGroupSnapshot=false \
+      --retry-interval-max=5s \
+      --v=2 \
+      "${snapshot_extra[@]}"
+  }
   : >"$STATE_DIR/kube-controller-manager.log"
   : >"$STATE_DIR/kube-scheduler.log"
   : >"$STATE_DIR/kwok.log"
+  : >"$STATE_DIR/snapshot-controller.log"
   start_kcm
   start_scheduler
 
@@ -458,16 +485,24 @@ if [ "$NODES" -gt 0 ]; then
   # Logs/ClusterLogs for pods/log. All twelve are in $CP_KWOK_CRD_DIR. kwok
   # watches them with informers, so they need not be served yet when kwok
   # starts (the first request to a new CRD's resource takes ~2 s here).
+  # The snapshot CRDs (VolumeSnapshotClass, VolumeSnapshotContent,
+  # VolumeSnapshot) go in the same batch; the wait below waits for them to be
+  # Established.
+  SNAPSHOT_CRDS="volumesnapshotclasses volumesnapshotcontents volumesnapshots"
   crd_pids=()
-  for r in execs logs clusterlogs; do
-    f="$CP_KWOK_CRD_DIR/kwok.x-k8s.io_$r.yaml"
-    ( kapi POST /apis/apiextensions.k8s.io/v1/customresourcedefinitions application/yaml "@$f" >"$STATE_DIR/.kapi-$r.out"
-      case "$kapi_code" in 201|409) ;; *) cat "$STATE_DIR/.kapi-$r.out" >&2; cp_die "creating CRD from $f: HTTP $kapi_code" ;; esac
+  crd_files=()
+  for r in execs logs clusterlogs; do crd_files+=("$CP_KWOK_CRD_DIR/kwok.x-k8s.io_$r.yaml"); done
+  for r in $SNAPSHOT_CRDS; do crd_files+=("$CP_SNAPSHOT_CRD_DIR/snapshot.storage.k8s.io_$r.yaml"); done
+  for f in "${crd_files[@]}"; do
+    out="$STATE_DIR/.kapi-$(basename "$f" .yaml).out"
+    ( kapi POST /apis/apiextensions.k8s.io/v1/customresourcedefinitions application/yaml "@$f" >"$out"
+      case "$kapi_code" in 201|409) ;; *) cat "$out" >&2; cp_die "creating CRD from $f: HTTP $kapi_code" ;; esac
     ) &
     crd_pids+=($!)
   done
   for p in "${crd_pids[@]}"; do wait "$p" || exit 1; done
   rm -f "$STATE_DIR"/.kapi-*.out
+  start_snapshot_controller
   # kwok.yaml: kwok's "fast" stages (nodes Ready at once, pods Running+Ready
   # at once, pods with a deletionTimestamp deleted at once, Job pods
   # Succeeded) and a static ClusterExec: every exec into any container of any
@@ -515,13 +550,13 @@ EOF
   # ---- wait: health endpoints, nodes Ready, ServiceAccount default/default
   # A component that exits because its port was taken (bind race) is
   # restarted on another port, up to 3 times each.
-  declare -A restarts=([kube-controller-manager]=0 [kube-scheduler]=0 [kwok]=0)
+  declare -A restarts=([kube-controller-manager]=0 [kube-scheduler]=0 [kwok]=0 [snapshot-controller]=0)
   declare -A ready_at=()
   t=$(cp_now_ms)
   deadline=$(( t + START_TIMEOUT * 1000 ))
   all_ok=0 failed_component="" n_ready=0
   while [ "$(cp_now_ms)" -lt "$deadline" ]; do
-    for c in kube-controller-manager kube-scheduler kwok; do
+    for c in kube-controller-manager kube-scheduler kwok snapshot-controller; do
       pid="$(pid_of "$c")"
       kill -0 "$pid" 2>/dev/null && continue
       if grep -q 'address already in use' "$STATE_DIR/$c.log" && [ "${restarts[$c]}" -lt 3 ]; then
@@ -550,7 +585,14 @@ EOF
       kapi GET /api/v1/namespaces/default/serviceaccounts/default >/dev/null
       [ "$kapi_code" != 200 ] || ready_at[sa]=$(cp_elapsed "$t_nodes")
     fi
-    if [ "${#ready_at[@]}" = 5 ]; then all_ok=1; break; fi
+    if [ -z "${ready_at[snapshots]:-}" ]; then
+      n_established="$(kapi GET /apis/apiextensions.k8s.io/v1/customresourcedefinitions | jq \
+        '[.items[]? | select(.spec.group == "snapshot.storage.k8s.io")
+          | select(any(.status.conditions[]?; .type == "Established" and .status == "True"))] | length' \
+        2>/dev/null || echo 0)"
+      [ "$n_established" != 3 ] || ready_at[snapshots]=$(cp_elapsed "$t_nodes")
+    fi
+    if [ "${#ready_at[@]}" = 6 ]; then all_ok=1; break; fi
     sleep 0.2
   done
   if [ "$all_ok" != 1 ]; then
@@ -564,9 +606,10 @@ EOF
     [ -n "${ready_at[kwok]:-}" ] || { missing+=" kwok-/healthz"; log_tail "$STATE_DIR/kwok.log"; }
     [ -n "${ready_at[nodes]:-}" ] || { missing+=" nodes-Ready-and-untainted($n_ready/$NODES)"; [ -n "${ready_at[kwok]:-}" ] && log_tail "$STATE_DIR/kwok.log"; }
     [ -n "${ready_at[sa]:-}" ] || { missing+=" serviceaccount-default/default"; [ -n "${ready_at[kcm]:-}" ] && log_tail "$STATE_DIR/kube-controller-manager.log"; }
+    [ -n "${ready_at[snapshots]:-}" ] || missing+=" snapshot-CRDs-Established"
     cp_die "node mode not ready after ${START_TIMEOUT}s; missing:$missing"
   fi
-  cp_log "node mode ready in $(cp_elapsed "$t_nodes") (kube-controller-manager pid $(pid_of kube-controller-manager) /healthz at ${ready_at[kcm]}, kube-scheduler pid $(pid_of kube-scheduler) at ${ready_at[sched]}, kwok pid $(pid_of kwok) at ${ready_at[kwok]}, $NODES node(s) Ready at ${ready_at[nodes]}, default ServiceAccount at ${ready_at[sa]})"
+  cp_log "node mode ready in $(cp_elapsed "$t_nodes") (kube-controller-manager pid $(pid_of kube-controller-manager) /healthz at ${ready_at[kcm]}, kube-scheduler pid $(pid_of kube-scheduler) at ${ready_at[sched]}, kwok pid $(pid_of kwok) at ${ready_at[kwok]}, $NODES node(s) Ready at ${ready_at[nodes]}, default ServiceAccount at ${ready_at[sa]}, snapshot-controller pid $(pid_of snapshot-controller) with its CRDs Established at ${ready_at[snapshots]})"
   node_env="$(cat <<EOF
 export NODE_NAMES='$NODE_NAMES'
 export NODE_IP='$NODE_IP'
@@ -583,6 +626,9 @@ export KUBE_SCHEDULER_PID='$(pid_of kube-scheduler)'
 export KUBE_CONTROLLER_MANAGER_BIN='$CP_KUBE_CONTROLLER_MANAGER'
 export KUBE_SCHEDULER_BIN='$CP_KUBE_SCHEDULER'
 export KWOK_BIN='$CP_KWOK'
+export SNAPSHOT_CONTROLLER_PID='$(pid_of snapshot-controller)'
+export SNAPSHOT_CONTROLLER_BIN='$CP_SNAPSHOT_CONTROLLER'
+export EXTERNAL_SNAPSHOTTER_VERSION='$EXTERNAL_SNAPSHOTTER_VERSION'
 EOF
 )"
 fi

@@ -14,7 +14,9 @@
 //! - `huge_patch`: a review asking for a patch larger than the API server could take, refused in
 //!   bounded memory;
 //! - `workspaces`: `outfit workspaces` on a cluster whose pods really run (scheduler, controller
-//!   manager, kwok nodes), driven through deic-dk's HTTP API.
+//!   manager, kwok nodes), driven through deic-dk's HTTP API;
+//! - `snapshots`: VolumeSnapshots in that cluster: the real snapshot-controller and the
+//!   provisioner stand-in's driver side (ready, stuck, failing, restored from, deleted).
 
 mod control_plane;
 mod e2e;
@@ -28,6 +30,7 @@ mod huge_patch;
 mod mutate_cli;
 mod mutate_fixtures;
 mod requester;
+mod snapshots;
 mod support;
 mod versions;
 mod workspaces;

@@ -3,11 +3,18 @@
 //! them, which kube-controller-manager's binder then binds as it binds any; a volume of the class
 //! released by its claim is deleted (the class reclaims with `Delete`), and a claim asking for
 //! more than its volume holds gets it (the class allows expansion). [`FIXED_CLASS`] is the same
-//! without expansion, which the API server then refuses. Nothing is stored anywhere:
-//! the volumes are `hostPath`s no kwok node mounts.
+//! without expansion, which the API server then refuses. Nothing is stored anywhere: the volumes
+//! are CSI volumes of the driver [`PROVISIONER`] (a `CSIDriver` without attachment, so no
+//! VolumeAttachments), which no kwok node mounts. CSI, so that the real snapshot-controller of the
+//! test cluster takes snapshots of them: the driver's side of snapshots, and restoring a claim
+//! from one, are in `provisioner/snapshots.rs` (its classes: [`SNAPSHOT_CLASS`],
+//! [`STUCK_SNAPSHOT_CLASS`], [`FAILING_SNAPSHOT_CLASS`]; a restored volume is annotated
+//! [`RESTORED_FROM`]).
 //!
 //! It runs in the test process, on a thread of its own (a test's runtime ends with the test), once
 //! per process and API server, polling every 200 ms.
+
+mod snapshots;
 
 use std::{
     collections::HashSet,
@@ -23,15 +30,19 @@ use kube::{
 use serde_json::json;
 
 use crate::control_plane::{ControlPlane, api, client_from, resource};
+use snapshots::Restore;
+pub use snapshots::{FAILING_SNAPSHOT_CLASS, REFUSAL, RESTORED_FROM, SNAPSHOT_CLASS, STUCK_SNAPSHOT_CLASS};
 
 /// The StorageClass whose claims it provisions.
 pub const CLASS: &str = "outfit-test-provisioned";
 /// A class of the same provisioner that does not allow expansion.
 pub const FIXED_CLASS: &str = "outfit-test-fixed";
-/// Its provisioner's name.
-pub const PROVISIONER: &str = "outfit.test/provisioner";
+/// Its provisioner's name, which is also its CSI driver's (as with real CSI drivers; a driver's
+/// name is a DNS subdomain, so no `/`).
+pub const PROVISIONER: &str = "provisioner.outfit.test";
 
-/// Makes sure the StorageClass exists and the provisioner runs against `plane`'s API server.
+/// Makes sure the StorageClasses, the CSIDriver and the VolumeSnapshotClasses exist and the
+/// provisioner runs against `plane`'s API server.
 pub async fn ensure(plane: &ControlPlane) {
     static STARTED: OnceLock<Mutex<HashSet<PathBuf>>> = OnceLock::new();
     let kubeconfig = plane.kubeconfig();
@@ -52,6 +63,20 @@ pub async fn ensure(plane: &ControlPlane) {
             Err(error) => panic!("creating the StorageClass {name}: {error}"),
         }
     }
+    // attachRequired: false, or kube-controller-manager's attach-detach controller would make a
+    // VolumeAttachment for every pod's volume and wait for an attacher that never comes.
+    let driver = json!({
+        "apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+        "metadata": {"name": PROVISIONER},
+        "spec": {"attachRequired": false, "podInfoOnMount": false}
+    });
+    let drivers = resource("storage.k8s.io", "v1", "CSIDriver", "csidrivers");
+    match crate::control_plane::create(&client, None, &drivers, driver).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(error) => panic!("creating the CSIDriver {PROVISIONER}: {error}"),
+    }
+    snapshots::ensure_classes(&client, PROVISIONER).await;
     let mut started = STARTED
         .get_or_init(Mutex::default)
         .lock()
@@ -65,8 +90,10 @@ pub async fn ensure(plane: &ControlPlane) {
             runtime.block_on(async move {
                 let client = client_from(&kubeconfig).await;
                 loop {
-                    // A pass that fails (the API server restarting) is tried again.
+                    // A pass that fails (the API server restarting) is tried again. Apart, so
+                    // that volumes are made on a plane without the snapshot CRDs too.
                     let _ = pass(&client).await;
+                    let _ = snapshots::pass(&client, PROVISIONER).await;
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
             });
@@ -108,16 +135,21 @@ async fn pass(client: &Client) -> Result<(), kube::Error> {
         let wanted = claim.data["spec"]["resources"]["requests"]["storage"].clone();
         match bound {
             None if claim.metadata.deletion_timestamp.is_none() => {
+                let mut annotations = json!({"pv.kubernetes.io/provisioned-by": PROVISIONER});
+                match snapshots::restore(client, claim, PROVISIONER).await? {
+                    Restore::Empty => {}
+                    Restore::Wait => continue,
+                    Restore::From(snapshot) => annotations[RESTORED_FROM] = json!(snapshot),
+                }
                 let volume = json!({
                     "apiVersion": "v1", "kind": "PersistentVolume",
-                    "metadata": {"name": format!("pvc-{uid}"),
-                                 "annotations": {"pv.kubernetes.io/provisioned-by": PROVISIONER}},
+                    "metadata": {"name": format!("pvc-{uid}"), "annotations": annotations},
                     "spec": {
                         "storageClassName": claim.data["spec"]["storageClassName"],
                         "capacity": {"storage": wanted},
                         "accessModes": claim.data["spec"]["accessModes"],
                         "persistentVolumeReclaimPolicy": "Delete",
-                        "hostPath": {"path": format!("/var/outfit-test/{uid}")},
+                        "csi": {"driver": PROVISIONER, "volumeHandle": format!("outfit-test-{uid}")},
                         "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                                      "namespace": claim.metadata.namespace, "name": claim.metadata.name,
                                      "uid": uid}
