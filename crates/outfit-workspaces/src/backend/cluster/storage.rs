@@ -276,8 +276,10 @@ impl<C: ClusterCalls> ClusterBackend<C> {
         // Named but unusable: refused before anything is removed.
         self.restore_source(&name, user, Some(restore)).await?;
         self.snapshot_before_removal(&name, user).await?;
+        // No version precondition: the snapshot controller marks the claim while it is the
+        // source of a snapshot being taken, and no pod uses it (checked above).
         self.cluster
-            .delete_storage(&name, claim.resource_version().as_deref())
+            .delete_storage(&name, None)
             .await
             .map_err(|e| storage_failure(&e))?;
         tracing::info!(storage = name, snapshot = restore, user = %user, "home removed to be made from a snapshot");

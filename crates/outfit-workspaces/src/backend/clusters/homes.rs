@@ -61,7 +61,13 @@ impl<C: ClusterCalls> Backend<C> {
                 continue;
             }
             let of_owner = member.cluster.snapshots_of(&owner).await?;
-            snapshots.extend(of_owner.iter().map(|s| snapshot::view(s, &member.name)));
+            // One being deleted (past snapshotsKept) restores nothing any more.
+            snapshots.extend(
+                of_owner
+                    .iter()
+                    .filter(|s| s.metadata.deletion_timestamp.is_none())
+                    .map(|s| snapshot::view(s, &member.name)),
+            );
         }
         snapshots.sort_by(|a, b| (&b.created, &b.name).cmp(&(&a.created, &a.name)));
         Ok((homes, snapshots))
