@@ -311,5 +311,24 @@ async fn a_start_may_name_the_snapshot_its_home_is_made_from() {
         .map(|s| json!(s.metadata.annotations.as_ref().unwrap()["outfit.dev/snapshot-reason"]))
         .collect();
     assert!(reasons.contains(&json!("removal")), "{reasons:?}");
+
+    // Lost while stopped (its claim deleted by hand): the next start makes it again from the
+    // newest snapshot, the one of that stop.
+    stop_until_snapshot(&backend, (&client, ns), noor, (&name, "SnapshotReady")).await;
+    let records: Api<Workspace> = Api::namespaced(client.clone(), ns);
+    let record = records.get(&name).await.unwrap();
+    let newest = record.metadata.annotations.as_ref().unwrap()["outfit.dev/snapshot"].clone();
+    let lost = only_claim(&client, ns).await;
+    Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns)
+        .delete(lost.metadata.name.as_deref().unwrap(), &Default::default())
+        .await
+        .unwrap();
+    claims_gone(&client, ns, "the home lost").await;
+    let (status, _) = backend.call(noor, "POST", &format!("{path}/start"), None).await;
+    assert_eq!(status, 202);
+    backend.follow_to_ready(noor, &name).await;
+    let again = only_claim(&client, ns).await;
+    assert_ne!(uid(&again), uid(&lost));
+    assert_eq!(restored_from(&client, &again).await, (newest.clone(), newest));
     backend.assert_running();
 }

@@ -111,3 +111,49 @@ async fn with_snapshots_a_home_is_removed_only_once_its_snapshot_is_ready() {
         "{snapshots:?}"
     );
 }
+
+#[tokio::test]
+async fn delete_all_user_saves_every_provisioned_home_before_any_goes() {
+    let (backend, fake) = on_fake(&[
+        ("BACKEND_SNAPSHOTCLASSNAME", "csi-snapshots"),
+        ("BACKEND_SNAPSHOTTIMEOUT", "1s"),
+    ]);
+    fake.put_claim(claim(
+        "user-storage-alice-dtu-dk",
+        "alice@dtu.dk",
+        Some("per-user"),
+    ));
+    fake.put_claim(claim("web-alice-home", "alice@dtu.dk", Some("per-workspace")));
+    fake.put_claim(claim("user-storage-alice-old", "alice@dtu.dk", None));
+    backend.synced().await;
+
+    // Not ready in time: nothing is deleted.
+    let refused = backend.delete_all_user("alice@dtu.dk").await;
+    assert!(
+        matches!(refused, Err(RequestError::SnapshotNotReady(_))),
+        "{refused:?}"
+    );
+    assert!(!fake.calls().iter().any(|c| c.starts_with("delete_")));
+
+    let driver = ready_driver(&fake);
+    let done = backend.delete_all_user("alice@dtu.dk").await;
+    driver.abort();
+    assert!(done.unwrap());
+    let calls = fake.calls();
+    let first_delete = calls
+        .iter()
+        .position(|c| c.starts_with("delete_storage"))
+        .unwrap();
+    let saved: Vec<&String> = calls[..first_delete]
+        .iter()
+        .filter(|c| c.starts_with("create_snapshot"))
+        .collect();
+    // Both provisioned homes (not the nfs one: no CSI driver to snapshot it), before any delete.
+    for home in ["user-storage-alice-dtu-dk", "web-alice-home"] {
+        assert!(saved.iter().any(|c| c.contains(home)), "{home}: {calls:?}");
+    }
+    assert!(
+        !saved.iter().any(|c| c.contains("user-storage-alice-old")),
+        "{calls:?}"
+    );
+}
