@@ -15,7 +15,8 @@
 #                                                       for Debian's /usr/bin/python3)
 # What it builds from the Go module proxy, into ${OUTFIT_CACHE_DIR:-~/.cache/outfit} (once per
 # version; later runs take a second):
-#   kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok  hack/control-plane/build.sh
+#   kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok,
+#   the external-snapshotter's snapshot-controller and CRDs              hack/control-plane/build.sh
 #   helm                                                                 hack/helm/build.sh
 # KUBERNETES_VERSION=1.33.13 hack/test.sh ... runs against another Kubernetes release (see
 # hack/e2e-version.sh).
