@@ -12,7 +12,7 @@ use std::{
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use tokio::time::Instant;
+use tokio::{sync::Semaphore, time::Instant};
 
 use super::Backend;
 use crate::{
@@ -33,8 +33,26 @@ use crate::{
 /// The snapshots the controller of one cluster is taking, and the stop each Workspace's last one
 /// was for: one task per Workspace, and none again for a stop whose marks the cache does not
 /// show yet. Holds the Workspaces the cache holds, no more ([`Snapshotting::retain`]).
-#[derive(Clone, Default)]
-pub(super) struct Snapshotting(Arc<Mutex<HashMap<String, Seen>>>);
+#[derive(Clone)]
+pub(super) struct Snapshotting {
+    seen: Arc<Mutex<HashMap<String, Seen>>>,
+    /// Snapshots taken and waited for at once: a leader that finds thousands of stopped
+    /// Workspaces to snapshot (snapshots just configured, a morning's culls) asks the API server
+    /// for a few at a time; the rest queue.
+    at_once: Arc<Semaphore>,
+}
+
+/// How many snapshots one cluster's controller takes and waits for at once.
+const SNAPSHOTS_AT_ONCE: usize = 16;
+
+impl Default for Snapshotting {
+    fn default() -> Self {
+        Snapshotting {
+            seen: Arc::default(),
+            at_once: Arc::new(Semaphore::new(SNAPSHOTS_AT_ONCE)),
+        }
+    }
+}
 
 /// Where a Workspace's snapshot stands in this process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +66,7 @@ enum Seen {
 impl Snapshotting {
     /// Takes `name`'s turn for the stop `stop`: `false` while a task runs or when it was done.
     fn begin(&self, name: &str, stop: &str) -> bool {
-        let mut seen = self.0.lock().expect("snapshotting");
+        let mut seen = self.seen.lock().expect("snapshotting");
         match seen.get(name) {
             Some(Seen::Running) => false,
             Some(Seen::Done(done)) if done == stop => false,
@@ -60,7 +78,7 @@ impl Snapshotting {
     }
 
     fn end(&self, name: &str, stop: String) {
-        self.0
+        self.seen
             .lock()
             .expect("snapshotting")
             .insert(name.to_owned(), Seen::Done(stop));
@@ -68,7 +86,7 @@ impl Snapshotting {
 
     /// Forgets the Workspaces `keep` says are gone (a task running keeps its own).
     pub(super) fn retain(&self, keep: impl Fn(&str) -> bool) {
-        self.0
+        self.seen
             .lock()
             .expect("snapshotting")
             .retain(|name, seen| *seen == Seen::Running || keep(name));
@@ -105,6 +123,7 @@ impl<C: ClusterCalls> Backend<C> {
         let (this, record, snapshotting) = (self.clone(), record.clone(), snapshotting.clone());
         tokio::spawn(async move {
             let member = &this.members[index];
+            let _turn = snapshotting.at_once.clone().acquire_owned().await;
             match pending {
                 Some(snapshot) if due.is_none() => {
                     finish(member, &record, (&snapshot, &stop), Instant::now()).await;
