@@ -29,7 +29,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use crate::{
     api::{Api, StreamSlots},
     backend::{Backend, ClusterBackend},
-    io::{auth::Authenticator, cache::Cache, cluster::Cluster, metrics::Metrics},
+    io::{auth::Authenticator, cache::Cache, cluster::Cluster, metrics::Metrics, node_images::NodeImages},
     lifecycle::{Lifecycle, activity::ActivityPoller},
     model::{
         config::{ClusterEntry, Config},
@@ -173,6 +173,7 @@ impl Server {
             cluster,
             cache.clone(),
         );
+        let default = placing(default, &self.client, &mut tasks);
         let (election, leading) = tend(
             &self.client,
             &default,
@@ -195,6 +196,7 @@ impl Server {
             tasks.push(tokio::spawn(remote_watch));
             let remote = Cluster::new(client.clone(), &own.namespace).writing_volumes(writes_volumes);
             let member = ClusterBackend::new(entry.name.clone(), Arc::new(own), remote, remote_cache);
+            let member = placing(member, client, &mut tasks);
             let (election, leading) = tend(client, &member, &metrics, |_| {}, &shutdown, &mut tasks);
             elections.push(election);
             leads.push(leading);
@@ -270,6 +272,21 @@ impl Server {
             .run(shutdown)
             .await;
     }
+}
+
+/// `member`, placing launches by its nodes' images when `imagePlacement` is on, with the watch
+/// that keeps them current among `tasks`.
+fn placing(
+    member: ClusterBackend,
+    client: &kube::Client,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> ClusterBackend {
+    if !member.config.image_placement {
+        return member;
+    }
+    let (node_images, watch) = NodeImages::watch(client);
+    tasks.push(tokio::spawn(watch));
+    member.with_node_images(node_images)
 }
 
 /// Starts `member`'s Lease election, lifecycle and activity poller (pushed to `tasks`); returns

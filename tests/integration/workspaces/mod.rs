@@ -20,6 +20,7 @@
 //!   the webhook's device paths held to the install's list;
 //! - `storage`: homes on any storage: a claim per user from a StorageClass, an emptyDir;
 //! - `snapshots`: homes snapshotted on every stop and before removal, restored from them;
+//! - `placement`: a launch placed on the node that holds its image;
 //! - `stop_start`: workspaces that keep their state: stop, start, kubectl's edits, restarts;
 //! - `attacks`: hostile callers: huge tokens, slow bodies, connection floods, cross-site posts,
 //!   names that are paths, squatted names.
@@ -31,6 +32,7 @@ mod guards;
 mod lifecycle;
 mod native;
 mod page;
+mod placement;
 mod replicas;
 mod requests;
 mod resource;

@@ -333,11 +333,12 @@ async fn a_start_unfinished_when_the_leader_dies_is_finished_by_the_survivor() {
     drop(leader);
 
     let nodes: Api<Node> = Api::all(client.clone());
-    let node = nodes.list(&Default::default()).await.unwrap().items[0].name_any();
+    // The plane's own node (other tests add tainted nodes of their own beside it).
+    let node = "kwok-node-0";
     let labelled = |value: Option<&str>| json!({"metadata": {"labels": {label: value}}});
     nodes
         .patch(
-            &node,
+            node,
             &PatchParams::default(),
             &Patch::Merge(labelled(Some("yes"))),
         )
@@ -345,7 +346,7 @@ async fn a_start_unfinished_when_the_leader_dies_is_finished_by_the_survivor() {
         .unwrap();
     follower.backend.follow_to_ready(alice, &name).await;
     nodes
-        .patch(&node, &PatchParams::default(), &Patch::Merge(labelled(None)))
+        .patch(node, &PatchParams::default(), &Patch::Merge(labelled(None)))
         .await
         .unwrap();
     assert!(follower.leads().await);

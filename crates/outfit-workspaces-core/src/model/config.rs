@@ -157,6 +157,8 @@ pub struct Config {
     /// namespace needs Linux 6.3+, a runtime that supports it, and idmapped mounts on every
     /// volume's filesystem, which NFS, the default home, does not offer.
     pub host_users: bool,
+    /// outfit: a launch prefers the nodes that already hold its images (issue 35).
+    pub image_placement: bool,
     /// outfit: the manifests the native API and the page offer.
     pub catalogue: Vec<CatalogueEntry>,
     /// outfit: workspaces are culled this long after they started, unless their manifest says
@@ -389,6 +391,7 @@ impl Config {
             admin_groups: s.admin_groups,
             fold_user_case: s.fold_user_case,
             host_users: s.host_users,
+            image_placement: s.image_placement,
             catalogue: s.catalogue,
             max_lifetime: s.max_lifetime,
             idle_timeout: s.idle_timeout,

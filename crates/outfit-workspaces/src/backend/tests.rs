@@ -136,6 +136,42 @@ async fn a_create_within_the_limits_makes_the_pod_and_its_network_policy() {
 }
 
 #[tokio::test]
+async fn a_create_prefers_the_nodes_that_hold_its_images() {
+    let whitelist = ("BACKEND_WHITELISTMANIFESTREGEX", r"http://127\.0\.0\.1:");
+    let (config, fake, cache) = fake::on_fake(&[whitelist]);
+    let images = crate::io::node_images::NodeImages::default();
+    images.set("node-b", &["docker.io/library/nginx:latest", "busybox"]);
+    images.set("node-a", &["nginx"]);
+    images.set("node-c", &["busybox"]);
+    let default = ClusterBackend::new(config.default_cluster.clone(), config, fake.clone(), cache)
+        .with_node_images(images);
+    let backend = Backend::new(default);
+    let url = serve(WEB).await;
+    let created = backend
+        .create_pod(&create(&url, "alice@dtu.dk"), SILO)
+        .await
+        .unwrap();
+    let pod = fake.with(|s| s.pods[&created.pod_name].clone());
+    let terms = serde_json::to_value(&pod).unwrap()["spec"]["affinity"]["nodeAffinity"]
+        ["preferredDuringSchedulingIgnoredDuringExecution"]
+        .clone();
+    assert_eq!(
+        terms[0]["preference"]["matchFields"][0]["values"],
+        json!(["node-a", "node-b"]),
+        "{terms}"
+    );
+
+    // With imagePlacement off, no preference.
+    let (backend, fake) = on_fake(&[("BACKEND_IMAGEPLACEMENT", "false")]);
+    let created = backend
+        .create_pod(&create(&url, "alice@dtu.dk"), SILO)
+        .await
+        .unwrap();
+    let pod = fake.with(|s| s.pods[&created.pod_name].clone());
+    assert!(pod.spec.unwrap().affinity.is_none());
+}
+
+#[tokio::test]
 async fn a_create_records_the_network_policy_it_made_so_the_start_does_not_make_it_again() {
     let (backend, _fake) = on_fake(&[]);
     let url = serve(WEB).await;

@@ -152,6 +152,9 @@ fn cluster_rules(strategy: StorageStrategy) -> Vec<Value> {
     rules.push(
         json!({"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}),
     );
+    // The images each node holds, read only: a launch prefers the nodes that hold its images
+    // (imagePlacement).
+    rules.push(json!({"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]}));
     rules
 }
 
@@ -464,6 +467,8 @@ mod tests {
         );
         // Token reviews are cluster-scoped: a Role could not grant them.
         assert!(verbs(role, "authentication.k8s.io", "tokenreviews").is_empty());
+        // Nodes are read for their images, never written.
+        assert_eq!(verbs(cluster_role, "", "nodes"), ["list", "watch"]);
         assert_eq!(
             verbs(cluster_role, "", "persistentvolumes"),
             ["get", "create", "delete"]

@@ -1,7 +1,7 @@
 //! What talks to the outside: the API server's calls ([`cluster`], and [`calls`]: the ones the
 //! backend and the lifecycle make, as a trait their unit tests fake), the watches ([`cache`];
 //! [`own_writes`]: what this process wrote that they may not show yet; [`changed_pods`]: which
-//! pods changed since the lifecycle last looked),
+//! pods changed since the lifecycle last looked; [`node_images`]: the images each node holds),
 //! manifests fetched over HTTP ([`fetch`]), what the native API offers ([`catalogue`]), who calls
 //! ([`auth`], by TokenReview), and the counters `/metrics` serves ([`metrics`]).
 
@@ -16,4 +16,5 @@ pub(crate) mod fake;
 pub mod fetch;
 pub mod index;
 pub mod metrics;
+pub mod node_images;
 pub mod own_writes;

@@ -106,6 +106,8 @@ pub(super) struct Settings {
     pub(super) fold_user_case: bool,
     #[serde(deserialize_with = "boolean")]
     pub(super) host_users: bool,
+    #[serde(deserialize_with = "boolean")]
+    pub(super) image_placement: bool,
     #[serde(deserialize_with = "list")]
     pub(super) catalogue: Vec<CatalogueEntry>,
     #[serde(deserialize_with = "optional_duration")]
@@ -261,6 +263,7 @@ impl Default for Settings {
             admin_groups: Vec::new(),
             fold_user_case: false,
             host_users: true,
+            image_placement: true,
             catalogue: Vec::new(),
             max_lifetime: None,
             idle_timeout: None,

@@ -314,6 +314,7 @@ fn each_default_is_the_documented_text() {
         ("adminGroups", "[]"),
         ("foldUserCase", "false"),
         ("hostUsers", "true"),
+        ("imagePlacement", "true"),
         ("catalogue", "[]"),
         ("maxLifetime", ""),
         ("idleTimeout", ""),

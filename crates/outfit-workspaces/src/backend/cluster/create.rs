@@ -20,7 +20,7 @@ use crate::{
     resource::{Workspace, WorkspaceSpec, reconcile::owner_reference},
     workspace::{
         manifest::{self, Prepared, Requester},
-        objects, start,
+        objects, placement, start,
     },
 };
 
@@ -90,6 +90,12 @@ impl<C: ClusterCalls> ClusterBackend<C> {
         record: Record<'_>,
     ) -> Result<Created, RequestError> {
         let user = requester.user;
+        let mut prepared = prepared;
+        if self.config.image_placement {
+            // Where its images already are, so that the start needs no pull (issue 35).
+            let holders = self.node_images.holders(&placement::images_of(&prepared.pod));
+            placement::prefer_nodes(&mut prepared.pod, holders);
+        }
         let deadline = Timestamp::now() + self.config.timeout_create;
         let deadline_text = deadline.to_string();
         let strategy = self.config.storage_strategy;

@@ -22,6 +22,7 @@ use crate::{
         cache::{Cache, OWN_WRITE_VISIBLE},
         calls::ClusterCalls,
         cluster::Cluster,
+        node_images::NodeImages,
     },
     model::{config::Config, keys, user::UserId},
     workspace::{
@@ -51,6 +52,8 @@ pub struct ClusterBackend<C = Cluster> {
     pub cache: Cache,
     /// The per-user Leases as this process last released them here.
     released: Released,
+    /// The images its nodes hold, for placement by image (empty: not watched).
+    pub node_images: NodeImages,
 }
 
 impl<C> std::fmt::Debug for ClusterBackend<C> {
@@ -70,7 +73,14 @@ impl<C: ClusterCalls> ClusterBackend<C> {
             cluster,
             cache,
             released: Released::default(),
+            node_images: NodeImages::default(),
         }
+    }
+
+    /// The same, placing launches by the images `node_images` says its nodes hold
+    /// (`imagePlacement`).
+    pub fn with_node_images(self, node_images: NodeImages) -> Self {
+        Self { node_images, ..self }
     }
 
     /// `user`'s turn to create, arbitrated by this cluster's API server through the user's Lease
