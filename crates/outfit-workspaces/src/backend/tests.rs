@@ -15,7 +15,10 @@ use super::{
     *,
 };
 use crate::{
-    io::fake::{self, FakeCluster, NAMESPACE},
+    io::{
+        fake::{self, FakeCluster, NAMESPACE},
+        node_images::NodeImages,
+    },
     model::{keys, names, user::UserId},
     policy::limits::Limit,
     workspace::{
@@ -139,7 +142,7 @@ async fn a_create_within_the_limits_makes_the_pod_and_its_network_policy() {
 async fn a_create_prefers_the_nodes_that_hold_its_images() {
     let whitelist = ("BACKEND_WHITELISTMANIFESTREGEX", r"http://127\.0\.0\.1:");
     let (config, fake, cache) = fake::on_fake(&[whitelist]);
-    let images = crate::io::node_images::NodeImages::default();
+    let images = NodeImages::default();
     images.set("node-b", &["docker.io/library/nginx:latest", "busybox"]);
     images.set("node-a", &["nginx"]);
     images.set("node-c", &["busybox"]);
@@ -471,6 +474,14 @@ async fn the_pod_the_last_holder_made_counts_even_before_this_replicas_cache_sho
 /// A backend over two fake clusters, `default` and `east`, with the catalogue entries `web`
 /// (anywhere) and `gpu` (on east) serving `WEB`, configured further by `env`.
 async fn on_two_fakes(env: &[(&str, &str)]) -> (Backend<FakeCluster>, FakeCluster, FakeCluster) {
+    on_two_fakes_placed(env, NodeImages::default()).await
+}
+
+/// As [`on_two_fakes`], the nodes of `east` holding what `east_images` says.
+async fn on_two_fakes_placed(
+    env: &[(&str, &str)],
+    east_images: NodeImages,
+) -> (Backend<FakeCluster>, FakeCluster, FakeCluster) {
     let url = serve(WEB).await;
     let catalogue = format!(
         r#"[{{"name": "web", "url": "{url}"}}, {{"name": "gpu", "url": "{url}", "cluster": "east"}}]"#
@@ -484,8 +495,30 @@ async fn on_two_fakes(env: &[(&str, &str)]) -> (Backend<FakeCluster>, FakeCluste
     let (backend, default) = on_fake(&env);
     let here = backend.default_cluster();
     let (east, east_cache) = FakeCluster::beside(&here.cache);
-    let member = ClusterBackend::new("east".to_owned(), here.config.clone(), east.clone(), east_cache);
+    let member = ClusterBackend::new("east".to_owned(), here.config.clone(), east.clone(), east_cache)
+        .with_node_images(east_images);
     (backend.with_member(member), default, east)
+}
+
+#[tokio::test]
+async fn a_launch_that_chose_no_cluster_goes_where_its_image_is() {
+    // No node of the default cluster holds nginx; one of east's does.
+    let east_images = NodeImages::default();
+    east_images.set("east-1", &["nginx"]);
+    let (backend, default, east) = on_two_fakes_placed(&[], east_images.clone()).await;
+    backend.synced().await;
+    let (launched, _) = backend
+        .launch(&alice(), &launch("web", None), SILO)
+        .await
+        .unwrap();
+    assert!(east.with(|s| s.pods.contains_key(&launched.name)), "made on east");
+    assert!(default.with(|s| s.pods.is_empty()));
+    // A choice is the user's: it stays where they say.
+    let (chosen, _) = backend
+        .launch(&alice(), &launch("web", Some("default")), SILO)
+        .await
+        .unwrap();
+    assert!(default.with(|s| s.pods.contains_key(&chosen.name)));
 }
 
 pub(super) fn alice() -> crate::io::auth::Identity {

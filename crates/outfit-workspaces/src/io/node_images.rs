@@ -110,6 +110,17 @@ impl NodeImages {
         placement::holders(wanted, nodes.iter().map(|(name, images)| (name.as_str(), images)))
     }
 
+    /// Whether any node holds every one of `wanted`.
+    pub fn held_anywhere(&self, wanted: &BTreeSet<String>) -> bool {
+        !wanted.is_empty()
+            && self
+                .nodes
+                .read()
+                .expect("node images")
+                .values()
+                .any(|images| wanted.is_subset(images))
+    }
+
     /// Sets what node `name` holds (the unit tests' stand-in for the watch).
     #[cfg(test)]
     pub(crate) fn set(&self, name: &str, images: &[&str]) {

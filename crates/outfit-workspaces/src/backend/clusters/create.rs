@@ -24,6 +24,7 @@ use crate::{
     workspace::{
         info::Workspace,
         manifest::{self, Prepared, Requester, Settings},
+        placement,
     },
 };
 
@@ -74,7 +75,12 @@ impl<C: ClusterCalls> Backend<C> {
             )));
         }
         let url = entry.url.clone();
-        let member = self.choose(entry.cluster.as_deref(), launch.cluster.as_deref(), &entry.name)?;
+        let member = match (entry.cluster.as_deref(), launch.cluster.as_deref()) {
+            (None, None) if self.members.len() > 1 && self.config().image_placement => {
+                self.where_held(&url, &entry.name).await?
+            }
+            (fixed, chosen) => self.choose(fixed, chosen, &entry.name)?,
+        };
         let silo_ip = silo_ip.to_string();
         let requester = Requester {
             user: &identity.user,
@@ -106,6 +112,37 @@ impl<C: ClusterCalls> Backend<C> {
             member.describe(&pod, self.state_of(member), Timestamp::now()),
             warnings,
         ))
+    }
+
+    /// The cluster a launch of the manifest at `url` (entry `entry`) goes to when neither the
+    /// entry nor the user chose one (issue 35): the default cluster if one of its nodes holds the
+    /// manifest's images or none of any cluster's does, else the first reachable cluster whose
+    /// node does, so that the start needs no pull. The manifest is fetched for its images (the
+    /// create fetches it again; a manifest that can't be read leaves it to the default cluster,
+    /// whose create then says why).
+    async fn where_held(&self, url: &str, entry: &str) -> Result<&ClusterBackend<C>, RequestError> {
+        let default = self.choose(None, None, entry);
+        let Ok(text) = self.fetcher.fetch(url).await else {
+            return default;
+        };
+        let Ok(pod) = manifest::read_pod(&text) else {
+            return default;
+        };
+        let wanted = placement::images_of(&pod);
+        if self.default_cluster().node_images.held_anywhere(&wanted) {
+            return default;
+        }
+        let holder = self
+            .members
+            .iter()
+            .find(|member| self.unreachable(member).is_none() && member.node_images.held_anywhere(&wanted));
+        match holder {
+            Some(member) => {
+                tracing::debug!(cluster = member.name, entry, "launched where its images are");
+                Ok(member)
+            }
+            None => default,
+        }
     }
 
     /// A create for either API, on `member`: fetches the manifest at `url` and reads it with
