@@ -55,7 +55,40 @@ pub(crate) struct Args {
     /// level `outfit manifests --workspaces` ships.
     #[arg(long)]
     pub(crate) without_flow_schema: bool,
+    /// Where each user's home lives (the backend's `storageStrategy`; every workspace of the run
+    /// mounts one): `nfs` (outfit writes a PersistentVolume and a claim per user), `per-user`
+    /// (a claim per user of the test cluster's stand-in provisioner's class, which makes its
+    /// volume), `per-workspace` (a claim of that class per workspace) or `ephemeral` (an
+    /// `emptyDir`, no claim).
+    #[arg(long, value_enum, default_value_t = StorageStrategy::Nfs)]
+    pub(crate) storage_strategy: StorageStrategy,
     /// Working directory for the backends' configurations and logs.
     #[arg(long)]
     pub(crate) work: Option<PathBuf>,
+}
+
+/// The backend's `storageStrategy` (docs/workspaces.md, "Homes on any storage").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum StorageStrategy {
+    Nfs,
+    PerUser,
+    PerWorkspace,
+    Ephemeral,
+}
+
+impl StorageStrategy {
+    /// As the backend's config writes it.
+    pub(crate) fn as_config(self) -> &'static str {
+        match self {
+            Self::Nfs => "nfs",
+            Self::PerUser => "per-user",
+            Self::PerWorkspace => "per-workspace",
+            Self::Ephemeral => "ephemeral",
+        }
+    }
+
+    /// Whether its claims need a provisioner (the test cluster has none of its own).
+    pub(crate) fn provisioned(self) -> bool {
+        matches!(self, Self::PerUser | Self::PerWorkspace)
+    }
 }

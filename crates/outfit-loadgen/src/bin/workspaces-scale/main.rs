@@ -34,6 +34,11 @@
 //! 7. **API requests per create**, from kube-apiserver's audit log (`--audit-log`): the
 //!    backend's requests during the fill, by verb and resource.
 //!
+//! Every workspace mounts its user's home, which the backend makes as `--storage-strategy`
+//! says (`nfs` by default: a PersistentVolume and a claim per user, both outfit's; `per-user`: a
+//! claim per user of the class of `outfit_test_support::provisioner`, the test cluster's
+//! stand-in for a CSI driver's provisioner, which this process runs).
+//!
 //! Fails (after printing everything) if any create, delete, list or stream failed.
 
 use std::time::Instant;
@@ -46,9 +51,12 @@ use kube::{
 };
 use outfit_loadgen::{
     harness::{AdminPort, Backend, install_workspace_crd, make_namespace, serve_manifests},
-    workspaces::{manifest, pod_manifest},
+    workspaces::home_manifest,
 };
-use outfit_test_support::control_plane::env_value;
+use outfit_test_support::{
+    control_plane::{ControlPlane, env_value},
+    provisioner,
+};
 
 mod args;
 mod at_scale;
@@ -82,6 +90,10 @@ async fn main() -> Result<()> {
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?,
     )?;
     install_workspace_crd(&client, &args.cluster.outfit).await?;
+    report::storage(&args);
+    if args.storage_strategy.provisioned() {
+        provisioner::ensure(&ControlPlane::at(&args.cluster.state_dir)).await;
+    }
     let manifests = serve_manifests(served).await?;
     let marks = args.audit_log.as_deref().map(audit_mark).transpose()?;
 
@@ -115,6 +127,7 @@ async fn main() -> Result<()> {
     let fill = fill::fill(&args, backend.port, manifests, &processes).await?;
     let fill_to = args.audit_log.as_deref().map(audit_mark).transpose()?;
     report::fill(&args, &bare, &fill, &processes);
+    report::homes(&args, &cluster::homes(&client, &ns).await?);
 
     let owned = |u: usize| args.workspaces / args.users + usize::from(u < args.workspaces % args.users);
     settle(&client, &ns, args.workspaces, owned).await?;
@@ -206,31 +219,37 @@ async fn half_stopped(
     Ok((stops, starts))
 }
 
-/// The manifests served: `held` waits for the nodes' hold label, anything else is
-/// [`manifest`]'s pod.
+/// The manifests served, each mounting the user's home: `held` waits for the nodes' hold label,
+/// anything else is [`home_manifest`]'s pod.
 fn served(name: &str) -> String {
-    if name == HELD {
-        pod_manifest(name, &format!("  nodeSelector: {{{HOLD_LABEL}: open}}\n"))
+    let spec_lines = if name == HELD {
+        format!("  nodeSelector: {{{HOLD_LABEL}: open}}\n")
     } else {
-        manifest(name)
-    }
+        String::new()
+    };
+    home_manifest(name, &spec_lines)
 }
 
 /// The backends' configuration: the namespace, manifests from the local server (the catalogue
 /// offers `web` and `held`), a per-user limit just above each user's share, room for the held
-/// streams' connections, and 127.0.0.1 as the authenticating proxy.
+/// streams' connections, 127.0.0.1 as the authenticating proxy, and the homes'
+/// `--storage-strategy` (a provisioned one on the stand-in provisioner's class).
 fn settings(args: &Args, ns: &str, manifests: u16) -> Result<String> {
     let pod_cidr = env_value(&args.cluster.state_dir, "POD_CIDR")?;
     // Each user's share, one churn launch and one held stream per round of users.
     let limit = args.workspaces.div_ceil(args.users) + 1 + args.streams.div_ceil(args.users);
     let connections = args.streams + 1_024;
     let url = |name: &str| format!("'http://127.0.0.1:{manifests}/{name}.yaml'");
+    let mut storage = format!("storageStrategy: {}\n", args.storage_strategy.as_config());
+    if args.storage_strategy.provisioned() {
+        storage.push_str(&format!("storageClassName: {}\n", provisioner::CLASS));
+    }
     Ok(format!(
         "namespace: {ns}\nwhitelistManifestRegex: 'http://127\\.0\\.0\\.1:{manifests}/'\n\
          ingressDomain: pods.scale\npodSubnetCidr: {pod_cidr}\ntimeoutCreate: 30m\n\
          maxWorkspacesPerUser: {limit}\nmaxConnections: {connections}\n\
          trustedProxyCidrs: ['127.0.0.0/8']\nadminGroups: [scale-admins]\n\
-         catalogue:\n- {{name: web, url: {}}}\n- {{name: {HELD}, url: {}}}\n",
+         {storage}catalogue:\n- {{name: web, url: {}}}\n- {{name: {HELD}, url: {}}}\n",
         url("web"),
         url(HELD)
     ))
