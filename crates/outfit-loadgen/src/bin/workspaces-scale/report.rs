@@ -25,7 +25,13 @@ pub(crate) fn storage(args: &Args) {
             outfit_test_support::provisioner::CLASS
         )
     };
-    let how = match args.storage_strategy {
+    let Some(strategy) = args.storage_strategy else {
+        println!(
+            "storage strategy: none given: the backend's default (nfs), and the workspaces mount no home, so none is made (--storage-strategy mounts one)"
+        );
+        return;
+    };
+    let how = match strategy {
         StorageStrategy::Nfs => {
             "each user's home a PersistentVolume (NFS) and a claim pinned to it, both written by outfit"
                 .to_owned()
@@ -36,7 +42,7 @@ pub(crate) fn storage(args: &Args) {
     };
     println!(
         "storage strategy: {} ({how}); every workspace mounts its home",
-        args.storage_strategy.as_config()
+        strategy.as_config()
     );
 }
 
@@ -44,7 +50,7 @@ pub(crate) fn storage(args: &Args) {
 pub(crate) fn homes(args: &Args, homes: &Homes) {
     println!(
         "homes after the fill (storage strategy {}): {} claims in the namespace, {} of them Bound",
-        args.storage_strategy.as_config(),
+        strategy(args),
         homes.claims,
         homes.bound
     );
@@ -53,7 +59,7 @@ pub(crate) fn homes(args: &Args, homes: &Homes) {
 pub(crate) fn fill(args: &Args, bare: &[Duration], fill: &Fill, processes: &Processes) {
     println!(
         "fill (storage strategy {}): {} workspaces of {} users, {} creates (with churn) and {} deletes in {:.1} s: {:.1} creates/s started at --rate {}",
-        args.storage_strategy.as_config(),
+        strategy(args),
         args.workspaces,
         args.users,
         fill.creates.len(),
@@ -323,4 +329,10 @@ pub(crate) fn goals(
         replica.ready.as_secs_f64(),
         verdict(replica.ready < Duration::from_secs(10))
     );
+}
+
+/// `--storage-strategy` as the report names it.
+fn strategy(args: &Args) -> &'static str {
+    args.storage_strategy
+        .map_or("none given, no home", StorageStrategy::as_config)
 }
