@@ -6,7 +6,8 @@
 #
 #   hack/bench-workspaces-scale.sh [--smoke] [--nodes K (200)] [workspaces-scale flags:
 #       --workspaces 10000, --users 2000, --rate 20, --bare-creates 400, --churn-every 20,
-#       --list-rate 10, --list-requests 2000, --sample-every 1000, --streams 2000, --starts 1000]
+#       --list-rate 10, --list-requests 2000, --sample-every 1000, --streams 2000, --starts 1000,
+#       --storage-strategy nfs|per-user|per-workspace|ephemeral (unset: the workspaces mount no home)]
 #
 # --smoke: 50 workspaces of 10 users on 5 nodes on a debug build, to show the script still runs
 # (hack/lib/bins.sh); its figures mean nothing.

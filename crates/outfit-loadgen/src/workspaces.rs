@@ -23,6 +23,24 @@ pub fn manifest(name: &str) -> String {
 /// [`manifest`] with `spec_lines` (YAML lines indented by two spaces, each ending in a newline)
 /// added to the pod's spec.
 pub fn pod_manifest(name: &str, spec_lines: &str) -> String {
+    pod(name, "", spec_lines)
+}
+
+/// [`pod_manifest`] whose container mounts the user's home, as deic-dk's manifests do: a
+/// `sciencedata` volume it does not declare, which the backend provides as its
+/// `storageStrategy` says (an NFS claim of outfit's, a provisioned claim, an `emptyDir`). Not a
+/// pod the admin can create as it is (the volume is undeclared).
+pub fn home_manifest(name: &str, spec_lines: &str) -> String {
+    pod(
+        name,
+        ", volumeMounts: [{name: sciencedata, mountPath: /usr/share/nginx/html}]",
+        spec_lines,
+    )
+}
+
+/// The nginx pod `name`, its container's fields after `ports` followed by `container_fields`
+/// (`, key: value`), its spec by `spec_lines`.
+fn pod(name: &str, container_fields: &str, spec_lines: &str) -> String {
     format!(
         r#"
 apiVersion: v1
@@ -31,7 +49,7 @@ metadata:
   name: {name}
   annotations: {{sciencedata.dk/ingress-port: "80"}}
 spec:
-  containers: [{{name: web, image: nginx, ports: [{{containerPort: 80}}]}}]
+  containers: [{{name: web, image: nginx, ports: [{{containerPort: 80}}]{container_fields}}}]
 {spec_lines}"#
     )
 }
@@ -180,6 +198,17 @@ pub fn percentiles(samples: &[Duration]) -> [Duration; 3] {
     sorted.sort();
     let at = |q: f64| sorted[((sorted.len() as f64 - 1.0) * q).round() as usize];
     [at(0.5), at(0.99), sorted[sorted.len() - 1]]
+}
+
+/// The `q` quantile (0 to 1) of `samples`, by the nearest rank as [`percentiles`] takes it;
+/// zero when there are none.
+pub fn quantile(samples: &[Duration], q: f64) -> Duration {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * q).round() as usize]
 }
 
 /// `d` in milliseconds.

@@ -55,7 +55,56 @@ pub(crate) struct Args {
     /// level `outfit manifests --workspaces` ships.
     #[arg(long)]
     pub(crate) without_flow_schema: bool,
+    /// Every workspace of the run mounts its user's home, which the backend makes as its
+    /// `storageStrategy` says: `nfs` (outfit writes a PersistentVolume and a claim per user),
+    /// `per-user` (a claim per user of the test cluster's stand-in provisioner's class, which
+    /// makes its volume), `per-workspace` (a claim of that class per workspace) or `ephemeral`
+    /// (an `emptyDir`, no claim). Without it the backend has its default (`nfs`) and the
+    /// workspaces mount no home, so none is made, as in the runs before issue 32.
+    #[arg(long, value_enum)]
+    pub(crate) storage_strategy: Option<StorageStrategy>,
     /// Working directory for the backends' configurations and logs.
     #[arg(long)]
     pub(crate) work: Option<PathBuf>,
+}
+
+/// What a catalogue entry's name ends with when its manifest mounts the user's home.
+pub(crate) const HOME: &str = "home";
+
+impl Args {
+    /// The catalogue entry of manifest `base` the run launches: `base` with [`HOME`] when the
+    /// workspaces mount their homes (`--storage-strategy`).
+    pub(crate) fn entry(&self, base: &str) -> String {
+        if self.storage_strategy.is_some() {
+            format!("{base}{HOME}")
+        } else {
+            base.to_owned()
+        }
+    }
+}
+
+/// The backend's `storageStrategy` (docs/workspaces.md, "Homes on any storage").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum StorageStrategy {
+    Nfs,
+    PerUser,
+    PerWorkspace,
+    Ephemeral,
+}
+
+impl StorageStrategy {
+    /// As the backend's config writes it.
+    pub(crate) fn as_config(self) -> &'static str {
+        match self {
+            Self::Nfs => "nfs",
+            Self::PerUser => "per-user",
+            Self::PerWorkspace => "per-workspace",
+            Self::Ephemeral => "ephemeral",
+        }
+    }
+
+    /// Whether its claims need a provisioner (the test cluster has none of its own).
+    pub(crate) fn provisioned(self) -> bool {
+        matches!(self, Self::PerUser | Self::PerWorkspace)
+    }
 }

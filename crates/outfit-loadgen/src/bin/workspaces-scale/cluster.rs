@@ -10,7 +10,7 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
-use k8s_openapi::api::core::v1::{Node, ServiceAccount};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, ServiceAccount};
 use kube::{
     Api, Client,
     api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams},
@@ -107,6 +107,30 @@ pub(crate) async fn open_nodes(client: &Client) -> Result<usize> {
             .await?;
     }
     Ok(names.len())
+}
+
+/// The claims of a namespace (the users' homes, under any strategy but `ephemeral`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Homes {
+    pub(crate) claims: usize,
+    /// Those whose phase is `Bound`.
+    pub(crate) bound: usize,
+}
+
+/// Counts [`Homes`] in namespace `ns`.
+pub(crate) async fn homes(client: &Client, ns: &str) -> Result<Homes> {
+    let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns)
+        .list(&Default::default())
+        .await?
+        .items;
+    let bound = claims
+        .iter()
+        .filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
+        .count();
+    Ok(Homes {
+        claims: claims.len(),
+        bound,
+    })
 }
 
 /// The size of the audit log now (0 before kube-apiserver writes its first line): requests

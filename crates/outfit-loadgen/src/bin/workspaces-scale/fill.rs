@@ -72,6 +72,7 @@ pub(crate) async fn fill(args: &Args, port: u16, manifests: u16, processes: &Pro
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
     let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / args.rate));
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let entry = args.entry("web");
     let mut tasks = Vec::with_capacity(args.workspaces);
     for index in 0..args.workspaces {
         tick.tick().await;
@@ -83,14 +84,16 @@ pub(crate) async fn fill(args: &Args, port: u16, manifests: u16, processes: &Pro
             && (index % args.users) % args.churn_every == (index / args.users) % args.churn_every;
         let (seen, ready_count) = (Arc::clone(&seen), Arc::clone(&ready_count));
         let owner = user(index % args.users);
+        let entry = entry.clone();
         tasks.push(tokio::spawn(async move {
             let _slot = slot;
             let way = Way::of(index);
-            let outcome = create(port, manifests, way, &owner, "web").await;
+            let outcome = create(port, manifests, way, &owner, &entry).await;
             record(&seen, index, way, outcome.map(|(_, ready)| ready));
             ready_count.fetch_add(1, Ordering::Relaxed);
             if churn {
-                churn_once(port, manifests, way.other(), &owner, index, &seen).await;
+                let launch = (way.other(), owner.as_str(), entry.as_str());
+                churn_once(port, manifests, launch, index, &seen).await;
             }
         }));
     }
@@ -113,9 +116,16 @@ fn record(seen: &Mutex<Fill>, index: usize, way: Way, outcome: Result<Duration>)
     }
 }
 
-/// The user launches one more workspace through `way` and deletes it once it is ready.
-async fn churn_once(port: u16, manifests: u16, way: Way, owner: &str, index: usize, seen: &Mutex<Fill>) {
-    let outcome = create(port, manifests, way, owner, "web").await;
+/// The user `owner` launches one more workspace of catalogue entry `entry` through `way` and
+/// deletes it once it is ready.
+async fn churn_once(
+    port: u16,
+    manifests: u16,
+    (way, owner, entry): (Way, &str, &str),
+    index: usize,
+    seen: &Mutex<Fill>,
+) {
+    let outcome = create(port, manifests, way, owner, entry).await;
     let name = outcome.as_ref().ok().map(|(name, _)| name.clone());
     record(seen, index, way, outcome.map(|(_, ready)| ready));
     let Some(name) = name else { return };

@@ -34,6 +34,12 @@
 //! 7. **API requests per create**, from kube-apiserver's audit log (`--audit-log`): the
 //!    backend's requests during the fill, by verb and resource.
 //!
+//! With `--storage-strategy` (issue 32) every workspace mounts its user's home, which the backend
+//! makes as it says (`nfs`: a PersistentVolume and a claim per user, both outfit's; `per-user`: a
+//! claim per user of the class of `outfit_test_support::provisioner`, the test cluster's
+//! stand-in for a CSI driver's provisioner, which this process runs); without it they mount
+//! none.
+//!
 //! Fails (after printing everything) if any create, delete, list or stream failed.
 
 use std::time::Instant;
@@ -46,9 +52,12 @@ use kube::{
 };
 use outfit_loadgen::{
     harness::{AdminPort, Backend, install_workspace_crd, make_namespace, serve_manifests},
-    workspaces::{manifest, pod_manifest},
+    workspaces::{home_manifest, pod_manifest},
 };
-use outfit_test_support::control_plane::env_value;
+use outfit_test_support::{
+    control_plane::{ControlPlane, env_value},
+    provisioner,
+};
 
 mod args;
 mod at_scale;
@@ -61,7 +70,7 @@ mod stopped;
 mod streams;
 
 use self::{
-    args::Args,
+    args::{Args, HOME, StorageStrategy},
     cluster::{HOLD_LABEL, Processes, apply_flow_schema, audit_mark, backend_kubeconfig},
     streams::HELD,
 };
@@ -82,6 +91,10 @@ async fn main() -> Result<()> {
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?,
     )?;
     install_workspace_crd(&client, &args.cluster.outfit).await?;
+    report::storage(&args);
+    if args.storage_strategy.is_some_and(StorageStrategy::provisioned) {
+        provisioner::ensure(&ControlPlane::at(&args.cluster.state_dir)).await;
+    }
     let manifests = serve_manifests(served).await?;
     let marks = args.audit_log.as_deref().map(audit_mark).transpose()?;
 
@@ -115,6 +128,7 @@ async fn main() -> Result<()> {
     let fill = fill::fill(&args, backend.port, manifests, &processes).await?;
     let fill_to = args.audit_log.as_deref().map(audit_mark).transpose()?;
     report::fill(&args, &bare, &fill, &processes);
+    report::homes(&args, &cluster::homes(&client, &ns).await?);
 
     let owned = |u: usize| args.workspaces / args.users + usize::from(u < args.workspaces % args.users);
     settle(&client, &ns, args.workspaces, owned).await?;
@@ -142,6 +156,7 @@ async fn main() -> Result<()> {
             streams::held_streams(
                 &client,
                 backend.port,
+                &args.entry(HELD),
                 args.streams,
                 args.users,
                 args.rate,
@@ -207,32 +222,53 @@ async fn half_stopped(
 }
 
 /// The manifests served: `held` waits for the nodes' hold label, anything else is
-/// [`manifest`]'s pod.
+/// [`pod_manifest`]'s pod; with [`HOME`] after the name (`webhome`, `heldhome`), the same one
+/// mounting the user's home.
 fn served(name: &str) -> String {
-    if name == HELD {
-        pod_manifest(name, &format!("  nodeSelector: {{{HOLD_LABEL}: open}}\n"))
+    let (base, home) = match name.strip_suffix(HOME) {
+        Some(base) => (base, true),
+        None => (name, false),
+    };
+    let spec_lines = if base == HELD {
+        format!("  nodeSelector: {{{HOLD_LABEL}: open}}\n")
     } else {
-        manifest(name)
+        String::new()
+    };
+    if home {
+        home_manifest(base, &spec_lines)
+    } else {
+        pod_manifest(base, &spec_lines)
     }
 }
 
 /// The backends' configuration: the namespace, manifests from the local server (the catalogue
-/// offers `web` and `held`), a per-user limit just above each user's share, room for the held
-/// streams' connections, and 127.0.0.1 as the authenticating proxy.
+/// offers `web` and `held`, and each with [`HOME`]), a per-user limit just above each user's share, room for the held
+/// streams' connections, 127.0.0.1 as the authenticating proxy, and the homes'
+/// `--storage-strategy` (a provisioned one on the stand-in provisioner's class).
 fn settings(args: &Args, ns: &str, manifests: u16) -> Result<String> {
     let pod_cidr = env_value(&args.cluster.state_dir, "POD_CIDR")?;
     // Each user's share, one churn launch and one held stream per round of users.
     let limit = args.workspaces.div_ceil(args.users) + 1 + args.streams.div_ceil(args.users);
     let connections = args.streams + 1_024;
     let url = |name: &str| format!("'http://127.0.0.1:{manifests}/{name}.yaml'");
+    let mut storage = String::new();
+    if let Some(strategy) = args.storage_strategy {
+        storage = format!("storageStrategy: {}\n", strategy.as_config());
+        if strategy.provisioned() {
+            storage.push_str(&format!("storageClassName: {}\n", provisioner::CLASS));
+        }
+    }
+    let entries: String = ["web", HELD]
+        .iter()
+        .flat_map(|base| [base.to_string(), format!("{base}{HOME}")])
+        .map(|name| format!("- {{name: {name}, url: {}}}\n", url(&name)))
+        .collect();
     Ok(format!(
         "namespace: {ns}\nwhitelistManifestRegex: 'http://127\\.0\\.0\\.1:{manifests}/'\n\
          ingressDomain: pods.scale\npodSubnetCidr: {pod_cidr}\ntimeoutCreate: 30m\n\
          maxWorkspacesPerUser: {limit}\nmaxConnections: {connections}\n\
          trustedProxyCidrs: ['127.0.0.0/8']\nadminGroups: [scale-admins]\n\
-         catalogue:\n- {{name: web, url: {}}}\n- {{name: {HELD}, url: {}}}\n",
-        url("web"),
-        url(HELD)
+         {storage}catalogue:\n{entries}"
     ))
 }
 

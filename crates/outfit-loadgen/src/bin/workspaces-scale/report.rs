@@ -4,12 +4,12 @@
 use std::{path::Path, time::Duration};
 
 use anyhow::Result;
-use outfit_loadgen::workspaces::{ms, percentiles, report};
+use outfit_loadgen::workspaces::{ms, percentiles, quantile, report};
 
 use crate::{
-    args::Args,
+    args::{Args, StorageStrategy},
     at_scale::{Lists, Replica},
-    cluster::{Processes, Snapshot, audit_requests},
+    cluster::{Homes, Processes, Snapshot, audit_requests},
     fill::{Created, Fill},
     launch::Way,
     streams::Streams,
@@ -17,9 +17,49 @@ use crate::{
 
 const MIB: f64 = 1024.0 * 1024.0;
 
+/// Where the homes live, said before anything is measured.
+pub(crate) fn storage(args: &Args) {
+    let provisioned = |whose: &str| {
+        format!(
+            "each {whose}'s home a claim of class {}, whose volume the test cluster's stand-in provisioner (in this process, polling every 200 ms) makes",
+            outfit_test_support::provisioner::CLASS
+        )
+    };
+    let Some(strategy) = args.storage_strategy else {
+        println!(
+            "storage strategy: none given: the backend's default (nfs), and the workspaces mount no home, so none is made (--storage-strategy mounts one)"
+        );
+        return;
+    };
+    let how = match strategy {
+        StorageStrategy::Nfs => {
+            "each user's home a PersistentVolume (NFS) and a claim pinned to it, both written by outfit"
+                .to_owned()
+        }
+        StorageStrategy::PerUser => provisioned("user"),
+        StorageStrategy::PerWorkspace => provisioned("workspace"),
+        StorageStrategy::Ephemeral => "each workspace's home an emptyDir, no claim".to_owned(),
+    };
+    println!(
+        "storage strategy: {} ({how}); every workspace mounts its home",
+        strategy.as_config()
+    );
+}
+
+/// The claims left once the fill is done.
+pub(crate) fn homes(args: &Args, homes: &Homes) {
+    println!(
+        "homes after the fill (storage strategy {}): {} claims in the namespace, {} of them Bound",
+        strategy(args),
+        homes.claims,
+        homes.bound
+    );
+}
+
 pub(crate) fn fill(args: &Args, bare: &[Duration], fill: &Fill, processes: &Processes) {
     println!(
-        "fill: {} workspaces of {} users, {} creates (with churn) and {} deletes in {:.1} s: {:.1} creates/s started at --rate {}",
+        "fill (storage strategy {}): {} workspaces of {} users, {} creates (with churn) and {} deletes in {:.1} s: {:.1} creates/s started at --rate {}",
+        strategy(args),
         args.workspaces,
         args.users,
         fill.creates.len(),
@@ -40,6 +80,14 @@ pub(crate) fn fill(args: &Args, bare: &[Duration], fill: &Fill, processes: &Proc
     let all = ready(&|_| true);
     let late = ready(&|c| c.index >= last_tenth);
     report(" create to ready, all through outfit", &all);
+    if !all.is_empty() {
+        println!(
+            "  p50 / p95 / p99: {:.2} / {:.2} / {:.2} ms",
+            ms(quantile(&all, 0.5)),
+            ms(quantile(&all, 0.95)),
+            ms(quantile(&all, 0.99))
+        );
+    }
     report(
         "  through create_pod + watch_create_pod",
         &ready(&|c| c.way == Way::Compat),
@@ -281,4 +329,10 @@ pub(crate) fn goals(
         replica.ready.as_secs_f64(),
         verdict(replica.ready < Duration::from_secs(10))
     );
+}
+
+/// `--storage-strategy` as the report names it.
+fn strategy(args: &Args) -> &'static str {
+    args.storage_strategy
+        .map_or("none given, no home", StorageStrategy::as_config)
 }

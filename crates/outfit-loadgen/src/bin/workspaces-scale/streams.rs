@@ -40,9 +40,11 @@ pub(crate) struct Streams {
     pub(crate) release_to_last: Duration,
 }
 
+/// `count` launches of catalogue entry `entry` (the [`HELD`] manifest), users in turn.
 pub(crate) async fn held_streams(
     client: &Client,
     port: u16,
+    entry: &str,
     count: usize,
     users: usize,
     rate: f64,
@@ -56,7 +58,7 @@ pub(crate) async fn held_streams(
         tick.tick().await;
         let owner = user(s % users);
         let first_events = Arc::clone(&first_events);
-        let (name, mut stream) = launch(port, &owner, HELD).await?;
+        let (name, mut stream) = launch(port, &owner, entry).await?;
         followers.push(tokio::spawn(async move {
             let mut events = 0usize;
             let mut last_at = Instant::now();
