@@ -21,6 +21,7 @@
 //! - `storage`: homes on any storage: a claim per user from a StorageClass, an emptyDir;
 //! - `snapshots`: homes snapshotted on every stop and before removal, restored from them;
 //! - `placement`: a launch placed on the node that holds its image;
+//! - `placeholders`: capacity held ahead, preempted by a launch and made again;
 //! - `stop_start`: workspaces that keep their state: stop, start, kubectl's edits, restarts;
 //! - `attacks`: hostile callers: huge tokens, slow bodies, connection floods, cross-site posts,
 //!   names that are paths, squatted names.
@@ -32,6 +33,7 @@ mod guards;
 mod lifecycle;
 mod native;
 mod page;
+mod placeholders;
 mod placement;
 mod replicas;
 mod requests;

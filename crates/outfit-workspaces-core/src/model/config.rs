@@ -159,6 +159,8 @@ pub struct Config {
     pub host_users: bool,
     /// outfit: a launch prefers the nodes that already hold its images (issue 35).
     pub image_placement: bool,
+    /// outfit: pods that hold capacity ahead of launches (issue 35).
+    pub placeholders: Placeholders,
     /// outfit: the manifests the native API and the page offer.
     pub catalogue: Vec<CatalogueEntry>,
     /// outfit: workspaces are culled this long after they started, unless their manifest says
@@ -392,6 +394,7 @@ impl Config {
             fold_user_case: s.fold_user_case,
             host_users: s.host_users,
             image_placement: s.image_placement,
+            placeholders: s.placeholders,
             catalogue: s.catalogue,
             max_lifetime: s.max_lifetime,
             idle_timeout: s.idle_timeout,
@@ -445,6 +448,7 @@ pub fn data_network_address(silo_ip: &str) -> String {
 mod cull_action;
 mod exposure;
 mod layers;
+mod placeholders;
 mod settings;
 mod storage_strategy;
 #[cfg(test)]
@@ -453,6 +457,7 @@ mod tests;
 pub use self::{
     cull_action::CullAction,
     exposure::Exposure,
+    placeholders::Placeholders,
     settings::{CatalogueEntry, ClusterEntry, HostnameEntry},
     storage_strategy::StorageStrategy,
 };

@@ -9,6 +9,7 @@ pub mod info;
 pub mod manifest;
 pub mod network_policy;
 pub mod objects;
+pub mod placeholder;
 pub mod placement;
 pub mod pod_needs;
 pub mod progress;

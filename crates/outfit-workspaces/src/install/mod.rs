@@ -14,7 +14,7 @@ pub mod guard;
 use outfit_k8s::component::{self, Component, Scope, Workload};
 use serde_json::{Value, json};
 
-use crate::model::config::StorageStrategy;
+use crate::{model::config::StorageStrategy, workspace::placeholder};
 
 /// Choices that shape the manifests.
 #[derive(Debug, Clone)]
@@ -66,7 +66,7 @@ fn component_of(options: &InstallOptions) -> Component<'_> {
 /// Every object, in apply order: the `Workspace` CRD first (cluster-scoped, needing nothing).
 pub fn objects(options: &InstallOptions) -> Vec<Value> {
     let backend = component_of(options);
-    let mut objects = vec![crate::resource::crd()];
+    let mut objects = vec![crate::resource::crd(), placeholder_class(&backend)];
     // outfit's namespace enforces Pod Security's `restricted`, the workspaces' their own level,
     // unless the workspaces run in outfit's (an accepted risk), where their manifests decide.
     if options.workspace_namespace == options.namespace {
@@ -90,6 +90,19 @@ pub fn objects(options: &InstallOptions) -> Vec<Value> {
     objects.push(options.access.network_policy(&backend, "api", "admin"));
     objects.extend(backend.disruption_budget(options.replicas));
     objects
+}
+
+/// The PriorityClass of placeholder pods (`placeholders`, issue 35): below every workspace's (0),
+/// so the scheduler preempts a placeholder for a launch; never preempting anything itself.
+fn placeholder_class(backend: &Component<'_>) -> Value {
+    json!({
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": placeholder::PRIORITY_CLASS, "labels": backend.labels()},
+        "value": placeholder::PRIORITY,
+        "globalDefault": false,
+        "preemptionPolicy": "Never",
+        "description": "outfit workspaces' placeholders: capacity held for launches, preempted by them"
+    })
 }
 
 /// The ServiceAccount and what it may do. Only the verbs the backend uses: it never updates

@@ -191,6 +191,8 @@ pub trait ClusterCalls: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<VolumeSnapshot>, ClusterError>> + Send;
     /// Deletes the snapshot `name`; gone counts as done.
     fn delete_snapshot(&self, name: &str) -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// The placeholder pods (the watches leave them out).
+    fn placeholders(&self) -> impl Future<Output = Result<Vec<Pod>, ClusterError>> + Send;
 }
 
 /// `impl ClusterCalls for Cluster`, each call forwarded to the method of the same name.
@@ -243,4 +245,5 @@ forward_to_cluster! {
     get_snapshot(name: &str) -> Result<Option<VolumeSnapshot>, ClusterError>;
     snapshots_of(user: &UserId) -> Result<Vec<VolumeSnapshot>, ClusterError>;
     delete_snapshot(name: &str) -> Result<(), ClusterError>;
+    placeholders() -> Result<Vec<Pod>, ClusterError>;
 }

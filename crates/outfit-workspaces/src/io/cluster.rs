@@ -19,7 +19,10 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 
-use crate::model::{keys, names};
+use crate::{
+    model::{keys, names},
+    workspace::placeholder,
+};
 
 /// A call to the API server that failed.
 #[derive(Debug, thiserror::Error)]
@@ -197,6 +200,16 @@ impl Cluster {
             .get_opt(name)
             .await
             .map_err(|e| self.error(format_args!("reading Pod {}/{name}", self.namespace), e))
+    }
+
+    /// The placeholder pods (issue 35), which the watches leave out.
+    pub async fn placeholders(&self) -> Result<Vec<Pod>, ClusterError> {
+        let params = kube::api::ListParams::default().labels(&format!("{}=true", placeholder::LABEL));
+        self.pods
+            .list(&params)
+            .await
+            .map(|list| list.items)
+            .map_err(|e| self.error(format_args!("listing the placeholders in {}", self.namespace), e))
     }
 
     /// Deletes the pod `name` if it still has `uid` (so a newer pod of the same name is never

@@ -695,4 +695,16 @@ impl ClusterCalls for FakeCluster {
         self.with(|s| s.snapshots.remove(name));
         async { Ok(()) }
     }
+
+    fn placeholders(&self) -> impl Future<Output = Result<Vec<Pod>, ClusterError>> + Send {
+        self.record("placeholders".to_owned());
+        let found = self.with(|s| {
+            s.pods
+                .values()
+                .filter(|pod| pod.labels().contains_key(crate::workspace::placeholder::LABEL))
+                .cloned()
+                .collect()
+        });
+        async move { Ok(found) }
+    }
 }

@@ -11,10 +11,12 @@
 //! - user storage that no pod uses and no create wants any more is removed (deic-dk removes it
 //!   with the user's last pod; the NFS data stays, the volume's reclaim policy is Retain);
 //! - Services, Ingresses and NetworkPolicies whose pod is gone are removed ([`orphans`]: a
-//!   replica killed between a pod's delete and theirs leaves them).
+//!   replica killed between a pod's delete and theirs leaves them);
+//! - the configured number of placeholder pods is kept ([`placeholders`]).
 
 pub mod activity;
 mod orphans;
+mod placeholders;
 mod storage;
 mod user_leases;
 
@@ -176,6 +178,7 @@ impl<C: ClusterCalls> Lifecycle<C> {
         let mut storage_swept = tokio::time::Instant::now();
         let mut leases_swept: Option<tokio::time::Instant> = None;
         let mut made_swept: Option<tokio::time::Instant> = None;
+        let mut placeholders_kept: Option<tokio::time::Instant> = None;
         let mut unused_storage = storage::Unused::default();
         let mut looked_at_all = false;
         loop {
@@ -191,6 +194,7 @@ impl<C: ClusterCalls> Lifecycle<C> {
                 // have died mid-start or mid-delete.
                 looked_at_all = false;
                 made_swept = None;
+                placeholders_kept = None;
                 // Another leader may have seen the storage used meanwhile: count afresh.
                 unused_storage = storage::Unused::default();
                 continue;
@@ -226,6 +230,15 @@ impl<C: ClusterCalls> Lifecycle<C> {
             if made_swept.is_none_or(|at| at.elapsed() >= orphans::SWEEP_EVERY) {
                 orphans::sweep(&self.cluster, &self.cache).await;
                 made_swept = Some(tokio::time::Instant::now());
+            }
+            let every = if self.config.placeholders.count > 0 {
+                placeholders::SWEEP_EVERY
+            } else {
+                placeholders::SWEEP_EVERY_IDLE
+            };
+            if placeholders_kept.is_none_or(|at| at.elapsed() >= every) {
+                placeholders::keep(&self.cluster, &self.config.placeholders).await;
+                placeholders_kept = Some(tokio::time::Instant::now());
             }
         }
     }

@@ -15,7 +15,9 @@ use regex::Regex;
 use serde::{Deserialize, Deserializer, de::DeserializeOwned, de::Error};
 use serde_json::Value;
 
-use super::{cull_action::CullAction, exposure, storage_strategy::StorageStrategy};
+use super::{
+    cull_action::CullAction, exposure, placeholders::Placeholders, storage_strategy::StorageStrategy,
+};
 use crate::{cidr::Cidr, model::duration};
 
 /// Every key the backend reads; a key not here is refused. The field order is the order the
@@ -108,6 +110,8 @@ pub(super) struct Settings {
     pub(super) host_users: bool,
     #[serde(deserialize_with = "boolean")]
     pub(super) image_placement: bool,
+    #[serde(deserialize_with = "placeholders")]
+    pub(super) placeholders: Placeholders,
     #[serde(deserialize_with = "list")]
     pub(super) catalogue: Vec<CatalogueEntry>,
     #[serde(deserialize_with = "optional_duration")]
@@ -264,6 +268,7 @@ impl Default for Settings {
             fold_user_case: false,
             host_users: true,
             image_placement: true,
+            placeholders: Placeholders::default(),
             catalogue: Vec::new(),
             max_lifetime: None,
             idle_timeout: None,
@@ -463,6 +468,12 @@ fn quantity_limit<'de, D: Deserializer<'de>>(
             .map(|n| Some(n).filter(|n| *n > 0))
             .map_err(|e| e.to_string()),
     })
+}
+
+/// `placeholders`: a mapping in the file, JSON text in the environment.
+fn placeholders<'de, D: Deserializer<'de>>(d: D) -> Result<Placeholders, D::Error> {
+    let given: Placeholders = list(d)?;
+    given.check().map_err(D::Error::custom)
 }
 
 fn cpu_limit<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {

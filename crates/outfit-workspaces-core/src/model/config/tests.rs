@@ -244,6 +244,12 @@ fn bad_limits_and_network_values_name_the_key() {
         ("maxCpuPerUser: -1", "maxCpuPerUser", "negative"),
         ("maxMemoryPerUser: 1GB", "maxMemoryPerUser", "\"1GB\""),
         ("networkPolicy: maybe", "networkPolicy", "true or false"),
+        (
+            "placeholders: {count: 2, cpu: lots}",
+            "placeholders",
+            "\"lots\" is not a CPU quantity",
+        ),
+        ("placeholders: {count: 2, gpus: 1}", "placeholders", "gpus"),
         ("ingressNamespaces: ['']", "ingressNamespaces", "empty"),
         ("ingressNamespaces: ingress-nginx", "ingressNamespaces", "list"),
         ("backendNamespace: ''", "backendNamespace", "empty"),
@@ -315,6 +321,10 @@ fn each_default_is_the_documented_text() {
         ("foldUserCase", "false"),
         ("hostUsers", "true"),
         ("imagePlacement", "true"),
+        (
+            "placeholders",
+            r#"{"count": 0, "cpu": "1", "memory": "2Gi", "nodeSelector": {}, "tolerations": []}"#,
+        ),
         ("catalogue", "[]"),
         ("maxLifetime", ""),
         ("idleTimeout", ""),
