@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api, Client, ResourceExt,
     api::{DeleteParams, DynamicObject, ListParams, PostParams},
@@ -40,51 +40,24 @@ spec:
 
 /// Makes the test's node and the placeholders' PriorityClass (as the install does), once.
 async fn pool(client: &Client) {
-    let node = json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": NODE,
-                     "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-                     "labels": {"kubernetes.io/hostname": NODE, "kubernetes.io/os": "linux", "type": "kwok", POOL: "yes"}},
-        "spec": {"podCIDR": "10.244.210.0/24", "podCIDRs": ["10.244.210.0/24"],
-                 "taints": [{"key": POOL, "value": "yes", "effect": "NoSchedule"}]},
-        "status": {"capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-                   "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}
-    });
     let class = json!({
         "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
         "metadata": {"name": placeholder::PRIORITY_CLASS},
         "value": placeholder::PRIORITY, "globalDefault": false, "preemptionPolicy": "Never"
     });
-    for (object, plural) in [(node, "nodes"), (class, "priorityclasses")] {
-        let (group, version, kind) = match plural {
-            "nodes" => ("", "v1", "Node"),
-            _ => ("scheduling.k8s.io", "v1", "PriorityClass"),
-        };
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource(group, version, kind, plural));
-        match api
-            .create(&PostParams::default(), &serde_json::from_value(object).unwrap())
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 409 => {}
-            Err(error) => panic!("creating a {kind}: {error}"),
-        }
+    let classes: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &resource("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses"),
+    );
+    match classes
+        .create(&PostParams::default(), &serde_json::from_value(class).unwrap())
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(error) => panic!("creating the PriorityClass: {error}"),
     }
-    let nodes: Api<Node> = Api::all(client.clone());
-    eventually("the test's node Ready", Duration::from_secs(60), || async {
-        let node = nodes.get(NODE).await.unwrap();
-        let untainted = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.as_ref())
-            .is_none_or(|t| t.iter().all(|t| t.key != "node.kubernetes.io/not-ready"));
-        let ready = node
-            .status
-            .and_then(|s| s.conditions)
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-        (untainted && ready).then_some(())
-    })
-    .await;
+    pool_node(client, (NODE, POOL), ("10.244.210.0/24", "4")).await;
 }
 
 /// The placeholders of `ns` not being deleted.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{
     Api, Client,
-    api::{Patch, PatchParams, PostParams},
+    api::{Patch, PatchParams},
 };
 use outfit_test_support::wait::eventually;
 use serde_json::json;
@@ -37,47 +37,10 @@ spec:
 
 /// Makes this test's kwok nodes (once per cluster) and waits until the scheduler may use them.
 async fn placement_nodes(client: &Client) {
-    let nodes: Api<Node> = Api::all(client.clone());
     for (i, name) in NODES.iter().enumerate() {
         let cidr = format!("10.244.{}.0/24", 200 + i);
-        let node = json!({
-            "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name,
-                         "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-                         "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok",
-                                    "outfit.test/placement": "yes"}},
-            "spec": {"podCIDR": cidr, "podCIDRs": [cidr],
-                     "taints": [{"key": "outfit.test/placement", "value": "yes", "effect": "NoSchedule"}]},
-            "status": {"capacity": {"cpu": "1k", "memory": "1Ti", "pods": "1k"},
-                       "allocatable": {"cpu": "1k", "memory": "1Ti", "pods": "1k"}}
-        });
-        match nodes
-            .create(&PostParams::default(), &serde_json::from_value(node).unwrap())
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 409 => {}
-            Err(error) => panic!("creating node {name}: {error}"),
-        }
+        pool_node(client, (name, "outfit.test/placement"), (&cidr, "1k")).await;
     }
-    eventually("the test's nodes Ready", Duration::from_secs(60), || async {
-        let mut ready = 0;
-        for name in NODES {
-            let node = nodes.get(name).await.unwrap();
-            let untainted = node
-                .spec
-                .as_ref()
-                .and_then(|s| s.taints.as_ref())
-                .is_none_or(|t| t.iter().all(|t| t.key != "node.kubernetes.io/not-ready"));
-            let is_ready = node
-                .status
-                .and_then(|s| s.conditions)
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-            ready += usize::from(untainted && is_ready);
-        }
-        (ready == NODES.len()).then_some(())
-    })
-    .await;
 }
 
 /// Makes `holder` the only one of this test's nodes that lists [`IMAGE`] (as its kubelet would

@@ -10,7 +10,7 @@ use std::{
 };
 
 use k8s_openapi::api::{
-    core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod, Service},
+    core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Service},
     networking::v1::Ingress,
 };
 use kube::{
@@ -525,3 +525,43 @@ metadata:
 spec:
   containers: [{name: web, image: nginx, ports: [{containerPort: 80}]}]
 "#;
+
+/// A kwok node `name` of a test's own beside the plane's, made once and waited for until the
+/// scheduler may use it: labelled and tainted `<pool>=yes`, so that only that test's pods (which
+/// select and tolerate it) land there; `cpu` CPUs, pod addresses from `cidr`.
+pub(super) async fn pool_node(client: &Client, (name, pool): (&str, &str), (cidr, cpu): (&str, &str)) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name,
+                     "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                     "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok",
+                                pool: "yes"}},
+        "spec": {"podCIDR": cidr, "podCIDRs": [cidr],
+                 "taints": [{"key": pool, "value": "yes", "effect": "NoSchedule"}]},
+        "status": {"capacity": {"cpu": cpu, "memory": "1Ti", "pods": "110"},
+                   "allocatable": {"cpu": cpu, "memory": "1Ti", "pods": "110"}}
+    });
+    match nodes
+        .create(&PostParams::default(), &serde_json::from_value(node).unwrap())
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(error) => panic!("creating node {name}: {error}"),
+    }
+    eventually(&format!("node {name} Ready"), Duration::from_secs(60), || async {
+        let node = nodes.get(name).await.unwrap();
+        let untainted = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_none_or(|t| t.iter().all(|t| t.key != "node.kubernetes.io/not-ready"));
+        let ready = node
+            .status
+            .and_then(|s| s.conditions)
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        (untainted && ready).then_some(())
+    })
+    .await;
+}

@@ -186,6 +186,35 @@ impl FakeCluster {
         stored
     }
 
+    /// The Workspace `name` of `uid` with `marks` merged into its annotations (`None` removes
+    /// one) and `change` made, stored as a merge patch would leave it; 404 when there is none.
+    fn patch_workspace(
+        &self,
+        (name, uid): (&str, &str),
+        doing: &str,
+        marks: BTreeMap<&str, Option<String>>,
+        change: impl FnOnce(&mut Workspace),
+    ) -> Result<Workspace, ClusterError> {
+        let stored = self.with(|s| {
+            s.workspaces
+                .get(name)
+                .filter(|w| w.metadata.uid.as_deref() == Some(uid))
+                .cloned()
+        });
+        let Some(mut workspace) = stored else {
+            return Err(api_error(404, "NotFound", doing));
+        };
+        let annotations = workspace.metadata.annotations.get_or_insert_default();
+        for (key, value) in marks {
+            match value {
+                Some(value) => annotations.insert(key.to_owned(), value),
+                None => annotations.remove(key),
+            };
+        }
+        change(&mut workspace);
+        Ok(self.put_workspace(workspace))
+    }
+
     fn record(&self, call: String) {
         self.with(|s| s.calls.push(call));
     }
@@ -540,26 +569,9 @@ impl ClusterCalls for FakeCluster {
         marks: BTreeMap<&str, Option<String>>,
     ) -> impl Future<Output = Result<Workspace, ClusterError>> + Send {
         self.record(format!("set_started {name} {started}"));
-        let stored = self.with(|s| {
-            s.workspaces
-                .get(name)
-                .filter(|w| w.metadata.uid.as_deref() == Some(uid))
-                .cloned()
+        let result = self.patch_workspace((name, uid), "setting started", marks, |workspace| {
+            workspace.spec.started = started;
         });
-        let result = match stored {
-            None => Err(api_error(404, "NotFound", "setting started")),
-            Some(mut workspace) => {
-                workspace.spec.started = started;
-                let annotations = workspace.metadata.annotations.get_or_insert_default();
-                for (key, value) in marks {
-                    match value {
-                        Some(value) => annotations.insert(key.to_owned(), value),
-                        None => annotations.remove(key),
-                    };
-                }
-                Ok(self.put_workspace(workspace))
-            }
-        };
         async move { result }
     }
 
@@ -624,25 +636,7 @@ impl ClusterCalls for FakeCluster {
         marks: BTreeMap<&str, Option<String>>,
     ) -> impl Future<Output = Result<Workspace, ClusterError>> + Send {
         self.record(format!("annotate_workspace {name}"));
-        let stored = self.with(|s| {
-            s.workspaces
-                .get(name)
-                .filter(|w| w.metadata.uid.as_deref() == Some(uid))
-                .cloned()
-        });
-        let result = match stored {
-            None => Err(api_error(404, "NotFound", "annotating Workspace")),
-            Some(mut workspace) => {
-                let annotations = workspace.metadata.annotations.get_or_insert_default();
-                for (key, value) in marks {
-                    match value {
-                        Some(value) => annotations.insert(key.to_owned(), value),
-                        None => annotations.remove(key),
-                    };
-                }
-                Ok(self.put_workspace(workspace))
-            }
-        };
+        let result = self.patch_workspace((name, uid), "annotating Workspace", marks, |_| {});
         async move { result }
     }
 

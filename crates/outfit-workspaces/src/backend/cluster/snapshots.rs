@@ -136,17 +136,22 @@ impl<C: ClusterCalls> ClusterBackend<C> {
         if self.config.snapshot_class_name.is_none() || reconcile::stop_snapshot_ready(record) {
             return Ok(());
         }
+        let Some(claim) = self.own_home(record) else {
+            return Ok(());
+        };
+        let user = UserId::parse(&record.spec.owner)?;
+        self.snapshot_before_removal(&claim, &user).await.map(drop)
+    }
+
+    /// The claim of `record`'s own home (`per-workspace`, owned by it), as the cache shows it.
+    pub(crate) fn own_home(&self, record: &Workspace) -> Option<String> {
         let claim = names::home_claim(&record.name_any());
-        let own = self.cache.claim(&claim).is_some_and(|c| {
+        let owned = self.cache.claim(&claim).is_some_and(|c| {
             c.owner_references()
                 .iter()
                 .any(|owner| Some(&owner.uid) == record.metadata.uid.as_ref())
         });
-        if !own {
-            return Ok(());
-        }
-        let user = UserId::parse(&record.spec.owner)?;
-        self.snapshot_before_removal(&claim, &user).await.map(drop)
+        owned.then_some(claim)
     }
 
     /// Before all of `user`'s claims `claims` are removed (deic-dk's `delete_all_user`): each

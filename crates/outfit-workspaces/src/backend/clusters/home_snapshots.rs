@@ -137,16 +137,10 @@ impl<C: ClusterCalls> Backend<C> {
 
 /// Takes the snapshot of `record`'s home for its stop `stop` and sees it through.
 async fn snapshot_stop<C: ClusterCalls>(member: &ClusterBackend<C>, record: &Workspace, stop: &str) {
-    let Ok(user) = UserId::parse(&record.spec.owner) else {
-        mark(
-            member,
-            record,
-            reconcile::snapshot_marks(None, stop, SNAPSHOT_NO_HOME),
-        )
-        .await;
-        return;
-    };
-    let Some(claim) = home_claim(member, record, &user) else {
+    let home = UserId::parse(&record.spec.owner)
+        .ok()
+        .and_then(|user| Some((home_claim(member, record, &user)?, user)));
+    let Some((claim, user)) = home else {
         mark(
             member,
             record,
@@ -259,13 +253,7 @@ fn home_claim<C: ClusterCalls>(
     record: &Workspace,
     user: &UserId,
 ) -> Option<String> {
-    let own = names::home_claim(&record.name_any());
-    if let Some(claim) = member.cache.claim(&own)
-        && claim
-            .owner_references()
-            .iter()
-            .any(|owner| Some(&owner.uid) == record.metadata.uid.as_ref())
-    {
+    if let Some(own) = member.own_home(record) {
         return Some(own);
     }
     let mut claims: Vec<String> = member
