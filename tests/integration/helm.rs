@@ -387,6 +387,13 @@ fn chart_renders_what_outfit_manifests_prints_for_the_same_settings() {
                                   "snapshotClassName": "csi-snapshots", "snapshotsKept": 5}}),
         ),
         (
+            "the workspace backend pulling ahead, with placeholders",
+            vec!["--workspaces", "--pre-pull", "--placeholders", "3"],
+            "outfit-system",
+            json!({"webhook": {"enabled": false}, "crds": {"install": false},
+                   "workspaces": {"enabled": true, "prePull": true, "placeholders": 3}}),
+        ),
+        (
             "the workspace backend without its FlowSchema (clusters before 1.29)",
             vec!["--workspaces", "--without-flow-schema"],
             "outfit-system",

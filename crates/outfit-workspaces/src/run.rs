@@ -29,8 +29,11 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use crate::{
     api::{Api, StreamSlots},
     backend::{Backend, ClusterBackend},
-    io::{auth::Authenticator, cache::Cache, cluster::Cluster, metrics::Metrics, node_images::NodeImages},
-    lifecycle::{Lifecycle, activity::ActivityPoller},
+    io::{
+        auth::Authenticator, cache::Cache, cluster::Cluster, fetch::Fetcher, metrics::Metrics,
+        node_images::NodeImages,
+    },
+    lifecycle::{Lifecycle, activity::ActivityPoller, pre_pull::PrePull},
     model::{
         config::{ClusterEntry, Config},
         keys,
@@ -274,14 +277,14 @@ impl Server {
     }
 }
 
-/// `member`, placing launches by its nodes' images when `imagePlacement` is on, with the watch
+/// `member`, knowing its nodes' images when `imagePlacement` or `prePull` is on, with the watch
 /// that keeps them current among `tasks`.
 fn placing(
     member: ClusterBackend,
     client: &kube::Client,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
 ) -> ClusterBackend {
-    if !member.config.image_placement {
+    if !member.config.image_placement && !member.config.pre_pull.enabled {
         return member;
     }
     let (node_images, watch) = NodeImages::watch(client);
@@ -322,7 +325,8 @@ fn tend(
         member.cache.clone(),
         metrics.clone(),
         leading.subscribe(),
-    );
+    )
+    .named(&member.name);
     tasks.push(tokio::spawn(lifecycle.run(shutdown.clone())));
     let poller = ActivityPoller::new(
         member.config.clone(),
@@ -330,6 +334,22 @@ fn tend(
         member.cache.clone(),
     );
     tasks.push(tokio::spawn(poller.run(shutdown.clone())));
+    let config = &member.config;
+    let pre_pull = PrePull {
+        cluster_name: member.name.clone(),
+        config: config.clone(),
+        cluster: member.cluster.clone(),
+        cache: member.cache.clone(),
+        nodes: member.node_images.clone(),
+        fetcher: Fetcher::new(
+            config.whitelist_manifest_regex.clone(),
+            config.manifest_fetch_timeout,
+            config.manifest_max_bytes,
+        ),
+        metrics: metrics.clone(),
+        leading: leading.subscribe(),
+    };
+    tasks.push(tokio::spawn(pre_pull.run(shutdown.clone())));
     (election_task, leading.subscribe())
 }
 

@@ -209,6 +209,16 @@ pub(crate) struct ManifestsArgs {
     #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..), requires = "snapshot_class")]
     snapshots_kept: u16,
 
+    /// With --workspaces: pull the catalogue's images ahead onto the nodes (`prePull: {enabled:
+    /// true}`; docs/workspaces.md, "Start time").
+    #[arg(long, requires = "workspaces")]
+    pre_pull: bool,
+
+    /// With --workspaces: keep this many placeholder pods holding room for launches
+    /// (`placeholders: {count: N}`).
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "workspaces")]
+    placeholders: u16,
+
     /// With --workspaces: the Pod Security level the workspace namespace enforces: `baseline` by
     /// default (no privileged container, host namespace, port or path), `privileged` when an
     /// allowed host path or capability needs it (the guard still holds pods to the list).
@@ -350,6 +360,8 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
                 .snapshot_class
                 .clone()
                 .map(|class| (class, usize::from(args.snapshots_kept))),
+            pre_pull: args.pre_pull,
+            placeholders: usize::from(args.placeholders),
         })
     } else {
         match &args.webhook_url {

@@ -161,6 +161,8 @@ pub struct Config {
     pub image_placement: bool,
     /// outfit: pods that hold capacity ahead of launches (issue 35).
     pub placeholders: Placeholders,
+    /// outfit: the catalogue's images pulled ahead onto the nodes (issue 35).
+    pub pre_pull: PrePull,
     /// outfit: the manifests the native API and the page offer.
     pub catalogue: Vec<CatalogueEntry>,
     /// outfit: workspaces are culled this long after they started, unless their manifest says
@@ -312,6 +314,16 @@ impl Config {
                 return Err(error("clusters", reason));
             }
         }
+        if let Some(cluster) = s
+            .placeholders
+            .clusters
+            .keys()
+            .find(|c| !clusters.contains(c.as_str()))
+        {
+            let known: Vec<&str> = clusters.iter().copied().collect();
+            let reason = format!("clusters: {cluster:?} is not one of {}", known.join(", "));
+            return Err(error("placeholders", reason));
+        }
         let mut names = std::collections::BTreeSet::new();
         for entry in &s.catalogue {
             if let Some(cluster) = entry.cluster.as_deref().filter(|c| !clusters.contains(c)) {
@@ -395,6 +407,7 @@ impl Config {
             host_users: s.host_users,
             image_placement: s.image_placement,
             placeholders: s.placeholders,
+            pre_pull: s.pre_pull,
             catalogue: s.catalogue,
             max_lifetime: s.max_lifetime,
             idle_timeout: s.idle_timeout,
@@ -449,6 +462,7 @@ mod cull_action;
 mod exposure;
 mod layers;
 mod placeholders;
+mod pre_pull;
 mod settings;
 mod storage_strategy;
 #[cfg(test)]
@@ -458,6 +472,7 @@ pub use self::{
     cull_action::CullAction,
     exposure::Exposure,
     placeholders::Placeholders,
+    pre_pull::PrePull,
     settings::{CatalogueEntry, ClusterEntry, HostnameEntry},
     storage_strategy::StorageStrategy,
 };

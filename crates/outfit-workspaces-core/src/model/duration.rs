@@ -75,6 +75,18 @@ pub fn parse(text: &str) -> Result<Duration, InvalidDuration> {
     Ok(Duration::new(secs, subsec))
 }
 
+/// A serde field of a Go duration above 0 (`#[serde(deserialize_with = ...)]` in a setting's
+/// own struct).
+pub fn positive<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    use serde::{Deserialize, de::Error};
+    let text = String::deserialize(d)?;
+    match parse(&text) {
+        Ok(d) if d.is_zero() => Err(D::Error::custom("must be above 0")),
+        Ok(d) => Ok(d),
+        Err(e) => Err(D::Error::custom(e)),
+    }
+}
+
 /// Formats a duration as Go prints it, for messages and docs ("1m30s").
 pub fn format(duration: Duration) -> String {
     let secs = duration.as_secs();

@@ -212,6 +212,25 @@ fn apply_mandatory_env(
     }
 }
 
+/// The images a launch of the manifest `pod` pulls (as its containers name them, `LOCALREGISTRY`
+/// rewritten), with the pull secrets it pulls them with: what pulling it ahead needs.
+pub fn pulls_of(mut pod: Pod, config: &Config) -> (Vec<String>, Vec<LocalObjectReference>) {
+    let Some(spec) = pod.spec.as_mut() else {
+        return (Vec::new(), Vec::new());
+    };
+    apply_local_registry(spec, config);
+    let mut images: Vec<String> = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers)
+        .filter_map(|c| c.image.clone())
+        .collect();
+    images.sort();
+    images.dedup();
+    (images, spec.image_pull_secrets.clone().unwrap_or_default())
+}
+
 /// `LOCALREGISTRY` in an image becomes `localRegistryURL`; the pull secret then replaces the
 /// manifest's.
 fn apply_local_registry(spec: &mut k8s_openapi::api::core::v1::PodSpec, config: &Config) {

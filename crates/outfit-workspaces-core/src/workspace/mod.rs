@@ -12,6 +12,7 @@ pub mod objects;
 pub mod placeholder;
 pub mod placement;
 pub mod pod_needs;
+pub mod pre_pull;
 pub mod progress;
 pub mod snapshot;
 pub mod start;

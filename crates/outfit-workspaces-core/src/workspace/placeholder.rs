@@ -6,7 +6,10 @@
 //! cluster autoscaler adds a node for it. Not outfit's workspaces: they carry no
 //! `app.kubernetes.io/managed-by` of the backend, so its watches and sweeps never see them.
 
-use std::collections::BTreeMap;
+use std::{
+    collections::{BTreeMap, VecDeque},
+    time::Duration,
+};
 
 use k8s_openapi::{
     api::core::v1::{Capabilities, Container, Pod, PodSpec, ResourceRequirements, SecurityContext},
@@ -46,34 +49,45 @@ pub fn pod(name: &str, config: &Placeholders) -> Pod {
             enable_service_links: Some(false),
             node_selector: (!config.node_selector.is_empty()).then(|| config.node_selector.clone()),
             tolerations: (!config.tolerations.is_empty()).then(|| config.tolerations.clone()),
-            containers: vec![Container {
-                name: "placeholder".to_owned(),
-                image: Some(IMAGE.to_owned()),
-                resources: Some(ResourceRequirements {
-                    requests: Some(requests.clone()),
-                    limits: Some(requests),
-                    ..ResourceRequirements::default()
-                }),
-                // Pod Security `restricted` holds: nothing a workspace namespace refuses.
-                security_context: Some(SecurityContext {
-                    allow_privilege_escalation: Some(false),
-                    run_as_non_root: Some(true),
-                    run_as_user: Some(65535),
-                    capabilities: Some(Capabilities {
-                        drop: Some(vec!["ALL".to_owned()]),
-                        add: None,
-                    }),
-                    seccomp_profile: Some(k8s_openapi::api::core::v1::SeccompProfile {
-                        type_: "RuntimeDefault".to_owned(),
-                        localhost_profile: None,
-                    }),
-                    ..SecurityContext::default()
-                }),
-                ..Container::default()
-            }],
+            containers: vec![own_container("placeholder", IMAGE, requests)],
             ..PodSpec::default()
         }),
         status: None,
+    }
+}
+
+/// A container of outfit's own (`name`, running `image`) that asks for `requests` and holds to
+/// them, and needs no rights.
+pub(crate) fn own_container(name: &str, image: &str, requests: BTreeMap<String, Quantity>) -> Container {
+    Container {
+        name: name.to_owned(),
+        image: Some(image.to_owned()),
+        resources: Some(ResourceRequirements {
+            requests: Some(requests.clone()),
+            limits: Some(requests),
+            ..ResourceRequirements::default()
+        }),
+        security_context: Some(restricted()),
+        ..Container::default()
+    }
+}
+
+/// A container security context that Pod Security `restricted` admits (nothing a workspace
+/// namespace refuses): for containers of outfit's own, which need no rights.
+fn restricted() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        run_as_non_root: Some(true),
+        run_as_user: Some(65535),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".to_owned()]),
+            add: None,
+        }),
+        seccomp_profile: Some(k8s_openapi::api::core::v1::SeccompProfile {
+            type_: "RuntimeDefault".to_owned(),
+            localhost_profile: None,
+        }),
+        ..SecurityContext::default()
     }
 }
 
@@ -112,6 +126,35 @@ pub fn plan(existing: &[(String, bool)], want: usize) -> Plan {
     Plan {
         make,
         remove: Vec::new(),
+    }
+}
+
+/// The most workspaces that ran at once on a cluster, minute by minute through a window
+/// (`placeholders.shareOfPeak`).
+#[derive(Debug, Default)]
+pub struct Peak {
+    /// Each minute's most (minutes since the epoch), oldest first.
+    minutes: VecDeque<(u64, usize)>,
+}
+
+impl Peak {
+    /// Records `running` workspaces at `now` (seconds since the epoch), forgetting what is older
+    /// than `window`.
+    pub fn record(&mut self, now: u64, running: usize, window: Duration) {
+        let minute = now / 60;
+        match self.minutes.back_mut() {
+            Some((last, most)) if *last == minute => *most = (*most).max(running),
+            _ => self.minutes.push_back((minute, running)),
+        }
+        let oldest = minute.saturating_sub(window.as_secs().div_ceil(60));
+        while self.minutes.front().is_some_and(|(m, _)| *m < oldest) {
+            self.minutes.pop_front();
+        }
+    }
+
+    /// The most recorded in the window.
+    pub fn most(&self) -> usize {
+        self.minutes.iter().map(|(_, most)| *most).max().unwrap_or(0)
     }
 }
 
@@ -160,6 +203,43 @@ mod tests {
         );
         let plain = serde_json::to_value(super::pod("p", &Placeholders::default())).unwrap();
         assert!(plain["spec"].get("nodeSelector").is_none());
+    }
+
+    #[test]
+    fn the_peak_is_the_most_at_once_within_the_window() {
+        let hour = Duration::from_secs(3600);
+        let mut peak = Peak::default();
+        peak.record(0, 5, hour);
+        peak.record(30, 9, hour);
+        peak.record(59, 2, hour);
+        peak.record(600, 4, hour);
+        assert_eq!(peak.most(), 9);
+        // An hour and a minute on, the first minute has left the window.
+        peak.record(3660, 1, hour);
+        assert_eq!(peak.most(), 4);
+        peak.record(3600 * 3, 0, hour);
+        assert_eq!(peak.most(), 0);
+    }
+
+    #[test]
+    fn a_cluster_keeps_its_own_count_or_its_share_of_the_peak() {
+        let config: Placeholders = serde_json::from_value(json!({
+            "count": 2, "clusters": {"east": 5}, "shareOfPeak": 0.1
+        }))
+        .unwrap();
+        assert_eq!(config.wanted("default", 0), 2);
+        assert_eq!(config.wanted("east", 0), 5);
+        assert_eq!(config.wanted("default", 41), 5, "a tenth of 41, rounded up");
+        assert_eq!(config.wanted("east", 41), 5);
+        assert!(config.any());
+        assert!(!Placeholders::default().any());
+        let share_only: Placeholders = serde_json::from_value(json!({"shareOfPeak": 0.5})).unwrap();
+        assert!(share_only.any());
+        assert_eq!(share_only.wanted("x", 3), 2);
+        let bad: Placeholders = serde_json::from_value(json!({"shareOfPeak": 1.5})).unwrap();
+        assert!(bad.check().unwrap_err().contains("shareOfPeak"));
+        let long: Placeholders = serde_json::from_value(json!({"peakWindow": "1000h"})).unwrap();
+        assert!(long.check().unwrap_err().contains("peakWindow"));
     }
 
     #[test]

@@ -46,6 +46,10 @@ pub struct InstallOptions {
     /// The config's `snapshotClassName` and `snapshotsKept`: homes snapshotted with that class,
     /// and rights on VolumeSnapshots; `None`: no snapshots, no rights.
     pub snapshots: Option<(String, usize)>,
+    /// The config's `prePull.enabled`: the catalogue's images pulled ahead onto the nodes.
+    pub pre_pull: bool,
+    /// The config's `placeholders.count`: pods holding room for that many launches.
+    pub placeholders: usize,
 }
 
 /// Name of the backend's objects.
@@ -166,7 +170,7 @@ fn cluster_rules(strategy: StorageStrategy) -> Vec<Value> {
         json!({"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}),
     );
     // The images each node holds, read only: a launch prefers the nodes that hold its images
-    // (imagePlacement).
+    // (imagePlacement), and the pulls ahead go to nodes short of them (prePull).
     rules.push(json!({"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]}));
     rules
 }
@@ -208,6 +212,25 @@ pub fn flow_control(options: &InstallOptions) -> Vec<Value> {
     ]
 }
 
+/// The config lines of `prePull` and `placeholders` (issue 35), when asked for.
+fn start_ahead(options: &InstallOptions) -> String {
+    let mut lines = String::new();
+    if options.pre_pull {
+        lines.push_str(
+            "# The catalogue's images are pulled ahead onto the nodes (docs/workspaces.md, Start time).\n\
+             prePull: {enabled: true}\n",
+        );
+    }
+    if options.placeholders > 0 {
+        lines.push_str(&format!(
+            "# Pods holding room for this many launches, preempted by them.\n\
+             placeholders: {{count: {}}}\n",
+            options.placeholders
+        ));
+    }
+    lines
+}
+
 /// A starting configuration: deic-dk's keys with the namespace filled in, and outfit's listen
 /// addresses for a pod. Everything else keeps its default (docs/workspaces.md lists them).
 fn config_map(options: &InstallOptions) -> Value {
@@ -223,7 +246,7 @@ fn config_map(options: &InstallOptions) -> Value {
          ingressDomain: \"\"\n\
          # Where homes live: nfs (a volume on the silo), per-user, per-workspace (claims of the class), ephemeral.\n\
          storageStrategy: {strategy}\n\
-         storageClassName: {class:?}\n{snapshots}",
+         storageClassName: {class:?}\n{snapshots}{ahead}",
         ns = options.workspace_namespace,
         backend = options.namespace,
         access = options.access.config_lines(),
@@ -237,6 +260,7 @@ fn config_map(options: &InstallOptions) -> Value {
              snapshotClassName: {class:?}\n\
              snapshotsKept: {kept}\n"
             )),
+        ahead = start_ahead(options),
     );
     json!({
         "apiVersion": "v1", "kind": "ConfigMap",
@@ -292,6 +316,8 @@ mod tests {
             storage_strategy: StorageStrategy::Nfs,
             storage_class: "nfs".to_owned(),
             snapshots: None,
+            pre_pull: false,
+            placeholders: 0,
             access: access::Access {
                 token: access::ApiToken::Generated("s3cret".to_owned()),
                 frontend_namespaces: vec!["portal".to_owned()],
@@ -538,5 +564,40 @@ mod tests {
             config.contains("snapshotClassName: \"csi-snapshots\"\nsnapshotsKept: 5\n"),
             "{config}"
         );
+    }
+
+    #[test]
+    fn pulls_ahead_and_placeholders_are_configured_when_asked_for() {
+        let config_of = |options: &InstallOptions| {
+            the(&objects(options), "ConfigMap")["data"]["config.yaml"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        let plain = config_of(&options());
+        assert!(
+            !plain.contains("prePull") && !plain.contains("placeholders"),
+            "{plain}"
+        );
+        let ahead = config_of(&InstallOptions {
+            pre_pull: true,
+            placeholders: 3,
+            ..options()
+        });
+        assert!(ahead.contains("\nprePull: {enabled: true}\n"), "{ahead}");
+        assert!(ahead.contains("\nplaceholders: {count: 3}\n"), "{ahead}");
+        // And the backend reads those lines.
+        let dir = std::env::temp_dir().join(format!("outfit-ahead-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("config.yaml");
+        let lines: Vec<&str> = ahead
+            .lines()
+            .filter(|l| l.starts_with("prePull:") || l.starts_with("placeholders:"))
+            .collect();
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        let (config, _) = crate::model::config::Config::load(Some(&path), |_| None).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(config.pre_pull.enabled);
+        assert_eq!(config.placeholders.count, 3);
     }
 }

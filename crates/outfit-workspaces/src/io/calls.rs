@@ -193,6 +193,8 @@ pub trait ClusterCalls: Clone + Send + Sync + 'static {
     fn delete_snapshot(&self, name: &str) -> impl Future<Output = Result<(), ClusterError>> + Send;
     /// The placeholder pods (the watches leave them out).
     fn placeholders(&self) -> impl Future<Output = Result<Vec<Pod>, ClusterError>> + Send;
+    /// The pods pulling images ahead (the watches leave them out too).
+    fn pull_pods(&self) -> impl Future<Output = Result<Vec<Pod>, ClusterError>> + Send;
 }
 
 /// `impl ClusterCalls for Cluster`, each call forwarded to the method of the same name.
@@ -246,4 +248,5 @@ forward_to_cluster! {
     snapshots_of(user: &UserId) -> Result<Vec<VolumeSnapshot>, ClusterError>;
     delete_snapshot(name: &str) -> Result<(), ClusterError>;
     placeholders() -> Result<Vec<Pod>, ClusterError>;
+    pull_pods() -> Result<Vec<Pod>, ClusterError>;
 }

@@ -202,6 +202,7 @@ spec:
             description: String::new(),
             groups: groups.iter().map(|g| g.to_string()).collect(),
             cluster: None,
+            pre_pull: true,
         };
         let alice = auth::identity("alice", vec!["gpu-users".into()], &[], false).unwrap();
         let bob = auth::identity("bob", vec![], &[], false).unwrap();

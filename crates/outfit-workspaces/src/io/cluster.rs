@@ -21,7 +21,7 @@ use tokio::io::AsyncReadExt;
 
 use crate::{
     model::{keys, names},
-    workspace::placeholder,
+    workspace::{placeholder, pre_pull},
 };
 
 /// A call to the API server that failed.
@@ -204,12 +204,22 @@ impl Cluster {
 
     /// The placeholder pods (issue 35), which the watches leave out.
     pub async fn placeholders(&self) -> Result<Vec<Pod>, ClusterError> {
-        let params = kube::api::ListParams::default().labels(&format!("{}=true", placeholder::LABEL));
+        self.pods_labelled(placeholder::LABEL, "the placeholders").await
+    }
+
+    /// The pods pulling images ahead (issue 35), which the watches leave out too.
+    pub async fn pull_pods(&self) -> Result<Vec<Pod>, ClusterError> {
+        self.pods_labelled(pre_pull::LABEL, "the pull pods").await
+    }
+
+    /// The pods labelled `label=true` (`what` names them in an error).
+    async fn pods_labelled(&self, label: &str, what: &str) -> Result<Vec<Pod>, ClusterError> {
+        let params = kube::api::ListParams::default().labels(&format!("{label}=true"));
         self.pods
             .list(&params)
             .await
             .map(|list| list.items)
-            .map_err(|e| self.error(format_args!("listing the placeholders in {}", self.namespace), e))
+            .map_err(|e| self.error(format_args!("listing {what} in {}", self.namespace), e))
     }
 
     /// Deletes the pod `name` if it still has `uid` (so a newer pod of the same name is never

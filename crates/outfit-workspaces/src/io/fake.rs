@@ -218,6 +218,17 @@ impl FakeCluster {
     fn record(&self, call: String) {
         self.with(|s| s.calls.push(call));
     }
+
+    /// The pods labelled `label`.
+    fn labelled(&self, label: &str) -> Vec<Pod> {
+        self.with(|s| {
+            s.pods
+                .values()
+                .filter(|pod| pod.labels().contains_key(label))
+                .cloned()
+                .collect()
+        })
+    }
 }
 
 impl ClusterCalls for FakeCluster {
@@ -692,13 +703,13 @@ impl ClusterCalls for FakeCluster {
 
     fn placeholders(&self) -> impl Future<Output = Result<Vec<Pod>, ClusterError>> + Send {
         self.record("placeholders".to_owned());
-        let found = self.with(|s| {
-            s.pods
-                .values()
-                .filter(|pod| pod.labels().contains_key(crate::workspace::placeholder::LABEL))
-                .cloned()
-                .collect()
-        });
+        let found = self.labelled(crate::workspace::placeholder::LABEL);
+        async move { Ok(found) }
+    }
+
+    fn pull_pods(&self) -> impl Future<Output = Result<Vec<Pod>, ClusterError>> + Send {
+        self.record("pull_pods".to_owned());
+        let found = self.labelled(crate::workspace::pre_pull::LABEL);
         async move { Ok(found) }
     }
 }

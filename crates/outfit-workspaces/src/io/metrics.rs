@@ -44,6 +44,11 @@ struct ReasonLabels {
     reason: &'static str,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
 /// The backend's metrics.
 #[derive(Debug)]
 pub struct Metrics {
@@ -56,6 +61,10 @@ pub struct Metrics {
     culls: Family<ReasonLabels, Counter>,
     running: Gauge,
     leader: Gauge,
+    pre_pulls: Family<OutcomeLabels, Counter>,
+    pre_pull_bytes: Counter,
+    pre_pulls_running: Gauge,
+    placeholders: Gauge,
 }
 
 impl Default for Metrics {
@@ -109,6 +118,30 @@ impl Default for Metrics {
             "1 while this replica holds the Lease and so runs the lifecycle (finish, fail, cull, storage sweep)",
             leader.clone(),
         );
+        let pre_pulls = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "pre_pulls",
+            "Images pulled ahead onto nodes (prePull), by outcome: planned (a pull pod made), done, failed",
+            pre_pulls.clone(),
+        );
+        let pre_pull_bytes = Counter::default();
+        registry.register(
+            "pre_pull_bytes",
+            "Bytes of the images pulled ahead, as the nodes list their sizes (pulls of images no node lists a size for count 0)",
+            pre_pull_bytes.clone(),
+        );
+        let pre_pulls_running = Gauge::default();
+        registry.register(
+            "pre_pulls_running",
+            "Pull pods not yet done, as the leader last counted them",
+            pre_pulls_running.clone(),
+        );
+        let placeholders = Gauge::default();
+        registry.register(
+            "placeholders",
+            "Placeholder pods not being deleted, as the leader last counted them (a preempted one is back within 2 s)",
+            placeholders.clone(),
+        );
         Self {
             registry,
             requests,
@@ -119,6 +152,10 @@ impl Default for Metrics {
             culls,
             running,
             leader,
+            pre_pulls,
+            pre_pull_bytes,
+            pre_pulls_running,
+            placeholders,
         }
     }
 }
@@ -170,6 +207,25 @@ impl Metrics {
     /// Sets whether this replica leads.
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
+    }
+
+    /// Counts a pull ahead `planned`, `done` (with its size when known) or `failed`.
+    pub fn pre_pull(&self, outcome: &'static str, bytes: Option<u64>) {
+        self.pre_pulls.get_or_create(&OutcomeLabels { outcome }).inc();
+        if let Some(bytes) = bytes {
+            self.pre_pull_bytes.inc_by(bytes);
+        }
+    }
+
+    /// Sets how many pulls ahead are under way.
+    pub fn set_pre_pulls_running(&self, count: usize) {
+        self.pre_pulls_running
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// Sets how many placeholders there are.
+    pub fn set_placeholders(&self, count: usize) {
+        self.placeholders.set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
     /// The metrics in the OpenMetrics text format.

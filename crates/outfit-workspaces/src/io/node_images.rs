@@ -1,9 +1,10 @@
 //! The images each node of a cluster holds (`node.status.images`, issue 35), kept current by a
-//! watch of the Nodes, for placement by image ([`crate::workspace::placement`]). Only the names
-//! are kept (as the placement writes them), not the Nodes: a thousand nodes' images take a few
-//! hundred kilobytes. Best effort: without the right to watch Nodes (an install before this
-//! version) or while the watch fails, it holds what it last saw, and a launch is placed as the
-//! scheduler alone would place it.
+//! watch of the Nodes, for placement by image ([`crate::workspace::placement`]) and the pulls
+//! ahead ([`crate::workspace::pre_pull`]). Only what those read is kept (image names as the
+//! placement writes them, each image's size, and the node's readiness, labels and taints), not
+//! the Nodes: a thousand nodes take a few hundred kilobytes. Best effort: without the right to
+//! watch Nodes (an install before this version) or while the watch fails, it holds what it last
+//! saw, and a launch is placed as the scheduler alone would place it.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -13,7 +14,7 @@ use std::{
 };
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::{
     Api, Client, ResourceExt,
     runtime::{WatchStreamExt, watcher},
@@ -21,13 +22,33 @@ use kube::{
 
 use crate::workspace::placement;
 
-/// Each node's images, by node name.
-type Holdings = BTreeMap<String, BTreeSet<String>>;
+/// The most image sizes kept.
+const MAX_SIZES: usize = 10_000;
+
+/// What is kept of one node.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeFacts {
+    /// The images it holds, normalized.
+    pub images: BTreeSet<String>,
+    /// Whether its Ready condition is True.
+    pub ready: bool,
+    /// Whether it is cordoned.
+    pub unschedulable: bool,
+    /// Its labels.
+    pub labels: BTreeMap<String, String>,
+    /// Its taints.
+    pub taints: Vec<Taint>,
+}
+
+/// Each node's facts, by node name.
+pub type Holdings = BTreeMap<String, NodeFacts>;
 
 /// The images each node holds, as the watch last saw them.
 #[derive(Clone, Default)]
 pub struct NodeImages {
     nodes: Arc<RwLock<Holdings>>,
+    /// Each image's size as a node lists it (the largest seen), for the pulls' bytes.
+    sizes: Arc<RwLock<BTreeMap<String, u64>>>,
 }
 
 impl std::fmt::Debug for NodeImages {
@@ -46,14 +67,42 @@ fn backoff() -> watcher::ExponentialBackoff {
         .into()
 }
 
-/// The images `node` holds, as the placement names them.
-fn images_of(node: &Node) -> BTreeSet<String> {
-    node.status
+/// What is kept of `node`, and the size of each image it lists.
+fn facts_of(node: &Node) -> (NodeFacts, Vec<(String, u64)>) {
+    let mut sizes = Vec::new();
+    let images = node
+        .status
         .iter()
         .flat_map(|s| s.images.iter().flatten())
-        .flat_map(|image| image.names.iter().flatten())
-        .map(|name| placement::normalize(name))
-        .collect()
+        .flat_map(|image| {
+            let size = image.size_bytes.and_then(|b| u64::try_from(b).ok());
+            image
+                .names
+                .iter()
+                .flatten()
+                .map(move |name| (placement::normalize(name), size))
+        })
+        .map(|(name, size)| {
+            if let Some(size) = size {
+                sizes.push((name.clone(), size));
+            }
+            name
+        })
+        .collect();
+    let ready = node
+        .status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    let spec = node.spec.as_ref();
+    let facts = NodeFacts {
+        images,
+        ready,
+        unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+        labels: node.metadata.labels.clone().unwrap_or_default(),
+        taints: spec.and_then(|s| s.taints.clone()).unwrap_or_default(),
+    };
+    (facts, sizes)
 }
 
 impl NodeImages {
@@ -62,6 +111,20 @@ impl NodeImages {
     pub fn watch(client: &Client) -> (Self, impl Future<Output = ()> + Send + 'static) {
         let this = Self::default();
         let nodes = this.nodes.clone();
+        let sizes = this.sizes.clone();
+        let keep = move |node: &Node| {
+            let (facts, listed) = facts_of(node);
+            let mut sizes = sizes.write().expect("image sizes");
+            // Bounded: images come and go on a long-lived cluster; the sizes are relearned.
+            if sizes.len() > MAX_SIZES {
+                sizes.clear();
+            }
+            for (image, size) in listed {
+                let kept = sizes.entry(image).or_default();
+                *kept = (*kept).max(size);
+            }
+            facts
+        };
         let stream = watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).backoff(backoff());
         let task = async move {
             let mut stream = std::pin::pin!(stream);
@@ -74,7 +137,7 @@ impl NodeImages {
                     Ok(watcher::Event::Init) => listing = Some(Holdings::new()),
                     Ok(watcher::Event::InitApply(node)) => {
                         if let Some(listing) = listing.as_mut() {
-                            listing.insert(node.name_any(), images_of(&node));
+                            listing.insert(node.name_any(), keep(&node));
                         }
                     }
                     Ok(watcher::Event::InitDone) => {
@@ -84,11 +147,8 @@ impl NodeImages {
                         warned = false;
                     }
                     Ok(watcher::Event::Apply(node)) => {
-                        let images = images_of(&node);
-                        nodes
-                            .write()
-                            .expect("node images")
-                            .insert(node.name_any(), images);
+                        let facts = keep(&node);
+                        nodes.write().expect("node images").insert(node.name_any(), facts);
                     }
                     Ok(watcher::Event::Delete(node)) => {
                         nodes.write().expect("node images").remove(&node.name_any());
@@ -107,7 +167,10 @@ impl NodeImages {
     /// The nodes that hold every one of `wanted` (see [`placement::holders`]).
     pub fn holders(&self, wanted: &BTreeSet<String>) -> Vec<String> {
         let nodes = self.nodes.read().expect("node images");
-        placement::holders(wanted, nodes.iter().map(|(name, images)| (name.as_str(), images)))
+        placement::holders(
+            wanted,
+            nodes.iter().map(|(name, facts)| (name.as_str(), &facts.images)),
+        )
     }
 
     /// Whether any node holds every one of `wanted`.
@@ -118,16 +181,40 @@ impl NodeImages {
                 .read()
                 .expect("node images")
                 .values()
-                .any(|images| wanted.is_subset(images))
+                .any(|facts| wanted.is_subset(&facts.images))
+    }
+
+    /// Every node's facts, as last seen (a copy: the caller takes its time).
+    pub fn nodes(&self) -> Holdings {
+        self.nodes.read().expect("node images").clone()
+    }
+
+    /// The size of `image` (normalized) as a node lists it.
+    pub fn size_of(&self, image: &str) -> Option<u64> {
+        self.sizes.read().expect("image sizes").get(image).copied()
     }
 
     /// Sets what node `name` holds (the unit tests' stand-in for the watch).
     #[cfg(test)]
     pub(crate) fn set(&self, name: &str, images: &[&str]) {
         let images = images.iter().map(|i| placement::normalize(i)).collect();
+        let facts = NodeFacts {
+            images,
+            ready: true,
+            ..NodeFacts::default()
+        };
         self.nodes
             .write()
             .expect("node images")
-            .insert(name.to_owned(), images);
+            .insert(name.to_owned(), facts);
+    }
+
+    /// Sets the size a node lists for `image` (normalized; the unit tests' stand-in).
+    #[cfg(test)]
+    pub(crate) fn set_size(&self, image: &str, size: u64) {
+        self.sizes
+            .write()
+            .expect("image sizes")
+            .insert(image.to_owned(), size);
     }
 }

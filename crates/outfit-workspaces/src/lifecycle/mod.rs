@@ -12,11 +12,13 @@
 //!   with the user's last pod; the NFS data stays, the volume's reclaim policy is Retain);
 //! - Services, Ingresses and NetworkPolicies whose pod is gone are removed ([`orphans`]: a
 //!   replica killed between a pod's delete and theirs leaves them);
-//! - the configured number of placeholder pods is kept ([`placeholders`]).
+//! - the configured number of placeholder pods is kept ([`placeholders`]);
+//! - the catalogue's images are pulled ahead onto the nodes ([`pre_pull`], a task of its own).
 
 pub mod activity;
 mod orphans;
 mod placeholders;
+pub mod pre_pull;
 mod storage;
 mod user_leases;
 
@@ -52,6 +54,7 @@ use crate::{
         reconcile::{self, record_of},
     },
     workspace::{
+        placeholder,
         progress::{self, Phase, deadline, failure, storage_claim_of},
         start::{self, StartPlan, TokenRead},
     },
@@ -70,6 +73,8 @@ const STORAGE_SWEEP_EVERY: Duration = Duration::from_secs(5);
 /// Finishes and fails creates, and sweeps unused storage.
 #[derive(Clone)]
 pub struct Lifecycle<C = Cluster> {
+    /// The cluster's name (`placeholders.clusters` keys).
+    name: String,
     config: Arc<Config>,
     cluster: C,
     cache: Cache,
@@ -158,12 +163,22 @@ impl<C: ClusterCalls> Lifecycle<C> {
         leading: watch::Receiver<bool>,
     ) -> Self {
         Self {
+            name: config.default_cluster.clone(),
             config,
             cluster,
             cache,
             metrics,
             busy: Arc::default(),
             leading,
+        }
+    }
+
+    /// The same, for the cluster `name` (the default cluster's otherwise).
+    #[must_use]
+    pub fn named(self, name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            ..self
         }
     }
 
@@ -180,6 +195,7 @@ impl<C: ClusterCalls> Lifecycle<C> {
         let mut made_swept: Option<tokio::time::Instant> = None;
         let mut placeholders_kept: Option<tokio::time::Instant> = None;
         let mut unused_storage = storage::Unused::default();
+        let mut peak = placeholder::Peak::default();
         let mut looked_at_all = false;
         loop {
             let ticked = tokio::select! {
@@ -202,7 +218,9 @@ impl<C: ClusterCalls> Lifecycle<C> {
             let started = tokio::time::Instant::now();
             if ticked || changed.all || !looked_at_all {
                 looked_at_all = true;
-                self.count_running();
+                let running = self.count_running();
+                let now = Timestamp::now().as_second().max(0) as u64;
+                peak.record(now, running, self.config.placeholders.peak_window);
                 self.pass(self.cache.pods());
             } else {
                 self.pass(
@@ -231,20 +249,21 @@ impl<C: ClusterCalls> Lifecycle<C> {
                 orphans::sweep(&self.cluster, &self.cache).await;
                 made_swept = Some(tokio::time::Instant::now());
             }
-            let every = if self.config.placeholders.count > 0 {
+            let every = if self.config.placeholders.any() {
                 placeholders::SWEEP_EVERY
             } else {
                 placeholders::SWEEP_EVERY_IDLE
             };
             if placeholders_kept.is_none_or(|at| at.elapsed() >= every) {
-                placeholders::keep(&self.cluster, &self.config.placeholders).await;
+                let want = self.config.placeholders.wanted(&self.name, peak.most());
+                placeholders::keep(&self.cluster, &self.config.placeholders, want, &self.metrics).await;
                 placeholders_kept = Some(tokio::time::Instant::now());
             }
         }
     }
 
-    /// Counts the started workspaces for the metrics.
-    fn count_running(&self) {
+    /// Counts the started workspaces for the metrics (and the placeholders' peak).
+    fn count_running(&self) -> usize {
         let running = self
             .cache
             .pods()
@@ -255,6 +274,7 @@ impl<C: ClusterCalls> Lifecycle<C> {
             })
             .count();
         self.metrics.set_running(running);
+        running
     }
 
     /// One pass over `pods`: what each needs now, each done in a task of its own.

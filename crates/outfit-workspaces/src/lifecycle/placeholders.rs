@@ -6,7 +6,11 @@ use std::time::Duration;
 
 use kube::ResourceExt;
 
-use crate::{io::calls::ClusterCalls, model::config::Placeholders, workspace::placeholder};
+use crate::{
+    io::{calls::ClusterCalls, metrics::Metrics},
+    model::config::Placeholders,
+    workspace::placeholder,
+};
 
 /// How often the leader looks while placeholders are configured: a preempted one is back within
 /// this, so the next launch finds room again.
@@ -14,8 +18,14 @@ pub(super) const SWEEP_EVERY: Duration = Duration::from_secs(2);
 /// How often it looks while none are (for ones a lowered count left).
 pub(super) const SWEEP_EVERY_IDLE: Duration = Duration::from_secs(60);
 
-/// Makes the placeholders missing and removes the extra ones.
-pub(super) async fn keep<C: ClusterCalls>(cluster: &C, config: &Placeholders) {
+/// Makes the placeholders missing and removes the extra ones, so that `want` (sized and placed
+/// as `config` says) are kept.
+pub(super) async fn keep<C: ClusterCalls>(
+    cluster: &C,
+    config: &Placeholders,
+    want: usize,
+    metrics: &Metrics,
+) {
     let existing = match cluster.placeholders().await {
         Ok(pods) => pods,
         Err(error) => {
@@ -27,7 +37,10 @@ pub(super) async fn keep<C: ClusterCalls>(cluster: &C, config: &Placeholders) {
         .iter()
         .map(|pod| (pod.name_any(), pod.metadata.deletion_timestamp.is_some()))
         .collect();
-    let plan = placeholder::plan(&existing, config.count);
+    let plan = placeholder::plan(&existing, want);
+    metrics.set_placeholders(
+        existing.iter().filter(|(_, deleting)| !deleting).count() + plan.make.len() - plan.remove.len(),
+    );
     for name in plan.make {
         match cluster.create_pod(&placeholder::pod(&name, config)).await {
             Ok(_) => tracing::debug!(placeholder = name, "placeholder made"),

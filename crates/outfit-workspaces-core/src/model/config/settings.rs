@@ -16,7 +16,8 @@ use serde::{Deserialize, Deserializer, de::DeserializeOwned, de::Error};
 use serde_json::Value;
 
 use super::{
-    cull_action::CullAction, exposure, placeholders::Placeholders, storage_strategy::StorageStrategy,
+    cull_action::CullAction, exposure, placeholders::Placeholders, pre_pull::PrePull,
+    storage_strategy::StorageStrategy,
 };
 use crate::{cidr::Cidr, model::duration};
 
@@ -112,6 +113,8 @@ pub(super) struct Settings {
     pub(super) image_placement: bool,
     #[serde(deserialize_with = "placeholders")]
     pub(super) placeholders: Placeholders,
+    #[serde(deserialize_with = "pre_pull")]
+    pub(super) pre_pull: PrePull,
     #[serde(deserialize_with = "list")]
     pub(super) catalogue: Vec<CatalogueEntry>,
     #[serde(deserialize_with = "optional_duration")]
@@ -182,6 +185,14 @@ pub struct CatalogueEntry {
     /// choice, else the default cluster, when unset.
     #[serde(default)]
     pub cluster: Option<String>,
+    /// Whether its images are pulled ahead when `prePull` is enabled (`false`: a rarely used or
+    /// huge image is left to its launches).
+    #[serde(default = "yes", rename = "prePull")]
+    pub pre_pull: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// One cluster of `clusters`, beside the default one (in-cluster, or `KUBECONFIG`'s).
@@ -269,6 +280,7 @@ impl Default for Settings {
             host_users: true,
             image_placement: true,
             placeholders: Placeholders::default(),
+            pre_pull: PrePull::default(),
             catalogue: Vec::new(),
             max_lifetime: None,
             idle_timeout: None,
@@ -468,6 +480,12 @@ fn quantity_limit<'de, D: Deserializer<'de>>(
             .map(|n| Some(n).filter(|n| *n > 0))
             .map_err(|e| e.to_string()),
     })
+}
+
+/// `prePull`: a mapping in the file, JSON text in the environment.
+fn pre_pull<'de, D: Deserializer<'de>>(d: D) -> Result<PrePull, D::Error> {
+    let given: PrePull = list(d)?;
+    given.check().map_err(D::Error::custom)
 }
 
 /// `placeholders`: a mapping in the file, JSON text in the environment.

@@ -250,6 +250,18 @@ fn bad_limits_and_network_values_name_the_key() {
             "\"lots\" is not a CPU quantity",
         ),
         ("placeholders: {count: 2, gpus: 1}", "placeholders", "gpus"),
+        (
+            "placeholders: {clusters: {west: 2}}",
+            "placeholders",
+            "\"west\" is not one of default",
+        ),
+        (
+            "prePull: {enabled: true, pullsPerNode: 0}",
+            "prePull",
+            "pullsPerNode: must be at least 1",
+        ),
+        ("prePull: {window: soon}", "prePull", "soon"),
+        ("prePull: {timeout: '0'}", "prePull", "must be above 0"),
         ("ingressNamespaces: ['']", "ingressNamespaces", "empty"),
         ("ingressNamespaces: ingress-nginx", "ingressNamespaces", "list"),
         ("backendNamespace: ''", "backendNamespace", "empty"),
@@ -323,7 +335,11 @@ fn each_default_is_the_documented_text() {
         ("imagePlacement", "true"),
         (
             "placeholders",
-            r#"{"count": 0, "cpu": "1", "memory": "2Gi", "nodeSelector": {}, "tolerations": []}"#,
+            r#"{"count": 0, "clusters": {}, "shareOfPeak": 0, "peakWindow": "24h", "cpu": "1", "memory": "2Gi", "nodeSelector": {}, "tolerations": []}"#,
+        ),
+        (
+            "prePull",
+            r#"{"enabled": false, "pullsPerNode": 1, "nodesPerImage": 2, "window": "1h", "timeout": "10m", "nodeSelector": {}, "tolerations": []}"#,
         ),
         ("catalogue", "[]"),
         ("maxLifetime", ""),
