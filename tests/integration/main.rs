@@ -16,7 +16,9 @@
 //! - `workspaces`: `outfit workspaces` on a cluster whose pods really run (scheduler, controller
 //!   manager, kwok nodes), driven through deic-dk's HTTP API;
 //! - `snapshots`: VolumeSnapshots in that cluster: the real snapshot-controller and the
-//!   provisioner stand-in's driver side (ready, stuck, failing, restored from, deleted).
+//!   provisioner stand-in's driver side (ready, stuck, failing, restored from, deleted);
+//! - `image_kubelet`: the stand-in for the kubelet's image side (pulls, shared bandwidth,
+//!   `node.status.images`) on nodes of its own, which the start-time benchmark runs on.
 
 mod control_plane;
 mod e2e;
@@ -27,6 +29,7 @@ mod filer;
 mod flood;
 mod helm;
 mod huge_patch;
+mod image_kubelet;
 mod mutate_cli;
 mod mutate_fixtures;
 mod requester;
