@@ -22,6 +22,8 @@
 //! - `snapshots`: homes snapshotted on every stop and before removal, restored from them;
 //! - `placement`: a launch placed on the node that holds its image;
 //! - `placeholders`: capacity held ahead, preempted by a launch and made again;
+//! - `pre_pull`: a catalogue entry's image pulled ahead onto nodes the image kubelet stand-in
+//!   plays, and a launch that then starts without a pull;
 //! - `stop_start`: workspaces that keep their state: stop, start, kubectl's edits, restarts;
 //! - `attacks`: hostile callers: huge tokens, slow bodies, connection floods, cross-site posts,
 //!   names that are paths, squatted names.
@@ -35,6 +37,7 @@ mod native;
 mod page;
 mod placeholders;
 mod placement;
+mod pre_pull;
 mod replicas;
 mod requests;
 mod resource;

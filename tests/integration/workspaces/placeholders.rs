@@ -9,11 +9,10 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api, Client, ResourceExt,
-    api::{DeleteParams, DynamicObject, ListParams, PostParams},
+    api::{DeleteParams, ListParams},
 };
-use outfit_test_support::{control_plane::resource, wait::eventually};
+use outfit_test_support::wait::eventually;
 use outfit_workspaces::workspace::placeholder;
-use serde_json::json;
 
 use super::{storage::launched_ready, support::*};
 use crate::control_plane::ControlPlane;
@@ -40,23 +39,7 @@ spec:
 
 /// Makes the test's node and the placeholders' PriorityClass (as the install does), once.
 async fn pool(client: &Client) {
-    let class = json!({
-        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-        "metadata": {"name": placeholder::PRIORITY_CLASS},
-        "value": placeholder::PRIORITY, "globalDefault": false, "preemptionPolicy": "Never"
-    });
-    let classes: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &resource("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses"),
-    );
-    match classes
-        .create(&PostParams::default(), &serde_json::from_value(class).unwrap())
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 409 => {}
-        Err(error) => panic!("creating the PriorityClass: {error}"),
-    }
+    placeholder_class(client).await;
     pool_node(client, (NODE, POOL), ("10.244.210.0/24", "4")).await;
 }
 

@@ -565,3 +565,31 @@ pub(super) async fn pool_node(client: &Client, (name, pool): (&str, &str), (cidr
     })
     .await;
 }
+
+/// The placeholders' PriorityClass, as `outfit manifests --workspaces` installs it (pull pods are
+/// of it too), made once per cluster.
+pub(super) async fn placeholder_class(client: &Client) {
+    use outfit_workspaces::workspace::placeholder;
+    let class = json!({
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": placeholder::PRIORITY_CLASS},
+        "value": placeholder::PRIORITY, "globalDefault": false, "preemptionPolicy": "Never"
+    });
+    let classes: Api<kube::api::DynamicObject> = Api::all_with(
+        client.clone(),
+        &outfit_test_support::control_plane::resource(
+            "scheduling.k8s.io",
+            "v1",
+            "PriorityClass",
+            "priorityclasses",
+        ),
+    );
+    match classes
+        .create(&PostParams::default(), &serde_json::from_value(class).unwrap())
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(error) => panic!("creating the PriorityClass: {error}"),
+    }
+}

@@ -11,11 +11,11 @@ use k8s_openapi::api::core::v1::{
     Affinity, NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm, Pod, PreferredSchedulingTerm,
 };
 
-/// The most nodes one preference names: past it, the term would grow the pod by kilobytes for
-/// little (with that many holders, a pull is rarely needed anyway).
-pub const MAX_PREFERRED_NODES: usize = 100;
+/// The most nodes preferred: each is a term of its own (below), so past it the terms would grow
+/// the pod by kilobytes for little (with that many holders, a pull is rarely needed anyway).
+pub const MAX_PREFERRED_NODES: usize = 32;
 
-/// The weight of the preference: the most a preferred term may have.
+/// The weight of each node's preference: the most a preferred term may have.
 const WEIGHT: i32 = 100;
 
 /// `image` as the kubelet lists it in `node.status.images`: with its registry (`docker.io` when
@@ -87,7 +87,8 @@ pub fn holders<'a>(
 }
 
 /// Adds to `pod` a preference for `nodes` (nothing when there are none), beside whatever
-/// affinity its manifest states.
+/// affinity its manifest states: a term per node, since the API server allows one value only
+/// in a `matchFields` requirement (a node matches its own term, so each holder scores the same).
 pub fn prefer_nodes(pod: &mut Pod, nodes: Vec<String>) {
     if nodes.is_empty() {
         return;
@@ -95,20 +96,20 @@ pub fn prefer_nodes(pod: &mut Pod, nodes: Vec<String>) {
     let spec = pod.spec.get_or_insert_with(Default::default);
     let affinity = spec.affinity.get_or_insert_with(Affinity::default);
     let node_affinity = affinity.node_affinity.get_or_insert_with(NodeAffinity::default);
-    node_affinity
+    let terms = node_affinity
         .preferred_during_scheduling_ignored_during_execution
-        .get_or_insert_with(Vec::new)
-        .push(PreferredSchedulingTerm {
-            weight: WEIGHT,
-            preference: NodeSelectorTerm {
-                match_expressions: None,
-                match_fields: Some(vec![NodeSelectorRequirement {
-                    key: "metadata.name".to_owned(),
-                    operator: "In".to_owned(),
-                    values: Some(nodes),
-                }]),
-            },
-        });
+        .get_or_insert_with(Vec::new);
+    terms.extend(nodes.into_iter().map(|node| PreferredSchedulingTerm {
+        weight: WEIGHT,
+        preference: NodeSelectorTerm {
+            match_expressions: None,
+            match_fields: Some(vec![NodeSelectorRequirement {
+                key: "metadata.name".to_owned(),
+                operator: "In".to_owned(),
+                values: Some(vec![node]),
+            }]),
+        },
+    }));
 }
 
 #[cfg(test)]
@@ -170,12 +171,16 @@ mod tests {
             ["preferredDuringSchedulingIgnoredDuringExecution"]
             .clone();
         assert_eq!(terms[0]["weight"], 5, "the manifest's own stays");
-        assert_eq!(
-            terms[1],
-            json!({"weight": 100, "preference": {"matchFields": [
-                {"key": "metadata.name", "operator": "In", "values": ["n1", "n3"]}
-            ]}})
-        );
+        // A term per node: the API server refuses a `matchFields` requirement of two values.
+        for (term, node) in [(&terms[1], "n1"), (&terms[2], "n3")] {
+            assert_eq!(
+                *term,
+                json!({"weight": 100, "preference": {"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [node]}
+                ]}})
+            );
+        }
+        assert_eq!(terms.as_array().unwrap().len(), 3);
         let before = pod.clone();
         prefer_nodes(&mut pod, Vec::new());
         assert_eq!(pod, before, "no holders, no preference");
