@@ -40,6 +40,8 @@ use crate::{
 
 /// How often the leader plans.
 pub const EVERY: Duration = Duration::from_secs(2);
+/// How often, with `prePull` off, the leader looks for pull pods left from when it was on.
+const CLEAR_EVERY: Duration = Duration::from_secs(60);
 /// How often an entry's manifest is fetched again for its images.
 const REFETCH_EVERY: Duration = Duration::from_secs(60);
 /// How long a failed pull of an image onto a node waits before it is tried there again.
@@ -356,7 +358,7 @@ impl PrePull {
     /// Plans every [`EVERY`] while leading, until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
         if !self.config.pre_pull.enabled {
-            return;
+            return self.clear(shutdown).await;
         }
         self.cache.synced().await;
         let mut puller = Puller::default();
@@ -389,6 +391,42 @@ impl PrePull {
                     &self.metrics,
                 )
                 .await;
+        }
+    }
+}
+
+impl PrePull {
+    /// With `prePull` off: removes, every [`CLEAR_EVERY`] while leading, the pull pods a run with
+    /// it on left behind (they would stay, ended, forever).
+    async fn clear(self, shutdown: CancellationToken) {
+        let mut tick = tokio::time::interval(CLEAR_EVERY);
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            if !*self.leading.borrow() {
+                continue;
+            }
+            clear(&self.cluster).await;
+        }
+    }
+}
+
+/// Removes every pull pod.
+pub async fn clear<C: ClusterCalls>(cluster: &C) {
+    let pods = match cluster.pull_pods().await {
+        Ok(pods) => pods,
+        Err(error) => {
+            tracing::debug!(%error, "could not list the pull pods; trying later");
+            return;
+        }
+    };
+    for pod in pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()) {
+        let name = pod.name_any();
+        match cluster.delete_pod(&name, None).await {
+            Ok(_) => tracing::info!(pod = name, "removed a pull pod left from when prePull was on"),
+            Err(error) => tracing::debug!(%error, pod = name, "could not remove a pull pod"),
         }
     }
 }

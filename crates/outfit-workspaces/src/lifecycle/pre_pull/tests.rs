@@ -193,3 +193,16 @@ fn nodes_with_a_workspace_starting_are_found() {
     ];
     assert_eq!(starting_on(&pods), BTreeSet::from(["n1".to_owned()]));
 }
+
+#[tokio::test]
+async fn with_pre_pull_off_the_pull_pods_left_are_removed() {
+    let (config, fake) = enabled(&[]);
+    let metrics = Metrics::default();
+    let nodes = nodes(&["a", "b"]);
+    Puller::default()
+        .pass(&fake, &config, &demand(0), &nodes, &BTreeSet::new(), &metrics)
+        .await;
+    assert_eq!(pull_pods(&fake).len(), 2);
+    clear(&fake).await;
+    assert!(pull_pods(&fake).is_empty());
+}
