@@ -502,8 +502,10 @@ async fn a_certificate_rotation_under_load_fails_no_admission() {
 }
 
 /// The rights `outfit manifests` grants are enough, and bounded: outfit, as its ServiceAccount,
-/// creates its certificate Secret, holds its Lease and injects its CA into its configuration, and
-/// may not touch any other webhook configuration.
+/// creates its certificate Secret, holds its Lease and injects its CA into its configuration (past
+/// the registration guard, which the install applies too), and may not touch any other webhook
+/// configuration, nor change in its own anything but the rules and the CA bundle: a stolen token
+/// cannot point it at a server of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outfit_runs_on_exactly_the_rights_outfit_manifests_grants() {
     let plane = plane();
@@ -522,6 +524,11 @@ async fn outfit_runs_on_exactly_the_rights_outfit_manifests_grants() {
             "ClusterRoleBinding" => ("ClusterRoleBinding", "clusterrolebindings"),
             "Role" => ("Role", "roles"),
             "RoleBinding" => ("RoleBinding", "rolebindings"),
+            "ValidatingAdmissionPolicy" => ("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+            "ValidatingAdmissionPolicyBinding" => (
+                "ValidatingAdmissionPolicyBinding",
+                "validatingadmissionpolicybindings",
+            ),
             _ => continue,
         };
         let scope = document.value["metadata"]["namespace"].as_str();
@@ -582,4 +589,58 @@ async fn outfit_runs_on_exactly_the_rights_outfit_manifests_grants() {
         .await
         .expect_err("another configuration is out of reach");
     assert!(matches!(&error, kube::Error::Api(s) if s.code == 403), "{error}");
+
+    // Its own, as that identity, tried with dry runs (the API server admits a dry run as it
+    // would the write, and stores nothing).
+    let own = api(&as_outfit, None, &configurations());
+    let stored = own.get("outfit").await.unwrap();
+    let dry_update = |change: &dyn Fn(&mut Value)| {
+        let mut changed = serde_json::to_value(&stored).unwrap();
+        change(&mut changed);
+        let changed: DynamicObject = serde_json::from_value(changed).unwrap();
+        let own = own.clone();
+        async move {
+            let dry = PostParams {
+                dry_run: true,
+                ..PostParams::default()
+            };
+            own.replace("outfit", &dry, &changed).await
+        }
+    };
+    // Its own kind of change passes: a new CA bundle.
+    dry_update(&|c| {
+        c["webhooks"][0]["clientConfig"]["caBundle"] = json!(BASE64_STANDARD.encode("another CA"))
+    })
+    .await
+    .expect("a caBundle change is outfit's own");
+    let refused = |result: Result<DynamicObject, kube::Error>, what: &str| match result {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 403, "{what}: {status:?}");
+            status.message
+        }
+        other => panic!("{what} was let through: {other:?}"),
+    };
+    let elsewhere = dry_update(&|c| {
+        c["webhooks"][0]["clientConfig"]["url"] = json!("https://attacker.example/mutate");
+    })
+    .await;
+    let message = refused(elsewhere, "pointing the webhook elsewhere");
+    assert!(
+        message.contains("may change only its webhooks' rules and clientConfig.caBundle"),
+        "{message}"
+    );
+    let ignored = dry_update(&|c| c["webhooks"][0]["failurePolicy"] = json!("Ignore")).await;
+    refused(ignored, "failurePolicy Ignore");
+    let narrowed = dry_update(&|c| {
+        c["webhooks"][0]["rules"] = json!([{"apiGroups": [""], "apiVersions": ["v1"],
+                                            "operations": ["CREATE"], "resources": ["services"]}]);
+    })
+    .await;
+    let message = refused(narrowed, "rules without pods");
+    assert!(message.contains("seeing pod creates"), "{message}");
+    let annotated = dry_update(&|c| {
+        c["metadata"]["annotations"] = json!({"cert-manager.io/inject-ca-from": "evil/ca"});
+    })
+    .await;
+    refused(annotated, "a new annotation");
 }

@@ -15,5 +15,6 @@ pub mod lease;
 pub mod manifests;
 mod names;
 pub mod registration;
+pub mod registration_guard;
 pub mod risks;
 pub mod rules;

@@ -21,7 +21,7 @@ pub use crate::names::{ADMIN_PORT, LEASE, NAME, TLS_SECRET, WEBHOOK_PORT, servic
 use crate::{
     cert_manager,
     component::{self, Component, Scope, Workload},
-    crds, exemptions,
+    crds, exemptions, registration_guard,
     rules::{self, Rules},
 };
 
@@ -134,6 +134,10 @@ pub fn install(options: &InstallOptions) -> Vec<Value> {
     objects.push(component::restricted_namespace(&options.namespace));
     objects.extend(rbac(options));
     objects.extend(namespace_rbac(options));
+    if options.manage_webhook {
+        // What that identity may change in its configuration, held by the API server.
+        objects.extend(registration_guard::objects(&webhook, NAME));
+    }
     if options.certificates == Certificates::CertManager {
         objects.extend(cert_manager::objects(&options.namespace));
     }
