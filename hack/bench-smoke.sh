@@ -30,4 +30,6 @@ step hack/serve-huge-patch.py --smoke
 hack/serve-huge-patch.py --smoke
 step hack/soak.sh --smoke --workspaces
 hack/soak.sh --smoke --workspaces
+step hack/workspaces-attack.sh --smoke
+hack/workspaces-attack.sh --smoke
 printf '\nbench smoke: every script ran\n'

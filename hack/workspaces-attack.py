@@ -6,6 +6,11 @@ Figures for RELIABILITY.md ("Workspace backend under attack"). Standard library 
 is bounded in count and time, and only 127.0.0.1 is ever a target.
 
 usage: hack/workspaces-attack.py --port PORT --pid PID [--tokens 400] [--slow 200] [--idle 2000]
+                                 [--slow-seconds 60] [--check]
+
+--check: exit 1 unless the backend held: every token refused 401, every slow body answered (408)
+or closed before the end, and the request during the idle flood answered 200.
+(hack/workspaces-attack.sh starts a cluster and a backend and runs this against them.)
 """
 
 import argparse
@@ -121,7 +126,9 @@ async def main():
     parser.add_argument("--slow", type=int, default=200)
     parser.add_argument("--slow-seconds", type=int, default=60)
     parser.add_argument("--idle", type=int, default=2000)
+    parser.add_argument("--check", action="store_true", help="exit 1 unless the backend held")
     args = parser.parse_args()
+    failures = []
     pid = args.pid
     print(f"start: RSS {rss_mib(pid):.1f} MiB")
     for size in (380 * 1024, 7 * 1024):
@@ -129,13 +136,21 @@ async def main():
         statuses = await tokens(args.port, args.tokens, size)
         print(f"{args.tokens} unique {size // 1024} KiB tokens: {statuses} in "
               f"{time.monotonic() - started:.1f} s; RSS {rss_mib(pid):.1f} MiB")
+        if set(statuses) != {401}:
+            failures.append(f"{size // 1024} KiB tokens answered {statuses}, not all 401")
     outcomes, peak = await slow_bodies(args.port, args.slow, pid, args.slow_seconds)
     await asyncio.sleep(1)
     print(f"{args.slow} bodies at 1 byte/s: {outcomes}; RSS peak {peak:.1f} MiB, after {rss_mib(pid):.1f} MiB")
+    if "still open" in outcomes:
+        failures.append(f"slow bodies still open after {args.slow_seconds} s: {outcomes}")
     closed, held, served = await idle_flood(args.port, args.idle, pid)
     await asyncio.sleep(1)
     print(f"{args.idle} idle connections: {closed} closed by the backend, RSS while held {held:.1f} MiB; "
           f"a request then: {served}; RSS after {rss_mib(pid):.1f} MiB")
+    if served != 200:
+        failures.append(f"the request during the idle flood answered {served}")
+    if args.check and failures:
+        raise SystemExit("the backend did not hold: " + "; ".join(failures))
 
 
 if __name__ == "__main__":
