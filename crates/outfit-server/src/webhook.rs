@@ -20,11 +20,20 @@ use crate::{
 /// The path the webhook serves.
 pub const MUTATE_PATH: &str = "/mutate";
 
+/// A body from this size up is large: it is read only within [`Limits::large_bodies_bytes`].
+/// A pod's review is a few kilobytes; below this, the hot path takes no permit.
+pub const LARGE_BODY: u64 = 256 * 1024;
+
 /// Limits on one request.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     /// Largest accepted body; larger ones get 413.
     pub max_body_bytes: usize,
+    /// The most bytes of large bodies (from [`LARGE_BODY`] up; one of unknown length counts as
+    /// `max_body_bytes`) read and decided at once: a review takes some twelve times its body at
+    /// its peak (RELIABILITY.md), so this bounds what many large reviews at once can take. A large
+    /// body waits for room until `body_timeout`, then gets 503.
+    pub large_bodies_bytes: usize,
     /// Time allowed to receive the body once the headers are in; slower clients get 408.
     pub body_timeout: Duration,
 }
@@ -35,6 +44,10 @@ impl Default for Limits {
             // The API server accepts request bodies of up to 3 MiB; an UPDATE review carries the
             // object twice, so leave room above that.
             max_body_bytes: 8 * 1024 * 1024,
+            // One review at the body cap at a time (about 100 MiB at its peak, RELIABILITY.md), or
+            // two of the largest objects the API server sends (3 MiB): inside the Deployment's
+            // 256 Mi with what the allocator keeps.
+            large_bodies_bytes: 8 * 1024 * 1024,
             body_timeout: Duration::from_secs(10),
         }
     }
@@ -51,16 +64,21 @@ struct Inner {
     policies: Arc<ArcSwap<PolicySet>>,
     metrics: Arc<Metrics>,
     limits: Limits,
+    /// Room for large bodies, in KiB.
+    large_bodies: tokio::sync::Semaphore,
 }
 
 impl Webhook {
     /// A handler answering with whatever set `policies` holds at the time of each request.
     pub fn new(policies: Arc<ArcSwap<PolicySet>>, metrics: Arc<Metrics>, limits: Limits) -> Self {
+        let room = limits.large_bodies_bytes.max(limits.max_body_bytes);
         Self {
             inner: Arc::new(Inner {
                 policies,
                 metrics,
                 limits,
+                // Never less than one body at the cap, or such a body could never be read.
+                large_bodies: tokio::sync::Semaphore::new(kib(room as u64) as usize),
             }),
         }
     }
@@ -95,14 +113,37 @@ impl Webhook {
             return (RequestOutcome::NotFound, response);
         }
         let limits = self.inner.limits;
-        let declared = request
+        // The body's length as declared, or as the body knows it (hyper's, from the header).
+        let length = request
             .headers()
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        if declared.is_some_and(|length| length > limits.max_body_bytes as u64) {
+            .and_then(|v| v.parse::<u64>().ok())
+            .or_else(|| request.body().size_hint().exact());
+        if length.is_some_and(|length| length > limits.max_body_bytes as u64) {
             return too_large(limits.max_body_bytes);
         }
+        // A large body is read only within the room for large bodies, held until it is answered.
+        let _room = match length {
+            Some(length) if length < LARGE_BODY => None,
+            length => {
+                let wanted = kib(length.unwrap_or(limits.max_body_bytes as u64));
+                let room = self.inner.large_bodies.acquire_many(wanted);
+                match tokio::time::timeout(limits.body_timeout, room).await {
+                    Ok(Ok(permit)) => Some(permit),
+                    _ => {
+                        let message = format!(
+                            "too many large reviews at once: no room within {:?} for this one's body",
+                            limits.body_timeout
+                        );
+                        return (
+                            RequestOutcome::Busy,
+                            error(StatusCode::SERVICE_UNAVAILABLE, &message),
+                        );
+                    }
+                }
+            }
+        };
         let body = Limited::new(request.into_body(), limits.max_body_bytes);
         let mut collect = std::pin::pin!(read_body(body));
         // The API server sends the body with the headers, so it is usually complete at the first
@@ -205,6 +246,11 @@ fn log(answer: &Answer<'_>) {
         RequestOutcome::Allowed => event!(tracing::Level::DEBUG),
         _ => event!(tracing::Level::INFO),
     }
+}
+
+/// `bytes` in whole KiB, rounded up (the permits of [`Inner::large_bodies`]).
+fn kib(bytes: u64) -> u32 {
+    u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX).max(1)
 }
 
 fn too_large(limit: usize) -> (RequestOutcome, Response<Full<Bytes>>) {

@@ -172,6 +172,12 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_body_bytes, env = "OUTFIT_MAX_BODY_BYTES")]
     max_body_bytes: usize,
 
+    /// The most bytes of large bodies (256 KiB and up) read and decided at once; a large body
+    /// waits for room up to --body-timeout, then gets 503 (a review takes some twelve times its
+    /// body at its peak: this bounds what many at once can take).
+    #[arg(long, value_name = "BYTES", default_value_t = Limits::default().large_bodies_bytes, env = "OUTFIT_MAX_LARGE_BODIES_BYTES")]
+    max_large_bodies_bytes: usize,
+
     /// Largest patch sent, in bytes of JSON. A review whose patch would be larger (a pod of
     /// 100,000 containers, each given the PodDefaults' env and mounts) is refused with 413, as the
     /// API server would refuse the patched object (it takes no request above 3 MiB); the patch is
@@ -288,6 +294,7 @@ impl ServeArgs {
         config.poll_interval = seconds("poll-interval", self.poll_interval)?;
         config.limits = Limits {
             max_body_bytes: self.max_body_bytes,
+            large_bodies_bytes: self.max_large_bodies_bytes,
             body_timeout: seconds("body-timeout", self.body_timeout)?,
         };
         config.timeouts = Timeouts {

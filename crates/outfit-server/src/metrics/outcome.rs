@@ -19,10 +19,12 @@ pub enum RequestOutcome {
     Timeout,
     /// HTTP 404 or 405: another path or method.
     NotFound,
+    /// HTTP 503: a large body found the memory for large reviews taken until its deadline.
+    Busy,
 }
 
 impl RequestOutcome {
-    pub(super) const ALL: [RequestOutcome; 7] = [
+    pub(super) const ALL: [RequestOutcome; 8] = [
         Self::Allowed,
         Self::Mutated,
         Self::Denied,
@@ -30,6 +32,7 @@ impl RequestOutcome {
         Self::TooLarge,
         Self::Timeout,
         Self::NotFound,
+        Self::Busy,
     ];
 
     /// Its position in [`RequestOutcome::ALL`].
@@ -47,6 +50,7 @@ impl RequestOutcome {
             Self::TooLarge => "too_large",
             Self::Timeout => "timeout",
             Self::NotFound => "not_found",
+            Self::Busy => "busy",
         }
     }
 }

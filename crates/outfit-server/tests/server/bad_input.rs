@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use hyper::StatusCode;
+use hyper::{Request, StatusCode};
 use outfit_server::Limits;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -276,4 +276,85 @@ async fn a_body_that_stops_half_way_gets_408() {
     assert_eq!(&head, b"HTTP/1.1 408");
     assert_timed_out_after("the 408 for a body that stopped", started, limits.body_timeout);
     server.stop().await;
+}
+
+/// A body that never comes: it holds its request at the body read.
+struct NeverBody;
+
+impl hyper::body::Body for NeverBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        std::task::Poll::Pending
+    }
+}
+
+/// A request to `/mutate` declaring `length` bytes, whose body never comes.
+fn held(length: usize) -> Request<NeverBody> {
+    Request::post("/mutate")
+        .header("content-length", length.to_string())
+        .body(NeverBody)
+        .expect("request")
+}
+
+/// Large bodies are read only within their room: one that finds it taken until its deadline gets
+/// 503 unread, a small review never waits for it. Time is paused: the deadlines pass as the
+/// runtime idles, in order, so the test waits for none of them.
+#[tokio::test(start_paused = true)]
+async fn a_large_body_waits_for_room_and_a_small_one_never_does() {
+    let limits = Limits {
+        max_body_bytes: 1024 * 1024,
+        large_bodies_bytes: 1024 * 1024,
+        body_timeout: Duration::from_secs(2),
+    };
+    let (webhook, metrics) = webhook_for(&fixtures().join("policies"), limits);
+    let large = 900 * 1024;
+    // Two large bodies that never come: the first takes the room at once and holds it to its
+    // deadline (2 s, then 408); the second waits, takes the room at 2 s and holds it to 4 s.
+    let first = tokio::spawn({
+        let webhook = webhook.clone();
+        async move { webhook.handle(held(large)).await.status() }
+    });
+    tokio::task::yield_now().await;
+    let second = tokio::spawn({
+        let webhook = webhook.clone();
+        async move { webhook.handle(held(large)).await.status() }
+    });
+    tokio::task::yield_now().await;
+    // A small review is answered at once, room or none.
+    let started = tokio::time::Instant::now();
+    let (status, _) = post(&webhook, "/mutate", fixture("pod-create-notebook")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(started.elapsed(), Duration::ZERO, "no wait for a small review");
+    // A large one at 1 s: the room is the first's, then the second's until 4 s, past its deadline
+    // of 3 s: 503, unread.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut padded: Value = serde_json::from_slice(&fixture("pod-create-notebook")).unwrap();
+    padded["request"]["object"]["metadata"]["annotations"] = json!({"pad": "x".repeat(800 * 1024)});
+    let padded = serde_json::to_vec(&padded).unwrap();
+    let started = tokio::time::Instant::now();
+    let (status, answer) = post(&webhook, "/mutate", padded.clone()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{answer}");
+    assert_eq!(started.elapsed(), Duration::from_secs(2));
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("too many large reviews at once"),
+        "{answer}"
+    );
+    assert_eq!(first.await.unwrap(), StatusCode::REQUEST_TIMEOUT);
+    assert_eq!(second.await.unwrap(), StatusCode::REQUEST_TIMEOUT);
+    // The room free again, the same large review is read and decided.
+    let (status, answer) = post(&webhook, "/mutate", padded).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let rendered = metrics.encode();
+    assert!(
+        rendered.contains(r#"outfit_admission_requests_total{outcome="busy"} 1"#),
+        "{rendered}"
+    );
 }
