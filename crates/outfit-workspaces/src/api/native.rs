@@ -138,6 +138,14 @@ pub(super) fn request_failure(error: &RequestError) -> Answer {
         RequestError::Limit(_) => (StatusCode::FORBIDDEN, "LimitExceeded"),
         RequestError::WrongCluster(_) => (StatusCode::BAD_REQUEST, "UnknownCluster"),
         RequestError::Unreachable { .. } => (StatusCode::SERVICE_UNAVAILABLE, "ClusterUnreachable"),
+        // The API server's verdict on what the workspace asked for (a quota passed, a policy's
+        // refusal, an invalid object): the caller's to act on, with the API server's status.
+        RequestError::Cluster(refused) if refused.is_forbidden() => {
+            (StatusCode::FORBIDDEN, "RefusedByCluster")
+        }
+        RequestError::Cluster(refused) if refused.is_invalid() => {
+            (StatusCode::UNPROCESSABLE_ENTITY, "RefusedByCluster")
+        }
         RequestError::Storage(_) | RequestError::Cluster(_) => {
             (StatusCode::INTERNAL_SERVER_ERROR, "ClusterError")
         }
@@ -476,6 +484,29 @@ mod tests {
         ] {
             assert_eq!(flag(query, "all"), set, "{query:?}");
         }
+    }
+
+    #[test]
+    fn the_api_server_s_refusals_keep_their_status_and_failures_are_500() {
+        use crate::io::fake::api_error;
+        let answer = |error| request_failure(&RequestError::Cluster(error));
+        let reason = |answer: &Answer| match &answer.body {
+            super::super::answer::Body::Json(body) => body["reason"].as_str().unwrap_or_default().to_owned(),
+            _ => String::new(),
+        };
+        let quota = answer(api_error(
+            403,
+            "Forbidden",
+            "creating PersistentVolumeClaim ws/home-alice",
+        ));
+        assert_eq!(quota.status, StatusCode::FORBIDDEN);
+        assert_eq!(reason(&quota), "RefusedByCluster");
+        let invalid = answer(api_error(422, "Invalid", "creating Pod ws/x"));
+        assert_eq!(invalid.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(reason(&invalid), "RefusedByCluster");
+        let failed = answer(api_error(500, "InternalError", "creating Pod ws/x"));
+        assert_eq!(failed.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(reason(&failed), "ClusterError");
     }
 
     #[test]

@@ -69,6 +69,12 @@ impl ClusterError {
         status_code(&self.source) == Some(409)
     }
 
+    /// Whether the API server answered 422 (the object is invalid), other than for a uid
+    /// precondition ([`Self::is_gone`]).
+    pub fn is_invalid(&self) -> bool {
+        status_code(&self.source) == Some(422) && !self.is_gone()
+    }
+
     /// Whether the API server answered 403 (RBAC grants no such thing).
     pub fn is_forbidden(&self) -> bool {
         status_code(&self.source) == Some(403)
