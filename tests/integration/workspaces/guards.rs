@@ -356,3 +356,46 @@ async fn workspaces_are_culled_at_the_end_of_their_lifetime_or_idleness() {
     assert_eq!(status, 202, "{answer}");
     backend.follow_to_ready(alice, idle).await;
 }
+
+/// The API server's refusal of what a workspace asks for reaches the caller with its status: a
+/// ResourceQuota the launch would pass is 403 `RefusedByCluster`, naming the step and the quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_launch_past_a_resource_quota_is_refused_with_the_quota_s_message() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-quota";
+    namespace(&client, ns).await;
+    let quotas: Api<k8s_openapi::api::core::v1::ResourceQuota> = Api::namespaced(client.clone(), ns);
+    let quota = serde_json::from_value(json!({
+        "metadata": {"name": "no-more-cpu"},
+        "spec": {"hard": {"requests.cpu": "1"}}
+    }))
+    .unwrap();
+    match quotas.create(&Default::default(), &quota).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(error) => panic!("creating the quota: {error}"),
+    }
+    let manifests = Manifests::start().await;
+    let extra = format!(
+        "storageStrategy: ephemeral\ncatalogue: [{{name: big, url: '{}'}}]\n",
+        manifests.put("big.yaml", BIG)
+    );
+    let backend = Backend::start(plane, ns, &manifests, &extra).await;
+    let alice = Caller::Token("outfit-alice-token");
+    // The quota admits pods once the quota controller has written its status.
+    outfit_test_support::wait::eventually("the quota's status", Duration::from_secs(30), || async {
+        let quota = quotas.get("no-more-cpu").await.unwrap();
+        quota.status.and_then(|s| s.hard).map(drop)
+    })
+    .await;
+    let (status, refused) = backend.launch(alice, "big").await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(refused["reason"], "RefusedByCluster", "{refused}");
+    let message = refused["error"].as_str().unwrap();
+    assert!(
+        message.contains("creating Pod") && message.contains("exceeded quota: no-more-cpu"),
+        "{message}"
+    );
+    backend.assert_running();
+}
