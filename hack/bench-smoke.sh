@@ -24,6 +24,8 @@ step hack/bench-workspaces.sh --smoke
 hack/bench-workspaces.sh --smoke
 step hack/bench-workspaces-scale.sh --smoke
 hack/bench-workspaces-scale.sh --smoke
+step hack/bench-workspaces-start.sh --smoke
+hack/bench-workspaces-start.sh --smoke
 step hack/soak.sh --smoke
 hack/soak.sh --smoke
 step hack/serve-huge-patch.py --smoke

@@ -41,6 +41,17 @@ pub fn home_manifest(name: &str, spec_lines: &str) -> String {
 /// The nginx pod `name`, its container's fields after `ports` followed by `container_fields`
 /// (`, key: value`), its spec by `spec_lines`.
 fn pod(name: &str, container_fields: &str, spec_lines: &str) -> String {
+    image_pod(name, "nginx", container_fields, spec_lines)
+}
+
+/// [`pod_manifest`] of `image` instead of nginx.
+pub fn image_manifest(name: &str, image: &str, spec_lines: &str) -> String {
+    image_pod(name, image, "", spec_lines)
+}
+
+/// The pod `name` of `image`, its container's fields after `ports` followed by
+/// `container_fields`, its spec by `spec_lines`.
+fn image_pod(name: &str, image: &str, container_fields: &str, spec_lines: &str) -> String {
     format!(
         r#"
 apiVersion: v1
@@ -49,7 +60,7 @@ metadata:
   name: {name}
   annotations: {{sciencedata.dk/ingress-port: "80"}}
 spec:
-  containers: [{{name: web, image: nginx, ports: [{{containerPort: 80}}]{container_fields}}}]
+  containers: [{{name: web, image: "{image}", ports: [{{containerPort: 80}}]{container_fields}}}]
 {spec_lines}"#
     )
 }
