@@ -252,6 +252,35 @@ async fn a_snapshot_that_never_turns_ready_holds_no_stop_and_keeps_the_home() {
     );
     assert!(records.get_opt(&name).await.unwrap().is_some());
     assert_eq!(claims(&client, ns).await.len(), 1);
+
+    // Deleted with kubectl: the finalizer holds it, the home kept, an Event says why and what to
+    // do; an admin who takes the finalizer off lets it go without a snapshot.
+    records.delete(&name, &Default::default()).await.unwrap();
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), ns);
+    let note = eventually("a HomeNotSaved Event", Duration::from_secs(60), || async {
+        let list = events.list(&ListParams::default()).await.unwrap();
+        list.items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("HomeNotSaved"))
+            .and_then(|e| e.message)
+    })
+    .await;
+    assert!(note.contains("outfit.dev/home-snapshot"), "{note}");
+    let held = records.get(&name).await.unwrap();
+    assert!(held.metadata.deletion_timestamp.is_some());
+    assert_eq!(claims(&client, ns).await.len(), 1, "the home kept");
+    records
+        .patch(
+            &name,
+            &Default::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    eventually("the Workspace gone", Duration::from_secs(30), || async {
+        records.get_opt(&name).await.unwrap().is_none().then_some(())
+    })
+    .await;
     backend.assert_running();
 }
 
@@ -330,5 +359,39 @@ async fn a_start_may_name_the_snapshot_its_home_is_made_from() {
     let again = only_claim(&client, ns).await;
     assert_ne!(uid(&again), uid(&lost));
     assert_eq!(restored_from(&client, &again).await, (newest.clone(), newest));
+
+    // Deleted with kubectl while running: the home's finalizer holds the Workspace (and so its
+    // home) until the pod is stopped and a removal snapshot of the home is ready; then both go.
+    let running = records.get(&name).await.unwrap();
+    assert!(
+        running
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == "outfit.dev/home-snapshot"),
+        "{:?}",
+        running.metadata.finalizers
+    );
+    let removals = |list: &[VolumeSnapshot]| {
+        list.iter()
+            .filter(|s| {
+                s.metadata.annotations.as_ref().unwrap()["outfit.dev/snapshot-reason"] == "removal"
+                    && s.status.as_ref().and_then(|st| st.ready_to_use) == Some(true)
+            })
+            .count()
+    };
+    let before = removals(&snapshots(&client, ns).await);
+    records.delete(&name, &Default::default()).await.unwrap();
+    eventually("the Workspace gone", Duration::from_secs(90), || async {
+        records.get_opt(&name).await.unwrap().is_none().then_some(())
+    })
+    .await;
+    assert_eq!(
+        removals(&snapshots(&client, ns).await),
+        before + 1,
+        "a removal snapshot, ready, before it went"
+    );
+    claims_gone(&client, ns, "the home, with its Workspace").await;
     backend.assert_running();
 }

@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::workspace::manifest::Settings;
 
+pub mod finalize;
 pub mod reconcile;
 
 #[cfg(test)]

@@ -18,6 +18,8 @@ use crate::{
 };
 
 const WEB: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: web\n    image: nginx\n";
+/// The same, mounting its home.
+const WEB_WITH_HOME: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: web\n    image: nginx\n    volumeMounts: [{name: sciencedata, mountPath: /home}]\n";
 
 /// A backend whose catalogue has `web` and whose homes are snapshotted, 2 kept.
 async fn snapshotting() -> (Backend<FakeCluster>, FakeCluster) {
@@ -104,4 +106,92 @@ async fn a_stop_snapshots_the_home_once_and_the_oldest_go() {
             .collect()
     });
     assert_eq!(homes, ["user-storage-alice-dtu-dk", "user-storage-alice-dtu-dk"]);
+}
+
+/// A Workspace deleted from elsewhere (kubectl) is held by the home's finalizer: the controller
+/// stops its pod, snapshots its own `per-workspace` home and lets it go only once that is ready.
+#[tokio::test(start_paused = true)]
+async fn a_workspace_deleted_with_kubectl_is_held_until_its_home_is_saved() {
+    use crate::{
+        io::calls::ClusterCalls,
+        resource::finalize::{HOME_FINALIZER, held},
+    };
+    let url = serve(WEB_WITH_HOME).await;
+    let catalogue = format!(r#"[{{"name": "web", "url": "{url}"}}]"#);
+    let (backend, fake) = super::tests::on_fake(&[
+        ("BACKEND_CATALOGUE", &catalogue),
+        ("BACKEND_STORAGESTRATEGY", "per-workspace"),
+        ("BACKEND_STORAGECLASSNAME", "fast"),
+        ("BACKEND_SNAPSHOTCLASSNAME", "csi-snapshots"),
+        ("BACKEND_SNAPSHOTTIMEOUT", "30s"),
+    ]);
+    let _leader = controlling(&backend).drop_guard();
+    let (launched, _) = backend
+        .launch(&alice(), &launch("web", None), SILO)
+        .await
+        .unwrap();
+    let name = launched.name;
+    until(&fake, "the home's finalizer", |s| held(&s.workspaces[&name])).await;
+
+    // As kubectl deletes it: held, its pod stopped, its home snapshotted.
+    fake.delete_workspace(&name, None).await.unwrap();
+    until(&fake, "the pod stopped and the home snapshotted", |s| {
+        !s.pods.contains_key(&name)
+            && s.snapshots.values().any(|snapshot| {
+                snapshot
+                    .annotations()
+                    .get(keys::ANNOTATION_SNAPSHOT_REASON)
+                    .map(String::as_str)
+                    == Some("removal")
+            })
+    })
+    .await;
+    let kept = fake.with(|s| s.workspaces[&name].clone());
+    assert!(kept.metadata.deletion_timestamp.is_some() && held(&kept));
+    assert!(
+        fake.with(|s| !s.claims.is_empty()),
+        "the home stays while the Workspace does"
+    );
+    // The snapshot ready: the finalizer goes, and the Workspace with it.
+    ready_all(&fake);
+    until(&fake, "the Workspace gone", |s| !s.workspaces.contains_key(&name)).await;
+    assert!(
+        fake.calls()
+            .iter()
+            .any(|c| c.starts_with("set_workspace_finalizers") && !c.contains(HOME_FINALIZER))
+    );
+}
+
+/// The native API's delete saves the home itself, then takes the finalizer off: one snapshot,
+/// and the Workspace goes at once.
+#[tokio::test(start_paused = true)]
+async fn the_native_delete_saves_once_and_releases_the_finalizer() {
+    use crate::resource::finalize::held;
+    let url = serve(WEB_WITH_HOME).await;
+    let catalogue = format!(r#"[{{"name": "web", "url": "{url}"}}]"#);
+    let (backend, fake) = super::tests::on_fake(&[
+        ("BACKEND_CATALOGUE", &catalogue),
+        ("BACKEND_STORAGESTRATEGY", "per-workspace"),
+        ("BACKEND_STORAGECLASSNAME", "fast"),
+        ("BACKEND_SNAPSHOTCLASSNAME", "csi-snapshots"),
+        ("BACKEND_SNAPSHOTTIMEOUT", "30s"),
+    ]);
+    let _leader = controlling(&backend).drop_guard();
+    let (launched, _) = backend
+        .launch(&alice(), &launch("web", None), SILO)
+        .await
+        .unwrap();
+    let name = launched.name;
+    until(&fake, "the home's finalizer", |s| held(&s.workspaces[&name])).await;
+    let readying = {
+        let fake = fake.clone();
+        tokio::spawn(async move {
+            until(&fake, "the removal snapshot", |s| !s.snapshots.is_empty()).await;
+            ready_all(&fake);
+        })
+    };
+    backend.remove(&alice(), &name).await.unwrap();
+    readying.await.unwrap();
+    assert!(fake.with(|s| !s.workspaces.contains_key(&name)), "gone at once");
+    assert_eq!(fake.with(|s| s.snapshots.len()), 1, "one snapshot");
 }

@@ -167,6 +167,14 @@ pub trait ClusterCalls: Clone + Send + Sync + 'static {
         name: &str,
         status: &WorkspaceStatus,
     ) -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// Sets the finalizers of the Workspace `name` as it was at `resource_version` (409 when it
+    /// changed since).
+    fn set_workspace_finalizers(
+        &self,
+        name: &str,
+        resource_version: &str,
+        finalizers: Vec<String>,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send;
     /// Merges `annotations` into the Workspace `name` of `uid` (`None` removes one).
     fn annotate_workspace(
         &self,
@@ -242,6 +250,7 @@ forward_to_cluster! {
     delete_workspace(name: &str, uid: Option<&str>) -> Result<bool, ClusterError>;
     workspace_status(name: &str, status: &WorkspaceStatus) -> Result<(), ClusterError>;
     workspace_event(workspace: &Workspace, reason: &str, note: String) -> ();
+    set_workspace_finalizers(name: &str, resource_version: &str, finalizers: Vec<String>) -> Result<(), ClusterError>;
     annotate_workspace(name: &str, uid: &str, annotations: BTreeMap<&str, Option<String>>) -> Result<Workspace, ClusterError>;
     create_snapshot(snapshot: &VolumeSnapshot) -> Result<(), ClusterError>;
     get_snapshot(name: &str) -> Result<Option<VolumeSnapshot>, ClusterError>;

@@ -219,6 +219,29 @@ impl FakeCluster {
         self.with(|s| s.calls.push(call));
     }
 
+    /// Deletes `workspace` as the API server does: gone at once without finalizers, else marked
+    /// with a deletion timestamp until they are all removed.
+    fn remove_workspace(&self, mut workspace: Workspace) {
+        if workspace
+            .metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| !f.is_empty())
+        {
+            if workspace.metadata.deletion_timestamp.is_none() {
+                workspace.metadata.deletion_timestamp = Some(
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
+                );
+                self.put_workspace(workspace);
+            }
+            return;
+        }
+        let name = workspace.metadata.name.clone().unwrap_or_default();
+        if let Some(gone) = self.with(|s| s.workspaces.remove(&name)) {
+            self.feed.lock().expect("feed").workspace_gone(gone);
+        }
+    }
+
     /// The pods labelled `label`.
     fn labelled(&self, label: &str) -> Vec<Pod> {
         self.with(|s| {
@@ -597,15 +620,41 @@ impl ClusterCalls for FakeCluster {
             Some(ws) if uid.is_some_and(|uid| ws.metadata.uid.as_deref() != Some(uid)) => {
                 Err(api_error(409, "Conflict", "deleting Workspace"))
             }
-            Some(_) => Ok(s.workspaces.remove(name)),
+            Some(ws) => Ok(Some(ws.clone())),
         });
-        let result = result.map(|gone| match gone {
+        let result = result.map(|found| match found {
             Some(workspace) => {
-                self.feed.lock().expect("feed").workspace_gone(workspace);
+                self.remove_workspace(workspace);
                 true
             }
             None => false,
         });
+        async move { result }
+    }
+
+    fn set_workspace_finalizers(
+        &self,
+        name: &str,
+        resource_version: &str,
+        finalizers: Vec<String>,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send {
+        self.record(format!("set_workspace_finalizers {name} {finalizers:?}"));
+        let stored = self.with(|s| s.workspaces.get(name).cloned());
+        let result = match stored {
+            None => Err(api_error(404, "NotFound", "setting finalizers")),
+            Some(w) if w.metadata.resource_version.as_deref() != Some(resource_version) => {
+                Err(api_error(409, "Conflict", "setting finalizers"))
+            }
+            Some(mut workspace) => {
+                workspace.metadata.finalizers = Some(finalizers);
+                if workspace.metadata.deletion_timestamp.is_some() {
+                    self.remove_workspace(workspace);
+                } else {
+                    self.put_workspace(workspace);
+                }
+                Ok(())
+            }
+        };
         async move { result }
     }
 

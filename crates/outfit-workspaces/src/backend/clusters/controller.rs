@@ -24,6 +24,7 @@ use crate::{
     io::calls::ClusterCalls,
     resource::{
         Workspace, WorkspaceStatus,
+        finalize::{self, Finalize},
         reconcile::{self, Next},
     },
 };
@@ -121,6 +122,27 @@ impl<C: ClusterCalls> Backend<C> {
                 continue;
             }
             let snapshots = member.config.snapshot_class_name.is_some();
+            let pod = member.cache.pod_or_made(&name);
+            // The home's finalizer first: a Workspace being deleted needs nothing else.
+            let owns_home = member.own_home(&record).is_some();
+            let step = finalize::finalize(&record, pod.as_deref(), owns_home, snapshots);
+            if step != Finalize::Nothing || record.metadata.deletion_timestamp.is_some() {
+                if step != Finalize::Nothing {
+                    controlled.busy.lock().expect("busy").insert(name.clone());
+                    let (this, controlled) = (self.clone(), controlled.clone());
+                    tokio::spawn(async move {
+                        let member = &this.members[index];
+                        if let super::finalizer::After::Retry(wait) =
+                            this.finalize(member, &record, step).await
+                        {
+                            tokio::time::sleep(wait).await;
+                        }
+                        controlled.busy.lock().expect("busy").remove(&record.name_any());
+                        member.cache.changed_records().mark(&record.name_any());
+                    });
+                }
+                continue;
+            }
             if reconcile::expired(&record, (member.config.stopped_retention, snapshots), now) {
                 controlled.busy.lock().expect("busy").insert(name.clone());
                 let (this, controlled) = (self.clone(), controlled.clone());
@@ -130,7 +152,6 @@ impl<C: ClusterCalls> Backend<C> {
                 });
                 continue;
             }
-            let pod = member.cache.pod_or_made(&name);
             match reconcile::next(&record, pod.as_deref(), now) {
                 Next::Wait => self.snapshot_step(index, &record, pod.as_deref(), &controlled.snapshotting),
                 next => {

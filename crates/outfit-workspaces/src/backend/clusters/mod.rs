@@ -31,6 +31,7 @@ use crate::{
 mod compat;
 mod controller;
 mod create;
+mod finalizer;
 mod home_snapshots;
 mod homes;
 mod native;

@@ -86,8 +86,10 @@ impl<C: ClusterCalls> Backend<C> {
         names::check_pod_name(name)?;
         let mut record_uid = None;
         if let Some((member, record)) = self.visible_record(identity, name) {
-            // Its own home goes with it: saved first, else the Workspace is kept.
+            // Its own home goes with it: saved first, else the Workspace is kept; saved, the
+            // finalizer that would save it again is taken off.
             member.save_before_delete(&record).await?;
+            member.release_home(&record).await?;
             member
                 .cluster
                 .delete_workspace(name, record.uid().as_deref())

@@ -70,6 +70,27 @@ impl Cluster {
         }
     }
 
+    /// Sets the finalizers of the Workspace `name` as it was at `resource_version`: the list is
+    /// written whole (a merge patch replaces a list), so the version makes it a precondition.
+    pub async fn set_workspace_finalizers(
+        &self,
+        name: &str,
+        resource_version: &str,
+        finalizers: Vec<String>,
+    ) -> Result<(), ClusterError> {
+        let patch = json!({"metadata": {"resourceVersion": resource_version, "finalizers": finalizers}});
+        self.workspaces()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(drop)
+            .map_err(|e| {
+                self.error(
+                    format_args!("setting the finalizers of Workspace {}/{name}", self.namespace),
+                    e,
+                )
+            })
+    }
+
     /// Writes `status` as the status of the Workspace `name`.
     pub async fn workspace_status(&self, name: &str, status: &WorkspaceStatus) -> Result<(), ClusterError> {
         let patch = json!({"status": status_patch(status)});
