@@ -8,7 +8,7 @@
 #   hack/bench-smoke.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-step() { printf '\n== bench smoke: %s\n' "$*"; }
+step() { printf '\n== bench smoke (%s): %s\n' "$(date -u +%T)" "$*"; }
 
 step "criterion benches, each benchmark once (cargo bench's test mode)"
 cargo test --locked -q --benches -p outfit-core -p outfit-loadgen
