@@ -119,6 +119,16 @@ impl Component<'_> {
         })
     }
 
+    /// The binding that enforces its ValidatingAdmissionPolicy `policy` (of the same name),
+    /// denying what the policy refuses.
+    pub fn policy_binding(&self, policy: &str) -> Value {
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": policy, "labels": self.labels()},
+            "spec": {"policyName": policy, "validationActions": ["Deny"]}
+        })
+    }
+
     /// Its Service: `port` to the container port named `target`.
     pub fn service(&self, target: &str, port: u16) -> Value {
         json!({

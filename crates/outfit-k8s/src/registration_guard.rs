@@ -72,12 +72,7 @@ pub fn objects(webhook: &Component<'_>, configuration: &str) -> [Value; 2] {
             ]
         }
     });
-    let binding = json!({
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": NAME, "labels": labels},
-        "spec": {"policyName": NAME, "validationActions": ["Deny"]}
-    });
-    [policy, binding]
+    [policy, webhook.policy_binding(NAME)]
 }
 
 #[cfg(test)]

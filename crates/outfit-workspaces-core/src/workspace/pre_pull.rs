@@ -70,14 +70,14 @@ pub struct Pull {
 
 /// The pulls to start now, given what the catalogue wants (`wanted`), the nodes, the pulls
 /// running (`running`) and the ones to leave alone for now (`resting`: failed lately).
-pub fn plan(
-    wanted: &[Wanted],
-    nodes: &[NodeView<'_>],
-    running: &[Pull],
+pub fn plan<'a>(
+    wanted: &'a [Wanted],
+    nodes: &[NodeView<'a>],
+    running: &'a [Pull],
     resting: &BTreeSet<Pull>,
     config: &PrePull,
 ) -> Vec<Pull> {
-    let eligible: Vec<&NodeView<'_>> = nodes.iter().filter(|n| n.eligible).collect();
+    let eligible: Vec<&NodeView<'a>> = nodes.iter().filter(|n| n.eligible).collect();
     let mut load: BTreeMap<&str, usize> = BTreeMap::new();
     for pull in running {
         *load.entry(pull.node.as_str()).or_default() += 1;
@@ -88,10 +88,10 @@ pub fn plan(
         (std::cmp::Reverse(a.launches), &a.image).cmp(&(std::cmp::Reverse(b.launches), &b.image))
     });
     let mut planned: Vec<Pull> = Vec::new();
-    // What each node pulls already or is planned to (looked up for every node and image).
-    let mut pulling: BTreeSet<(String, String)> = running
+    // What each node pulls already or is planned to: (node, image), looked up for every pair.
+    let mut pulling: BTreeSet<(&str, &str)> = running
         .iter()
-        .map(|p| (p.node.clone(), p.image.clone()))
+        .map(|p| (p.node.as_str(), p.image.as_str()))
         .collect();
     // Every image to `nodesPerImage` first (a new entry's before its first launch), the most
     // launched first; then each to its share.
@@ -103,26 +103,24 @@ pub fn plan(
             } else {
                 share
             };
-            let is_pulling = |pulling: &BTreeSet<(String, String)>, node: &str| {
-                pulling.contains(&(node.to_owned(), wanted.image.clone()))
-            };
+            let image = wanted.image.as_str();
             let covered = eligible
                 .iter()
-                .filter(|n| n.images.contains(&wanted.image) || is_pulling(&pulling, n.name))
+                .filter(|n| n.images.contains(image) || pulling.contains(&(n.name, image)))
                 .count();
             let mut short = want.saturating_sub(covered);
-            let mut candidates: Vec<&&NodeView<'_>> = eligible
+            let mut candidates: Vec<&&NodeView<'a>> = eligible
                 .iter()
-                .filter(|n| !n.starting && !n.images.contains(&wanted.image) && !is_pulling(&pulling, n.name))
+                .filter(|n| !n.starting && !n.images.contains(image) && !pulling.contains(&(n.name, image)))
                 .collect();
-            candidates.sort_by_key(|n| std::cmp::Reverse(score(&wanted.image, n.name)));
+            candidates.sort_by_key(|n| std::cmp::Reverse(score(image, n.name)));
             for node in candidates {
                 if short == 0 {
                     break;
                 }
                 let pull = Pull {
                     node: node.name.to_owned(),
-                    image: wanted.image.clone(),
+                    image: image.to_owned(),
                 };
                 let busy = load.entry(node.name).or_default();
                 if *busy >= config.pulls_per_node || resting.contains(&pull) {
@@ -130,7 +128,7 @@ pub fn plan(
                 }
                 *busy += 1;
                 short -= 1;
-                pulling.insert((pull.node.clone(), pull.image.clone()));
+                pulling.insert((node.name, image));
                 planned.push(pull);
             }
         }

@@ -108,6 +108,33 @@ async fn a_stop_snapshots_the_home_once_and_the_oldest_go() {
     assert_eq!(homes, ["user-storage-alice-dtu-dk", "user-storage-alice-dtu-dk"]);
 }
 
+/// A backend whose `web` mounts its own `per-workspace` home, snapshotted.
+async fn own_homes() -> (Backend<FakeCluster>, FakeCluster) {
+    let url = serve(WEB_WITH_HOME).await;
+    let catalogue = format!(r#"[{{"name": "web", "url": "{url}"}}]"#);
+    super::tests::on_fake(&[
+        ("BACKEND_CATALOGUE", &catalogue),
+        ("BACKEND_STORAGESTRATEGY", "per-workspace"),
+        ("BACKEND_STORAGECLASSNAME", "fast"),
+        ("BACKEND_SNAPSHOTCLASSNAME", "csi-snapshots"),
+        ("BACKEND_SNAPSHOTTIMEOUT", "30s"),
+    ])
+}
+
+/// alice's `web`, launched, once the controller has put the home's finalizer on its Workspace.
+async fn launched_held(backend: &Backend<FakeCluster>, fake: &FakeCluster) -> String {
+    let (launched, _) = backend
+        .launch(&alice(), &launch("web", None), SILO)
+        .await
+        .unwrap();
+    let name = launched.name;
+    until(fake, "the home's finalizer", |s| {
+        crate::resource::finalize::held(&s.workspaces[&name])
+    })
+    .await;
+    name
+}
+
 /// A Workspace deleted from elsewhere (kubectl) is held by the home's finalizer: the controller
 /// stops its pod, snapshots its own `per-workspace` home and lets it go only once that is ready.
 #[tokio::test(start_paused = true)]
@@ -116,22 +143,9 @@ async fn a_workspace_deleted_with_kubectl_is_held_until_its_home_is_saved() {
         io::calls::ClusterCalls,
         resource::finalize::{HOME_FINALIZER, held},
     };
-    let url = serve(WEB_WITH_HOME).await;
-    let catalogue = format!(r#"[{{"name": "web", "url": "{url}"}}]"#);
-    let (backend, fake) = super::tests::on_fake(&[
-        ("BACKEND_CATALOGUE", &catalogue),
-        ("BACKEND_STORAGESTRATEGY", "per-workspace"),
-        ("BACKEND_STORAGECLASSNAME", "fast"),
-        ("BACKEND_SNAPSHOTCLASSNAME", "csi-snapshots"),
-        ("BACKEND_SNAPSHOTTIMEOUT", "30s"),
-    ]);
+    let (backend, fake) = own_homes().await;
     let _leader = controlling(&backend).drop_guard();
-    let (launched, _) = backend
-        .launch(&alice(), &launch("web", None), SILO)
-        .await
-        .unwrap();
-    let name = launched.name;
-    until(&fake, "the home's finalizer", |s| held(&s.workspaces[&name])).await;
+    let name = launched_held(&backend, &fake).await;
 
     // As kubectl deletes it: held, its pod stopped, its home snapshotted.
     fake.delete_workspace(&name, None).await.unwrap();
@@ -166,23 +180,9 @@ async fn a_workspace_deleted_with_kubectl_is_held_until_its_home_is_saved() {
 /// and the Workspace goes at once.
 #[tokio::test(start_paused = true)]
 async fn the_native_delete_saves_once_and_releases_the_finalizer() {
-    use crate::resource::finalize::held;
-    let url = serve(WEB_WITH_HOME).await;
-    let catalogue = format!(r#"[{{"name": "web", "url": "{url}"}}]"#);
-    let (backend, fake) = super::tests::on_fake(&[
-        ("BACKEND_CATALOGUE", &catalogue),
-        ("BACKEND_STORAGESTRATEGY", "per-workspace"),
-        ("BACKEND_STORAGECLASSNAME", "fast"),
-        ("BACKEND_SNAPSHOTCLASSNAME", "csi-snapshots"),
-        ("BACKEND_SNAPSHOTTIMEOUT", "30s"),
-    ]);
+    let (backend, fake) = own_homes().await;
     let _leader = controlling(&backend).drop_guard();
-    let (launched, _) = backend
-        .launch(&alice(), &launch("web", None), SILO)
-        .await
-        .unwrap();
-    let name = launched.name;
-    until(&fake, "the home's finalizer", |s| held(&s.workspaces[&name])).await;
+    let name = launched_held(&backend, &fake).await;
     let readying = {
         let fake = fake.clone();
         tokio::spawn(async move {

@@ -204,12 +204,7 @@ pub fn objects(backend: &Component<'_>, allowed: &Allowed) -> [Value; 2] {
             "validations": validations
         }
     });
-    let binding = json!({
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": NAME, "labels": labels},
-        "spec": {"policyName": NAME, "validationActions": ["Deny"]}
-    });
-    [policy, binding]
+    [policy, backend.policy_binding(NAME)]
 }
 
 #[cfg(test)]

@@ -69,26 +69,18 @@ fn backoff() -> watcher::ExponentialBackoff {
 
 /// What is kept of `node`, and the size of each image it lists.
 fn facts_of(node: &Node) -> (NodeFacts, Vec<(String, u64)>) {
+    let mut images = BTreeSet::new();
     let mut sizes = Vec::new();
-    let images = node
-        .status
-        .iter()
-        .flat_map(|s| s.images.iter().flatten())
-        .flat_map(|image| {
-            let size = image.size_bytes.and_then(|b| u64::try_from(b).ok());
-            image
-                .names
-                .iter()
-                .flatten()
-                .map(move |name| (placement::normalize(name), size))
-        })
-        .map(|(name, size)| {
+    for image in node.status.iter().flat_map(|s| s.images.iter().flatten()) {
+        let size = image.size_bytes.and_then(|b| u64::try_from(b).ok());
+        for name in image.names.iter().flatten() {
+            let name = placement::normalize(name);
             if let Some(size) = size {
                 sizes.push((name.clone(), size));
             }
-            name
-        })
-        .collect();
+            images.insert(name);
+        }
+    }
     let ready = node
         .status
         .iter()

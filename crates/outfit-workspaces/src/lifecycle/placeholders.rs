@@ -38,9 +38,7 @@ pub(super) async fn keep<C: ClusterCalls>(
         .map(|pod| (pod.name_any(), pod.metadata.deletion_timestamp.is_some()))
         .collect();
     let plan = placeholder::plan(&existing, want);
-    metrics.set_placeholders(
-        existing.iter().filter(|(_, deleting)| !deleting).count() + plan.make.len() - plan.remove.len(),
-    );
+    metrics.set_placeholders(existing.iter().filter(|(_, deleting)| !deleting).count());
     for name in plan.make {
         match cluster.create_pod(&placeholder::pod(&name, config)).await {
             Ok(_) => tracing::debug!(placeholder = name, "placeholder made"),

@@ -90,7 +90,6 @@ impl Puller {
         metrics: &Metrics,
     ) -> usize {
         let nodes = &seen.nodes();
-        let sizes = |image: &str| seen.size_of(image);
         let now = Instant::now();
         self.resting.retain(|_, until| *until > now);
         self.done.retain(|_, until| *until > now);
@@ -101,7 +100,7 @@ impl Puller {
                 return 0;
             }
         };
-        let running = self.settle(cluster, config, &pods, nodes, &sizes, metrics).await;
+        let running = self.settle(cluster, config, &pods, (nodes, seen), metrics).await;
         // What each node holds, with what it pulled lately and does not list yet.
         let mut held: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
         for pull in self.done.keys() {
@@ -165,8 +164,7 @@ impl Puller {
         cluster: &C,
         config: &Config,
         pods: &[Pod],
-        nodes: &BTreeMap<String, NodeFacts>,
-        sizes: &impl Fn(&str) -> Option<u64>,
+        (nodes, seen): (&BTreeMap<String, NodeFacts>, &NodeImages),
         metrics: &Metrics,
     ) -> Vec<Pull> {
         let listed: BTreeSet<String> = pods.iter().map(|p| p.name_any()).collect();
@@ -209,7 +207,7 @@ impl Puller {
                         self.resting.insert(pull, Instant::now() + REST_AFTER_FAILURE);
                     }
                     _ => {
-                        metrics.pre_pull("done", Some(sizes(&pull.image).unwrap_or(0)));
+                        metrics.pre_pull("done", Some(seen.size_of(&pull.image).unwrap_or(0)));
                         self.done.insert(pull, Instant::now() + DONE_COUNTS_FOR);
                     }
                 }

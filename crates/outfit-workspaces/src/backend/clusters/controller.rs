@@ -126,21 +126,20 @@ impl<C: ClusterCalls> Backend<C> {
             // The home's finalizer first: a Workspace being deleted needs nothing else.
             let owns_home = member.own_home(&record).is_some();
             let step = finalize::finalize(&record, pod.as_deref(), owns_home, snapshots);
-            if step != Finalize::Nothing || record.metadata.deletion_timestamp.is_some() {
-                if step != Finalize::Nothing {
-                    controlled.busy.lock().expect("busy").insert(name.clone());
-                    let (this, controlled) = (self.clone(), controlled.clone());
-                    tokio::spawn(async move {
-                        let member = &this.members[index];
-                        if let super::finalizer::After::Retry(wait) =
-                            this.finalize(member, &record, step).await
-                        {
-                            tokio::time::sleep(wait).await;
-                        }
-                        controlled.busy.lock().expect("busy").remove(&record.name_any());
-                        member.cache.changed_records().mark(&record.name_any());
-                    });
-                }
+            if step != Finalize::Nothing {
+                controlled.busy.lock().expect("busy").insert(name.clone());
+                let (this, controlled) = (self.clone(), controlled.clone());
+                tokio::spawn(async move {
+                    let member = &this.members[index];
+                    if let super::finalizer::After::Retry(wait) = this.finalize(member, &record, step).await {
+                        tokio::time::sleep(wait).await;
+                    }
+                    controlled.busy.lock().expect("busy").remove(&record.name_any());
+                    member.cache.changed_records().mark(&record.name_any());
+                });
+                continue;
+            }
+            if record.metadata.deletion_timestamp.is_some() {
                 continue;
             }
             if reconcile::expired(&record, (member.config.stopped_retention, snapshots), now) {
