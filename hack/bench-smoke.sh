@@ -5,15 +5,23 @@
 # no failed create, no wrong answer, 0 differences from Gatekeeper's engine, no orphan); the
 # figures it prints mean nothing.
 #
+# Every step runs on the build `cargo test --workspace --all-targets` makes (hack/lib/bins.sh), the
+# one the tests use: `-p` or `cargo run` would resolve features anew and compile the dependencies
+# again. Each step prints its wall time, and the last lines give them all.
+#
 #   hack/bench-smoke.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-step() { printf '\n== bench smoke (%s): %s\n' "$(date -u +%T)" "$*"; }
+. hack/lib/stages.sh
+. hack/lib/bins.sh
+stages_begin "bench smoke"
+step() { stage "$@"; }
 
 step "criterion benches, each benchmark once (cargo bench's test mode)"
-cargo test --locked -q --benches -p outfit-core -p outfit-loadgen
+cargo test --workspace --locked -q --benches
 step "the load generator against outfit serve and a ceiling server"
-cargo run --locked -q -p outfit-loadgen -- --seconds 1 --connections 4 --policies 50
+SMOKE=1 build_bins
+"$BIN_DIR/outfit-loadgen" --seconds 1 --connections 4 --policies 50
 step hack/bench-webhook-e2e.sh --smoke
 hack/bench-webhook-e2e.sh --smoke
 step hack/bench-gatekeeper.sh --smoke
@@ -34,4 +42,5 @@ step hack/soak.sh --smoke --workspaces
 hack/soak.sh --smoke --workspaces
 step hack/workspaces-attack.sh --smoke
 hack/workspaces-attack.sh --smoke
+stages_end
 printf '\nbench smoke: every script ran\n'

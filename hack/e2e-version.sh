@@ -19,4 +19,4 @@ if [ $# -gt 0 ] && [[ "$1" =~ ^[0-9] ]]; then
   shift
 fi
 echo "[e2e-version] Kubernetes $version (oldest supported: $oldest)" >&2
-KUBERNETES_VERSION=$version exec hack/test.sh -p outfit --test integration --locked -- "$@"
+KUBERNETES_VERSION=$version exec hack/test.sh --workspace --test integration --locked -- "$@"

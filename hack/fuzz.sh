@@ -15,6 +15,7 @@
 #                                       then cmin
 #   hack/fuzz.sh cmin [TARGET...]       minimise fuzz/corpus/TARGET with what the runs found added
 #   hack/fuzz.sh build                  build every target
+#   hack/fuzz.sh tools                  install nightly and cargo-fuzz if missing (hack/prepare.sh)
 #
 # Targets: admission, location, policies, workspace_request.
 set -euo pipefail
@@ -263,13 +264,30 @@ case "${1:-}" in
     echo "fuzz tools: $(($(date +%s) - start)) s"
     build
     echo "fuzz tools and build: $(($(date +%s) - start)) s"
+    # One target per core at once (libFuzzer runs on one thread), each its full time; each
+    # target's output is printed whole when it ends, so parallel runs do not interleave.
     failed=()
-    for target in "${TARGETS[@]}"; do
-      work=$(mktemp -d)
+    logs=$(mktemp -d)
+    running=()
+    finish() {
+      local target=$1
+      if wait "${pids[$target]}"; then :; else failed+=("$target"); fi
       echo "== fuzz $target for $seconds s"
-      run_target "$target" "$seconds" "$work" || failed+=("$target")
-      rm -rf "$work"
+      cat "$logs/$target.log"
+    }
+    declare -A pids=()
+    for target in "${TARGETS[@]}"; do
+      if [ ${#running[@]} -ge "$(nproc)" ]; then
+        finish "${running[0]}"
+        running=("${running[@]:1}")
+      fi
+      (work=$(mktemp -d); status=0; run_target "$target" "$seconds" "$work" || status=$?; rm -rf "$work"; exit "$status") \
+        >"$logs/$target.log" 2>&1 &
+      pids[$target]=$!
+      running+=("$target")
     done
+    for target in "${running[@]}"; do finish "$target"; done
+    rm -rf "$logs"
     echo "fuzzing: $(($(date +%s) - start)) s in all"
     if [ ${#failed[@]} -gt 0 ]; then
       echo "fuzz targets failed: ${failed[*]} (reproducers above; RELIABILITY.md says what to do)" >&2
@@ -292,5 +310,6 @@ case "${1:-}" in
   seed) seed ;;
   cmin) shift; cmin "$@" ;;
   build) build ;;
-  *) sed -n '2,20p' "$0"; exit 2 ;;
+  tools) ensure_tools ;;
+  *) sed -n '2,21p' "$0"; exit 2 ;;
 esac

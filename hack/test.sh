@@ -5,19 +5,18 @@
 #
 # usage: hack/test.sh [CARGO TEST ARGS...]   (default: --workspace --locked --no-fail-fast: every test
 #   binary runs, so the closing total counts them all)
-#   hack/test.sh -p outfit --test integration helm   runs only what matches, same preparation
+#   hack/test.sh --workspace --test integration helm   runs only what matches, same preparation and
+#   the same build as the full run (with -p PACKAGE, cargo resolves the dependencies' features for
+#   that package alone and compiles them again)
 #
-# What it installs, when missing (Debian packages, with apt-get; as root or through sudo):
-#   openssl, curl, setsid (util-linux), ss (iproute2)  the control plane's scripts (up.sh)
-#   jq                                                  up.sh's node mode
-#   python3                                             the deic-dk compatibility client
-#   chromium, chromedriver, python3-selenium            the web page's browser test (Selenium
-#                                                       for Debian's /usr/bin/python3)
-# What it builds from the Go module proxy, into ${OUTFIT_CACHE_DIR:-~/.cache/outfit} (once per
-# version; later runs take a second):
-#   kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok,
-#   the external-snapshotter's snapshot-controller and CRDs              hack/control-plane/build.sh
-#   helm                                                                 hack/helm/build.sh
+# First it runs hack/prepare.sh: the Debian packages the tests use (openssl, curl, jq, python3,
+# chromium, chromedriver, ...) when missing, and the test cluster and Helm, built from the Go
+# module proxy into ${OUTFIT_CACHE_DIR:-~/.cache/outfit} (once per version; later runs take a
+# second).
+#
+# Each test's wall time is printed beside its result, and the slowest ten at the end
+# (hack/lib/test-runner.sh).
+#
 # KUBERNETES_VERSION=1.33.13 hack/test.sh ... runs against another Kubernetes release (see
 # hack/e2e-version.sh).
 set -euo pipefail
@@ -25,39 +24,26 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 log() { echo "[test] $*" >&2; }
 
-for toolchain in cargo go; do
-  command -v "$toolchain" >/dev/null || { log "error: $toolchain is not installed (the tests need Rust and Go)"; exit 2; }
-done
-
-missing=()
-for tool in openssl curl setsid ss jq python3 chromium chromedriver; do
-  command -v "$tool" >/dev/null || missing+=("$tool")
-done
-/usr/bin/python3 -c 'import selenium' 2>/dev/null || missing+=(python3-selenium)
-if [ ${#missing[@]} -gt 0 ]; then
-  log "installing the tools the tests use: ${missing[*]}"
-  command -v apt-get >/dev/null || { log "error: missing ${missing[*]}, and no apt-get to install them: install them, then run this again"; exit 2; }
-  sudo=()
-  if [ "$(id -u)" != 0 ]; then
-    command -v sudo >/dev/null || { log "error: missing ${missing[*]} and not root (no sudo) to install them"; exit 2; }
-    sudo=(sudo)
-  fi
-  "${sudo[@]}" apt-get update -qq
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-    openssl curl util-linux iproute2 jq python3 python3-selenium chromium chromium-driver >/dev/null
-fi
-
-log "the test cluster (kube-apiserver, etcd, controller manager, scheduler, kwok; built from Go modules, cached)"
-hack/control-plane/build.sh
-log "helm, for the chart's tests (built from its Go module, cached)"
-hack/helm/build.sh >/dev/null
+hack/prepare.sh
 
 [ $# -gt 0 ] || set -- --workspace --locked --no-fail-fast
+# Four tests at a time in each test binary: the end-to-end tests spend much of their time waiting
+# on their clusters. On 2 cores the integration binary took 486 s with two at a time, 281 s with
+# four (with ring and rustls optimised in the debug build, Cargo.toml), 259 s with six, where a
+# home restored from a snapshot missed its create deadline. A RUST_TEST_THREADS of the caller's
+# wins.
+export RUST_TEST_THREADS="${RUST_TEST_THREADS:-4}"
 log "cargo test $*"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 status=0
-cargo test "$@" 2>&1 | tee "$out" || status=$?
+# cargo runs each test binary through the runner, which asks libtest for every test's time.
+host=$(rustc -vV | sed -n 's/^host: //p')
+runner_var="CARGO_TARGET_$(printf '%s' "$host" | tr 'a-z.-' 'A-Z__')_RUNNER"
+env "$runner_var=$PWD/hack/lib/test-runner.sh" cargo test "$@" 2>&1 | tee "$out" || status=$?
+echo "the slowest tests:"
+sed -n 's/^test \(.*\) \.\.\. \([a-zA-Z]*\) <\([0-9.]*\)s>$/\3 \1 (\2)/p' "$out" | sort -rn | head -n 10 \
+  | awk '{ printf "%9.1f s  %s %s\n", $1, $2, $3 }'
 # cargo's last line is the doc-test summary of the last crate (often "0 passed"); close with the
 # total over every test binary so the run is judged by all of them.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1) } }

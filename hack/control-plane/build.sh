@@ -41,6 +41,9 @@ command -v go >/dev/null || cp_die "go is not installed"
 # GOMODCACHE / GOCACHE are left at their (persistent) defaults unless the
 # caller sets them.
 export GOTOOLCHAIN=local GOWORK=off CGO_ENABLED=0
+# No DWARF from the compiler: the binaries are stripped at link (-ldflags -s -w) anyway, and
+# generating it took a tenth of the compile time (etcd: 112 CPU-s instead of 125).
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-gcflags=all=-dwarf=false"
 # Under `set -e` a failing build must not leave half a cache dir behind.
 mkdir -p "$CP_CACHE_ROOT"
 

@@ -42,6 +42,9 @@ fi
 
 # Never download a toolchain or pick up a go.work; a static binary.
 export GOTOOLCHAIN=local GOWORK=off CGO_ENABLED=0
+# No DWARF from the compiler: the binaries are stripped at link (-ldflags -s -w) anyway, and
+# generating it took a tenth of the compile time (etcd: 112 CPU-s instead of 125).
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-gcflags=all=-dwarf=false"
 export GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod"
 mkdir -p "$cache_root"
 

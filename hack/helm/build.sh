@@ -38,6 +38,9 @@ fi
 command -v go >/dev/null || die "go is not installed"
 # Never download a toolchain, never pick up a go.work, build a static binary.
 export GOTOOLCHAIN=local GOWORK=off CGO_ENABLED=0
+# No DWARF from the compiler: the binaries are stripped at link (-ldflags -s -w) anyway, and
+# generating it took a tenth of the compile time (etcd: 112 CPU-s instead of 125).
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-gcflags=all=-dwarf=false"
 mkdir -p "$cache_root"
 # One build at a time (test binaries and shells running side by side).
 exec 9>"$cache_root/.build.lock"

@@ -405,3 +405,47 @@ fn manifests_grant_the_filer_secrets_by_name_only() {
         ]
     );
 }
+
+/// Issue 47: a reader that closes standard output early (`outfit manifests | head`, a pager quit, a
+/// failing `kubectl apply -f -`) ends every command that prints quietly with 141, the status a
+/// shell shows for `cat` or `kubectl` ended by SIGPIPE: no panic, no error message. The read end is
+/// closed before outfit writes, so every write fails, whatever the output's size.
+#[test]
+fn a_closed_stdout_ends_every_printing_command_quietly_with_141() {
+    let gpu = [
+        "--policies",
+        "examples/gpu-users/policies.yaml",
+        "-f",
+        "examples/gpu-users/pod.yaml",
+    ];
+    let commands: [&[&str]; 7] = [
+        &["manifests"],
+        &["manifests", "--workspaces"],
+        &[&["mutate"][..], &gpu].concat(),
+        &[&["mutate"][..], &gpu, &["-o", "patch"]].concat(),
+        &[&["explain"][..], &gpu].concat(),
+        &[&["explain"][..], &gpu, &["-o", "json"]].concat(),
+        &["--help"],
+    ];
+    for args in commands {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_outfit"))
+            .args(args)
+            .current_dir(crate::support::repo_root())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start outfit");
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("outfit runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "outfit {args:?}: {stderr}");
+        if args == ["--help"] {
+            // clap prints help and exits 0 whether or not the write went through.
+            assert_eq!(out.status.code(), Some(0), "outfit {args:?}: {stderr}");
+        } else {
+            assert_eq!(out.status.code(), Some(141), "outfit {args:?}: {stderr}");
+            assert_eq!(stderr, "", "outfit {args:?}");
+        }
+    }
+}

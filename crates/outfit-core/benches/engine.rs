@@ -5,6 +5,8 @@
 //!
 //! Run: `cargo bench -p outfit-core --bench engine`
 
+mod common;
+
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -105,7 +107,7 @@ fn bench_apply(c: &mut Criterion) {
     let (pod, unmatched) = (text(&workspace_pod()), text(&unmatched));
     let mut group = c.benchmark_group("poddefault_apply");
     group.throughput(Throughput::Elements(1));
-    for count in [10, 100, 1_000, 10_000] {
+    for &count in common::policy_counts() {
         let mut builder = PolicySet::builder();
         builder.add_all(&policy_documents(count));
         let (set, report) = builder.build();

@@ -9,6 +9,8 @@
 //! namespace the mutators exclude: matching only). At 10,000 mutators the first admission adds
 //! 50,000 env vars, so that size takes fewer samples.
 
+mod common;
+
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
@@ -59,7 +61,7 @@ fn admit(set: &PolicySet, object: &Value) -> Option<Value> {
 
 fn gatekeeper(c: &mut Criterion) {
     let mut group = c.benchmark_group("gatekeeper");
-    for count in [10, 100, 1_000, 10_000] {
+    for &count in common::policy_counts() {
         let (samples, seconds) = if count >= 10_000 { (10, 8) } else { (20, 4) };
         group.sample_size(samples);
         group.measurement_time(std::time::Duration::from_secs(seconds));

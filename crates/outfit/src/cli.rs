@@ -9,8 +9,10 @@ use crate::{
     workspaces::WorkspacesArgs,
 };
 
-/// outfit applies mutation policies (Kubeflow PodDefault, Gatekeeper mutators) to Kubernetes
-/// objects: offline with `mutate`, or as an admission webhook.
+/// outfit applies declarative mutations to Kubernetes objects: Kubeflow PodDefaults, Gatekeeper's
+/// mutators (Assign, AssignMetadata, ModifySet, AssignImage), StatCan's filer shares and outfit's
+/// own PodPolicies, offline (`mutate`, `explain`) or as a mutating admission webhook (`serve`,
+/// installed with `manifests`); and it runs per-user workspaces on a cluster (`workspaces`).
 #[derive(Debug, Parser)]
 #[command(name = "outfit", version, about, propagate_version = true)]
 struct Cli {

@@ -16,10 +16,7 @@ use outfit_core::{
     explain::{Decision, Explanation, Verdict},
 };
 
-use crate::{
-    failure::EXIT_BAD_INPUT,
-    inputs::{InputError, Inputs},
-};
+use crate::inputs::{InputError, Inputs, exit_status};
 
 /// Arguments of `outfit explain`.
 #[derive(Debug, Args)]
@@ -51,13 +48,7 @@ enum OperationArg {
 
 /// Runs `outfit explain`.
 pub(crate) fn run(args: &ExplainArgs) -> ExitCode {
-    match explain(args, &mut io::stdout().lock(), &mut io::stderr().lock()) {
-        Ok(status) => status,
-        Err(error) => {
-            eprintln!("error: {error}");
-            ExitCode::from(EXIT_BAD_INPUT)
-        }
-    }
+    exit_status(explain(args, &mut io::stdout().lock(), &mut io::stderr().lock()))
 }
 
 fn explain(

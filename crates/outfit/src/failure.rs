@@ -1,10 +1,33 @@
 //! How a command fails: the exit statuses every command shares, and why flags are refused, at the
 //! bottom of the binary's modules so that each command and the daemon helpers can use them.
 
+use std::{io::Write, process::ExitCode};
+
 use outfit_core::{DocumentError, PolicyError};
 
 /// Exit status for bad input: unreadable files, invalid YAML or JSON, invalid policies.
 pub(crate) const EXIT_BAD_INPUT: u8 = 2;
+
+/// Exit status when the reader of standard output went away early (`outfit manifests | head`, a
+/// pager quit, a failing `kubectl apply -f -`): 128 + SIGPIPE, what a shell shows for `cat` or
+/// `kubectl` ended by that signal. Nothing more is printed; a closed pipe is not an error of
+/// outfit's.
+pub(crate) const EXIT_CLOSED_PIPE: u8 = 141;
+
+/// Writes `text` on standard output and ends as a Unix tool does: [`ExitCode::SUCCESS`], quietly
+/// [`EXIT_CLOSED_PIPE`] when the reader went away, or status 1 with the error on stderr (a full
+/// disk, say). `print!` would panic instead.
+pub(crate) fn print_stdout(text: &str) -> ExitCode {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::from(EXIT_CLOSED_PIPE),
+        Err(error) => {
+            eprintln!("error: writing output: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
 /// Why a command stopped: its message and exit status.
 #[derive(Debug)]

@@ -5,6 +5,7 @@ use std::{
     borrow::Cow,
     io::{self, Read, Write},
     path::PathBuf,
+    process::ExitCode,
 };
 
 use clap::Args;
@@ -14,6 +15,8 @@ use outfit_core::{
     policy_set::{LoadReport, LoadSettings},
     source,
 };
+
+use crate::failure::{EXIT_BAD_INPUT, EXIT_CLOSED_PIPE};
 
 /// The policies and manifests of an offline command.
 #[derive(Debug, Args)]
@@ -94,6 +97,22 @@ pub(crate) enum InputError {
     /// outfit's own patch did not apply to the object it was made for: a bug.
     #[error("internal error: outfit's own patch does not apply ({0}); please report this")]
     OwnPatch(#[source] json_patch::PatchError),
+}
+
+/// The exit status of an offline command that ended with `result`: its own, or
+/// [`EXIT_CLOSED_PIPE`] quietly when the reader of standard output went away, or
+/// [`EXIT_BAD_INPUT`] with the error printed on stderr.
+pub(crate) fn exit_status(result: Result<ExitCode, InputError>) -> ExitCode {
+    match result {
+        Ok(status) => status,
+        Err(InputError::Output(error)) if error.kind() == io::ErrorKind::BrokenPipe => {
+            ExitCode::from(EXIT_CLOSED_PIPE)
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
 }
 
 impl Inputs {

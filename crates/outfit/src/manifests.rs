@@ -18,7 +18,7 @@ use outfit_workspaces::{
     model::config::StorageStrategy,
 };
 
-use crate::failure::{EXIT_BAD_INPUT, FlagError};
+use crate::failure::{EXIT_BAD_INPUT, FlagError, print_stdout};
 
 /// Arguments of `outfit manifests`.
 #[derive(Debug, Args)]
@@ -370,10 +370,7 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
         }
     };
     match serde_saphyr::to_string_multiple(&objects) {
-        Ok(yaml) => {
-            print!("{yaml}");
-            ExitCode::SUCCESS
-        }
+        Ok(yaml) => print_stdout(&yaml),
         Err(e) => {
             eprintln!("error: rendering YAML: {e}");
             ExitCode::FAILURE

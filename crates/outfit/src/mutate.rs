@@ -15,8 +15,7 @@ use serde_json::Value;
 
 use crate::{
     explain::{self, ExplainFormat},
-    failure::EXIT_BAD_INPUT,
-    inputs::{InputError, Inputs, describe},
+    inputs::{InputError, Inputs, describe, exit_status},
 };
 
 /// Arguments of `outfit mutate`.
@@ -43,13 +42,7 @@ enum OutputFormat {
 
 /// Runs `outfit mutate`.
 pub(crate) fn run(args: &MutateArgs) -> ExitCode {
-    match mutate(args, &mut io::stdout().lock(), &mut io::stderr().lock()) {
-        Ok(status) => status,
-        Err(error) => {
-            eprintln!("error: {error}");
-            ExitCode::from(EXIT_BAD_INPUT)
-        }
-    }
+    exit_status(mutate(args, &mut io::stdout().lock(), &mut io::stderr().lock()))
 }
 
 fn mutate(

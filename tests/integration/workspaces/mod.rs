@@ -6,6 +6,7 @@
 //! - `support`: the manifest server, `outfit workspaces` as a child process, the HTTP client and
 //!   the cluster helpers;
 //! - `cleanup`: what a delete takes with it;
+//! - `example`: the backend started from `examples/workspaces/`, as a newcomer starts it;
 //! - `clusters`: one backend over two clusters, one of them killed and started again;
 //! - `session`: whole sessions (ours, and the documentation-only Python client's), user ids;
 //! - `lifecycle`: creates that never turn ready, restarts, a second replica;
@@ -31,6 +32,7 @@
 mod attacks;
 mod cleanup;
 mod clusters;
+mod example;
 mod guards;
 mod lifecycle;
 mod native;

@@ -121,15 +121,16 @@ impl Backend {
     ) -> Backend {
         workspace_crd(&plane.admin_client().await).await;
         let port = free_port();
-        let config = std::env::temp_dir().join(format!("outfit-ws-{}-{port}.yaml", std::process::id()));
         let pod_cidr = plane.env("POD_CIDR");
+        // timeoutCreate leaves room for a loaded machine (hack/test.sh runs four tests at a time on
+        // two cores): a home restored from a snapshot took past 60 s there with six at a time.
         let base = format!(
             "namespace: {namespace}\n\
                  whitelistManifestRegex: 'http://127\\.0\\.0\\.1:{}/manifests/'\n\
                  ingressDomain: pods.test\n\
                  localRegistryURL: registry.test:5000\n\
                  podSubnetCidr: {pod_cidr}\n\
-                 timeoutCreate: 60s\n\
+                 timeoutCreate: 100s\n\
                  timeoutDelete: 30s\n\
                  storageGracePeriod: 0s\n\
                  hostnameList: [{{hostname: silo1.test, address: 10.0.0.20}}]\n\
@@ -147,7 +148,13 @@ impl Backend {
             .filter(|l| !overridden(l))
             .map(|l| format!("{l}\n"))
             .collect();
-        std::fs::write(&config, format!("{base}{extra}")).unwrap();
+        Backend::start_with_config(&format!("{base}{extra}"), port, kubeconfig).await
+    }
+
+    /// A backend on the whole configuration `text`, which listens on `port`.
+    pub(super) async fn start_with_config(text: &str, port: u16, kubeconfig: PathBuf) -> Backend {
+        let config = std::env::temp_dir().join(format!("outfit-ws-{}-{port}.yaml", std::process::id()));
+        std::fs::write(&config, text).unwrap();
         let backend = Backend {
             child: Mutex::new(spawn(&config, &kubeconfig)),
             port,
@@ -212,7 +219,11 @@ pub(super) fn spawn(config: &std::path::Path, kubeconfig: &std::path::Path) -> C
         .args(["workspaces", "--config"])
         .arg(config)
         .env("KUBECONFIG", kubeconfig)
-        .env("OUTFIT_LOG", "info,outfit_workspaces=debug")
+        // info unless the run asks for more (RUST_LOG=outfit_workspaces=debug, say).
+        .env(
+            "OUTFIT_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned()),
+        )
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()

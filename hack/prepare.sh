@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Installs and builds what the tests need besides outfit itself, on a machine with only Rust and
+# Go: hack/test.sh runs it first, and .ci/run runs it in the background (with --benchmarks
+# --fuzz) while outfit compiles, so the Go builds fill the cores the Rust build leaves idle.
+# Everything is cached; a second run takes a second.
+#
+#   hack/prepare.sh [--benchmarks] [--fuzz]
+#
+# Always (Debian packages, with apt-get, as root or through sudo, when missing):
+#   openssl, curl, setsid (util-linux), ss (iproute2)  the control plane's scripts (up.sh)
+#   jq                                                  up.sh's node mode
+#   python3                                             the deic-dk compatibility client
+#   chromium, chromedriver, python3-selenium            the web page's browser test (Selenium
+#                                                       for Debian's /usr/bin/python3)
+# and from the Go module proxy, into ${OUTFIT_CACHE_DIR:-~/.cache/outfit} (once per version):
+#   kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok,
+#   the external-snapshotter's snapshot-controller and CRDs              hack/control-plane/build.sh
+#   helm                                                                 hack/helm/build.sh
+# --benchmarks: Gatekeeper's engine for hack/bench-gatekeeper.sh        hack/gatekeeper-baseline/build.sh
+# --fuzz: cargo-fuzz (from crates.io) and the nightly toolchain, for hack/fuzz.sh
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+log() { echo "[prepare $(date -u +%T)] $*" >&2; }
+
+benchmarks=0
+fuzz=0
+for arg in "$@"; do
+  case "$arg" in
+    --benchmarks) benchmarks=1 ;;
+    --fuzz) fuzz=1 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    *) log "error: unknown argument $arg"; exit 2 ;;
+  esac
+done
+
+for toolchain in cargo go; do
+  command -v "$toolchain" >/dev/null || { log "error: $toolchain is not installed (the tests need Rust and Go)"; exit 2; }
+done
+
+missing=()
+for tool in openssl curl setsid ss jq python3 chromium chromedriver; do
+  command -v "$tool" >/dev/null || missing+=("$tool")
+done
+/usr/bin/python3 -c 'import selenium' 2>/dev/null || missing+=(python3-selenium)
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing the tools the tests use: ${missing[*]}"
+  command -v apt-get >/dev/null || { log "error: missing ${missing[*]}, and no apt-get to install them: install them, then run this again"; exit 2; }
+  sudo=()
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null || { log "error: missing ${missing[*]} and not root (no sudo) to install them"; exit 2; }
+    sudo=(sudo)
+  fi
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+    openssl curl util-linux iproute2 jq python3 python3-selenium chromium chromium-driver >/dev/null
+fi
+
+log "the test cluster (kube-apiserver, etcd, controller manager, scheduler, kwok, snapshot controller; built from Go modules, cached)"
+hack/control-plane/build.sh
+log "helm, for the chart's tests (built from its Go module, cached)"
+hack/helm/build.sh >/dev/null
+if [ "$benchmarks" = 1 ]; then
+  log "Gatekeeper's engine, the oracle of hack/bench-gatekeeper.sh (built from Go modules, cached)"
+  hack/gatekeeper-baseline/build.sh >/dev/null
+fi
+if [ "$fuzz" = 1 ]; then
+  log "cargo-fuzz and the nightly toolchain, for hack/fuzz.sh"
+  hack/fuzz.sh tools
+fi
+log "ready"
