@@ -65,6 +65,17 @@ if [ -x /usr/bin/time ]; then
   TIMEV=(/usr/bin/time -f '[control-plane]   wall %es, user %Us, sys %Ss, peak RSS %MKB')
 fi
 
+# cp_reports BINARY TEXT [-x]: dies unless `BINARY --version` prints TEXT (with -x, as a whole
+# line). The output is read whole
+# before it is searched: `--version | grep -q` let grep close the pipe at its first match, and a
+# binary that then wrote its next line died of SIGPIPE, failing the check under pipefail although
+# the version was right (etcd, whose version is followed by its Git SHA and Go version).
+cp_reports() {
+  local reported
+  reported="$("$1" --version 2>&1)" || cp_die "$1 --version failed: $reported"
+  grep -qF ${3:-} -- "$2" <<<"$reported" || cp_die "$1 reports '${reported%%$'\n'*}', expected $2"
+}
+
 # ---------------------------------------------------------------- external-snapshotter
 # snapshot-controller (VolumeSnapshot <-> VolumeSnapshotContent binding, dynamic provisioning of
 # contents, deletion) from github.com/kubernetes-csi/external-snapshotter/v8, and the three
@@ -100,8 +111,7 @@ build_snapshotter() {
       -ldflags "-s -w -X main.version=v$EXTERNAL_SNAPSHOTTER_VERSION" \
       -o "$stage_s/snapshot-controller" github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller
   )
-  "$stage_s/snapshot-controller" --version 2>&1 | grep -q "v$EXTERNAL_SNAPSHOTTER_VERSION" \
-    || cp_die "snapshot-controller reports '$("$stage_s/snapshot-controller" --version 2>&1 | head -1)', expected v$EXTERNAL_SNAPSHOTTER_VERSION"
+  cp_reports "$stage_s/snapshot-controller" "v$EXTERNAL_SNAPSHOTTER_VERSION"
   rm -rf "$CP_SNAPSHOTTER_BIN_DIR"
   mv "$stage_s" "$CP_SNAPSHOTTER_BIN_DIR"
   cp_log "  snapshot-controller compiled in $(cp_elapsed "$t")"
@@ -264,13 +274,10 @@ cp_log "  kwok compiled in $(cp_elapsed "$t")"
 
 # ---------------------------------------------------------------- check + install
 for c in "${k8s_cmds[@]}"; do
-  "$stage/$c" --version | grep -qx "Kubernetes v$KUBERNETES_VERSION" \
-    || cp_die "$c reports '$("$stage/$c" --version)', expected v$KUBERNETES_VERSION"
+  cp_reports "$stage/$c" "Kubernetes v$KUBERNETES_VERSION" -x
 done
-"$stage/kwok" --version 2>&1 | grep -q "$KWOK_VERSION" \
-  || cp_die "kwok reports '$("$stage/kwok" --version 2>&1 | head -1)', expected $KWOK_VERSION"
-"$stage/etcd" --version | grep -qx "etcd Version: $ETCD_VERSION" \
-  || cp_die "etcd reports '$("$stage/etcd" --version | head -1)', expected $ETCD_VERSION"
+cp_reports "$stage/kwok" "$KWOK_VERSION"
+cp_reports "$stage/etcd" "etcd Version: $ETCD_VERSION" -x
 
 rm -rf "$CP_BIN_DIR"
 mv "$stage" "$CP_BIN_DIR"
