@@ -25,10 +25,11 @@ smoke_flags=(--minutes 0.8 --rate 40 --connections 2 --policies 10 --namespaces 
 if [ "${1:-}" = --workspaces ]; then
   bin=workspaces-soak
   shift
-  # --settle 100: the backend keeps a user's storage for storageGracePeriod (1m) after their last
-  # workspace, then its sweep (every 5 s) removes it; the check waits for that.
+  # --storage-grace 5 --settle 60: the backend keeps a user's storage for storageGracePeriod
+  # after their last workspace, then its sweep (every 5 s) removes it; the check waits for that.
+  # With the backend's 1m it waited about 90 s of the smoke's 165.
   smoke_flags=(--minutes 0.8 --users 2 --outage-every 10 --outage-seconds 3 --grace 10
-    --replica-kill-every 12 --replica-down 3 --ready-wait 45 --settle 100)
+    --replica-kill-every 12 --replica-down 3 --ready-wait 45 --storage-grace 5 --settle 60)
 fi
 [ "$SMOKE" = 1 ] || smoke_flags=()
 build_bins

@@ -27,7 +27,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-log "building outfit (the first build takes about 12 minutes on 2 cores)"
+log "building outfit (the first build takes about 3.5 minutes on 2 cores)"
 (cd "$root" && cargo build --locked -p outfit)
 outfit="${CARGO_TARGET_DIR:-$root/target}/debug/outfit"
 

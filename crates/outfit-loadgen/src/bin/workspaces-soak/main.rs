@@ -105,6 +105,10 @@ struct Args {
     /// Seconds the cluster is given, after the last delete, to hold nothing of the backend's.
     #[arg(long, default_value_t = 180.0)]
     settle: f64,
+    /// The backends' `storageGracePeriod` in seconds: how long a user's storage outlives their
+    /// last workspace before the sweep removes it (the backend's default, 60, unless set).
+    #[arg(long, default_value_t = 60)]
+    storage_grace: u64,
     #[command(flatten)]
     places: harness::Places,
 }
@@ -149,7 +153,7 @@ async fn soak(
                 &namespace,
                 manifests,
                 replica,
-                args.max_per_user,
+                (args.max_per_user, args.storage_grace),
             )
         })
         .collect::<Result<Vec<_>>>()?;
@@ -323,12 +327,13 @@ fn start_backend(
     namespace: &str,
     manifests: u16,
     replica: usize,
-    max_per_user: usize,
+    (max_per_user, storage_grace): (usize, u64),
 ) -> Result<Backend> {
     let pod_cidr = plane.try_env("POD_CIDR")?;
     let settings = format!(
         "namespace: {namespace}\nwhitelistManifestRegex: 'http://127\\.0\\.0\\.1:{manifests}/'\n\
          ingressDomain: pods.soak\npodSubnetCidr: {pod_cidr}\ntimeoutCreate: 2m\n\
+         storageGracePeriod: {storage_grace}s\n\
          maxWorkspacesPerUser: {max_per_user}\n\
          catalogue:\n- {{name: web, url: 'http://127.0.0.1:{manifests}/web.yaml'}}\n\
          - {{name: brief, url: 'http://127.0.0.1:{manifests}/brief.yaml'}}"
