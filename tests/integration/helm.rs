@@ -208,6 +208,8 @@ fn differences(args: &[&str], namespace: &str, values: &Value) -> Vec<String> {
         .collect()
 }
 
+// About 45 to 60 s: `helm template` and `outfit manifests` (a debug build) run once per case, and
+// each helm run is CPU-bound on two cores shared with the other tests.
 #[test]
 fn chart_renders_what_outfit_manifests_prints_for_the_same_settings() {
     let ca = std::fs::read_to_string(repo_root().join("tests/fixtures/helm/ca.crt")).expect("the test CA");

@@ -86,6 +86,8 @@ async fn claims(client: &Client) -> usize {
         .len()
 }
 
+// About 60 s (66 s in CI, four tests at a time): a launch, a stop and a start each waited to ready
+// or gone on the cluster, a backend restart, and the 12 s and 5 s waits that prove nothing moved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_workspace_stops_and_starts_with_its_name_url_and_storage() {
     let plane = ControlPlane::with_nodes();
