@@ -42,8 +42,10 @@ host=$(rustc -vV | sed -n 's/^host: //p')
 runner_var="CARGO_TARGET_$(printf '%s' "$host" | tr 'a-z.-' 'A-Z__')_RUNNER"
 env "$runner_var=$PWD/hack/lib/test-runner.sh" cargo test "$@" 2>&1 | tee "$out" || status=$?
 echo "the slowest tests:"
-sed -n 's/^test \(.*\) \.\.\. \([a-zA-Z]*\) <\([0-9.]*\)s>$/\3 \1 (\2)/p' "$out" | sort -rn | head -n 10 \
-  | awk '{ printf "%9.1f s  %s %s\n", $1, $2, $3 }'
+# awk, not head, keeps the first ten: head would close the pipe early, and sort, still writing,
+# would die of SIGPIPE and fail this script under pipefail (exit 141) however the tests went.
+sed -n 's/^test \(.*\) \.\.\. \([a-zA-Z]*\) <\([0-9.]*\)s>$/\3 \1 (\2)/p' "$out" | sort -rn \
+  | awk 'NR <= 10 { printf "%9.1f s  %s %s\n", $1, $2, $3 }'
 # cargo's last line is the doc-test summary of the last crate (often "0 passed"); close with the
 # total over every test binary so the run is judged by all of them.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1) } }
