@@ -15,32 +15,31 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . hack/lib/stages.sh
 . hack/lib/bins.sh
 stages_begin "bench smoke"
-step() { stage "$@"; }
 
-step "criterion benches, each benchmark once (cargo bench's test mode)"
+stage "criterion benches, each benchmark once (cargo bench's test mode)"
 cargo test --workspace --locked -q --benches
-step "the load generator against outfit serve and a ceiling server"
+stage "the load generator against outfit serve and a ceiling server"
 SMOKE=1 build_bins
 "$BIN_DIR/outfit-loadgen" --seconds 1 --connections 4 --policies 50
-step hack/bench-webhook-e2e.sh --smoke
+stage hack/bench-webhook-e2e.sh --smoke
 hack/bench-webhook-e2e.sh --smoke
-step hack/bench-gatekeeper.sh --smoke
+stage hack/bench-gatekeeper.sh --smoke
 hack/bench-gatekeeper.sh --smoke
-step hack/memory-10k/run.sh --smoke
+stage hack/memory-10k/run.sh --smoke
 hack/memory-10k/run.sh --smoke
-step hack/bench-workspaces.sh --smoke
+stage hack/bench-workspaces.sh --smoke
 hack/bench-workspaces.sh --smoke
-step hack/bench-workspaces-scale.sh --smoke
+stage hack/bench-workspaces-scale.sh --smoke
 hack/bench-workspaces-scale.sh --smoke
-step hack/bench-workspaces-start.sh --smoke
+stage hack/bench-workspaces-start.sh --smoke
 hack/bench-workspaces-start.sh --smoke
-step hack/soak.sh --smoke
+stage hack/soak.sh --smoke
 hack/soak.sh --smoke
-step hack/serve-huge-patch.py --smoke
+stage hack/serve-huge-patch.py --smoke
 hack/serve-huge-patch.py --smoke
-step hack/soak.sh --smoke --workspaces
+stage hack/soak.sh --smoke --workspaces
 hack/soak.sh --smoke --workspaces
-step hack/workspaces-attack.sh --smoke
+stage hack/workspaces-attack.sh --smoke
 hack/workspaces-attack.sh --smoke
 stages_end
 printf '\nbench smoke: every script ran\n'

@@ -14,6 +14,11 @@ pub(crate) const EXIT_BAD_INPUT: u8 = 2;
 /// outfit's.
 pub(crate) const EXIT_CLOSED_PIPE: u8 = 141;
 
+/// Whether a write failed because the reader of standard output went away ([`EXIT_CLOSED_PIPE`]).
+pub(crate) fn closed_pipe(error: &std::io::Error) -> bool {
+    error.kind() == std::io::ErrorKind::BrokenPipe
+}
+
 /// Writes `text` on standard output and ends as a Unix tool does: [`ExitCode::SUCCESS`], quietly
 /// [`EXIT_CLOSED_PIPE`] when the reader went away, or status 1 with the error on stderr (a full
 /// disk, say). `print!` would panic instead.
@@ -21,7 +26,7 @@ pub(crate) fn print_stdout(text: &str) -> ExitCode {
     let mut stdout = std::io::stdout().lock();
     match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::from(EXIT_CLOSED_PIPE),
+        Err(error) if closed_pipe(&error) => ExitCode::from(EXIT_CLOSED_PIPE),
         Err(error) => {
             eprintln!("error: writing output: {error}");
             ExitCode::FAILURE

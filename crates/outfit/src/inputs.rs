@@ -16,7 +16,7 @@ use outfit_core::{
     source,
 };
 
-use crate::failure::{EXIT_BAD_INPUT, EXIT_CLOSED_PIPE};
+use crate::failure::{EXIT_BAD_INPUT, EXIT_CLOSED_PIPE, closed_pipe};
 
 /// The policies and manifests of an offline command.
 #[derive(Debug, Args)]
@@ -105,9 +105,7 @@ pub(crate) enum InputError {
 pub(crate) fn exit_status(result: Result<ExitCode, InputError>) -> ExitCode {
     match result {
         Ok(status) => status,
-        Err(InputError::Output(error)) if error.kind() == io::ErrorKind::BrokenPipe => {
-            ExitCode::from(EXIT_CLOSED_PIPE)
-        }
+        Err(InputError::Output(error)) if closed_pipe(&error) => ExitCode::from(EXIT_CLOSED_PIPE),
         Err(error) => {
             eprintln!("error: {error}");
             ExitCode::from(EXIT_BAD_INPUT)
