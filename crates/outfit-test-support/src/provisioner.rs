@@ -17,10 +17,11 @@
 mod snapshots;
 
 use std::{
-    collections::HashSet,
+    collections::{HashMap, HashSet},
+    io::Write,
     path::PathBuf,
     sync::{Mutex, OnceLock},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use kube::{
@@ -89,11 +90,16 @@ pub async fn ensure(plane: &ControlPlane) {
                 .expect("the provisioner's runtime");
             runtime.block_on(async move {
                 let client = client_from(&kubeconfig).await;
+                let mut notes = Notes::default();
                 loop {
                     // A pass that fails (the API server restarting) is tried again. Apart, so
                     // that volumes are made on a plane without the snapshot CRDs too.
-                    let _ = pass(&client).await;
-                    let _ = snapshots::pass(&client, PROVISIONER).await;
+                    if let Err(error) = pass(&client, &mut notes).await {
+                        notes.error("a pass over claims and volumes", &error);
+                    }
+                    if let Err(error) = snapshots::pass(&client, PROVISIONER).await {
+                        notes.error("a pass over VolumeSnapshotContents", &error);
+                    }
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
             });
@@ -101,8 +107,66 @@ pub async fn ensure(plane: &ControlPlane) {
     }
 }
 
-/// One look at every claim and volume of the class.
-async fn pass(client: &Client) -> Result<(), kube::Error> {
+/// What the stand-in says on stderr (written there directly, so that libtest does not capture it
+/// into whichever test happened to start the thread): a claim it has held back for
+/// [`REPORT_AFTER`] with the same reason, and each new error, so that a test failing on a claim
+/// that stays Pending can be read from the log.
+#[derive(Default)]
+struct Notes {
+    /// Per claim uid: why it waits, since when, and whether that was said.
+    waiting: HashMap<String, (String, Instant, bool)>,
+    last_error: Option<String>,
+}
+
+/// How long a claim waits for the same reason before the stand-in says so.
+const REPORT_AFTER: Duration = Duration::from_secs(15);
+
+impl Notes {
+    fn say(line: &str) {
+        let _ = writeln!(std::io::stderr(), "[provisioner stand-in] {line}");
+    }
+
+    fn wait(&mut self, uid: &str, claim: &str, why: String) {
+        let entry = self
+            .waiting
+            .entry(uid.to_owned())
+            .or_insert_with(|| (why.clone(), Instant::now(), false));
+        if entry.0 != why {
+            *entry = (why, Instant::now(), false);
+        }
+        if !entry.2 && entry.1.elapsed() >= REPORT_AFTER {
+            entry.2 = true;
+            Self::say(&format!(
+                "claim {claim} waits {:?}: {}",
+                entry.1.elapsed(),
+                entry.0
+            ));
+        }
+    }
+
+    fn served(&mut self, uid: &str, claim: &str) {
+        if let Some((_, since, said)) = self.waiting.remove(uid)
+            && said
+        {
+            Self::say(&format!(
+                "claim {claim} has its volume after {:?}",
+                since.elapsed()
+            ));
+        }
+    }
+
+    fn error(&mut self, what: &str, error: &kube::Error) {
+        let line = format!("{what}: {error}");
+        if self.last_error.as_deref() != Some(&line) {
+            Self::say(&line);
+            self.last_error = Some(line);
+        }
+    }
+}
+
+/// One look at every claim and volume of the class. A claim whose turn fails does not hold up
+/// the others.
+async fn pass(client: &Client, notes: &mut Notes) -> Result<(), kube::Error> {
     let claims = api(
         client,
         None,
@@ -113,76 +177,33 @@ async fn pass(client: &Client) -> Result<(), kube::Error> {
         None,
         &resource("", "v1", "PersistentVolume", "persistentvolumes"),
     );
-    let ours = |object: &DynamicObject| {
-        let class = &object.data["spec"]["storageClassName"];
-        class == CLASS || class == FIXED_CLASS
-    };
     let volume_list = volumes.list(&ListParams::default()).await?;
-    for claim in claims
-        .list(&ListParams::default())
-        .await?
-        .items
-        .iter()
-        .filter(|c| ours(c))
-    {
+    let claim_list = claims.list(&ListParams::default()).await?;
+    for claim in claim_list.items.iter().filter(|c| ours(c)) {
         let Some(uid) = claim.metadata.uid.as_deref() else {
             continue;
         };
+        let name = format!(
+            "{}/{}",
+            claim.metadata.namespace.as_deref().unwrap_or_default(),
+            claim.metadata.name.as_deref().unwrap_or_default()
+        );
         let bound = volume_list
             .items
             .iter()
             .find(|v| v.data["spec"]["claimRef"]["uid"] == uid);
-        let wanted = claim.data["spec"]["resources"]["requests"]["storage"].clone();
-        match bound {
-            None if claim.metadata.deletion_timestamp.is_none() => {
-                let mut annotations = json!({"pv.kubernetes.io/provisioned-by": PROVISIONER});
-                match snapshots::restore(client, claim, PROVISIONER).await? {
-                    Restore::Empty => {}
-                    Restore::Wait => continue,
-                    Restore::From(snapshot) => annotations[RESTORED_FROM] = json!(snapshot),
-                }
-                let volume = json!({
-                    "apiVersion": "v1", "kind": "PersistentVolume",
-                    "metadata": {"name": format!("pvc-{uid}"), "annotations": annotations},
-                    "spec": {
-                        "storageClassName": claim.data["spec"]["storageClassName"],
-                        "capacity": {"storage": wanted},
-                        "accessModes": claim.data["spec"]["accessModes"],
-                        "persistentVolumeReclaimPolicy": "Delete",
-                        "csi": {"driver": PROVISIONER, "volumeHandle": format!("outfit-test-{uid}")},
-                        "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                                     "namespace": claim.metadata.namespace, "name": claim.metadata.name,
-                                     "uid": uid}
-                    }
-                });
-                let volume: DynamicObject = serde_json::from_value(volume).expect("a volume");
-                match volumes.create(&PostParams::default(), &volume).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(status)) if status.code == 409 => {}
-                    Err(error) => return Err(error),
-                }
-            }
-            // Expansion: the volume grows to what the claim asks, and so does the claim's status.
-            Some(volume) if volume.data["spec"]["capacity"]["storage"] != wanted && !wanted.is_null() => {
-                let name = volume.metadata.name.clone().unwrap_or_default();
-                let grow = json!({"spec": {"capacity": {"storage": wanted}}});
-                volumes
-                    .patch(&name, &PatchParams::default(), &Patch::Merge(&grow))
-                    .await?;
-                let namespace = claim.metadata.namespace.clone().unwrap_or_default();
-                let claim_name = claim.metadata.name.clone().unwrap_or_default();
-                let status = json!({"status": {"capacity": {"storage": wanted}}});
-                api(
-                    client,
-                    Some(&namespace),
-                    &resource("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
-                )
-                .patch_status(&claim_name, &PatchParams::default(), &Patch::Merge(&status))
-                .await?;
-            }
-            _ => {}
+        match serve(client, claim, bound).await {
+            Ok(Some(why)) => notes.wait(uid, &name, why),
+            Ok(None) => notes.served(uid, &name),
+            Err(error) => notes.error(&format!("claim {name}"), &error),
         }
     }
+    notes.waiting.retain(|uid, _| {
+        claim_list
+            .items
+            .iter()
+            .any(|c| c.metadata.uid.as_deref() == Some(uid.as_str()))
+    });
     // Released volumes of the class go, as its reclaim policy says.
     for volume in volume_list.items.iter().filter(|v| ours(v)) {
         if volume.data["status"]["phase"] == "Released" && volume.metadata.deletion_timestamp.is_none() {
@@ -195,4 +216,82 @@ async fn pass(client: &Client) -> Result<(), kube::Error> {
         }
     }
     Ok(())
+}
+
+fn ours(object: &DynamicObject) -> bool {
+    let class = &object.data["spec"]["storageClassName"];
+    class == CLASS || class == FIXED_CLASS
+}
+
+/// One claim's turn: a volume made for it (from its snapshot), or grown to what it asks. Why it
+/// waits, if it does.
+async fn serve(
+    client: &Client,
+    claim: &DynamicObject,
+    bound: Option<&DynamicObject>,
+) -> Result<Option<String>, kube::Error> {
+    let volumes = api(
+        client,
+        None,
+        &resource("", "v1", "PersistentVolume", "persistentvolumes"),
+    );
+    let uid = claim.metadata.uid.as_deref().unwrap_or_default();
+    let wanted = claim.data["spec"]["resources"]["requests"]["storage"].clone();
+    match bound {
+        None if claim.metadata.deletion_timestamp.is_none() => {
+            let mut annotations = json!({"pv.kubernetes.io/provisioned-by": PROVISIONER});
+            match snapshots::restore(client, claim, PROVISIONER).await? {
+                Restore::Empty => {}
+                Restore::Wait(why) => return Ok(Some(why)),
+                Restore::From(snapshot) => annotations[RESTORED_FROM] = json!(snapshot),
+            }
+            let volume = json!({
+                "apiVersion": "v1", "kind": "PersistentVolume",
+                "metadata": {"name": format!("pvc-{uid}"), "annotations": annotations},
+                "spec": {
+                    "storageClassName": claim.data["spec"]["storageClassName"],
+                    "capacity": {"storage": wanted},
+                    "accessModes": claim.data["spec"]["accessModes"],
+                    "persistentVolumeReclaimPolicy": "Delete",
+                    "csi": {"driver": PROVISIONER, "volumeHandle": format!("outfit-test-{uid}")},
+                    "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                                 "namespace": claim.metadata.namespace, "name": claim.metadata.name,
+                                 "uid": uid}
+                }
+            });
+            let volume: DynamicObject = serde_json::from_value(volume).expect("a volume");
+            match volumes.create(&PostParams::default(), &volume).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 409 => {}
+                Err(error) => return Err(error),
+            }
+        }
+        // Expansion: the volume grows to what the claim asks, and so does the claim's status.
+        Some(volume) if volume.data["spec"]["capacity"]["storage"] != wanted && !wanted.is_null() => {
+            let name = volume.metadata.name.clone().unwrap_or_default();
+            let grow = json!({"spec": {"capacity": {"storage": wanted}}});
+            volumes
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&grow))
+                .await?;
+            let namespace = claim.metadata.namespace.clone().unwrap_or_default();
+            let claim_name = claim.metadata.name.clone().unwrap_or_default();
+            let status = json!({"status": {"capacity": {"storage": wanted}}});
+            api(
+                client,
+                Some(&namespace),
+                &resource("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
+            )
+            .patch_status(&claim_name, &PatchParams::default(), &Patch::Merge(&status))
+            .await?;
+        }
+        Some(volume) if claim.data["status"]["phase"] == "Pending" => {
+            let name = volume.metadata.name.as_deref().unwrap_or_default();
+            return Ok(Some(format!(
+                "its volume {name} is made ({}); kube-controller-manager has not bound them",
+                volume.data["status"]["phase"]
+            )));
+        }
+        _ => {}
+    }
+    Ok(None)
 }

@@ -200,8 +200,8 @@ fn bytes(text: &str) -> u64 {
 pub(crate) enum Restore {
     /// No snapshot: an empty volume.
     Empty,
-    /// A snapshot not (yet) fit to restore from: no volume for now.
-    Wait,
+    /// A snapshot not (yet) fit to restore from (why): no volume for now.
+    Wait(String),
     /// The named VolumeSnapshot of the claim's namespace.
     From(String),
 }
@@ -225,16 +225,18 @@ pub(crate) async fn restore(
     // A snapshot of another namespace (the alpha cross-namespace source): not supported, as by
     // most drivers.
     if source["namespace"].as_str().is_some_and(|n| n != namespace) {
-        return Ok(Restore::Wait);
+        return Ok(Restore::Wait("a snapshot of another namespace".to_owned()));
     }
     let name = source["name"].as_str().unwrap_or_default();
     let snapshots = resource(GROUP, "v1", "VolumeSnapshot", "volumesnapshots");
     let Some(snapshot) = api(client, Some(namespace), &snapshots).get_opt(name).await? else {
-        return Ok(Restore::Wait);
+        return Ok(Restore::Wait(format!("no VolumeSnapshot {name}")));
     };
     let status = &snapshot.data["status"];
     if status["readyToUse"] != true {
-        return Ok(Restore::Wait);
+        return Ok(Restore::Wait(format!(
+            "VolumeSnapshot {name} is not ready: status {status}"
+        )));
     }
     // The real external-provisioner restores only its own driver's snapshots.
     let content_name = status["boundVolumeSnapshotContentName"]
@@ -242,12 +244,19 @@ pub(crate) async fn restore(
         .unwrap_or_default();
     match contents(client).get_opt(content_name).await? {
         Some(content) if content.data["spec"]["driver"] == driver => {}
-        _ => return Ok(Restore::Wait),
+        Some(_) => return Ok(Restore::Wait(format!("{content_name} is another driver's"))),
+        None => {
+            return Ok(Restore::Wait(format!(
+                "no VolumeSnapshotContent {content_name:?}"
+            )));
+        }
     }
     let wanted = spec["resources"]["requests"]["storage"].as_str().map_or(0, bytes);
     let holds = status["restoreSize"].as_str().map_or(0, bytes);
     if wanted < holds {
-        return Ok(Restore::Wait);
+        return Ok(Restore::Wait(format!(
+            "the claim asks for {wanted} bytes, VolumeSnapshot {name} holds {holds}"
+        )));
     }
     Ok(Restore::From(name.to_owned()))
 }

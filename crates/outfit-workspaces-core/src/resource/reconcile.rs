@@ -93,21 +93,15 @@ pub fn next(workspace: &Workspace, pod: Option<&Pod>, now: Timestamp) -> Next {
             .is_some_and(|(until, at)| now < until && at == generation(workspace));
         return if launching { Next::Wait } else { Next::MakePod };
     }
-    // A stop asked for a moment ago (its `outfit.dev/stop-at`) is deleting the pod itself: the
-    // API's, a cull's, a failed start's. Deleting it again would cost a GET and a DELETE per stop
-    // (the 5,000 benchmark counted them); past the moment, the request is taken to have died.
-    let stopping_now =
-        stop_marked_at(workspace).is_some_and(|at| now.duration_since(at) < STOP_DELETES_ITS_POD);
+    // Stopped: its pod goes, and this is the one place that deletes it (a stop request, a cull
+    // and a failed start only stop the Workspace).
     match pod {
-        Some(pod) if owns(workspace, pod) && pod.metadata.deletion_timestamp.is_none() && !stopping_now => {
+        Some(pod) if owns(workspace, pod) && pod.metadata.deletion_timestamp.is_none() => {
             Next::RemovePod(pod.metadata.uid.clone().unwrap_or_default())
         }
         _ => Next::Wait,
     }
 }
-
-/// How long a stop request is left to delete its pod before the controller does.
-const STOP_DELETES_ITS_POD: jiff::SignedDuration = jiff::SignedDuration::from_secs(10);
 
 /// The annotations a stop for `reason` at `now` sets with `spec.started: false`.
 pub fn stop_marks(reason: StopReason, now: Timestamp) -> BTreeMap<&'static str, Option<String>> {

@@ -1,5 +1,5 @@
 //! Workspaces that keep their state, on a fake cluster: a launch records a Workspace that owns
-//! its pod; a stop removes the pod and keeps the record (and the name); a start makes the pod
+//! its pod; a stop keeps the record (and the name) and the controller removes the pod; a start makes the pod
 //! again under the same name; the controller does the same for edits made with kubectl, and
 //! writes a refused start to the status once.
 
@@ -58,6 +58,8 @@ pub(super) async fn until(fake: &FakeCluster, what: &str, check: impl Fn(&crate:
 #[tokio::test]
 async fn a_launch_records_a_workspace_that_owns_its_pod_and_a_stop_keeps_it() {
     let (backend, fake) = with_catalogue().await;
+    // The controller deletes a stopped workspace's pod.
+    let _leader = controlling(&backend).drop_guard();
     let (launched, _) = backend
         .launch(&alice(), &launch("web", None), SILO)
         .await
@@ -260,6 +262,7 @@ async fn limits_refuse_a_start_past_them_and_a_stop_past_the_stopped_limit() {
         ("BACKEND_MAXWORKSPACESPERUSER", "1"),
         ("BACKEND_MAXSTOPPEDWORKSPACESPERUSER", "1"),
     ]);
+    let _leader = controlling(&backend).drop_guard();
     let (first, _) = backend
         .launch(&alice(), &launch("web", None), SILO)
         .await
@@ -270,10 +273,23 @@ async fn limits_refuse_a_start_past_them_and_a_stop_past_the_stopped_limit() {
         .launch(&alice(), &launch("web", None), SILO)
         .await
         .unwrap();
+    let stop_mark = |fake: &FakeCluster| {
+        fake.with(|s| {
+            s.workspaces[&first.name]
+                .annotations()
+                .get(crate::model::keys::ANNOTATION_STOP_AT)
+                .cloned()
+        })
+    };
+    let stopped_at = stop_mark(&fake);
+    assert!(stopped_at.is_some());
     let refused = backend.start(&alice(), &first.name, None).await;
     assert!(matches!(refused, Err(RequestError::Limit(_))), "{refused:?}");
     let record = fake.with(|s| s.workspaces[&first.name].clone());
     assert!(!record.spec.started, "a refused start leaves it stopped");
+    // The same stop, to the nanosecond: another would be snapshotted again, and with
+    // `snapshotsKept` the oldest snapshot let go (a CI run lost the one a start then named).
+    assert_eq!(stop_mark(&fake), stopped_at);
     assert!(fake.with(|s| !s.pods.contains_key(&first.name)));
     // A second stopped one would pass maxStoppedWorkspacesPerUser.
     let refused = backend.stop(&alice(), &second.name).await;

@@ -346,6 +346,7 @@ impl<C: ClusterCalls> Lifecycle<C> {
                 Err(Unfinished::Failed(phase, why)) => self.fail(pod, phase, why).await,
             },
             Next::Fail(phase, why) => self.fail(pod, phase, why).await,
+            Next::Remove if self.stopped_record(pod) => {}
             Next::Remove => self.remove(pod).await,
             Next::Cull(cull) => self.cull(pod, &cull).await,
             Next::Wait => {}
@@ -484,8 +485,9 @@ impl<C: ClusterCalls> Lifecycle<C> {
             reason,
             "create failed; removing the pod"
         );
-        // Its Workspace stops, or the controller would make the pod again and again.
-        self.stop_record(pod, StopReason::Failed).await;
+        // Its Workspace stops, or the controller would make the pod again and again; the
+        // controller then deletes the pod.
+        let stopped = self.stop_record(pod, StopReason::Failed).await;
         // The mark first: a leader killed after it leaves the survivor only the delete (see
         // `next_step`), so the Event and the count are never made twice.
         let mark = BTreeMap::from([(keys::ANNOTATION_FAILED, Some(reason.clone()))]);
@@ -497,7 +499,9 @@ impl<C: ClusterCalls> Lifecycle<C> {
         self.metrics
             .spawned(&manifest_name(pod), Some(phase.as_str()), since_created(pod));
         self.cluster.event(pod, true, "CreateFailed", reason).await;
-        self.remove(pod).await;
+        if !stopped {
+            self.remove(pod).await;
+        }
     }
 
     /// Culls a workspace whose time is up: an Event and a mark say why, then its pod is deleted;
@@ -508,12 +512,18 @@ impl<C: ClusterCalls> Lifecycle<C> {
         // A user at maxStoppedWorkspacesPerUser (counted on this cluster) loses the culled one.
         let stopped = crate::model::user::owner_of(pod).map_or(0, |owner| self.cache.stopped_of(owner));
         let at_stopped_limit = limits::check_stopped(&self.config.limits, stopped).is_err();
-        match culling::action(pod, &self.config) {
-            Ok(CullAction::Delete) => self.delete_record(pod).await,
-            Ok(CullAction::Stop) if at_stopped_limit => self.delete_record(pod).await,
+        let stopped = match culling::action(pod, &self.config) {
+            Ok(CullAction::Delete) => {
+                self.delete_record(pod).await;
+                false
+            }
+            Ok(CullAction::Stop) if at_stopped_limit => {
+                self.delete_record(pod).await;
+                false
+            }
             // Refused at create: never met here; stopping loses nothing.
             Ok(CullAction::Stop) | Err(_) => self.stop_record(pod, reconcile::cull_reason(cull)).await,
-        }
+        };
         tracing::info!(
             pod = name,
             user = crate::model::user::owner_of(pod),
@@ -530,28 +540,49 @@ impl<C: ClusterCalls> Lifecycle<C> {
         }
         self.cluster.event(pod, false, "Culled", why).await;
         self.metrics.culled(cull.reason());
-        self.remove(pod).await;
+        if !stopped {
+            self.remove(pod).await;
+        }
     }
 
     /// Stops the Workspace `pod` belongs to, if any, for `reason`: it keeps its record (and
-    /// storage) for a start, and the controller does not make its pod again. A Workspace gone or
-    /// replaced meanwhile is left alone; any other failure is logged, and the pod goes anyway.
-    async fn stop_record(&self, pod: &Pod, reason: StopReason) {
-        let Some(owner) = record_of(pod) else { return };
+    /// storage) for a start, the controller does not make its pod again, and the controller
+    /// deletes this one (`true`). A Workspace gone or replaced meanwhile is left alone; any other
+    /// failure is logged. Either way (`false`) the caller deletes the pod itself.
+    async fn stop_record(&self, pod: &Pod, reason: StopReason) -> bool {
+        let Some(owner) = record_of(pod) else { return false };
         let marks = reconcile::stop_marks(reason, Timestamp::now());
         match self
             .cluster
             .set_started(&owner.name, &owner.uid, false, marks)
             .await
         {
-            Ok(_) => tracing::info!(
-                workspace = owner.name,
-                reason = reason.as_str(),
-                "workspace stopped"
-            ),
-            Err(error) if error.is_gone() => {}
-            Err(error) => tracing::warn!(workspace = owner.name, %error, "could not stop the workspace"),
+            Ok(_) => {
+                tracing::info!(
+                    workspace = owner.name,
+                    reason = reason.as_str(),
+                    "workspace stopped"
+                );
+                true
+            }
+            Err(error) if error.is_gone() => false,
+            Err(error) => {
+                tracing::warn!(workspace = owner.name, %error, "could not stop the workspace");
+                false
+            }
         }
+    }
+
+    /// Whether `pod`'s Workspace, as the cache shows it, is stopped: then its pod is the
+    /// controller's to delete, and the lifecycle leaves it.
+    fn stopped_record(&self, pod: &Pod) -> bool {
+        record_of(pod).is_some_and(|owner| {
+            self.cache.workspace(&owner.name).is_some_and(|record| {
+                record.metadata.uid.as_deref() == Some(owner.uid.as_str())
+                    && !record.spec.started
+                    && record.metadata.deletion_timestamp.is_none()
+            })
+        })
     }
 
     /// Deletes the Workspace `pod` belongs to, if any (`cullAction: delete`).

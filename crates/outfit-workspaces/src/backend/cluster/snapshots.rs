@@ -174,10 +174,20 @@ impl<C: ClusterCalls> ClusterBackend<C> {
         if self.config.snapshot_class_name.is_none() && named.is_none() {
             return Ok(None);
         }
-        let snapshots = self.cluster.snapshots_of(user).await?;
         let Some(named) = named else {
+            let snapshots = self.cluster.snapshots_of(user).await?;
             return Ok(snapshot::newest_ready(&snapshots, claim).cloned());
         };
+        self.named_snapshot(user, named).await.map(Some)
+    }
+
+    /// The snapshot `named`, if it is `user`'s and ready to make a home from; else why not.
+    pub(crate) async fn named_snapshot(
+        &self,
+        user: &UserId,
+        named: &str,
+    ) -> Result<VolumeSnapshot, RequestError> {
+        let snapshots = self.cluster.snapshots_of(user).await?;
         let found = snapshots.into_iter().find(|s| s.name() == named);
         match found {
             None => Err(RequestError::UnknownSnapshot(format!(
@@ -185,7 +195,7 @@ impl<C: ClusterCalls> ClusterBackend<C> {
                 self.name
             ))),
             Some(snapshot) => match snapshot.state() {
-                State::Ready => Ok(Some(snapshot)),
+                State::Ready => Ok(snapshot),
                 State::Pending => Err(RequestError::SnapshotNotReady(format!(
                     "snapshot {named} is not ready yet"
                 ))),

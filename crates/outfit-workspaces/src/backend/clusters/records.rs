@@ -71,8 +71,8 @@ impl<C: ClusterCalls> Backend<C> {
     }
 
     /// Stops `identity`'s workspace `name` (reason `user`): its record says so (`spec.started:
-    /// false`, why and when), then its pod is deleted (the leader's controller would, a moment
-    /// later). Answers the uid of the pod going, if it had one, for following the stop.
+    /// false`, why and when), and the leader's controller deletes its pod. Answers the uid of the
+    /// pod going, if it had one, for following the stop.
     pub async fn stop(&self, identity: &Identity, name: &str) -> Result<Option<String>, RequestError> {
         names::check_pod_name(name)?;
         let Some((member, workspace)) = self.find_record(identity, name).await? else {
@@ -95,8 +95,9 @@ impl<C: ClusterCalls> Backend<C> {
         let Some(pod) = member.cache.pod(name).filter(|pod| owns(&workspace, pod)) else {
             return Ok(None);
         };
+        // The controller deletes it (the one writer of a Workspace's pod); the answer waits,
+        // briefly, until the cache shows it going, so that a request right after sees it.
         if pod.metadata.deletion_timestamp.is_none() {
-            member.cluster.delete_pod(name, pod.uid().as_deref()).await?;
             member.await_deleting(&pod).await;
         }
         Ok(pod.uid())
@@ -135,11 +136,26 @@ impl<C: ClusterCalls> Backend<C> {
                 entry.groups.join(", ")
             )));
         }
-        if let Some(pod) = member.cache.pod(name) {
+        // A start right after its stop waits (briefly) for the stop's pod to go: the controller
+        // deletes it, and a kubelet ends it within its grace period.
+        let deadline = tokio::time::Instant::now() + crate::io::cache::OWN_WRITE_VISIBLE;
+        let gone = member
+            .cache
+            .wait_for(deadline, |cache| cache.pod(name).is_none().then_some(()))
+            .await;
+        if gone.is_none()
+            && let Some(pod) = member.cache.pod(name)
+        {
             return Err(RequestError::Busy(format!(
                 "workspace {name:?} is still stopping (its pod {} is going); start it once it is stopped",
                 pod.name_any()
             )));
+        }
+        // A snapshot that can't be used refuses the start before anything changes.
+        if let Some(named) = restore {
+            member
+                .named_snapshot(&crate::model::user::UserId::parse(&workspace.spec.owner)?, named)
+                .await?;
         }
         // The controller leaves the pod to this start until the create's deadline.
         let until = Timestamp::now() + member.config.timeout_create;
@@ -151,12 +167,13 @@ impl<C: ClusterCalls> Backend<C> {
             .map_err(|error| gone_or(error, identity, name))?;
         let made = self.start_pod(member, &started, restore).await;
         if let Err(error) = &made {
-            // Refused: it stays stopped, as it was (why and when kept).
-            let stop = workspace.status.as_ref().and_then(|s| s.stopped.clone());
-            let (reason, at) = stop.map_or((StopReason::User, Timestamp::now()), |s| (s.reason, s.at.0));
+            // Refused: it stays stopped, as it was: why and when, from the stop's own marks (the
+            // status keeps whole seconds only, and a stop at another time would be another stop,
+            // whose home the controller would snapshot again).
+            let stop = reconcile::stop_request(&workspace, Timestamp::now());
             let undone = member
                 .cluster
-                .set_started(name, &uid, false, reconcile::stop_marks(reason, at))
+                .set_started(name, &uid, false, reconcile::stop_marks(stop.reason, stop.at.0))
                 .await;
             if let Err(undo) = undone {
                 tracing::warn!(workspace = name, %undo, "a refused start could not be undone; the controller starts it");
