@@ -293,9 +293,16 @@ pub fn of_claim<'a>(snapshots: &'a [VolumeSnapshot], claim: &str) -> Vec<&'a Vol
 
 /// The newest ready snapshot of `claim`: what a lost home is made again from.
 pub fn newest_ready<'a>(snapshots: &'a [VolumeSnapshot], claim: &str) -> Option<&'a VolumeSnapshot> {
-    of_claim(snapshots, claim)
-        .into_iter()
-        .find(|s| s.state() == State::Ready)
+    newest_ready_of(snapshots, &[claim])
+}
+
+/// The newest ready snapshot of any of `claims` (the names one home has had).
+pub fn newest_ready_of<'a>(snapshots: &'a [VolumeSnapshot], claims: &[&str]) -> Option<&'a VolumeSnapshot> {
+    claims
+        .iter()
+        .flat_map(|claim| of_claim(snapshots, claim))
+        .filter(|s| s.state() == State::Ready)
+        .max_by(|a, b| a.order_key().cmp(&b.order_key()))
 }
 
 /// The snapshots of `claim` to delete when `kept` are kept: ready ones past the newest `kept`

@@ -3,6 +3,7 @@
 //! Workspace), another user's only by an admin; with snapshots, saved before they go.
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::ResourceExt;
 use serde_json::json;
 
 use super::{
@@ -155,5 +156,65 @@ async fn delete_all_user_saves_every_provisioned_home_before_any_goes() {
     assert!(
         !saved.iter().any(|c| c.contains("user-storage-alice-old")),
         "{calls:?}"
+    );
+}
+
+/// Issue 46: a lost `per-user` home comes back from its owner's snapshot whichever of the owner's
+/// two names it has. `m.n@dtu.dk` and `m-n@dtu.dk` share a user string: once m.n's home is
+/// removed (saved first), m-n may take its name, and m.n's next home, under m.n's own name, is
+/// made from m.n's snapshot all the same (it was keyed by the claim's name, and found nothing).
+#[tokio::test]
+async fn a_home_under_its_owners_other_name_is_made_from_the_owners_snapshot() {
+    let manifest = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: web\n    image: nginx\n    volumeMounts: [{name: sciencedata, mountPath: /home}]\n";
+    let url = super::tests::serve(manifest).await;
+    let catalogue = format!(r#"[{{"name": "web", "url": "{url}"}}]"#);
+    let (backend, fake) = on_fake(&[
+        ("BACKEND_CATALOGUE", &catalogue),
+        ("BACKEND_STORAGESTRATEGY", "per-user"),
+        ("BACKEND_SNAPSHOTCLASSNAME", "csi-snapshots"),
+        ("BACKEND_SNAPSHOTTIMEOUT", "5s"),
+    ]);
+    let mn = Identity {
+        username: "m.n".to_owned(),
+        groups: Vec::new(),
+        user: crate::model::user::UserId::parse("m.n@dtu.dk").unwrap(),
+        admin: false,
+    };
+    let plain = crate::model::names::storage_name(&mn.user);
+    let own = crate::model::names::storage_name_for(&mn.user);
+    fake.put_claim(claim(&plain, "m.n@dtu.dk", Some("per-user")));
+    backend.synced().await;
+    let driver = ready_driver(&fake);
+    assert_eq!(
+        backend.remove_homes(&mn, None).await.unwrap(),
+        std::slice::from_ref(&plain)
+    );
+    let saved = fake.with(|s| s.snapshots.keys().cloned().collect::<Vec<_>>());
+    let [saved] = <[String; 1]>::try_from(saved).expect("one snapshot");
+
+    fake.put_claim(claim(&plain, "m-n@dtu.dk", Some("per-user")));
+    let _leader = super::records_tests::controlling(&backend).drop_guard();
+    backend
+        .launch(&mn, &super::tests::launch("web", None), super::tests::SILO)
+        .await
+        .unwrap();
+    driver.abort();
+    let home = fake
+        .with(|s| s.claims.get(&own).cloned())
+        .expect("m.n's home under m.n's own name");
+    let source = home
+        .spec
+        .and_then(|spec| spec.data_source)
+        .map(|source| source.name);
+    assert_eq!(
+        source.as_deref(),
+        Some(saved.as_str()),
+        "made from m.n's snapshot"
+    );
+    let taken = fake.with(|s| s.claims[&plain].clone());
+    assert_eq!(
+        taken.annotations()["outfit.dev/user-id"],
+        "m-n@dtu.dk",
+        "m-n's claim untouched"
     );
 }

@@ -12,13 +12,14 @@
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     sync::Arc,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{LocalObjectReference, Pod};
 use kube::ResourceExt;
-use tokio::sync::watch;
+// Tokio's clock, so that the tests' paused time moves what rests and what counts as done.
+use tokio::{sync::watch, time::Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -46,8 +47,11 @@ const CLEAR_EVERY: Duration = Duration::from_secs(60);
 const REFETCH_EVERY: Duration = Duration::from_secs(60);
 /// How long a failed pull of an image onto a node waits before it is tried there again.
 const REST_AFTER_FAILURE: Duration = Duration::from_secs(300);
-/// How long a done pull counts as the node holding the image, until its kubelet lists it (it
-/// posts the node's status every 10 s to a minute).
+/// The least time a done pull counts as the node holding the image, listed or not: its kubelet
+/// posts the node's status every 10 s to a minute, and lists at most 50 images
+/// (`nodeStatusMaxImages`), so a small image on a busy node may never be listed. A done pull
+/// counts for the whole `prePull.window`, if that is longer (issue 46: pulled again every 120 s,
+/// forever, before).
 const DONE_COUNTS_FOR: Duration = Duration::from_secs(120);
 /// The most launches remembered (a bound on memory whatever the window and the rate).
 const MAX_REMEMBERED: usize = 100_000;
@@ -208,7 +212,8 @@ impl Puller {
                     }
                     _ => {
                         metrics.pre_pull("done", Some(seen.size_of(&pull.image).unwrap_or(0)));
-                        self.done.insert(pull, Instant::now() + DONE_COUNTS_FOR);
+                        let counts_for = config.pre_pull.window.max(DONE_COUNTS_FOR);
+                        self.done.insert(pull, Instant::now() + counts_for);
                     }
                 }
             }

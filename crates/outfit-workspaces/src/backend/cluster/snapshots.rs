@@ -164,7 +164,8 @@ impl<C: ClusterCalls> ClusterBackend<C> {
     }
 
     /// The snapshot to make `user`'s missing claim `claim` from: `named` when the request names
-    /// one (it must be `user`'s and ready), else the claim's newest ready one, if any.
+    /// one (it must be `user`'s and ready), else the newest ready one of `user`'s of that home,
+    /// if any.
     pub(crate) async fn restore_source(
         &self,
         claim: &str,
@@ -175,8 +176,17 @@ impl<C: ClusterCalls> ClusterBackend<C> {
             return Ok(None);
         }
         let Some(named) = named else {
+            // Keyed by the owner, whose snapshots these are: a `per-user` home has two names,
+            // and the first may be another user's by now (ids sharing a user string), so the
+            // owner's snapshots of either name count, whichever the home has this time.
             let snapshots = self.cluster.snapshots_of(user).await?;
-            return Ok(snapshot::newest_ready(&snapshots, claim).cloned());
+            let (plain, own) = (names::storage_name(user), names::storage_name_for(user));
+            let claims = if claim == plain || claim == own {
+                vec![plain.as_str(), own.as_str()]
+            } else {
+                vec![claim]
+            };
+            return Ok(snapshot::newest_ready_of(&snapshots, &claims).cloned());
         };
         self.named_snapshot(user, named).await.map(Some)
     }

@@ -206,3 +206,46 @@ async fn with_pre_pull_off_the_pull_pods_left_are_removed() {
     clear(&fake).await;
     assert!(pull_pods(&fake).is_empty());
 }
+
+/// Issue 46: a node that pulled an image is not asked again within `prePull.window`, though its
+/// kubelet never lists it (a node lists at most 50 images): before, the pull counted as held for
+/// 120 s, and the same pull came back every 120 s, forever.
+#[tokio::test(start_paused = true)]
+async fn a_done_pull_is_not_asked_again_within_the_window_listed_or_not() {
+    let (config, fake) = enabled(&[]);
+    let metrics = Metrics::default();
+    let mut puller = Puller::default();
+    let nodes = nodes(&["a", "b"]);
+    let none = BTreeSet::new();
+    puller
+        .pass(&fake, &config, &demand(1), &nodes, &none, &metrics)
+        .await;
+    for pod in pull_pods(&fake) {
+        set_status(&fake, &pod.name_any(), json!({"phase": "Succeeded"}));
+    }
+    puller
+        .pass(&fake, &config, &demand(1), &nodes, &none, &metrics)
+        .await;
+    assert!(pull_pods(&fake).is_empty(), "done, and removed");
+    let made = |fake: &FakeCluster| {
+        fake.calls()
+            .iter()
+            .filter(|c| c.starts_with("create_pod"))
+            .count()
+    };
+    let before = made(&fake);
+    // Ten minutes of passes, neither node listing the image: no pull again.
+    for _ in 0..20 {
+        tokio::time::advance(Duration::from_secs(30)).await;
+        puller
+            .pass(&fake, &config, &demand(1), &nodes, &none, &metrics)
+            .await;
+    }
+    assert_eq!(made(&fake), before, "{:?}", fake.calls());
+    // Past the window (1 h by default), it is asked again.
+    tokio::time::advance(Duration::from_secs(3600)).await;
+    puller
+        .pass(&fake, &config, &demand(1), &nodes, &none, &metrics)
+        .await;
+    assert_eq!(made(&fake), before + 2);
+}
