@@ -77,8 +77,8 @@ fn refused_at_this_generation(workspace: &Workspace) -> bool {
     })
 }
 
-/// What `workspace` needs, its pod being `pod` (the pod of its name, anyone's).
-pub fn next(workspace: &Workspace, pod: Option<&Pod>) -> Next {
+/// What `workspace` needs at `now`, its pod being `pod` (the pod of its name, anyone's).
+pub fn next(workspace: &Workspace, pod: Option<&Pod>, now: Timestamp) -> Next {
     if workspace.metadata.deletion_timestamp.is_some() {
         return Next::Wait;
     }
@@ -87,7 +87,11 @@ pub fn next(workspace: &Workspace, pod: Option<&Pod>) -> Next {
         if pod.is_some() || refused_at_this_generation(workspace) {
             return Next::Wait;
         }
-        return Next::MakePod;
+        let launching = annotation(workspace, keys::ANNOTATION_LAUNCHING_UNTIL)
+            .and_then(|mark| mark.split_once('/'))
+            .and_then(|(until, at)| Some((until.parse::<Timestamp>().ok()?, at.parse::<i64>().ok()?)))
+            .is_some_and(|(until, at)| now < until && at == generation(workspace));
+        return if launching { Next::Wait } else { Next::MakePod };
     }
     // Stopped: its pod goes, and this is the one place that deletes it (a stop request, a cull
     // and a failed start only stop the Workspace).
@@ -104,33 +108,28 @@ pub fn stop_marks(reason: StopReason, now: Timestamp) -> BTreeMap<&'static str, 
     BTreeMap::from([
         (keys::ANNOTATION_STOP_REASON, Some(reason.as_str().to_owned())),
         (keys::ANNOTATION_STOP_AT, Some(now.to_string())),
+        (keys::ANNOTATION_LAUNCHING_UNTIL, None),
     ])
 }
 
-/// The annotations a start sets with `spec.started: true`: the stop's go, and the snapshot to make
-/// the home from comes, if one is named.
-pub fn start_marks(restore: Option<&str>) -> BTreeMap<&'static str, Option<String>> {
+/// The annotations a start of `workspace` by a request sets with `spec.started: true`: the
+/// stop's go, and the controller leaves the pod to the request until `until`, at the generation
+/// the start gives it (one more: the spec changes).
+pub fn start_marks(workspace: &Workspace, until: Timestamp) -> BTreeMap<&'static str, Option<String>> {
     BTreeMap::from([
         (keys::ANNOTATION_STOP_REASON, None),
         (keys::ANNOTATION_STOP_AT, None),
-        (keys::ANNOTATION_RESTORE_FROM, restore.map(str::to_owned)),
+        (
+            keys::ANNOTATION_LAUNCHING_UNTIL,
+            Some(launching_mark(until, generation(workspace) + 1)),
+        ),
     ])
 }
 
-/// The snapshot `workspace`'s start makes its home from, if its start named one.
-pub fn restore_from(workspace: &Workspace) -> Option<&str> {
-    annotation(workspace, keys::ANNOTATION_RESTORE_FROM)
-}
-
-/// Why the controller refused to make `workspace`'s pod at `generation` (the reason and message of
-/// its `Ready` condition), if it did.
-pub fn refusal_at(workspace: &Workspace, generation: i64) -> Option<(&str, &str)> {
-    let status = workspace.status.as_ref()?;
-    if status.phase != Some(Phase::Failed) || status.observed_generation != Some(generation) {
-        return None;
-    }
-    let ready = status.conditions.iter().find(|c| c.type_ == "Ready")?;
-    Some((ready.reason.as_str(), ready.message.as_str()))
+/// The value of [`keys::ANNOTATION_LAUNCHING_UNTIL`]: a request makes the pod until `until`, at
+/// `generation` (a new Workspace's is 1).
+pub fn launching_mark(until: Timestamp, generation: i64) -> String {
+    format!("{until}/{generation}")
 }
 
 /// Whether `workspace` has been stopped longer than `retention` (`stoppedRetention`) at `now`:

@@ -56,13 +56,9 @@ pub enum RequestError {
     /// The pod is already being deleted.
     #[error("pod {0:?} is already being deleted")]
     AlreadyDeleting(String),
-    /// The user's storage can't be made ready (for now: tried again, it may be).
+    /// The user's storage can't be made ready.
     #[error("storage: {0}")]
     Storage(String),
-    /// The user's storage can't be made what the workspace asks, as the API server says (a home
-    /// whose class does not expand): tried again, it would be refused again.
-    #[error("storage: {0}")]
-    StorageRefused(String),
     /// The API server refused or failed.
     #[error(transparent)]
     Cluster(#[from] ClusterError),
@@ -103,16 +99,6 @@ pub enum RequestError {
     /// The create would pass one of the user's limits.
     #[error(transparent)]
     Limit(#[from] limits::LimitExceeded),
-    /// The leader's controller refused to make a start's pod, for good at that generation:
-    /// the reason of the Workspace's `Ready` condition ([`RequestError::condition_reason`] of
-    /// the error it met) and its message.
-    #[error("{message}")]
-    Refused {
-        /// The condition's reason.
-        reason: String,
-        /// What the controller met, as a caller is told it.
-        message: String,
-    },
     /// A launch named a cluster that is not configured, or one its manifest does not run on.
     #[error("{0}")]
     WrongCluster(String),
@@ -127,33 +113,6 @@ pub enum RequestError {
 }
 
 impl RequestError {
-    /// The controller's refusal read back from a Workspace's status.
-    pub fn refused(reason: &str, message: &str) -> Self {
-        Self::Refused {
-            reason: reason.to_owned(),
-            message: message.to_owned(),
-        }
-    }
-
-    /// The reason a Workspace's `Ready` condition gives when the controller refused its pod for
-    /// this error; the API answers [`RequestError::Refused`] with the status this error has.
-    pub fn condition_reason(&self) -> &str {
-        match self {
-            Self::UnknownManifest(_) => "UnknownEntry",
-            Self::Limit(_) => "LimitExceeded",
-            Self::WrongCluster(_) => "WrongCluster",
-            Self::User(_) => "InvalidOwner",
-            Self::Manifest(_) | Self::Annotation(_) => "BadManifest",
-            Self::UnknownSnapshot(_) => "UnknownSnapshot",
-            Self::SnapshotNotReady(_) => "SnapshotNotReady",
-            Self::StorageRefused(_) => "StorageRefused",
-            Self::Cluster(refused) if refused.is_forbidden() => "RefusedByCluster",
-            Self::Cluster(refused) if refused.is_invalid() => "InvalidForCluster",
-            Self::Refused { reason, .. } => reason,
-            _ => "StartRefused",
-        }
-    }
-
     /// What the caller is told: the error, with the API server's verdict in place of kube-rs's
     /// dump when the cluster failed it. The dump goes to the log.
     pub fn public_message(&self) -> String {
@@ -196,11 +155,10 @@ impl RequestError {
             | Self::NotStoppable(_)
             | Self::InUse(_)
             | Self::UnknownSnapshot(_)
-            | Self::Refused { .. }
             | Self::Unreachable { .. } => None,
             Self::SnapshotNotReady(_) => Some(Phase::Storage),
             Self::Fetch(_) | Self::Manifest(_) | Self::Annotation(_) => Some(Phase::Fetch),
-            Self::Storage(_) | Self::StorageRefused(_) => Some(Phase::Storage),
+            Self::Storage(_) => Some(Phase::Storage),
             Self::NamesTaken { .. } | Self::Busy(_) | Self::TooManyCreates(_) | Self::Cluster(_) => {
                 Some(Phase::Admission)
             }

@@ -14,7 +14,10 @@ use tokio::sync::watch;
 
 use crate::{
     backend::{
-        cluster::{self, ClusterBackend},
+        cluster::{
+            ClusterBackend,
+            create::{Holder, Record},
+        },
         request::RequestError,
     },
     io::{calls::ClusterCalls, catalogue::Catalogue, cluster::Cluster, fetch::Fetcher},
@@ -197,10 +200,11 @@ impl<C: ClusterCalls> Backend<C> {
     }
 
     /// Whether the name `name` is held on any cluster, and whether by `user`: by a Workspace (a
-    /// stopped workspace keeps its name; not when `starting` that Workspace) or a pod,
+    /// stopped workspace keeps its name; not for a start of that Workspace, `record`) or a pod,
     /// as its cache shows them, else by a pod a create of this process made (the cache may not
     /// show it yet).
-    fn name_holder(&self, name: &str, user: &UserId, starting: bool) -> cluster::create::Holder {
+    fn name_holder(&self, name: &str, user: &UserId, record: Record<'_>) -> Holder {
+        let starting = matches!(record, Record::Start(_));
         self.members.iter().find_map(|member| {
             if !starting && let Some(workspace) = member.cache.workspace(name) {
                 return Some(workspace.spec.owner == user.as_str());
