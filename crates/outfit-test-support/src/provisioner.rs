@@ -26,7 +26,7 @@ use std::{
 
 use kube::{
     Client,
-    api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams},
+    api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
 
@@ -192,7 +192,7 @@ async fn pass(client: &Client, notes: &mut Notes) -> Result<(), kube::Error> {
             .items
             .iter()
             .find(|v| v.data["spec"]["claimRef"]["uid"] == uid);
-        match serve(client, claim, bound).await {
+        match serve(client, &volumes, claim, bound).await {
             Ok(Some(why)) => notes.wait(uid, &name, why),
             Ok(None) => notes.served(uid, &name),
             Err(error) => notes.error(&format!("claim {name}"), &error),
@@ -227,14 +227,10 @@ fn ours(object: &DynamicObject) -> bool {
 /// waits, if it does.
 async fn serve(
     client: &Client,
+    volumes: &Api<DynamicObject>,
     claim: &DynamicObject,
     bound: Option<&DynamicObject>,
 ) -> Result<Option<String>, kube::Error> {
-    let volumes = api(
-        client,
-        None,
-        &resource("", "v1", "PersistentVolume", "persistentvolumes"),
-    );
     let uid = claim.metadata.uid.as_deref().unwrap_or_default();
     let wanted = claim.data["spec"]["resources"]["requests"]["storage"].clone();
     match bound {

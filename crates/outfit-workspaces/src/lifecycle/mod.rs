@@ -512,17 +512,18 @@ impl<C: ClusterCalls> Lifecycle<C> {
         // A user at maxStoppedWorkspacesPerUser (counted on this cluster) loses the culled one.
         let stopped = crate::model::user::owner_of(pod).map_or(0, |owner| self.cache.stopped_of(owner));
         let at_stopped_limit = limits::check_stopped(&self.config.limits, stopped).is_err();
-        let stopped = match culling::action(pod, &self.config) {
-            Ok(CullAction::Delete) => {
-                self.delete_record(pod).await;
-                false
-            }
-            Ok(CullAction::Stop) if at_stopped_limit => {
-                self.delete_record(pod).await;
-                false
-            }
+        let delete = match culling::action(pod, &self.config) {
+            Ok(CullAction::Delete) => true,
+            Ok(CullAction::Stop) => at_stopped_limit,
             // Refused at create: never met here; stopping loses nothing.
-            Ok(CullAction::Stop) | Err(_) => self.stop_record(pod, reconcile::cull_reason(cull)).await,
+            Err(_) => false,
+        };
+        // Stopped, its pod is the controller's to delete; deleted, the record takes nothing.
+        let stopped = if delete {
+            self.delete_record(pod).await;
+            false
+        } else {
+            self.stop_record(pod, reconcile::cull_reason(cull)).await
         };
         tracing::info!(
             pod = name,
