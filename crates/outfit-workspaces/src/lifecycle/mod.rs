@@ -16,6 +16,7 @@
 //! - the catalogue's images are pulled ahead onto the nodes ([`pre_pull`], a task of its own).
 
 pub mod activity;
+mod cull;
 mod orphans;
 mod placeholders;
 pub mod pre_pull;
@@ -41,14 +42,8 @@ use crate::{
         cluster::{self, Cluster},
         metrics::Metrics,
     },
-    model::{
-        config::{Config, CullAction},
-        duration, keys,
-    },
-    policy::{
-        culling::{self, Cull},
-        limits,
-    },
+    model::{config::Config, duration, keys},
+    policy::culling::{self, Cull},
     resource::{
         StopReason,
         reconcile::{self, record_of},
@@ -348,7 +343,7 @@ impl<C: ClusterCalls> Lifecycle<C> {
             Next::Fail(phase, why) => self.fail(pod, phase, why).await,
             Next::Remove if self.stopped_record(pod) => {}
             Next::Remove => self.remove(pod).await,
-            Next::Cull(cull) => self.cull(pod, &cull).await,
+            Next::Cull(_) => self.cull(pod).await,
             Next::Wait => {}
         }
     }
@@ -504,48 +499,6 @@ impl<C: ClusterCalls> Lifecycle<C> {
         }
     }
 
-    /// Culls a workspace whose time is up: an Event and a mark say why, then its pod is deleted;
-    /// its Workspace, if it has one, is stopped (`cullAction: stop`, saying why) or deleted.
-    async fn cull(&self, pod: &Pod, cull: &Cull) {
-        let name = pod.name_any();
-        let why = cull.to_string();
-        // A user at maxStoppedWorkspacesPerUser (counted on this cluster) loses the culled one.
-        let stopped = crate::model::user::owner_of(pod).map_or(0, |owner| self.cache.stopped_of(owner));
-        let at_stopped_limit = limits::check_stopped(&self.config.limits, stopped).is_err();
-        let delete = match culling::action(pod, &self.config) {
-            Ok(CullAction::Delete) => true,
-            Ok(CullAction::Stop) => at_stopped_limit,
-            // Refused at create: never met here; stopping loses nothing.
-            Err(_) => false,
-        };
-        // Stopped, its pod is the controller's to delete; deleted, the record takes nothing.
-        let stopped = if delete {
-            self.delete_record(pod).await;
-            false
-        } else {
-            self.stop_record(pod, reconcile::cull_reason(cull)).await
-        };
-        tracing::info!(
-            pod = name,
-            user = crate::model::user::owner_of(pod),
-            reason = cull.reason(),
-            why,
-            "culling"
-        );
-        // The mark first, as in `fail`: once it is made, a survivor only deletes.
-        let mark = BTreeMap::from([(keys::ANNOTATION_CULLED, Some(why.clone()))]);
-        if let Err(error) = self.cluster.annotate_pod(pod, mark).await
-            && !error.is_gone()
-        {
-            tracing::warn!(%error, "could not mark the culled pod");
-        }
-        self.cluster.event(pod, false, "Culled", why).await;
-        self.metrics.culled(cull.reason());
-        if !stopped {
-            self.remove(pod).await;
-        }
-    }
-
     /// Stops the Workspace `pod` belongs to, if any, for `reason`: it keeps its record (and
     /// storage) for a start, the controller does not make its pod again, and the controller
     /// deletes this one (`true`). A Workspace gone or replaced meanwhile is left alone; any other
@@ -584,16 +537,6 @@ impl<C: ClusterCalls> Lifecycle<C> {
                     && record.metadata.deletion_timestamp.is_none()
             })
         })
-    }
-
-    /// Deletes the Workspace `pod` belongs to, if any (`cullAction: delete`).
-    async fn delete_record(&self, pod: &Pod) {
-        let Some(owner) = record_of(pod) else { return };
-        if let Err(error) = self.cluster.delete_workspace(&owner.name, Some(&owner.uid)).await
-            && !error.is_conflict()
-        {
-            tracing::warn!(workspace = owner.name, %error, "could not delete the culled workspace's record");
-        }
     }
 
     async fn remove(&self, pod: &Pod) {

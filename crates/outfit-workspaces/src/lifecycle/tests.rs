@@ -272,8 +272,10 @@ async fn started_workspaces_past_their_lifetime_or_idle_too_long_are_culled() {
     lifecycle.act(pod, next.clone()).await;
     assert_eq!(
         fake.calls(),
-        // Marked before the Event: a leader killed in between leaves the survivor only the delete.
+        // Confirmed on the API server's copy; marked before the Event: a leader killed in
+        // between leaves the survivor only the delete.
         [
+            "get_pod old".to_owned(),
             format!("annotate_pod old {}", keys::ANNOTATION_CULLED),
             "event old Culled".to_owned(),
             "delete_pod old".to_owned(),
@@ -491,6 +493,37 @@ async fn the_storage_sweep_keeps_the_storage_of_a_user_with_a_stopped_workspace(
         "{:?}",
         fake.calls()
     );
+}
+
+/// A cull decided on the cache's copy is not done when the API server's copy shows activity the
+/// cache has not (a CI run culled a pinged workspace as idle; its watch was behind); one made
+/// anew under the name is not culled for the old one either.
+#[tokio::test]
+async fn a_cull_is_done_only_if_the_api_servers_copy_is_still_due() {
+    let (lifecycle, fake) = on_fake(&[("BACKEND_IDLETIMEOUT", "30m")]);
+    idle_since_eleven(&fake, None);
+    let due = lifecycle.due_all(at("2026-01-01T12:00:00Z"));
+    assert!(matches!(due[0].1, Next::Cull(_)), "{due:?}");
+    let pinged = Timestamp::now().to_string();
+    fake.with(|s| {
+        let pod = s.pods.get_mut("idle").unwrap();
+        pod.annotations_mut()
+            .insert(keys::ANNOTATION_LAST_ACTIVITY.to_owned(), pinged);
+    });
+    lifecycle.act(&due[0].0, due[0].1.clone()).await;
+    assert_eq!(fake.calls(), ["get_pod idle"], "read, then left alone");
+    assert!(fake.with(|s| s.workspaces["idle"].spec.started));
+
+    fake.with(|s| {
+        let pod = s.pods.get_mut("idle").unwrap();
+        pod.metadata.uid = Some("uid-anew".into());
+        let idle_again = "2026-01-01T11:00:00Z".to_owned();
+        pod.annotations_mut()
+            .insert(keys::ANNOTATION_LAST_ACTIVITY.to_owned(), idle_again);
+    });
+    lifecycle.act(&due[0].0, due[0].1.clone()).await;
+    assert_eq!(fake.calls(), ["get_pod idle", "get_pod idle"]);
+    assert!(fake.with(|s| s.workspaces["idle"].spec.started && s.pods.contains_key("idle")));
 }
 
 /// A cull that would pass maxStoppedWorkspacesPerUser deletes the workspace instead.
