@@ -62,6 +62,9 @@ pub fn action(pod: &Pod, config: &Config) -> Result<CullAction, String> {
     }
 }
 
+/// How an idle cull's text (its Event and `outfit.dev/culled`) begins.
+pub const IDLE_PREFIX: &str = "culled: idle since";
+
 impl std::fmt::Display for Cull {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -74,7 +77,7 @@ impl std::fmt::Display for Cull {
             }
             Self::Idle { since, limit } => write!(
                 f,
-                "culled: idle since {since}, longer than its idle timeout of {}",
+                "{IDLE_PREFIX} {since}, longer than its idle timeout of {}",
                 duration::format(*limit)
             ),
         }

@@ -37,13 +37,6 @@ impl<C: ClusterCalls> Lifecycle<C> {
             // Refused at create: never met here; stopping loses nothing.
             Err(_) => false,
         };
-        // Stopped, its pod is the controller's to delete; deleted, the record takes nothing.
-        let stopped = if delete {
-            self.delete_record(&pod).await;
-            false
-        } else {
-            self.stop_record(&pod, reconcile::cull_reason(&cull)).await
-        };
         tracing::info!(
             pod = name,
             user = owner_of(&pod),
@@ -51,15 +44,25 @@ impl<C: ClusterCalls> Lifecycle<C> {
             why,
             "culling"
         );
-        // The mark first, as in `fail`: once it is made, a survivor only deletes.
+        // The mark first, as in `fail`: once it is made, a survivor only finishes the stop or the
+        // delete (`Next::Remove`), so the Event and the count are made once.
         let mark = BTreeMap::from([(keys::ANNOTATION_CULLED, Some(why.clone()))]);
         if let Err(error) = self.cluster.annotate_pod(&pod, mark).await
             && !error.is_gone()
         {
             tracing::warn!(%error, "could not mark the culled pod");
         }
+        // Said and counted before the stop: the controller may delete the pod the moment its
+        // Workspace is stopped, and whoever sees it gone must find why.
         self.cluster.event(&pod, false, "Culled", why).await;
         self.metrics.culled(cull.reason());
+        // Stopped, its pod is the controller's to delete; deleted, the record takes nothing.
+        let stopped = if delete {
+            self.delete_record(&pod).await;
+            false
+        } else {
+            self.stop_record(&pod, reconcile::cull_reason(&cull)).await
+        };
         if !stopped {
             self.remove(&pod).await;
         }

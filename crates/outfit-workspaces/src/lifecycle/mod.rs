@@ -341,8 +341,7 @@ impl<C: ClusterCalls> Lifecycle<C> {
                 Err(Unfinished::Failed(phase, why)) => self.fail(pod, phase, why).await,
             },
             Next::Fail(phase, why) => self.fail(pod, phase, why).await,
-            Next::Remove if self.stopped_record(pod) => {}
-            Next::Remove => self.remove(pod).await,
+            Next::Remove => self.finish_removal(pod).await,
             Next::Cull(_) => self.cull(pod).await,
             Next::Wait => {}
         }
@@ -480,11 +479,10 @@ impl<C: ClusterCalls> Lifecycle<C> {
             reason,
             "create failed; removing the pod"
         );
-        // Its Workspace stops, or the controller would make the pod again and again; the
-        // controller then deletes the pod.
-        let stopped = self.stop_record(pod, StopReason::Failed).await;
-        // The mark first: a leader killed after it leaves the survivor only the delete (see
-        // `next_step`), so the Event and the count are never made twice.
+        // The mark first: a leader killed after it leaves the survivor only the stop or the
+        // delete (`Next::Remove`), so the Event and the count are never made twice. Then the
+        // Event: the controller may delete the pod the moment its Workspace is stopped, and
+        // whoever sees it gone must find why.
         let mark = BTreeMap::from([(keys::ANNOTATION_FAILED, Some(reason.clone()))]);
         if let Err(error) = self.cluster.annotate_pod(pod, mark).await
             && !error.is_gone()
@@ -494,6 +492,9 @@ impl<C: ClusterCalls> Lifecycle<C> {
         self.metrics
             .spawned(&manifest_name(pod), Some(phase.as_str()), since_created(pod));
         self.cluster.event(pod, true, "CreateFailed", reason).await;
+        // Its Workspace stops, or the controller would make the pod again and again; the
+        // controller then deletes the pod.
+        let stopped = self.stop_record(pod, StopReason::Failed).await;
         if !stopped {
             self.remove(pod).await;
         }
@@ -527,16 +528,22 @@ impl<C: ClusterCalls> Lifecycle<C> {
         }
     }
 
-    /// Whether `pod`'s Workspace, as the cache shows it, is stopped: then its pod is the
-    /// controller's to delete, and the lifecycle leaves it.
-    fn stopped_record(&self, pod: &Pod) -> bool {
-        record_of(pod).is_some_and(|owner| {
-            self.cache.workspace(&owner.name).is_some_and(|record| {
-                record.metadata.uid.as_deref() == Some(owner.uid.as_str())
-                    && !record.spec.started
-                    && record.metadata.deletion_timestamp.is_none()
-            })
-        })
+    /// The end of a failed or culled pod (marked so) whose removal did not go through: a stopped
+    /// Workspace's pod is the controller's to delete; a started one's (a leader killed between
+    /// the mark and the stop) is stopped as the mark says, or the controller would make the pod
+    /// again; a pod without one is deleted.
+    async fn finish_removal(&self, pod: &Pod) {
+        let record = record_of(pod).and_then(|owner| {
+            self.cache
+                .workspace(&owner.name)
+                .filter(|r| r.metadata.uid.as_deref() == Some(owner.uid.as_str()))
+                .filter(|r| r.metadata.deletion_timestamp.is_none())
+        });
+        match record {
+            Some(record) if !record.spec.started => {}
+            Some(_) if self.stop_record(pod, marked_stop_reason(pod)).await => {}
+            _ => self.remove(pod).await,
+        }
     }
 
     async fn remove(&self, pod: &Pod) {
@@ -547,6 +554,15 @@ impl<C: ClusterCalls> Lifecycle<C> {
         {
             tracing::warn!(%error, pod = pod.name_any(), "could not remove the failed pod; retrying on the next pass");
         }
+    }
+}
+
+/// Why a pod marked failed or culled was stopped, from its mark (the cull's text says which).
+fn marked_stop_reason(pod: &Pod) -> StopReason {
+    match pod.annotations().get(keys::ANNOTATION_CULLED) {
+        Some(why) if why.starts_with(culling::IDLE_PREFIX) => StopReason::Idle,
+        Some(_) => StopReason::Lifetime,
+        None => StopReason::Failed,
     }
 }
 

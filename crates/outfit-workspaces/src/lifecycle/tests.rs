@@ -272,8 +272,9 @@ async fn started_workspaces_past_their_lifetime_or_idle_too_long_are_culled() {
     lifecycle.act(pod, next.clone()).await;
     assert_eq!(
         fake.calls(),
-        // Confirmed on the API server's copy; marked before the Event: a leader killed in
-        // between leaves the survivor only the delete.
+        // Confirmed on the API server's copy; marked before the Event (a leader killed in
+        // between leaves the survivor only the delete), which comes before anything can delete
+        // the pod (the controller may, once a Workspace is stopped).
         [
             "get_pod old".to_owned(),
             format!("annotate_pod old {}", keys::ANNOTATION_CULLED),
@@ -398,6 +399,36 @@ async fn a_cull_marked_but_not_deleted_is_deleted_by_the_survivor_and_not_culled
     survivor.act(&due[0].0, Next::Remove).await;
     assert_eq!(fake.calls(), ["delete_pod old"]);
     assert!(fake.with(|s| s.pods.is_empty()));
+}
+
+/// A leader killed between a cull's mark and its stop: the survivor stops the Workspace as the
+/// mark says (deleting the pod alone would have the controller make it again), and culls nothing.
+#[tokio::test]
+async fn a_cull_marked_but_not_stopped_is_stopped_by_the_survivor() {
+    let (survivor, fake) = on_fake(&[("BACKEND_IDLETIMEOUT", "30m")]);
+    idle_since_eleven(&fake, None);
+    let why = "culled: idle since 2026-01-01T11:00:00Z, longer than its idle timeout of 30m0s";
+    fake.with(|s| {
+        let pod = s.pods.get_mut("idle").unwrap();
+        pod.annotations_mut()
+            .insert(keys::ANNOTATION_CULLED.to_owned(), why.to_owned());
+    });
+    let pod = fake.with(|s| s.pods["idle"].clone());
+    fake.put_pod(pod);
+    let due = survivor.due_all(at("2026-01-01T12:00:00Z"));
+    assert_eq!(names_of(&due), [("idle".to_owned(), Next::Remove)]);
+    survivor.act(&due[0].0, Next::Remove).await;
+    let record = fake.with(|s| s.workspaces["idle"].clone());
+    assert!(!record.spec.started, "stopped");
+    let stop = crate::resource::reconcile::stop_request(&record, Timestamp::now());
+    assert_eq!(stop.reason, StopReason::Idle);
+    assert!(
+        fake.calls()
+            .iter()
+            .all(|c| !c.starts_with("event") && !c.starts_with("delete_pod")),
+        "{:?}",
+        fake.calls()
+    );
 }
 
 /// A Workspace of alice's called `name`, stopped or not, as the fake stores it.
