@@ -112,24 +112,31 @@ pub fn stop_marks(reason: StopReason, now: Timestamp) -> BTreeMap<&'static str, 
     ])
 }
 
-/// The annotations a start of `workspace` by a request sets with `spec.started: true`: the
-/// stop's go, and the controller leaves the pod to the request until `until`, at the generation
-/// the start gives it (one more: the spec changes).
-pub fn start_marks(workspace: &Workspace, until: Timestamp) -> BTreeMap<&'static str, Option<String>> {
+/// The annotations a start sets with `spec.started: true`: the stop's go, and so does any launch's
+/// mark (the controller makes the pod), and the snapshot to make the home from, if one is named.
+pub fn start_marks(restore: Option<&str>) -> BTreeMap<&'static str, Option<String>> {
     BTreeMap::from([
         (keys::ANNOTATION_STOP_REASON, None),
         (keys::ANNOTATION_STOP_AT, None),
-        (
-            keys::ANNOTATION_LAUNCHING_UNTIL,
-            Some(launching_mark(until, generation(workspace) + 1)),
-        ),
+        (keys::ANNOTATION_LAUNCHING_UNTIL, None),
+        (keys::ANNOTATION_RESTORE_FROM, restore.map(str::to_owned)),
     ])
 }
 
-/// The value of [`keys::ANNOTATION_LAUNCHING_UNTIL`]: a request makes the pod until `until`, at
-/// `generation` (a new Workspace's is 1).
-pub fn launching_mark(until: Timestamp, generation: i64) -> String {
-    format!("{until}/{generation}")
+/// The snapshot `workspace`'s start makes its home from, if its start named one.
+pub fn restore_from(workspace: &Workspace) -> Option<&str> {
+    annotation(workspace, keys::ANNOTATION_RESTORE_FROM)
+}
+
+/// Why the controller refused to make `workspace`'s pod at `generation` (the reason and message of
+/// its `Ready` condition), if it did.
+pub fn refusal_at(workspace: &Workspace, generation: i64) -> Option<(&str, &str)> {
+    let status = workspace.status.as_ref()?;
+    if status.phase != Some(Phase::Failed) || status.observed_generation != Some(generation) {
+        return None;
+    }
+    let ready = status.conditions.iter().find(|c| c.type_ == "Ready")?;
+    Some((ready.reason.as_str(), ready.message.as_str()))
 }
 
 /// Whether `workspace` has been stopped longer than `retention` (`stoppedRetention`) at `now`:

@@ -136,6 +136,7 @@ pub(super) fn request_failure(error: &RequestError) -> Answer {
         RequestError::TooManyCreates(_) => (StatusCode::TOO_MANY_REQUESTS, "TooManyCreates"),
         RequestError::Forbidden(_) => (StatusCode::FORBIDDEN, "Forbidden"),
         RequestError::Limit(_) => (StatusCode::FORBIDDEN, "LimitExceeded"),
+        RequestError::Refused { reason, .. } => refusal_status(reason),
         RequestError::WrongCluster(_) => (StatusCode::BAD_REQUEST, "UnknownCluster"),
         RequestError::Unreachable { .. } => (StatusCode::SERVICE_UNAVAILABLE, "ClusterUnreachable"),
         // The API server's verdict on what the workspace asked for (a quota passed, a policy's
@@ -162,6 +163,23 @@ pub(super) fn request_failure(error: &RequestError) -> Answer {
         other => other.public_message(),
     };
     failure(status, reason, message)
+}
+
+/// The status and reason of the controller's refusal of a start, by the reason it wrote
+/// (`RequestError::condition_reason`): what the error it met answers when a request meets it.
+fn refusal_status(reason: &str) -> (StatusCode, &'static str) {
+    match reason {
+        "UnknownEntry" => (StatusCode::NOT_FOUND, "UnknownManifest"),
+        "LimitExceeded" => (StatusCode::FORBIDDEN, "LimitExceeded"),
+        "WrongCluster" => (StatusCode::BAD_REQUEST, "UnknownCluster"),
+        "InvalidOwner" => (StatusCode::BAD_REQUEST, "BadRequest"),
+        "BadManifest" => (StatusCode::UNPROCESSABLE_ENTITY, "BadManifest"),
+        "UnknownSnapshot" => (StatusCode::NOT_FOUND, "UnknownSnapshot"),
+        "SnapshotNotReady" => (StatusCode::CONFLICT, "SnapshotNotReady"),
+        "RefusedByCluster" => (StatusCode::FORBIDDEN, "RefusedByCluster"),
+        "InvalidForCluster" => (StatusCode::UNPROCESSABLE_ENTITY, "RefusedByCluster"),
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, "ClusterError"),
+    }
 }
 
 /// The value of `key` in a query, if any: `user` (an admin's choice of whose storage),
@@ -429,6 +447,29 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
+
+    /// A start's refusal, written by the controller to the status and read back by the request,
+    /// answers what the error the controller met answers when a request meets it.
+    #[test]
+    fn a_refusal_read_back_answers_as_the_error_it_was() {
+        let errors = [
+            RequestError::UnknownManifest("web".into()),
+            RequestError::WrongCluster("east".into()),
+            RequestError::UnknownSnapshot("s".into()),
+            RequestError::SnapshotNotReady("s".into()),
+            RequestError::User(crate::model::user::UserId::parse("no spaces allowed").unwrap_err()),
+        ];
+        for error in errors {
+            let message = error.public_message();
+            let read_back = RequestError::refused(error.condition_reason(), &message);
+            let (met, refused) = (request_failure(&error), request_failure(&read_back));
+            assert_eq!(met.status, refused.status, "{error:?}");
+            let (Body::Json(met), Body::Json(refused)) = (met.body, refused.body) else {
+                panic!("JSON answers");
+            };
+            assert_eq!(met, refused, "{error:?}");
+        }
+    }
 
     #[test]
     fn paths_and_methods_pick_the_endpoint() {

@@ -283,8 +283,12 @@ async fn limits_refuse_a_start_past_them_and_a_stop_past_the_stopped_limit() {
     };
     let stopped_at = stop_mark(&fake);
     assert!(stopped_at.is_some());
+    // Refused by the controller, which makes the pod, and read back from the status.
     let refused = backend.start(&alice(), &first.name, None).await;
-    assert!(matches!(refused, Err(RequestError::Limit(_))), "{refused:?}");
+    assert!(
+        matches!(&refused, Err(RequestError::Refused { reason, .. }) if reason == "LimitExceeded"),
+        "{refused:?}"
+    );
     let record = fake.with(|s| s.workspaces[&first.name].clone());
     assert!(!record.spec.started, "a refused start leaves it stopped");
     // The same stop, to the nanosecond: another would be snapshotted again, and with

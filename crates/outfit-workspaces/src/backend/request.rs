@@ -99,6 +99,16 @@ pub enum RequestError {
     /// The create would pass one of the user's limits.
     #[error(transparent)]
     Limit(#[from] limits::LimitExceeded),
+    /// The leader's controller refused to make a start's pod, for good at that generation:
+    /// the reason of the Workspace's `Ready` condition ([`RequestError::condition_reason`] of
+    /// the error it met) and its message.
+    #[error("{message}")]
+    Refused {
+        /// The condition's reason.
+        reason: String,
+        /// What the controller met, as a caller is told it.
+        message: String,
+    },
     /// A launch named a cluster that is not configured, or one its manifest does not run on.
     #[error("{0}")]
     WrongCluster(String),
@@ -113,6 +123,32 @@ pub enum RequestError {
 }
 
 impl RequestError {
+    /// The controller's refusal read back from a Workspace's status.
+    pub fn refused(reason: &str, message: &str) -> Self {
+        Self::Refused {
+            reason: reason.to_owned(),
+            message: message.to_owned(),
+        }
+    }
+
+    /// The reason a Workspace's `Ready` condition gives when the controller refused its pod for
+    /// this error; the API answers [`RequestError::Refused`] with the status this error has.
+    pub fn condition_reason(&self) -> &str {
+        match self {
+            Self::UnknownManifest(_) => "UnknownEntry",
+            Self::Limit(_) => "LimitExceeded",
+            Self::WrongCluster(_) => "WrongCluster",
+            Self::User(_) => "InvalidOwner",
+            Self::Manifest(_) | Self::Annotation(_) => "BadManifest",
+            Self::UnknownSnapshot(_) => "UnknownSnapshot",
+            Self::SnapshotNotReady(_) => "SnapshotNotReady",
+            Self::Cluster(refused) if refused.is_forbidden() => "RefusedByCluster",
+            Self::Cluster(refused) if refused.is_invalid() => "InvalidForCluster",
+            Self::Refused { reason, .. } => reason,
+            _ => "StartRefused",
+        }
+    }
+
     /// What the caller is told: the error, with the API server's verdict in place of kube-rs's
     /// dump when the cluster failed it. The dump goes to the log.
     pub fn public_message(&self) -> String {
@@ -155,6 +191,7 @@ impl RequestError {
             | Self::NotStoppable(_)
             | Self::InUse(_)
             | Self::UnknownSnapshot(_)
+            | Self::Refused { .. }
             | Self::Unreachable { .. } => None,
             Self::SnapshotNotReady(_) => Some(Phase::Storage),
             Self::Fetch(_) | Self::Manifest(_) | Self::Annotation(_) => Some(Phase::Fetch),

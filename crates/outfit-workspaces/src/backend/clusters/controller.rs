@@ -1,10 +1,11 @@
 //! The Workspace controller: on the replica that holds a cluster's Lease, every Workspace of that
 //! cluster is brought to what its spec says, from the watch cache, as any controller does: a
-//! started one without a pod gets one (a start made with kubectl, a leader killed mid-start, a
-//! launch that died between its record and its pod), one not started loses its pod, and its status
+//! started one without a pod gets one (every start, the API's or kubectl's; a launch that died
+//! between its record and its pod), one not started loses its pod (every stop), and its status
 //! says where it stands. What to do is decided in `resource::reconcile` (pure); here it is done.
-//! A start is made as the owner's would be (`records.rs`: entry, values, limits); one refused for
-//! good is written to the status and not tried again until the spec changes. A Workspace stopped
+//! A start is made as the owner's launch would be (`records.rs`: entry, values, limits, the
+//! snapshot it names); one refused for good is written to the status, where the start's request
+//! reads it, and not tried again until the spec changes. A Workspace stopped
 //! longer than `stoppedRetention` is deleted, with an Event.
 
 use std::{
@@ -20,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Backend, home_snapshots::Snapshotting};
 use crate::{
-    backend::{cluster::ClusterBackend, request::RequestError},
+    backend::cluster::ClusterBackend,
     io::calls::ClusterCalls,
     resource::{
         Workspace, WorkspaceStatus,
@@ -202,7 +203,10 @@ impl<C: ClusterCalls> Backend<C> {
         }
         let record = &record;
         match next {
-            Next::MakePod => match self.start_pod(member, record, None).await {
+            Next::MakePod => match self
+                .start_pod(member, record, reconcile::restore_from(record))
+                .await
+            {
                 Ok(pod) => {
                     tracing::info!(
                         workspace = name,
@@ -217,8 +221,12 @@ impl<C: ClusterCalls> Backend<C> {
                 }
                 Err(error) => {
                     tracing::warn!(workspace = name, %error, "start refused");
-                    let status =
-                        reconcile::refused(record, refusal(&error), error.public_message(), Timestamp::now());
+                    let status = reconcile::refused(
+                        record,
+                        error.condition_reason(),
+                        error.public_message(),
+                        Timestamp::now(),
+                    );
                     if let Err(error) = member.cluster.workspace_status(&name, &status).await {
                         tracing::warn!(workspace = name, %error, "could not write the refusal");
                     }
@@ -294,17 +302,5 @@ impl<C: ClusterCalls> Backend<C> {
             Err(error) if error.is_gone() => {}
             Err(error) => tracing::warn!(workspace = name, %error, "could not write a Workspace's status"),
         }
-    }
-}
-
-/// The condition's reason for a start refused for good.
-fn refusal(error: &RequestError) -> &'static str {
-    match error {
-        RequestError::UnknownManifest(_) => "UnknownEntry",
-        RequestError::Limit(_) => "LimitExceeded",
-        RequestError::WrongCluster(_) => "WrongCluster",
-        RequestError::User(_) => "InvalidOwner",
-        RequestError::Manifest(_) | RequestError::Annotation(_) => "BadManifest",
-        _ => "StartRefused",
     }
 }

@@ -1,7 +1,8 @@
 //! The native API's operations on a workspace's record, its `Workspace` resource: stop (the pod
 //! goes, the record stays), start (a pod again, under the same name, from the same entry, values
-//! and cluster), and how a workspace with its record reads (a stopped one has no pod). The
-//! controller (`controller.rs`) makes the same changes for edits made with kubectl.
+//! and cluster), and how a workspace with its record reads (a stopped one has no pod). A stop and
+//! a start only write the record; the controller (`controller.rs`) deletes and makes the pod, for
+//! them as for edits made with kubectl, and a start waits for its answer.
 
 use std::sync::Arc;
 
@@ -103,10 +104,11 @@ impl<C: ClusterCalls> Backend<C> {
         Ok(pod.uid())
     }
 
-    /// Starts `identity`'s stopped workspace `name`: a pod under its name again, from its entry,
-    /// values and cluster, made here (refused as a launch is: the entry's groups, the limits);
-    /// a refused start leaves it stopped; with `restore`, its home is made from that snapshot of
-    /// the owner's. Answers the uid of the new pod, for following it.
+    /// Starts `identity`'s stopped workspace `name`: `spec.started: true`, and the leader's
+    /// controller makes a pod under its name again, from its entry, values and cluster (refused
+    /// as a launch is: the entry's groups here, the limits there); a refused start leaves it
+    /// stopped; with `restore`, its home is made from that snapshot of the owner's. Answers the
+    /// uid of the new pod, for following it.
     pub async fn start(
         &self,
         identity: &Identity,
@@ -157,15 +159,14 @@ impl<C: ClusterCalls> Backend<C> {
                 .named_snapshot(&crate::model::user::UserId::parse(&workspace.spec.owner)?, named)
                 .await?;
         }
-        // The controller leaves the pod to this start until the create's deadline.
-        let until = Timestamp::now() + member.config.timeout_create;
         let uid = workspace.uid().unwrap_or_default();
         let started = member
             .cluster
-            .set_started(name, &uid, true, reconcile::start_marks(&workspace, until))
+            .set_started(name, &uid, true, reconcile::start_marks(restore))
             .await
             .map_err(|error| gone_or(error, identity, name))?;
-        let made = self.start_pod(member, &started, restore).await;
+        tracing::info!(workspace = name, user = %identity.user, by = identity.username, "workspace start requested");
+        let made = self.await_start(member, &started).await;
         if let Err(error) = &made {
             // Refused: it stays stopped, as it was: why and when, from the stop's own marks (the
             // status keeps whole seconds only, and a stop at another time would be another stop,
@@ -176,13 +177,44 @@ impl<C: ClusterCalls> Backend<C> {
                 .set_started(name, &uid, false, reconcile::stop_marks(stop.reason, stop.at.0))
                 .await;
             if let Err(undo) = undone {
-                tracing::warn!(workspace = name, %undo, "a refused start could not be undone; the controller starts it");
+                tracing::warn!(workspace = name, %undo, "a refused start could not be undone");
             }
             tracing::info!(workspace = name, user = %identity.user, %error, "start refused");
         }
-        let pod = made?;
-        tracing::info!(workspace = name, user = %identity.user, by = identity.username, "workspace started");
-        Ok(pod.uid())
+        made
+    }
+
+    /// Waits for the leader's controller to make the pod of `started` (a Workspace a start just
+    /// wrote): the new pod's uid, or the controller's refusal as the API's error. The controller
+    /// is the one writer of the pod; the request only watches. Past `timeoutCreate` (a leader
+    /// away, or a passing failure it retries) the start is under way without a pod yet: `None`.
+    async fn await_start(
+        &self,
+        member: &ClusterBackend<C>,
+        started: &crate::resource::Workspace,
+    ) -> Result<Option<String>, RequestError> {
+        let name = started.name_any();
+        let generation = started.metadata.generation.unwrap_or(0);
+        let deadline = tokio::time::Instant::now() + member.config.timeout_create;
+        let outcome = member
+            .cache
+            .wait_for(deadline, |cache| {
+                if let Some(pod) = cache.pod_or_made(&name).filter(|pod| owns(started, pod)) {
+                    return Some(Ok(pod.uid()));
+                }
+                // (Not in the cache yet is not gone: the cache may be behind the API server.)
+                let record = cache.workspace(&name)?;
+                if record.metadata.uid != started.metadata.uid {
+                    return Some(Err(RequestError::NoSuchPod {
+                        user: started.spec.owner.clone(),
+                        pod: name.clone(),
+                    }));
+                }
+                reconcile::refusal_at(&record, generation)
+                    .map(|(reason, message)| Err(RequestError::refused(reason, message)))
+            })
+            .await;
+        outcome.unwrap_or(Ok(None))
     }
 
     /// Makes the pod of the started `workspace` on `member` (its cluster), as its owner's
