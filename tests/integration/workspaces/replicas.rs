@@ -428,9 +428,12 @@ async fn what_a_replica_killed_mid_delete_left_is_removed_by_the_next_leader() {
     let name = launch_ready(&first, "web").await;
     assert_eq!(made_for(&client, ns, &name).await, (true, false));
 
-    // The replica dies with the pod deleted and nothing else: the pod's delete is made here.
+    // The replica dies with the pod deleted and nothing else: the delete is made here as the
+    // API's is, the Workspace first (else its controller makes the pod again), then the pod.
     kill_controller_manager(&plane);
     drop(first);
+    let records: Api<outfit_workspaces::resource::Workspace> = Api::namespaced(client.clone(), ns);
+    records.delete(&name, &DeleteParams::default()).await.unwrap();
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), ns);
     pods.delete(&name, &DeleteParams::default().grace_period(0))
         .await

@@ -73,12 +73,6 @@ pub const ANNOTATION_LAST_ACTIVITY: &str = "outfit.dev/last-activity";
 pub const ANNOTATION_CULL_ACTION: &str = "outfit.dev/cull-action";
 /// Annotation of why the workspace was culled.
 pub const ANNOTATION_CULLED: &str = "outfit.dev/culled";
-/// On a Workspace: the launch or start that set it makes its pod until this time, at this
-/// generation (`<RFC 3339>/<generation>`); the controller leaves a started Workspace without a pod
-/// alone until then, so that it never makes the pod a launch under way is about to make. A
-/// later change of the spec (kubectl's) makes it stale. Launches only: a start leaves its pod to
-/// the controller.
-pub const ANNOTATION_LAUNCHING_UNTIL: &str = "outfit.dev/launching-until";
 /// On a Workspace: the snapshot its home is made from at its start (a start's `?snapshot=`),
 /// set with `spec.started: true` and cleared by the next start; the controller reads it.
 pub const ANNOTATION_RESTORE_FROM: &str = "outfit.dev/restore-from";

@@ -77,8 +77,8 @@ fn refused_at_this_generation(workspace: &Workspace) -> bool {
     })
 }
 
-/// What `workspace` needs at `now`, its pod being `pod` (the pod of its name, anyone's).
-pub fn next(workspace: &Workspace, pod: Option<&Pod>, now: Timestamp) -> Next {
+/// What `workspace` needs, its pod being `pod` (the pod of its name, anyone's).
+pub fn next(workspace: &Workspace, pod: Option<&Pod>) -> Next {
     if workspace.metadata.deletion_timestamp.is_some() {
         return Next::Wait;
     }
@@ -87,11 +87,7 @@ pub fn next(workspace: &Workspace, pod: Option<&Pod>, now: Timestamp) -> Next {
         if pod.is_some() || refused_at_this_generation(workspace) {
             return Next::Wait;
         }
-        let launching = annotation(workspace, keys::ANNOTATION_LAUNCHING_UNTIL)
-            .and_then(|mark| mark.split_once('/'))
-            .and_then(|(until, at)| Some((until.parse::<Timestamp>().ok()?, at.parse::<i64>().ok()?)))
-            .is_some_and(|(until, at)| now < until && at == generation(workspace));
-        return if launching { Next::Wait } else { Next::MakePod };
+        return Next::MakePod;
     }
     // Stopped: its pod goes, and this is the one place that deletes it (a stop request, a cull
     // and a failed start only stop the Workspace).
@@ -108,17 +104,15 @@ pub fn stop_marks(reason: StopReason, now: Timestamp) -> BTreeMap<&'static str, 
     BTreeMap::from([
         (keys::ANNOTATION_STOP_REASON, Some(reason.as_str().to_owned())),
         (keys::ANNOTATION_STOP_AT, Some(now.to_string())),
-        (keys::ANNOTATION_LAUNCHING_UNTIL, None),
     ])
 }
 
-/// The annotations a start sets with `spec.started: true`: the stop's go, and so does any launch's
-/// mark (the controller makes the pod), and the snapshot to make the home from, if one is named.
+/// The annotations a start sets with `spec.started: true`: the stop's go, and the snapshot to make
+/// the home from comes, if one is named.
 pub fn start_marks(restore: Option<&str>) -> BTreeMap<&'static str, Option<String>> {
     BTreeMap::from([
         (keys::ANNOTATION_STOP_REASON, None),
         (keys::ANNOTATION_STOP_AT, None),
-        (keys::ANNOTATION_LAUNCHING_UNTIL, None),
         (keys::ANNOTATION_RESTORE_FROM, restore.map(str::to_owned)),
     ])
 }

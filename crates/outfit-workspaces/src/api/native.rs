@@ -147,7 +147,7 @@ pub(super) fn request_failure(error: &RequestError) -> Answer {
         RequestError::Cluster(refused) if refused.is_invalid() => {
             (StatusCode::UNPROCESSABLE_ENTITY, "RefusedByCluster")
         }
-        RequestError::Storage(_) | RequestError::Cluster(_) => {
+        RequestError::Storage(_) | RequestError::StorageRefused(_) | RequestError::Cluster(_) => {
             (StatusCode::INTERNAL_SERVER_ERROR, "ClusterError")
         }
     };
@@ -458,6 +458,7 @@ mod tests {
             RequestError::UnknownSnapshot("s".into()),
             RequestError::SnapshotNotReady("s".into()),
             RequestError::User(crate::model::user::UserId::parse("no spaces allowed").unwrap_err()),
+            RequestError::StorageRefused("the home could not grow".into()),
         ];
         for error in errors {
             let message = error.public_message();

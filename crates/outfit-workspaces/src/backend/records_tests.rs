@@ -36,11 +36,14 @@ fn bob() -> Identity {
     }
 }
 
-/// Runs the controller as the leader until dropped.
+/// Runs the controller of every cluster as the leader until dropped: it makes the pods of
+/// launches and starts.
 pub(super) fn controlling(backend: &Backend<FakeCluster>) -> CancellationToken {
     let shutdown = CancellationToken::new();
-    let leading = tokio::sync::watch::channel(true).1;
-    tokio::spawn(backend.clone().control(0, leading, shutdown.clone()));
+    for index in 0..backend.members().len() {
+        let leading = tokio::sync::watch::channel(true).1;
+        tokio::spawn(backend.clone().control(index, leading, shutdown.clone()));
+    }
     shutdown
 }
 
@@ -312,6 +315,7 @@ async fn limits_refuse_a_start_past_them_and_a_stop_past_the_stopped_limit() {
 #[tokio::test(start_paused = true)]
 async fn delete_all_user_deletes_the_users_records_first() {
     let (backend, fake) = with_catalogue().await;
+    let _leader = controlling(&backend).drop_guard();
     let (first, _) = backend
         .launch(&alice(), &launch("web", None), SILO)
         .await

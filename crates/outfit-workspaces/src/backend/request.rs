@@ -56,9 +56,13 @@ pub enum RequestError {
     /// The pod is already being deleted.
     #[error("pod {0:?} is already being deleted")]
     AlreadyDeleting(String),
-    /// The user's storage can't be made ready.
+    /// The user's storage can't be made ready (for now: tried again, it may be).
     #[error("storage: {0}")]
     Storage(String),
+    /// The user's storage can't be made what the workspace asks, as the API server says (a home
+    /// whose class does not expand): tried again, it would be refused again.
+    #[error("storage: {0}")]
+    StorageRefused(String),
     /// The API server refused or failed.
     #[error(transparent)]
     Cluster(#[from] ClusterError),
@@ -142,6 +146,7 @@ impl RequestError {
             Self::Manifest(_) | Self::Annotation(_) => "BadManifest",
             Self::UnknownSnapshot(_) => "UnknownSnapshot",
             Self::SnapshotNotReady(_) => "SnapshotNotReady",
+            Self::StorageRefused(_) => "StorageRefused",
             Self::Cluster(refused) if refused.is_forbidden() => "RefusedByCluster",
             Self::Cluster(refused) if refused.is_invalid() => "InvalidForCluster",
             Self::Refused { reason, .. } => reason,
@@ -195,7 +200,7 @@ impl RequestError {
             | Self::Unreachable { .. } => None,
             Self::SnapshotNotReady(_) => Some(Phase::Storage),
             Self::Fetch(_) | Self::Manifest(_) | Self::Annotation(_) => Some(Phase::Fetch),
-            Self::Storage(_) => Some(Phase::Storage),
+            Self::Storage(_) | Self::StorageRefused(_) => Some(Phase::Storage),
             Self::NamesTaken { .. } | Self::Busy(_) | Self::TooManyCreates(_) | Self::Cluster(_) => {
                 Some(Phase::Admission)
             }

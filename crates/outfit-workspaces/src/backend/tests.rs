@@ -508,6 +508,7 @@ async fn a_launch_that_chose_no_cluster_goes_where_its_image_is() {
     let east_images = NodeImages::default();
     east_images.set("east-1", &["nginx"]);
     let (backend, default, east) = on_two_fakes_placed(&[], east_images.clone()).await;
+    let _leader = super::records_tests::controlling(&backend).drop_guard();
     backend.synced().await;
     let (launched, _) = backend
         .launch(&alice(), &launch("web", None), SILO)
@@ -551,6 +552,7 @@ pub(super) fn created_pods(fake: &FakeCluster) -> Vec<String> {
 #[tokio::test]
 async fn a_launch_goes_to_the_entrys_cluster_else_the_users_choice_else_the_default() {
     let (backend, default, east) = on_two_fakes(&[]).await;
+    let _leader = super::records_tests::controlling(&backend).drop_guard();
     let (first, _) = backend
         .launch(&alice(), &launch("web", None), SILO)
         .await
@@ -626,13 +628,22 @@ async fn a_launch_goes_to_the_entrys_cluster_else_the_users_choice_else_the_defa
 #[tokio::test]
 async fn limits_count_the_users_workspaces_on_every_cluster() {
     let (backend, default, east) = on_two_fakes(&[("BACKEND_MAXWORKSPACESPERUSER", "1")]).await;
+    let _leader = super::records_tests::controlling(&backend).drop_guard();
     east.put_pod(workspace("web-alice", "alice@dtu.dk"));
     let error = backend
         .launch(&alice(), &launch("web", None), SILO)
         .await
         .unwrap_err();
-    assert!(matches!(error, RequestError::Limit(_)), "{error}");
-    // Only the user's turn was taken there (the default cluster arbitrates): nothing made.
+    // The controller's refusal, read back from the Workspace it then deletes.
+    assert!(
+        matches!(&error, RequestError::Refused { reason, .. } if reason == "LimitExceeded"),
+        "{error}"
+    );
+    assert!(
+        default.with(|s| s.workspaces.is_empty()),
+        "the launch left nothing"
+    );
+    // Only the user's turn was taken there (the default cluster arbitrates): no pod made.
     assert!(created_pods(&default).is_empty(), "{:?}", default.calls());
     assert!(created_pods(&east).is_empty(), "{:?}", east.calls());
 }
@@ -640,6 +651,7 @@ async fn limits_count_the_users_workspaces_on_every_cluster() {
 #[tokio::test]
 async fn an_unreachable_clusters_workspaces_are_unknown_and_launches_to_it_refused() {
     let (backend, _default, east) = on_two_fakes(&[]).await;
+    let _leader = super::records_tests::controlling(&backend).drop_guard();
     east.put_pod(workspace("web-alice", "alice@dtu.dk"));
     east.set_unreachable(Some("connection refused"));
     let (here, _) = backend
@@ -687,6 +699,7 @@ async fn with_one_cluster_an_api_server_away_changes_nothing_the_apis_answer() {
     let url = serve(WEB).await;
     let catalogue = format!(r#"[{{"name": "web", "url": "{url}"}}]"#);
     let (backend, fake) = on_fake(&[("BACKEND_CATALOGUE", &catalogue)]);
+    let _leader = super::records_tests::controlling(&backend).drop_guard();
     fake.put_pod(workspace("web-alice", "alice@dtu.dk"));
     fake.set_unreachable(Some("connection refused"));
     let shown = backend.workspace(&alice(), "web-alice").await.unwrap();

@@ -34,30 +34,12 @@ fn config() -> Config {
 }
 
 #[test]
-fn a_started_workspace_without_a_pod_gets_one_unless_a_launch_makes_it() {
-    let now: Timestamp = "2026-11-29T10:00:00Z".parse().unwrap();
-    let mut ws = workspace(true);
-    assert_eq!(next(&ws, None, now), Next::MakePod);
-    assert_eq!(next(&ws, Some(&pod_of("ws-uid")), now), Next::Wait);
+fn a_started_workspace_without_a_pod_gets_one() {
+    let ws = workspace(true);
+    assert_eq!(next(&ws, None), Next::MakePod);
+    assert_eq!(next(&ws, Some(&pod_of("ws-uid"))), Next::Wait);
     // A pod of the name being deleted (the last start's) holds the name until it is gone.
-    assert_eq!(next(&ws, Some(&pod_of("other")), now), Next::Wait);
-    ws.metadata.annotations = Some(
-        [(
-            keys::ANNOTATION_LAUNCHING_UNTIL.to_owned(),
-            "2026-11-29T10:01:00Z/1".to_owned(),
-        )]
-        .into(),
-    );
-    assert_eq!(next(&ws, None, now), Next::Wait, "the launch under way makes it");
-    let later: Timestamp = "2026-11-29T10:01:00Z".parse().unwrap();
-    assert_eq!(
-        next(&ws, None, later),
-        Next::MakePod,
-        "the launch died: the controller makes it"
-    );
-    // A later edit of the spec (stopped and started with kubectl) is not the launch's.
-    ws.metadata.generation = Some(3);
-    assert_eq!(next(&ws, None, now), Next::MakePod, "a stale mark holds nothing");
+    assert_eq!(next(&ws, Some(&pod_of("other"))), Next::Wait);
 }
 
 #[test]
@@ -65,9 +47,9 @@ fn a_refused_start_is_not_retried_until_the_spec_changes() {
     let now = Timestamp::UNIX_EPOCH;
     let mut ws = workspace(true);
     ws.status = Some(refused(&ws, "UnknownEntry", "no entry".into(), now));
-    assert_eq!(next(&ws, None, now), Next::Wait);
+    assert_eq!(next(&ws, None), Next::Wait);
     ws.metadata.generation = Some(2);
-    assert_eq!(next(&ws, None, now), Next::MakePod);
+    assert_eq!(next(&ws, None), Next::MakePod);
 }
 
 #[test]
@@ -75,14 +57,14 @@ fn a_stopped_workspace_loses_its_own_pod_only() {
     let now = Timestamp::UNIX_EPOCH;
     let ws = workspace(false);
     assert_eq!(
-        next(&ws, Some(&pod_of("ws-uid")), now),
+        next(&ws, Some(&pod_of("ws-uid"))),
         Next::RemovePod("pod-uid".into())
     );
-    assert_eq!(next(&ws, Some(&pod_of("another-workspace")), now), Next::Wait);
+    assert_eq!(next(&ws, Some(&pod_of("another-workspace"))), Next::Wait);
     let mut going = pod_of("ws-uid");
     going.metadata.deletion_timestamp = Some(Time(now));
-    assert_eq!(next(&ws, Some(&going), now), Next::Wait);
-    assert_eq!(next(&ws, None, now), Next::Wait);
+    assert_eq!(next(&ws, Some(&going)), Next::Wait);
+    assert_eq!(next(&ws, None), Next::Wait);
     // A stop just asked for: its pod goes at once (the request only stops the Workspace).
     let mut stopped = workspace(false);
     stopped.metadata.annotations = Some(
@@ -92,7 +74,7 @@ fn a_stopped_workspace_loses_its_own_pod_only() {
             .collect(),
     );
     assert_eq!(
-        next(&stopped, Some(&pod_of("ws-uid")), now),
+        next(&stopped, Some(&pod_of("ws-uid"))),
         Next::RemovePod("pod-uid".into())
     );
 }

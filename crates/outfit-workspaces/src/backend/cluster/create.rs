@@ -1,9 +1,9 @@
 //! A create's making on one cluster, once the set ([`Backend`](crate::backend::clusters::Backend))
 //! admitted it (its slot, the user's turn, their limits): the user's storage (`storage.rs`), then
-//! the pod under the first free name (a native launch's Workspace first, which takes the name and
-//! owns the pod; a start's pod under its Workspace's name), then its NetworkPolicy, all through
-//! this cluster's API server. A create answered an error leaves no pod (and no new Workspace)
-//! behind.
+//! the pod under the first free name (deic-dk's `create_pod`) or under its Workspace's name, owned
+//! by it (the controller's start of a native launch or start), then its NetworkPolicy, all
+//! through this cluster's API server. A create answered an error leaves no pod behind. Also the
+//! Workspace a native launch writes, whose pod the controller then makes.
 
 use std::time::Duration;
 
@@ -34,7 +34,6 @@ const UNDO_RETRY: Duration = Duration::from_secs(2);
 struct Naming<'a> {
     user: &'a UserId,
     record: Record<'a>,
-    deadline: &'a str,
     /// The size of the workspace's own home (`storageStrategy: per-workspace`), made once its
     /// owner exists; `None` without one.
     home: Option<&'a str>,
@@ -66,9 +65,8 @@ impl Holders {
 pub(crate) enum Record<'a> {
     /// None: deic-dk's `create_pod`, whose pods have no Workspace.
     None,
-    /// A native launch: a Workspace with this spec takes the name first and owns the pod.
-    New(&'a WorkspaceSpec),
-    /// A start of this Workspace: its pod, under its name only.
+    /// The controller's start of this Workspace (a native launch's or start's): its pod, under
+    /// its name only, owned by it.
     Start(&'a Workspace),
 }
 
@@ -136,7 +134,6 @@ impl<C: ClusterCalls> ClusterBackend<C> {
         let naming = Naming {
             user,
             record,
-            deadline: &deadline_text,
             home: home.then_some(size.as_str()),
             restore: requester.restore,
         };
@@ -190,24 +187,14 @@ impl<C: ClusterCalls> ClusterBackend<C> {
                 holders.count(own);
                 continue;
             }
-            // A launch's Workspace takes the name first: a stopped workspace keeps it.
-            let (owner, made) = match naming.record {
-                Record::None => (None, None),
-                Record::Start(workspace) => (owner_reference(workspace), None),
-                Record::New(spec) => match self.record_workspace(name, spec, naming.deadline).await {
-                    Ok(made) => (owner_reference(&made), Some(made)),
-                    Err(error) if error.is_conflict() => {
-                        holders.count(false);
-                        continue;
-                    }
-                    Err(error) => return Err(error.into()),
-                },
+            let owner = match naming.record {
+                Record::None => None,
+                Record::Start(workspace) => owner_reference(workspace),
             };
             // A Workspace's home is made before its pod, owned by the Workspace.
             if let (Some(size), Some(owner)) = (naming.home, owner.as_ref())
                 && let Err(error) = self.ensure_home((name, size, naming.restore), user, owner).await
             {
-                self.undo_record(made.as_ref()).await;
                 return Err(error);
             }
             let mut pod = pod_of(name);
@@ -232,7 +219,6 @@ impl<C: ClusterCalls> ClusterBackend<C> {
                     // images; the lifecycle makes sure again before it is ready unless this
                     // process made it (own_writes).
                     if let Err(error) = self.isolate(&created).await {
-                        self.undo_record(made.as_ref()).await;
                         self.undo_create(&created);
                         return Err(error.into());
                     }
@@ -244,55 +230,31 @@ impl<C: ClusterCalls> ClusterBackend<C> {
                     }));
                 }
                 // Taken since the cache last looked (another replica, or a pod being deleted).
-                Err(error) if error.is_conflict() => {
-                    self.undo_record(made.as_ref()).await;
-                    holders.count(false);
-                }
-                Err(error) => {
-                    self.undo_record(made.as_ref()).await;
-                    return Err(error.into());
-                }
+                Err(error) if error.is_conflict() => holders.count(false),
+                Err(error) => return Err(error.into()),
             }
         }
         Ok(None)
     }
 
-    /// Makes the Workspace `name` of a launch, marked as being launched until `deadline` so that
-    /// the controller leaves its pod to the launch.
-    async fn record_workspace(
+    /// Makes the Workspace `name` of a launch, with its home made from the snapshot `restore`
+    /// when one is named; the controller makes its pod.
+    pub(crate) async fn record_workspace(
         &self,
         name: &str,
         spec: &WorkspaceSpec,
-        deadline: &str,
+        restore: Option<&str>,
     ) -> Result<Workspace, ClusterError> {
         let mut workspace = Workspace::new(name, &self.config.namespace, spec.clone());
-        workspace.metadata.annotations = Some(
-            [
-                (
-                    keys::ANNOTATION_LAUNCHING_UNTIL.to_owned(),
-                    format!("{deadline}/1"),
-                ),
-                (keys::ANNOTATION_USER_ID.to_owned(), spec.owner.clone()),
-            ]
-            .into(),
-        );
+        let mut annotations =
+            std::collections::BTreeMap::from([(keys::ANNOTATION_USER_ID.to_owned(), spec.owner.clone())]);
+        if let Some(restore) = restore {
+            annotations.insert(keys::ANNOTATION_RESTORE_FROM.to_owned(), restore.to_owned());
+        }
+        workspace.metadata.annotations = Some(annotations);
         workspace.metadata.labels =
             Some([(keys::LABEL_MANAGED_BY.to_owned(), keys::MANAGED_BY.to_owned())].into());
         self.cluster.create_workspace(&workspace).await
-    }
-
-    /// Deletes the Workspace a failed launch made (`made`), so that the error leaves nothing; a
-    /// failure is logged: the controller would then make its pod, which the user can delete.
-    async fn undo_record(&self, made: Option<&Workspace>) {
-        let Some(workspace) = made else { return };
-        let name = workspace.metadata.name.as_deref().unwrap_or_default();
-        if let Err(error) = self
-            .cluster
-            .delete_workspace(name, workspace.metadata.uid.as_deref())
-            .await
-        {
-            tracing::warn!(workspace = name, %error, "could not remove the Workspace of a failed launch");
-        }
     }
 
     /// Deletes a pod whose create is answered an error, so that an error leaves nothing behind:

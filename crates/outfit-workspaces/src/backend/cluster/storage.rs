@@ -314,10 +314,16 @@ impl<C: ClusterCalls> ClusterBackend<C> {
         let name = claim.name_any();
         self.cluster.grow_claim(&name, size).await.map_err(|error| {
             tracing::warn!(%error, "growing a home failed");
-            RequestError::Storage(format!(
+            let why = format!(
                 "the home {name} is smaller than the {size} this workspace asks for and could not grow: {}",
                 error.public_message()
-            ))
+            );
+            // The API server's verdict (its class does not expand) stands; an outage passes.
+            if error.is_transient() {
+                RequestError::Storage(why)
+            } else {
+                RequestError::StorageRefused(why)
+            }
         })?;
         tracing::info!(storage = name, size, "home grown");
         Ok(())

@@ -152,7 +152,7 @@ impl<C: ClusterCalls> Backend<C> {
                 });
                 continue;
             }
-            match reconcile::next(&record, pod.as_deref(), now) {
+            match reconcile::next(&record, pod.as_deref()) {
                 Next::Wait => self.snapshot_step(index, &record, pod.as_deref(), &controlled.snapshotting),
                 next => {
                     controlled.busy.lock().expect("busy").insert(name.clone());
@@ -194,7 +194,7 @@ impl<C: ClusterCalls> Backend<C> {
             }
         };
         let pod = member.cache.pod_or_made(&name);
-        if reconcile::next(&record, pod.as_deref(), Timestamp::now()) != next {
+        if reconcile::next(&record, pod.as_deref()) != next {
             tracing::debug!(
                 workspace = name,
                 "the cache was behind the Workspace; nothing to do"

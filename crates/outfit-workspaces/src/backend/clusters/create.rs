@@ -1,9 +1,11 @@
-//! A create, from either API: deic-dk's `create_pod` (on the default cluster) and the native
-//! API's launch (of a catalogue entry, on the cluster `choose` picks) each build the
-//! request's one [`Requester`] and call [`Backend::create`], which admits the create on behalf of
-//! every cluster (a slot among the creates under way, the manifest fetched and read, the user's
-//! turn, their limits counted on every cluster) and leaves the making to the chosen cluster's
-//! [`ClusterBackend::create`](crate::backend::cluster::ClusterBackend).
+//! A create, from either API. The native API's launch (of a catalogue entry, on the cluster
+//! `choose` picks) reads the manifest for its name and warnings, writes a Workspace under the
+//! first free name and waits for the leader's controller to make its pod (`records.rs`,
+//! `controller.rs`). deic-dk's `create_pod` (on the default cluster), and the controller's start
+//! of a Workspace, build the one [`Requester`] and call [`Backend::create`], which admits the
+//! create on behalf of every cluster (a slot among the creates under way, the manifest fetched and
+//! read, the user's turn, their limits counted on every cluster) and leaves the making to the
+//! chosen cluster's [`ClusterBackend::create`](crate::backend::cluster::ClusterBackend).
 
 use std::net::IpAddr;
 
@@ -18,9 +20,9 @@ use crate::{
         request::{CreateRequest, Created, Launch, RequestError},
     },
     io::{auth::Identity, calls::ClusterCalls, catalogue},
-    model::{keys, user::UserId},
+    model::{keys, names, user::UserId},
     policy::{culling, limits},
-    resource::WorkspaceSpec,
+    resource::{self, WorkspaceSpec},
     workspace::{
         info::Workspace,
         manifest::{self, Prepared, Requester, Settings},
@@ -75,43 +77,135 @@ impl<C: ClusterCalls> Backend<C> {
             )));
         }
         let url = entry.url.clone();
-        let member = match (entry.cluster.as_deref(), launch.cluster.as_deref()) {
-            (None, None) if self.members.len() > 1 && self.config().image_placement => {
-                self.where_held(&url, &entry.name).await?
-            }
-            (fixed, chosen) => self.choose(fixed, chosen, &entry.name)?,
-        };
+        let member = self.launch_cluster(entry, launch).await?;
+        let user = &identity.user;
+        // A snapshot that can't be used refuses the launch before anything is written.
+        if let Some(named) = launch.snapshot.as_deref() {
+            member.named_snapshot(user, named).await?;
+        }
+        // Read here for the name it gives the workspace and for what the answer says at once (a
+        // manifest that can't be fetched or read, a setting it does not take); the controller
+        // reads it again to make the pod.
         let silo_ip = silo_ip.to_string();
         let requester = Requester {
-            user: &identity.user,
+            user,
             silo_ip: &silo_ip,
             restore: launch.snapshot.as_deref(),
         };
-        // The Workspace that records it, stopped and started as its owner says.
+        let (manifest_name, warnings) = {
+            // A slot while the manifest is held (past `maxCreatesInFlight`, 429 before anything
+            // is fetched); the wait for the pod below holds no more than the answer's warnings.
+            let _slot = self.creates.take()?;
+            let text = self.fetcher.fetch(&url).await?;
+            let prepared = manifest::prepare(&text, requester, &launch.settings, &member.config)?;
+            culling::lifetimes(&prepared.pod, &member.config).map_err(RequestError::Annotation)?;
+            culling::action(&prepared.pod, &member.config).map_err(RequestError::Annotation)?;
+            (prepared.manifest_name, prepared.warnings)
+        };
+        // The Workspace that records it, stopped and started as its owner says; the leader's
+        // controller makes its pod (the owner's limits are counted there, once for all replicas).
         let spec = WorkspaceSpec {
-            owner: identity.user.to_string(),
+            owner: user.to_string(),
             entry: entry.name.clone(),
             values: launch.settings.clone(),
             cluster: Some(member.name.clone()),
             started: true,
         };
-        let Created {
-            pod_name,
-            warnings,
-            pod,
-        } = self
-            .create(member, requester, &url, &launch.settings, Record::New(&spec))
+        let record = self
+            .record_launch(member, &spec, (&manifest_name, user), requester.restore)
             .await?;
-        // The cache's copy when it has one (newer); the API server's answer when the cache is
-        // behind: the workspace exists, so the answer must say so.
-        let pod = member
-            .cache
-            .pod(&pod_name)
-            .map_or(pod, |cached| cached.as_ref().clone());
-        Ok((
-            member.describe(&pod, self.state_of(member), Timestamp::now()),
-            warnings,
-        ))
+        let view = self.launched(member, &record, identity).await?;
+        Ok((view, warnings))
+    }
+
+    /// The launch's `record` once the controller made its pod (as the API shows it), or, past
+    /// `timeoutCreate` without it, as it stands; refused, the record goes and the error is the
+    /// answer, so that the launch leaves nothing.
+    async fn launched(
+        &self,
+        member: &ClusterBackend<C>,
+        record: &resource::Workspace,
+        identity: &Identity,
+    ) -> Result<Workspace, RequestError> {
+        let name = record.name_any();
+        let made = match self.await_made(member, record).await {
+            Ok(made) => made,
+            Err(error) => {
+                if let Err(undo) = member
+                    .cluster
+                    .delete_workspace(&name, record.uid().as_deref())
+                    .await
+                {
+                    tracing::warn!(workspace = name, %undo, "could not remove the Workspace of a refused launch");
+                }
+                tracing::info!(workspace = name, user = %identity.user, %error, "launch refused");
+                return Err(error);
+            }
+        };
+        tracing::info!(workspace = name, user = %identity.user, by = identity.username, "workspace launched");
+        let now = Timestamp::now();
+        Ok(match made.and_then(|_| member.cache.pod_or_made(&name)) {
+            Some(pod) => member.describe(&pod, self.state_of(member), now),
+            None => self.record_view(member, record, now),
+        })
+    }
+
+    /// Makes the Workspace of a launch under the first name no cluster holds: the names deic-dk
+    /// gives a pod of `manifest_name` for `user`, then, when others' hold them, the user's own.
+    async fn record_launch(
+        &self,
+        member: &ClusterBackend<C>,
+        spec: &WorkspaceSpec,
+        (manifest_name, user): (&str, &UserId),
+        restore: Option<&str>,
+    ) -> Result<resource::Workspace, RequestError> {
+        let plain = names::pod_name_candidates(manifest_name, user);
+        let (mut own, mut others) = (0, 0);
+        for candidates in [plain.clone(), names::own_pod_name_candidates(manifest_name, user)] {
+            for name in &candidates {
+                // Names are unique across clusters, so that a name says which workspace it is.
+                // Chosen from what the caches show, not by trying: each name tried and taken is
+                // a create answered 409.
+                if let Some(users) = self.name_holder(name, user, false) {
+                    if users {
+                        own += 1
+                    } else {
+                        others += 1
+                    }
+                    continue;
+                }
+                match member.record_workspace(name, spec, restore).await {
+                    Ok(made) => return Ok(made),
+                    // Taken since the cache last looked (another replica).
+                    Err(error) if error.is_conflict() => others += 1,
+                    Err(error) => return Err(error.into()),
+                }
+            }
+            if others == 0 {
+                break;
+            }
+        }
+        Err(RequestError::NamesTaken {
+            first: plain[0].clone(),
+            last: plain[plain.len() - 1].clone(),
+            own,
+            others,
+        })
+    }
+
+    /// The cluster a launch of `entry` goes to: the one the entry names, else the one `launch`
+    /// names, else where its images are (several clusters, `imagePlacement`), else the default.
+    async fn launch_cluster(
+        &self,
+        entry: &crate::model::config::CatalogueEntry,
+        launch: &Launch,
+    ) -> Result<&ClusterBackend<C>, RequestError> {
+        match (entry.cluster.as_deref(), launch.cluster.as_deref()) {
+            (None, None) if self.members.len() > 1 && self.config().image_placement => {
+                self.where_held(&entry.url, &entry.name).await
+            }
+            (fixed, chosen) => self.choose(fixed, chosen, &entry.name),
+        }
     }
 
     /// The cluster a launch of the manifest at `url` (entry `entry`) goes to when neither the
@@ -211,7 +305,7 @@ impl<C: ClusterCalls> Backend<C> {
                 requester,
                 url,
                 prepared,
-                |name| self.name_holder(name, user, record),
+                |name| self.name_holder(name, user, matches!(record, Record::Start(_))),
                 record,
             )
             .await

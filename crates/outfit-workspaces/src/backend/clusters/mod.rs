@@ -14,10 +14,7 @@ use tokio::sync::watch;
 
 use crate::{
     backend::{
-        cluster::{
-            ClusterBackend,
-            create::{Holder, Record},
-        },
+        cluster::{self, ClusterBackend},
         request::RequestError,
     },
     io::{calls::ClusterCalls, catalogue::Catalogue, cluster::Cluster, fetch::Fetcher},
@@ -200,11 +197,10 @@ impl<C: ClusterCalls> Backend<C> {
     }
 
     /// Whether the name `name` is held on any cluster, and whether by `user`: by a Workspace (a
-    /// stopped workspace keeps its name; not for a start of that Workspace, `record`) or a pod,
+    /// stopped workspace keeps its name; not when `starting` that Workspace) or a pod,
     /// as its cache shows them, else by a pod a create of this process made (the cache may not
     /// show it yet).
-    fn name_holder(&self, name: &str, user: &UserId, record: Record<'_>) -> Holder {
-        let starting = matches!(record, Record::Start(_));
+    fn name_holder(&self, name: &str, user: &UserId, starting: bool) -> cluster::create::Holder {
         self.members.iter().find_map(|member| {
             if !starting && let Some(workspace) = member.cache.workspace(name) {
                 return Some(workspace.spec.owner == user.as_str());

@@ -166,7 +166,7 @@ impl<C: ClusterCalls> Backend<C> {
             .await
             .map_err(|error| gone_or(error, identity, name))?;
         tracing::info!(workspace = name, user = %identity.user, by = identity.username, "workspace start requested");
-        let made = self.await_start(member, &started).await;
+        let made = self.await_made(member, &started).await;
         if let Err(error) = &made {
             // Refused: it stays stopped, as it was: why and when, from the stop's own marks (the
             // status keeps whole seconds only, and a stop at another time would be another stop,
@@ -184,11 +184,11 @@ impl<C: ClusterCalls> Backend<C> {
         made
     }
 
-    /// Waits for the leader's controller to make the pod of `started` (a Workspace a start just
-    /// wrote): the new pod's uid, or the controller's refusal as the API's error. The controller
-    /// is the one writer of the pod; the request only watches. Past `timeoutCreate` (a leader
-    /// away, or a passing failure it retries) the start is under way without a pod yet: `None`.
-    async fn await_start(
+    /// Waits for the leader's controller to make the pod of `started` (a Workspace a launch or a
+    /// start just wrote): the new pod's uid, or the controller's refusal as the API's error. The
+    /// controller is the one writer of the pod; the request only watches. Past `timeoutCreate` (a
+    /// leader away, or a passing failure it retries) it is under way without a pod yet: `None`.
+    pub(super) async fn await_made(
         &self,
         member: &ClusterBackend<C>,
         started: &crate::resource::Workspace,
