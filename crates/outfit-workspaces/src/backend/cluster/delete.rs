@@ -12,7 +12,7 @@ use super::ClusterBackend;
 use crate::{
     backend::request::RequestError,
     io::{cache::OWN_WRITE_VISIBLE, calls::ClusterCalls},
-    resource::reconcile::record_of,
+    resource::{Workspace, reconcile::record_of},
 };
 
 /// What a delete found.
@@ -81,6 +81,22 @@ impl<C: ClusterCalls> ClusterBackend<C> {
         self.cache
             .wait_for(deadline, |cache| {
                 match cache.pod(&name).filter(|p| p.uid() == uid) {
+                    Some(current) => current.metadata.deletion_timestamp.is_some().then_some(()),
+                    None => Some(()),
+                }
+            })
+            .await;
+    }
+
+    /// Waits (briefly) until the cache shows the Workspace `record` being deleted or gone: its
+    /// pod can leave the cache before it does (two watches), and a read right after the delete's
+    /// answer must not find the record and answer it as stopped.
+    pub(crate) async fn await_record_deleting(&self, record: &Workspace) {
+        let deadline = Instant::now() + OWN_WRITE_VISIBLE;
+        let (name, uid) = (record.name_any(), record.uid());
+        self.cache
+            .wait_for(deadline, |cache| {
+                match cache.workspace(&name).filter(|r| r.uid() == uid) {
                     Some(current) => current.metadata.deletion_timestamp.is_some().then_some(()),
                     None => Some(()),
                 }

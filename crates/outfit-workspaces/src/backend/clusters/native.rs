@@ -95,6 +95,7 @@ impl<C: ClusterCalls> Backend<C> {
                 .delete_workspace(name, record.uid().as_deref())
                 .await?;
             tracing::info!(workspace = name, user = %identity.user, by = identity.username, "workspace record deleted");
+            member.await_record_deleting(&record).await;
             record_uid = record.uid();
         }
         let visible = |pod: &Pod| identity.admin || belongs_to(pod, &identity.user);

@@ -199,7 +199,9 @@ impl<C: ClusterCalls> Backend<C> {
         let outcome = member
             .cache
             .wait_for(deadline, |cache| {
-                if let Some(pod) = cache.pod_or_made(&name).filter(|pod| owns(started, pod)) {
+                // The cache's own pod, not this process's write of it: the answer must find
+                // what a progress stream opened next will follow.
+                if let Some(pod) = cache.pod(&name).filter(|pod| owns(started, pod)) {
                     return Some(Ok(pod.uid()));
                 }
                 // (Not in the cache yet is not gone: the cache may be behind the API server.)
