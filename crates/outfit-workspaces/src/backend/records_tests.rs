@@ -310,6 +310,39 @@ async fn limits_refuse_a_start_past_them_and_a_stop_past_the_stopped_limit() {
     );
 }
 
+/// Issue 46: two stops at once, with room for one more stopped workspace, stop one: each takes
+/// its owner's turn and the next counts the stop the first made.
+#[tokio::test]
+async fn two_stops_at_once_do_not_both_pass_the_stopped_limit() {
+    let url = serve(WEB).await;
+    let catalogue = format!(r#"[{{"name": "web", "url": "{url}"}}]"#);
+    let (backend, fake) = on_fake(&[
+        ("BACKEND_CATALOGUE", &catalogue),
+        ("BACKEND_MAXSTOPPEDWORKSPACESPERUSER", "1"),
+    ]);
+    let _leader = controlling(&backend).drop_guard();
+    let mut names = Vec::new();
+    for _ in 0..2 {
+        let (launched, _) = backend
+            .launch(&alice(), &launch("web", None), SILO)
+            .await
+            .unwrap();
+        names.push(launched.name);
+    }
+    // Each stop's write takes a moment, as on an API server, so that the two interleave.
+    fake.with(|s| s.started_latency = std::time::Duration::from_millis(20));
+    let alice = alice();
+    let (first, second) = tokio::join!(backend.stop(&alice, &names[0]), backend.stop(&alice, &names[1]));
+    let refused: Vec<_> = [&first, &second]
+        .into_iter()
+        .filter_map(|stop| stop.as_ref().err())
+        .collect();
+    assert!(
+        matches!(refused[..], [RequestError::Limit(exceeded)] if exceeded.key() == "maxStoppedWorkspacesPerUser"),
+        "{first:?} {second:?}"
+    );
+}
+
 /// deic-dk's `delete_all_user` takes the user's records too, stopped ones included: else the
 /// controller would make their pods again, and the storage with them.
 #[tokio::test(start_paused = true)]

@@ -66,6 +66,9 @@ pub(crate) struct State {
     pub conflicts: HashSet<String>,
     /// Leases refused with 403, as RBAC from before the per-user turns refuses them.
     pub leases_forbidden: bool,
+    /// How long a `set_started` takes before it is stored (an API server's round trip), so that
+    /// requests at once interleave as they do on a real one.
+    pub started_latency: std::time::Duration,
     versions: u64,
 }
 
@@ -603,10 +606,19 @@ impl ClusterCalls for FakeCluster {
         marks: BTreeMap<&str, Option<String>>,
     ) -> impl Future<Output = Result<Workspace, ClusterError>> + Send {
         self.record(format!("set_started {name} {started}"));
-        let result = self.patch_workspace((name, uid), "setting started", marks, |workspace| {
-            workspace.spec.started = started;
-        });
-        async move { result }
+        let latency = self.with(|s| s.started_latency);
+        let (this, name, uid) = (self.clone(), name.to_owned(), uid.to_owned());
+        let marks: BTreeMap<String, Option<String>> =
+            marks.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        async move {
+            if !latency.is_zero() {
+                tokio::time::sleep(latency).await;
+            }
+            let marks = marks.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+            this.patch_workspace((&name, &uid), "setting started", marks, |workspace| {
+                workspace.spec.started = started;
+            })
+        }
     }
 
     fn delete_workspace(

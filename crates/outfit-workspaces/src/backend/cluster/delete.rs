@@ -103,4 +103,19 @@ impl<C: ClusterCalls> ClusterBackend<C> {
             })
             .await;
     }
+
+    /// Waits (briefly) until the cache shows `written`, a Workspace this process just stopped, as
+    /// stopped (or gone), so that the next count of its owner's stopped workspaces has it.
+    pub(crate) async fn await_record_stopped(&self, written: &Workspace) {
+        let deadline = Instant::now() + OWN_WRITE_VISIBLE;
+        let (name, uid) = (written.name_any(), written.uid());
+        self.cache
+            .wait_for(deadline, |cache| {
+                match cache.workspace(&name).filter(|r| r.uid() == uid) {
+                    Some(current) => (!current.spec.started).then_some(()),
+                    None => Some(()),
+                }
+            })
+            .await;
+    }
 }

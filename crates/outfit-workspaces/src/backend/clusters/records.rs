@@ -17,7 +17,10 @@ use crate::{
         request::RequestError,
     },
     io::{auth::Identity, calls::ClusterCalls, catalogue},
-    model::{names, user::belongs_to},
+    model::{
+        names,
+        user::{UserId, belongs_to},
+    },
     policy::limits,
     resource::{
         Phase, StopReason,
@@ -79,19 +82,8 @@ impl<C: ClusterCalls> Backend<C> {
         let Some((member, workspace)) = self.find_record(identity, name).await? else {
             return Err(self.no_record(identity, name));
         };
-        let uid = workspace.uid().unwrap_or_default();
         if workspace.spec.started {
-            // Each stopped workspace keeps its record and its owner's storage.
-            let owner = &workspace.spec.owner;
-            let stopped = self.members.iter().map(|m| m.cache.stopped_of(owner)).sum();
-            limits::check_stopped(&member.config.limits, stopped)?;
-            let marks = reconcile::stop_marks(StopReason::User, Timestamp::now());
-            member
-                .cluster
-                .set_started(name, &uid, false, marks)
-                .await
-                .map_err(|error| gone_or(error, identity, name))?;
-            tracing::info!(workspace = name, user = %identity.user, by = identity.username, "workspace stop requested");
+            self.stop_in_turn(member, &workspace, identity).await?;
         }
         let Some(pod) = member.cache.pod(name).filter(|pod| owns(&workspace, pod)) else {
             return Ok(None);
@@ -102,6 +94,46 @@ impl<C: ClusterCalls> Backend<C> {
             member.await_deleting(&pod).await;
         }
         Ok(pod.uid())
+    }
+
+    /// Stops the started `workspace` in its owner's turn (as creates take it: in this process,
+    /// then across replicas), and gives the cache a moment to show the stop before the turn
+    /// passes on: each stopped workspace keeps its record and its owner's storage, so two stops
+    /// at once must not both pass `maxStoppedWorkspacesPerUser` (issue 46: both did).
+    async fn stop_in_turn(
+        &self,
+        member: &ClusterBackend<C>,
+        workspace: &crate::resource::Workspace,
+        identity: &Identity,
+    ) -> Result<(), RequestError> {
+        let (name, uid) = (workspace.name_any(), workspace.uid().unwrap_or_default());
+        let owner = UserId::parse(&workspace.spec.owner)?;
+        let _turn = self.turns.take(&owner).await;
+        let turn = self.default_cluster().take_turn(&owner).await?;
+        let stopped = async {
+            let stopped = self
+                .members
+                .iter()
+                .map(|m| m.cache.stopped_of(owner.as_str()))
+                .sum();
+            limits::check_stopped(&member.config.limits, stopped)?;
+            let marks = reconcile::stop_marks(StopReason::User, Timestamp::now());
+            let written = member
+                .cluster
+                .set_started(&name, &uid, false, marks)
+                .await
+                .map_err(|error| gone_or(error, identity, &name))?;
+            member.await_record_stopped(&written).await;
+            Ok(())
+        }
+        .await;
+        if let Some(turn) = turn {
+            turn.release(None).await;
+        }
+        if stopped.is_ok() {
+            tracing::info!(workspace = name, user = %identity.user, by = identity.username, "workspace stop requested");
+        }
+        stopped
     }
 
     /// Starts `identity`'s stopped workspace `name`: `spec.started: true`, and the leader's
