@@ -22,9 +22,18 @@ use crate::{
 const WEB: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: web\n    image: nginx\n";
 
 pub(super) async fn with_catalogue() -> (Backend<FakeCluster>, FakeCluster) {
+    with_web(&[]).await
+}
+
+/// A backend on the fake whose catalogue has `web` (served here), with `env` besides.
+async fn with_web(env: &[(&str, &str)]) -> (Backend<FakeCluster>, FakeCluster) {
     let url = serve(WEB).await;
     let catalogue = format!(r#"[{{"name": "web", "url": "{url}"}}]"#);
-    on_fake(&[("BACKEND_CATALOGUE", &catalogue)])
+    let env: Vec<(&str, &str)> = [("BACKEND_CATALOGUE", catalogue.as_str())]
+        .into_iter()
+        .chain(env.iter().copied())
+        .collect();
+    on_fake(&env)
 }
 
 fn bob() -> Identity {
@@ -258,13 +267,11 @@ async fn a_workspace_stopped_past_the_retention_is_deleted_with_an_event() {
 /// own.
 #[tokio::test]
 async fn limits_refuse_a_start_past_them_and_a_stop_past_the_stopped_limit() {
-    let url = serve(WEB).await;
-    let catalogue = format!(r#"[{{"name": "web", "url": "{url}"}}]"#);
-    let (backend, fake) = on_fake(&[
-        ("BACKEND_CATALOGUE", &catalogue),
+    let (backend, fake) = with_web(&[
         ("BACKEND_MAXWORKSPACESPERUSER", "1"),
         ("BACKEND_MAXSTOPPEDWORKSPACESPERUSER", "1"),
-    ]);
+    ])
+    .await;
     let _leader = controlling(&backend).drop_guard();
     let (first, _) = backend
         .launch(&alice(), &launch("web", None), SILO)
@@ -314,12 +321,7 @@ async fn limits_refuse_a_start_past_them_and_a_stop_past_the_stopped_limit() {
 /// its owner's turn and the next counts the stop the first made.
 #[tokio::test]
 async fn two_stops_at_once_do_not_both_pass_the_stopped_limit() {
-    let url = serve(WEB).await;
-    let catalogue = format!(r#"[{{"name": "web", "url": "{url}"}}]"#);
-    let (backend, fake) = on_fake(&[
-        ("BACKEND_CATALOGUE", &catalogue),
-        ("BACKEND_MAXSTOPPEDWORKSPACESPERUSER", "1"),
-    ]);
+    let (backend, fake) = with_web(&[("BACKEND_MAXSTOPPEDWORKSPACESPERUSER", "1")]).await;
     let _leader = controlling(&backend).drop_guard();
     let mut names = Vec::new();
     for _ in 0..2 {

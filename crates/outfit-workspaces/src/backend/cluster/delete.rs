@@ -92,27 +92,24 @@ impl<C: ClusterCalls> ClusterBackend<C> {
     /// pod can leave the cache before it does (two watches), and a read right after the delete's
     /// answer must not find the record and answer it as stopped.
     pub(crate) async fn await_record_deleting(&self, record: &Workspace) {
-        let deadline = Instant::now() + OWN_WRITE_VISIBLE;
-        let (name, uid) = (record.name_any(), record.uid());
-        self.cache
-            .wait_for(deadline, |cache| {
-                match cache.workspace(&name).filter(|r| r.uid() == uid) {
-                    Some(current) => current.metadata.deletion_timestamp.is_some().then_some(()),
-                    None => Some(()),
-                }
-            })
+        self.await_record(record, |current| current.metadata.deletion_timestamp.is_some())
             .await;
     }
 
     /// Waits (briefly) until the cache shows `written`, a Workspace this process just stopped, as
     /// stopped (or gone), so that the next count of its owner's stopped workspaces has it.
     pub(crate) async fn await_record_stopped(&self, written: &Workspace) {
+        self.await_record(written, |current| !current.spec.started).await;
+    }
+
+    /// Waits (briefly) until the cache shows `record` gone or, as it stands there, `done`.
+    async fn await_record(&self, record: &Workspace, done: impl Fn(&Workspace) -> bool) {
         let deadline = Instant::now() + OWN_WRITE_VISIBLE;
-        let (name, uid) = (written.name_any(), written.uid());
+        let (name, uid) = (record.name_any(), record.uid());
         self.cache
             .wait_for(deadline, |cache| {
                 match cache.workspace(&name).filter(|r| r.uid() == uid) {
-                    Some(current) => (!current.spec.started).then_some(()),
+                    Some(current) => done(&current).then_some(()),
                     None => Some(()),
                 }
             })
