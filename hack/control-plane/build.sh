@@ -264,12 +264,16 @@ rm -rf "$mod"; mkdir -p "$mod"
 )
 cp_log "  kwok wrapper module resolved and downloaded in $(cp_elapsed "$t")"
 t=$(cp_now_ms)
-(
-  cd "$mod"
-  "${TIMEV[@]}" "${NICE[@]}" go build -trimpath \
-    -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=v$KWOK_VERSION" \
-    -o "$stage/kwok" sigs.k8s.io/kwok/cmd/kwok
-)
+# kwok shares most of its dependencies with Kubernetes: built with Kubernetes' versions where
+# kwok's are older (hack/lib/go-align.sh), those come from Go's build cache (on a new machine:
+# 134 CPU-s to 25). The snapshot controller and Helm are left alone: each needs a newer go-logr
+# than Kubernetes has, on which every client-go package depends, so none would come from it.
+# shellcheck source-path=SCRIPTDIR source=../lib/go-align.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../lib/go-align.sh"
+GO_BUILD_WRAP=("${TIMEV[@]}" "${NICE[@]}")
+go_aligned_build "$src_root/kubernetes" "$mod" kwok -trimpath \
+  -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=v$KWOK_VERSION" \
+  -o "$stage/kwok" sigs.k8s.io/kwok/cmd/kwok
 cp_log "  kwok compiled in $(cp_elapsed "$t")"
 
 # ---------------------------------------------------------------- check + install
