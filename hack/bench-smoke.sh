@@ -18,6 +18,20 @@ stages_begin "bench smoke"
 
 stage "criterion benches, each benchmark once (cargo bench's test mode)"
 cargo test --workspace --locked -q --benches
+stage "the soaks, in the background (hack/soak.sh --smoke, then with --workspaces)"
+# They mostly wait out their minutes of load and faults, so they run beside the steps below, one
+# after the other; their output is printed when they are waited for, at the end.
+soak_log=$(mktemp)
+(
+  set -e
+  echo "== hack/soak.sh --smoke"
+  hack/soak.sh --smoke
+  echo "== hack/soak.sh --smoke --workspaces"
+  hack/soak.sh --smoke --workspaces
+) >"$soak_log" 2>&1 &
+soak_pid=$!
+trap 'kill "$soak_pid" 2>/dev/null || true' EXIT
+echo "started (output printed at the end)"
 stage "the load generator against outfit serve and a ceiling server"
 SMOKE=1 build_bins
 "$BIN_DIR/outfit-loadgen" --seconds 1 --connections 4 --policies 50
@@ -33,13 +47,15 @@ stage hack/bench-workspaces-scale.sh --smoke
 hack/bench-workspaces-scale.sh --smoke
 stage hack/bench-workspaces-start.sh --smoke
 hack/bench-workspaces-start.sh --smoke
-stage hack/soak.sh --smoke
-hack/soak.sh --smoke
 stage hack/serve-huge-patch.py --smoke
 hack/serve-huge-patch.py --smoke
-stage hack/soak.sh --smoke --workspaces
-hack/soak.sh --smoke --workspaces
 stage hack/workspaces-attack.sh --smoke
 hack/workspaces-attack.sh --smoke
+stage "the soaks: waiting for them"
+soak_status=0
+wait "$soak_pid" || soak_status=$?
+trap - EXIT
+cat "$soak_log"
+[ "$soak_status" = 0 ] || { echo "a soak's smoke run failed (status $soak_status; its output is above)" >&2; exit 1; }
 stages_end
 printf '\nbench smoke: every script ran\n'
