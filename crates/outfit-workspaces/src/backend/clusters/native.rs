@@ -121,6 +121,12 @@ impl<C: ClusterCalls> Backend<C> {
                 }
             }
         }
+        // Its pod can be gone at the API server already (the garbage collector follows the
+        // record's delete at once) while the cache still shows it: answer that pod, so that a
+        // delete followed to its end has seen it leave the cache (a GET right after found it).
+        if let Some((_, pod)) = self.holder_of(name).filter(|(_, pod)| visible(pod)) {
+            return Ok(pod.uid().unwrap_or_default());
+        }
         record_uid.ok_or_else(|| not_found(identity, name))
     }
 
