@@ -105,22 +105,27 @@ build_snapshotter() {
   )
   cp_log "  external-snapshotter wrapper module resolved and downloaded in $(cp_elapsed "$t")"
   t=$(cp_now_ms)
-  (
-    cd "$mod"
-    "${TIMEV[@]}" "${NICE[@]}" go build -trimpath \
-      -ldflags "-s -w -X main.version=v$EXTERNAL_SNAPSHOTTER_VERSION" \
-      -o "$stage_s/snapshot-controller" github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller
-  )
+  GO_BUILD_WRAP=("${TIMEV[@]}" "${NICE[@]}")
+  go_aligned_build "$CP_VERSION_DIR/src/kubernetes" "$mod" snapshot-controller -trimpath \
+    -ldflags "-s -w -X main.version=v$EXTERNAL_SNAPSHOTTER_VERSION" \
+    -o "$stage_s/snapshot-controller" github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller
   cp_reports "$stage_s/snapshot-controller" "v$EXTERNAL_SNAPSHOTTER_VERSION"
   rm -rf "$CP_SNAPSHOTTER_BIN_DIR"
   mv "$stage_s" "$CP_SNAPSHOTTER_BIN_DIR"
   cp_log "  snapshot-controller compiled in $(cp_elapsed "$t")"
 }
-if [ "$force" = 1 ] || ! cp_snapshotter_present; then
-  build_snapshotter
-fi
+# shellcheck source-path=SCRIPTDIR source=../lib/go-align.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../lib/go-align.sh"
+
+# The snapshot controller is built after Kubernetes, aligned to its modules (below).
+build_snapshotter_if_missing() {
+  if [ "$force" = 1 ] || ! cp_snapshotter_present; then
+    build_snapshotter
+  fi
+}
 if [ "$force" = 0 ] && cp_kubernetes_present; then
-  cp_log "done: the Kubernetes binaries were already present in $CP_BIN_DIR"
+  cp_log "the Kubernetes binaries are present in $CP_BIN_DIR"
+  build_snapshotter_if_missing
   exit 0
 fi
 
@@ -202,29 +207,43 @@ ldflags="-s -w"
 for p in "$pkg_ver" "$cg_ver"; do
   ldflags+=" -X $p.gitVersion=v$KUBERNETES_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$k8s_minor -X $p.gitTreeState=clean"
 done
+# The tools built beside Kubernetes from the same Go caches: for the pinned release (the one CI
+# builds), Kubernetes' modules are raised to the newest version these require, so that each shared
+# package is compiled once (hack/lib/go-align.sh; Helm is built by hack/helm/build.sh).
+if [ "$KUBERNETES_VERSION" = "$(sed -n 's/^KUBERNETES_VERSION=//p' "$CP_HERE/versions.env")" ]; then
+  go_raise_for "$mod" kubernetes \
+    "github.com/kubernetes-csi/external-snapshotter/v8@v$EXTERNAL_SNAPSHOTTER_VERSION" \
+    "github.com/kubernetes-csi/external-snapshotter/client/v8@v$EXTERNAL_SNAPSHOTTER_VERSION" \
+    "sigs.k8s.io/kwok@v$KWOK_VERSION" \
+    "helm.sh/helm/v4@v$HELM_VERSION"
+fi
 # One go build per binary (the second and third reuse most of the first's
 # compiled packages from GOCACHE), so the log shows what each one costs.
-for c in "${k8s_cmds[@]}"; do
-  t=$(cp_now_ms)
-  (
-    cd "$mod"
-    "${TIMEV[@]}" "${NICE[@]}" go build -trimpath -ldflags "$ldflags" -o "$stage/$c" \
-      "k8s.io/kubernetes/cmd/$c"
-  )
-  cp_log "  $c compiled in $(cp_elapsed "$t")"
-done
+build_kubernetes() {
+  local c t
+  for c in "${k8s_cmds[@]}"; do
+    t=$(cp_now_ms)
+    (
+      cd "$mod"
+      "${TIMEV[@]}" "${NICE[@]}" go build -mod=mod -trimpath -ldflags "$ldflags" -o "$stage/$c" \
+        "k8s.io/kubernetes/cmd/$c"
+    ) || return 1
+    cp_log "  $c compiled in $(cp_elapsed "$t")"
+  done
+}
+if ! build_kubernetes; then
+  [ -f "$mod/go.mod.published" ] || cp_die "building Kubernetes v$KUBERNETES_VERSION failed (above)"
+  cp_log "  Kubernetes does not build with the raised versions (above); building it as published"
+  go_unraise "$mod"
+  build_kubernetes || cp_die "building Kubernetes v$KUBERNETES_VERSION failed (above)"
+fi
 
 # ---------------------------------------------------------------- etcd
 # Separate wrapper so MVS reproduces exactly etcd's own dependency versions.
 t=$(cp_now_ms)
 mod="$src_root/etcd"
-rm -rf "$mod"; mkdir -p "$mod"
-(
-  cd "$mod"
-  go mod init outfit.local/tools/etcd >/dev/null 2>&1
-  go get -tool "go.etcd.io/etcd/server/v3@v$ETCD_VERSION" >go-get.log 2>&1 \
-    || { tail -n 30 go-get.log >&2; cp_die "go get go.etcd.io/etcd/server/v3@v$ETCD_VERSION failed (log: $mod/go-get.log)"; }
-)
+go_tool_module "$mod" etcd "go.etcd.io/etcd/server/v3@v$ETCD_VERSION" \
+  || cp_die "go get go.etcd.io/etcd/server/v3@v$ETCD_VERSION failed (log: $mod/go-get.log)"
 cp_log "  etcd wrapper module resolved and downloaded in $(cp_elapsed "$t")"
 t=$(cp_now_ms)
 (
@@ -241,12 +260,10 @@ cp_log "  etcd compiled in $(cp_elapsed "$t")"
 # bin/kwok-crds and bin/kwok-stages.
 t=$(cp_now_ms)
 mod="$src_root/kwok"
-rm -rf "$mod"; mkdir -p "$mod"
+go_tool_module "$mod" kwok "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION" \
+  || cp_die "go get sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION failed (log: $mod/go-get.log)"
 (
   cd "$mod"
-  go mod init outfit.local/tools/kwok >/dev/null 2>&1
-  go get -tool "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION" >go-get.log 2>&1 \
-    || { tail -n 30 go-get.log >&2; cp_die "go get sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION failed (log: $mod/go-get.log)"; }
   kwok_dir="$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"
   mkdir -p "$stage/kwok-crds"
   for f in "$kwok_dir"/kustomize/crd/bases/*.yaml; do
@@ -265,11 +282,7 @@ rm -rf "$mod"; mkdir -p "$mod"
 cp_log "  kwok wrapper module resolved and downloaded in $(cp_elapsed "$t")"
 t=$(cp_now_ms)
 # kwok shares most of its dependencies with Kubernetes: built with Kubernetes' versions where
-# kwok's are older (hack/lib/go-align.sh), those come from Go's build cache (on a new machine:
-# 134 CPU-s to 25). The snapshot controller and Helm are left alone: each needs a newer go-logr
-# than Kubernetes has, on which every client-go package depends, so none would come from it.
-# shellcheck source-path=SCRIPTDIR source=../lib/go-align.sh
-. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../lib/go-align.sh"
+# kwok's are older (hack/lib/go-align.sh), those come from Go's build cache.
 GO_BUILD_WRAP=("${TIMEV[@]}" "${NICE[@]}")
 go_aligned_build "$src_root/kubernetes" "$mod" kwok -trimpath \
   -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=v$KWOK_VERSION" \
@@ -287,3 +300,4 @@ rm -rf "$CP_BIN_DIR"
 mv "$stage" "$CP_BIN_DIR"
 cp_log "done in $(cp_elapsed "$t_all"):"
 ls -l "$CP_BIN_DIR" >&2
+build_snapshotter_if_missing

@@ -6,24 +6,26 @@ CP_HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # A version in the environment wins over the pin (hack/e2e-version.sh runs the suite against
 # the oldest supported release this way); each version builds into its own cache directory.
 cp_env_kubernetes="${KUBERNETES_VERSION:-}" cp_env_etcd="${ETCD_VERSION:-}" cp_env_kwok="${KWOK_VERSION:-}"
-cp_env_snapshotter="${EXTERNAL_SNAPSHOTTER_VERSION:-}"
+cp_env_snapshotter="${EXTERNAL_SNAPSHOTTER_VERSION:-}" cp_env_helm="${HELM_VERSION:-}"
 # shellcheck source-path=SCRIPTDIR source=versions.env
 . "$CP_HERE/versions.env"
 KUBERNETES_VERSION="${cp_env_kubernetes:-$KUBERNETES_VERSION}"
 ETCD_VERSION="${cp_env_etcd:-$ETCD_VERSION}"
 KWOK_VERSION="${cp_env_kwok:-$KWOK_VERSION}"
 EXTERNAL_SNAPSHOTTER_VERSION="${cp_env_snapshotter:-$EXTERNAL_SNAPSHOTTER_VERSION}"
+HELM_VERSION="${cp_env_helm:-$HELM_VERSION}"
 : "${KUBERNETES_VERSION:?not set in versions.env}"
 : "${ETCD_VERSION:?not set in versions.env}"
 : "${KWOK_VERSION:?not set in versions.env}"
 : "${EXTERNAL_SNAPSHOTTER_VERSION:?not set in versions.env}"
+: "${HELM_VERSION:?not set in versions.env}"
 # They name directories and module versions: release numbers only (1.37.2, not v1.37.2 or a path).
 for cp_pin in "KUBERNETES_VERSION=$KUBERNETES_VERSION" "ETCD_VERSION=$ETCD_VERSION" "KWOK_VERSION=$KWOK_VERSION" \
-              "EXTERNAL_SNAPSHOTTER_VERSION=$EXTERNAL_SNAPSHOTTER_VERSION"; do
+              "EXTERNAL_SNAPSHOTTER_VERSION=$EXTERNAL_SNAPSHOTTER_VERSION" "HELM_VERSION=$HELM_VERSION"; do
   [[ "${cp_pin#*=}" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] \
     || { printf '[control-plane] ERROR: %s: expected a release number such as 1.37.2\n' "$cp_pin" >&2; exit 2; }
 done
-unset cp_pin cp_env_kubernetes cp_env_etcd cp_env_kwok cp_env_snapshotter
+unset cp_pin cp_env_kubernetes cp_env_etcd cp_env_kwok cp_env_snapshotter cp_env_helm
 
 CP_CACHE_ROOT="${OUTFIT_CACHE_DIR:-$HOME/.cache/outfit}/control-plane"
 CP_VERSION_DIR="$CP_CACHE_ROOT/k8s-${KUBERNETES_VERSION}-etcd-${ETCD_VERSION}-kwok-${KWOK_VERSION}"

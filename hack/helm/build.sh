@@ -5,14 +5,18 @@
 #   ${OUTFIT_CACHE_DIR:-$HOME/.cache/outfit}/helm/helm-<version>/bin/helm
 #
 # Nothing is built when that binary exists (pass --force to rebuild). HELM_VERSION in the
-# environment overrides the pin below. The chart's tests (tests/integration/helm.rs) call this.
+# environment overrides the pin in hack/control-plane/versions.env. The chart's tests
+# (tests/integration/helm.rs) call this.
 #
 # usage: hack/helm/build.sh [--force]
 set -euo pipefail
 
-# The Helm release the chart is tested with; its go.mod needs Go 1.26 (no replace directives, so
-# a plain `go install` of the module builds it).
-HELM_VERSION="${HELM_VERSION:-4.3.1}"
+# The Helm release the chart is tested with (HELM_VERSION in hack/control-plane/versions.env; its
+# go.mod needs Go 1.26), and the test cluster's paths: Helm is built aligned to its Kubernetes.
+# shellcheck source-path=SCRIPTDIR source=../control-plane/lib.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../control-plane/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/go-align.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../lib/go-align.sh"
 log() { printf '[helm] %s\n' "$*" >&2; }
 die() { printf '[helm] ERROR: %s\n' "$*" >&2; exit 1; }
 
@@ -24,7 +28,6 @@ for arg in "$@"; do
     *) die "unknown argument: $arg" ;;
   esac
 done
-[[ "$HELM_VERSION" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "HELM_VERSION=$HELM_VERSION: expected a release number such as 4.3.1"
 
 cache_root="${OUTFIT_CACHE_DIR:-$HOME/.cache/outfit}/helm"
 bin_dir="$cache_root/helm-$HELM_VERSION/bin"
@@ -55,11 +58,18 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage"
 start=$(date +%s)
 log "building helm v$HELM_VERSION from helm.sh/helm/v4 ($(go version | cut -d' ' -f3), $(nproc) cores)"
+# A wrapper module, as `go install helm.sh/helm/v4/cmd/helm@v...` would resolve it, so that its
+# modules can be raised to the test cluster's Kubernetes' (hack/lib/go-align.sh): the packages
+# both use then come from Go's build cache.
+mod="$cache_root/helm-$HELM_VERSION/src/helm"
+go_tool_module "$mod" helm "helm.sh/helm/v4/cmd/helm@v$HELM_VERSION" \
+  || die "go get helm.sh/helm/v4/cmd/helm@v$HELM_VERSION failed (log: $mod/go-get.log)"
 # The version Helm prints is stamped as its Makefile stamps it.
-GOBIN="$stage" nice -n 10 go install -trimpath \
+GO_BUILD_WRAP=(nice -n 10)
+go_aligned_build "$CP_VERSION_DIR/src/kubernetes" "$mod" helm -trimpath \
   -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=v$HELM_VERSION -X helm.sh/helm/v4/internal/version.gitTreeState=clean" \
-  "helm.sh/helm/v4/cmd/helm@v$HELM_VERSION" \
-  || die "go install helm.sh/helm/v4/cmd/helm@v$HELM_VERSION failed"
+  -o "$stage/helm" helm.sh/helm/v4/cmd/helm \
+  || die "building helm.sh/helm/v4/cmd/helm@v$HELM_VERSION failed"
 version=$("$stage/helm" version --template '{{.Version}}')
 [ "$version" = "v$HELM_VERSION" ] || die "the built helm reports $version, expected v$HELM_VERSION"
 rm -rf "$bin_dir"

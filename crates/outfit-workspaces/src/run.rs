@@ -208,7 +208,7 @@ impl Server {
         // Each cluster's Workspaces, controlled by the replica that holds its Lease.
         for (index, leading) in leads.into_iter().enumerate() {
             tasks.push(tokio::spawn(backend.clone().control(
-                index,
+                (index, metrics.clone()),
                 leading,
                 shutdown.clone(),
             )));

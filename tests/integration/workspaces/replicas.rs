@@ -4,13 +4,14 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::{
+    admissionregistration::v1::ValidatingWebhookConfiguration,
     coordination::v1::Lease,
     core::v1::{Event, Node, Service},
     networking::v1::{Ingress, NetworkPolicy},
 };
 use kube::{
     Api, ResourceExt,
-    api::{DeleteParams, ListParams, Patch, PatchParams},
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
 
@@ -461,4 +462,97 @@ fn kill_controller_manager(plane: &ControlPlane) {
         .status()
         .unwrap();
     assert!(status.success(), "kill kube-controller-manager {pid}");
+}
+
+/// The ValidatingWebhookConfiguration of [`refusing_pod_creates`].
+const REFUSING: &str = "outfit-test-refuse-pods";
+
+/// A webhook no one serves, asked about every pod created in `ns` and failing closed: the API
+/// server refuses each such create with 500 ("failed calling webhook"), as it does while a
+/// cluster's policy webhook is away. Only `ns`'s pods: the other tests share the cluster.
+async fn refusing_pod_creates(client: &kube::Client, ns: &str) {
+    let webhooks: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let nowhere = format!("https://127.0.0.1:{}/refuse", free_port());
+    let webhook = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": REFUSING},
+        "webhooks": [{
+            "name": "refuse.outfit.test",
+            "clientConfig": {"url": nowhere},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}],
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+            "failurePolicy": "Fail",
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "timeoutSeconds": 2,
+        }],
+    }))
+    .unwrap();
+    webhooks.create(&PostParams::default(), &webhook).await.unwrap();
+}
+
+/// Removes [`refusing_pod_creates`]' webhook: pod creates are let through again.
+async fn accepting_pod_creates(client: &kube::Client) {
+    let webhooks: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    webhooks.delete(REFUSING, &DeleteParams::default()).await.unwrap();
+}
+
+/// Issue 43: one reconcile per Workspace, which backs off and survives its leader. While the API
+/// server refuses the namespace's pod creates (a webhook it can't reach), a launch's Workspace
+/// waits for its pod: the leader's reconcile fails at the start step (counted), three times, and
+/// is tried again after growing waits; once creates are let through it makes the pod, and the
+/// launch, still waiting, answers 201. Then, creates refused again, the leader is killed between
+/// a Workspace's creation and its pod's: the survivor, once it leads, makes the pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_pod_create_is_tried_again_and_a_dead_leader_s_launch_is_made_by_the_survivor() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-replica-refused";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let site = manifests.put("site.yaml", &web("", ""));
+    let config = format!("catalogue:\n- {{name: site, url: '{site}'}}\n- {{name: page, url: '{site}'}}\n");
+    let (leader, follower) = leader_and_follower(plane, ns, &manifests, &config).await;
+    let alice = Caller::Token("outfit-alice-token");
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), ns);
+    let refused = "outfit_workspaces_reconcile_failures_total{step=\"start\"}";
+
+    refusing_pod_creates(&client, ns).await;
+    let ((status, created), ()) = tokio::join!(follower.backend.launch(alice, "site"), async {
+        eventually("three refused pod creates", Duration::from_secs(60), || async {
+            leader.metric(refused).await >= 3.0
+        })
+        .await;
+        accepting_pod_creates(&client).await;
+    });
+    assert_eq!(status, 201, "{created}");
+    let first = created["name"].as_str().unwrap().to_owned();
+    follower.backend.follow_to_ready(alice, &first).await;
+    assert_eq!(follower.metric(refused).await, 0.0, "only the leader reconciles");
+
+    refusing_pod_creates(&client, ns).await;
+    let before = leader.metric(refused).await;
+    let ((status, created), killed) = tokio::join!(follower.backend.launch(alice, "page"), async move {
+        eventually(
+            "the next launch's pod refused",
+            Duration::from_secs(60),
+            || async { leader.metric(refused).await > before },
+        )
+        .await;
+        drop(leader);
+        let killed = Instant::now();
+        accepting_pod_creates(&client).await;
+        killed
+    });
+    assert_eq!(status, 201, "{created}");
+    let second = created["name"].as_str().unwrap().to_owned();
+    follower.backend.follow_to_ready(alice, &second).await;
+    eprintln!(
+        "failover: {second} made {:.1} s after the leader was killed",
+        killed.elapsed().as_secs_f64()
+    );
+    assert!(follower.leads().await);
+    let pod = pods.get(&second).await.unwrap();
+    assert_eq!(pod.owner_references()[0].name, second);
 }

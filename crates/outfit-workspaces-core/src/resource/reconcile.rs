@@ -133,39 +133,40 @@ pub fn refusal_at(workspace: &Workspace, generation: i64) -> Option<(&str, &str)
     Some((ready.reason.as_str(), ready.message.as_str()))
 }
 
-/// Whether `workspace` has been stopped longer than `retention` (`stoppedRetention`) at `now`:
-/// its record is to be deleted. Only a stop the status has recorded counts (`Stopped`, since
-/// `stopped.at`), so a Workspace is never deleted on a stop the controller has not seen through;
-/// with snapshots configured (`snapshots`), nor before its stop's snapshot is ready: its home
-/// goes with it, and is never removed unsaved (its `HomeSnapshot` condition says why it stays).
-pub fn expired(
+/// When `workspace`, stopped, has been stopped for `retention` (`stoppedRetention`): its record
+/// is to be deleted then; `None` while it can't be (or retention is forever). Only a stop the
+/// status has recorded counts (`Stopped`, since `stopped.at`), so a Workspace is never deleted on
+/// a stop the controller has not seen through; with snapshots configured (`snapshots`), nor before
+/// its stop's snapshot is ready: its home goes with it, and is never removed unsaved (its
+/// `HomeSnapshot` condition says why it stays). The controller looks again at this time.
+pub fn expires_at(
     workspace: &Workspace,
     (retention, snapshots): (Option<std::time::Duration>, bool),
-    now: Timestamp,
-) -> bool {
-    let Some(retention) = retention else {
-        return false;
-    };
+) -> Option<Timestamp> {
+    let retention = jiff::SignedDuration::try_from(retention?).ok()?;
     if snapshots && !stop_snapshot_ready(workspace) {
-        return false;
+        return None;
     }
-    let Some(status) = workspace.status.as_ref() else {
-        return false;
-    };
+    let status = workspace.status.as_ref()?;
     if workspace.spec.started
         || workspace.metadata.deletion_timestamp.is_some()
         || status.phase != Some(Phase::Stopped)
     {
-        return false;
+        return None;
     }
-    let Ok(retention) = jiff::SignedDuration::try_from(retention) else {
-        return false;
-    };
     // The stop's own mark where it has one: the status's time went through the API server,
     // which keeps whole seconds only (a retention of 3 s would end up to a second early).
-    stop_marked_at(workspace)
-        .or_else(|| status.stopped.as_ref().map(|stopped| stopped.at.0))
-        .is_some_and(|at| now.duration_since(at) >= retention)
+    let at = stop_marked_at(workspace).or_else(|| status.stopped.as_ref().map(|stopped| stopped.at.0))?;
+    at.checked_add(retention).ok()
+}
+
+/// Whether `workspace` has been stopped longer than `retention` at `now` ([`expires_at`]).
+pub fn expired(
+    workspace: &Workspace,
+    retention: (Option<std::time::Duration>, bool),
+    now: Timestamp,
+) -> bool {
+    expires_at(workspace, retention).is_some_and(|at| now >= at)
 }
 
 /// Why a Workspace stops when `cull` culls it.

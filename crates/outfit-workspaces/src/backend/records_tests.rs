@@ -51,7 +51,11 @@ pub(super) fn controlling(backend: &Backend<FakeCluster>) -> CancellationToken {
     let shutdown = CancellationToken::new();
     for index in 0..backend.members().len() {
         let leading = tokio::sync::watch::channel(true).1;
-        tokio::spawn(backend.clone().control(index, leading, shutdown.clone()));
+        tokio::spawn(
+            backend
+                .clone()
+                .control((index, Arc::default()), leading, shutdown.clone()),
+        );
     }
     shutdown
 }
@@ -399,5 +403,34 @@ async fn the_controller_never_acts_on_a_workspace_its_cache_shows_behind() {
         !fake.calls().iter().any(|c| c.starts_with("delete_pod")),
         "{:?}",
         fake.calls()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pod_create_refused_three_times_is_tried_again_after_doubling_waits() {
+    let (backend, fake) = with_catalogue().await;
+    fake.with(|s| s.pod_creates_refused = 3);
+    fake.put_workspace(crate::resource::Workspace::new(
+        "web-alice",
+        crate::io::fake::NAMESPACE,
+        crate::resource::WorkspaceSpec {
+            owner: "alice@dtu.dk".into(),
+            entry: "web".into(),
+            started: true,
+            ..Default::default()
+        },
+    ));
+    let _leader = controlling(&backend).drop_guard();
+    until(&fake, "pod made", |s| s.pods.contains_key("web-alice")).await;
+    let tried = fake.with(|s| s.pod_creates_at.clone());
+    assert_eq!(tried.len(), 4, "three refused, then made: {:?}", fake.calls());
+    let waits: Vec<u128> = tried.windows(2).map(|w| (w[1] - w[0]).as_millis()).collect();
+    // The test clock is paused: each wait is the controller's own back-off, to the millisecond.
+    assert_eq!(waits, [500, 1000, 2000], "each wait doubles the last");
+    let status = fake.with(|s| s.workspaces["web-alice"].status.clone());
+    assert_ne!(
+        status.and_then(|st| st.phase),
+        Some(Phase::Failed),
+        "a passing refusal is not written as a failed start"
     );
 }

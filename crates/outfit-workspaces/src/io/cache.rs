@@ -335,6 +335,16 @@ impl Cache {
         self.workspaces.get(&ObjectRef::new(name).within(&self.namespace))
     }
 
+    /// The Workspaces' store itself, which the controller's applier reads.
+    pub fn workspace_store(&self) -> Store<Workspace> {
+        self.workspaces.clone()
+    }
+
+    /// The reference to the Workspace called `name` in the store.
+    pub fn workspace_ref(&self, name: &str) -> ObjectRef<Workspace> {
+        ObjectRef::new(name).within(&self.namespace)
+    }
+
     /// Every Workspace of the namespace.
     pub fn workspaces(&self) -> Vec<Arc<Workspace>> {
         self.workspaces.state()
@@ -498,7 +508,10 @@ impl Cache {
     pub(crate) fn fed_beside(namespace: &str, beside: Option<&Cache>) -> (Self, CacheFeed) {
         let pods = reflector::store::Writer::default();
         let claims = reflector::store::Writer::default();
-        let workspaces = reflector::store::Writer::<Workspace>::default();
+        let mut workspaces = reflector::store::Writer::<Workspace>::default();
+        // Listed (empty) at once, as a watch's first list would leave it: the controller's
+        // applier waits for that.
+        workspaces.apply_watcher_event(&watcher::Event::InitDone);
         let events = reflector::store::Writer::<Event>::default();
         let changes = beside.map_or_else(|| Arc::new(watch::channel(0u64).0), |c| c.changes.clone());
         let unreachable = Arc::new(watch::channel(None::<String>).0);

@@ -69,6 +69,11 @@ pub(crate) struct State {
     /// How long a `set_started` takes before it is stored (an API server's round trip), so that
     /// requests at once interleave as they do on a real one.
     pub started_latency: std::time::Duration,
+    /// How many pod creates from now on the API server refuses with 503, as one whose storage or
+    /// webhook is away does.
+    pub pod_creates_refused: u32,
+    /// When each pod create was asked for (the test clock's time).
+    pub pod_creates_at: Vec<tokio::time::Instant>,
     versions: u64,
 }
 
@@ -261,10 +266,17 @@ impl ClusterCalls for FakeCluster {
     fn create_pod(&self, pod: &Pod) -> impl Future<Output = Result<Pod, ClusterError>> + Send {
         let name = pod.name_any();
         self.record(format!("create_pod {name}"));
-        let taken = self.with(|s| s.pods.contains_key(&name));
+        let (taken, refused) = self.with(|s| {
+            s.pod_creates_at.push(tokio::time::Instant::now());
+            let refused = s.pod_creates_refused > 0;
+            s.pod_creates_refused = s.pod_creates_refused.saturating_sub(1);
+            (s.pods.contains_key(&name), refused)
+        });
         let mut pod = pod.clone();
         pod.metadata.uid = Some(format!("uid-{name}"));
-        let result = if taken {
+        let result = if refused {
+            Err(api_error(503, "ServiceUnavailable", "creating Pod"))
+        } else if taken {
             Err(api_error(409, "AlreadyExists", "creating Pod"))
         } else {
             self.put_pod(pod);

@@ -45,6 +45,11 @@ struct ReasonLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StepLabels {
+    step: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
     outcome: &'static str,
 }
@@ -65,6 +70,7 @@ pub struct Metrics {
     pre_pull_bytes: Counter,
     pre_pulls_running: Gauge,
     placeholders: Gauge,
+    reconcile_failures: Family<StepLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -142,6 +148,12 @@ impl Default for Metrics {
             "Placeholder pods not being deleted, as the leader last counted them (a preempted one is back within 2 s)",
             placeholders.clone(),
         );
+        let reconcile_failures = Family::<StepLabels, Counter>::default();
+        registry.register(
+            "reconcile_failures",
+            "Reconciles of a Workspace that failed and are tried again after a back-off, by the step that failed (read, start, stop, expire, finalize, status)",
+            reconcile_failures.clone(),
+        );
         Self {
             registry,
             requests,
@@ -156,6 +168,7 @@ impl Default for Metrics {
             pre_pull_bytes,
             pre_pulls_running,
             placeholders,
+            reconcile_failures,
         }
     }
 }
@@ -229,6 +242,11 @@ impl Metrics {
     }
 
     /// The metrics in the OpenMetrics text format.
+    /// Counts a failed reconcile of a Workspace at `step`.
+    pub fn reconcile_failed(&self, step: &'static str) {
+        self.reconcile_failures.get_or_create(&StepLabels { step }).inc();
+    }
+
     pub fn render(&self) -> String {
         let mut text = String::new();
         encode(&mut text, &self.registry).expect("writing to a String never fails");

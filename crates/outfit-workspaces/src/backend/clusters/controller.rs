@@ -1,28 +1,38 @@
 //! The Workspace controller: on the replica that holds a cluster's Lease, every Workspace of that
-//! cluster is brought to what its spec says, from the watch cache, as any controller does: a
-//! started one without a pod gets one (every start, the API's or kubectl's; a launch that died
-//! between its record and its pod), one not started loses its pod (every stop), and its status
-//! says where it stands. What to do is decided in `resource::reconcile` (pure); here it is done.
-//! A start is made as the owner's launch would be (`records.rs`: entry, values, limits, the
+//! cluster is brought to what its spec says by kube-runtime's applier, one reconcile per
+//! Workspace at a time, started by a change of the Workspace or its pod, and by the time something
+//! falls due: a started one without a pod gets one (every start, the API's or kubectl's; a launch
+//! that died between its record and its pod), one not started loses its pod (every stop), and its
+//! status says where it stands. What to do is decided in `resource::reconcile` (pure); here it is
+//! done. A start is made as the owner's launch would be (`records.rs`: entry, values, limits, the
 //! snapshot it names); one refused for good is written to the status, where the start's request
-//! reads it, and not tried again until the spec changes. A Workspace stopped
-//! longer than `stoppedRetention` is deleted, with an Event.
+//! reads it, and not tried again until the spec changes; one that failed for a passing reason is
+//! tried again after a wait that doubles per Workspace. A Workspace stopped longer than
+//! `stoppedRetention` is deleted, with an Event, when that falls due.
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::HashMap,
+    convert::Infallible,
     sync::{Arc, Mutex},
     time::Duration,
 };
 
+use futures::{Stream, StreamExt, stream};
 use jiff::Timestamp;
-use kube::ResourceExt;
-use tokio::sync::watch;
+use kube::{
+    ResourceExt,
+    runtime::{
+        controller::{self, Action},
+        reflector::ObjectRef,
+    },
+};
+use tokio::{sync::watch, time::Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::{Backend, home_snapshots::Snapshotting};
 use crate::{
-    backend::cluster::ClusterBackend,
-    io::calls::ClusterCalls,
+    backend::{cluster::ClusterBackend, request::RequestError},
+    io::{cache::Cache, calls::ClusterCalls, cluster::ClusterError, metrics::Metrics},
     resource::{
         Workspace, WorkspaceStatus,
         finalize::{self, Finalize},
@@ -30,155 +40,219 @@ use crate::{
     },
 };
 
-/// How often every Workspace is looked at when nothing changed.
-const TICK: Duration = Duration::from_secs(1);
-/// How long a start that failed for a passing reason (the API server or the manifest's server
-/// away, the user's turn taken) waits before it is tried again.
-const RETRY: Duration = Duration::from_secs(5);
-/// The longest rest after a pass (a pass over 10,000 Workspaces takes milliseconds).
-const MAX_REST: Duration = Duration::from_millis(500);
+/// How long a changed status waits before it is written: a start that is over within it costs
+/// one write (`Running`), not one per step (at 10,000 workspaces the API server is what runs out:
+/// BENCHMARKS.md).
+const STATUS_SETTLES: Duration = Duration::from_secs(1);
+/// How often a Workspace nothing happened to is looked at anyway.
+const RESYNC: Duration = Duration::from_secs(300);
+/// The first wait after a failed reconcile of a Workspace; it doubles with each failure in a row,
+/// up to [`BACK_OFF_MOST`].
+const BACK_OFF_FIRST: Duration = Duration::from_millis(500);
+const BACK_OFF_MOST: Duration = Duration::from_secs(30);
 
-/// What the controller of one cluster keeps between passes.
-#[derive(Default)]
-struct Controlled {
-    /// Workspaces a task is starting or stopping: one at a time each.
-    busy: Mutex<HashSet<String>>,
+/// Why a reconcile of a Workspace failed; it is tried again after a wait ([`Controlled::back_off`]).
+#[derive(Debug, thiserror::Error)]
+enum ReconcileError {
+    #[error("reading the Workspace: {0}")]
+    Read(ClusterError),
+    #[error("making its pod: {0}")]
+    Start(RequestError),
+    #[error("deleting its pod: {0}")]
+    Stop(ClusterError),
+    #[error("deleting it past stoppedRetention: {0}")]
+    Expire(ClusterError),
+    #[error("its home's finalizer: {0}")]
+    Finalize(ClusterError),
+    #[error("writing its status: {0}")]
+    Status(ClusterError),
+}
+
+impl ReconcileError {
+    /// The step that failed, as the metric names it.
+    fn step(&self) -> &'static str {
+        match self {
+            Self::Read(_) => "read",
+            Self::Start(_) => "start",
+            Self::Stop(_) => "stop",
+            Self::Expire(_) => "expire",
+            Self::Finalize(_) => "finalize",
+            Self::Status(_) => "status",
+        }
+    }
+}
+
+/// What the controller of one cluster keeps while it leads, per Workspace the cache holds.
+struct Controlled<C> {
+    backend: Backend<C>,
+    index: usize,
+    metrics: Arc<Metrics>,
     /// The status last written for each Workspace, so that a status is written once even while
-    /// the cache has not shown it yet. Holds the Workspaces the cache holds, no more.
+    /// the cache has not shown it yet.
     written: Mutex<HashMap<String, WorkspaceStatus>>,
-    /// Workspaces whose home's snapshot a task is taking: beside `busy`, so that neither a start
+    /// Since when each Workspace's status differs from what was written ([`STATUS_SETTLES`]).
+    unwritten_since: Mutex<HashMap<String, Instant>>,
+    /// The failed reconciles in a row of each Workspace: its wait before the next.
+    failures: Mutex<HashMap<String, u32>>,
+    /// The snapshots of stopped homes under way: beside the reconciles, so that neither a start
     /// nor the status waits on a snapshot.
     snapshotting: Snapshotting,
 }
 
 impl<C: ClusterCalls> Backend<C> {
     /// Runs the controller of the cluster `index` (of [`Backend::members`]) until `shutdown`,
-    /// acting while `leading` (that cluster's Lease) is held.
-    pub async fn control(self, index: usize, leading: watch::Receiver<bool>, shutdown: CancellationToken) {
-        let member = &self.members[index];
-        member.cache.synced().await;
-        let controlled = Arc::new(Controlled::default());
-        let mut changes = member.cache.changes();
-        let mut tick = tokio::time::interval(TICK);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut looked_at_all = false;
-        loop {
-            let ticked = tokio::select! {
-                () = shutdown.cancelled() => return,
-                _ = changes.changed() => false,
-                _ = tick.tick() => true,
-            };
-            // Taken while another replica leads too, so the set holds only what is news.
-            let changed = member.cache.changed_records().take();
-            if !*leading.borrow() {
-                // A new leader looks at every Workspace and writes what it sees afresh.
-                looked_at_all = false;
-                controlled.written.lock().expect("written").clear();
-                continue;
-            }
-            let started = tokio::time::Instant::now();
-            // A change is looked at at once, for its name only; every Workspace each second (a
-            // retention comes due, a launch's mark lapses, without a change), and statuses are
-            // written then only: a start that is over within the second costs one write
-            // (`Running`), not one per step (at 10,000 workspaces the API server is what runs
-            // out: BENCHMARKS.md).
-            let full = ticked || changed.all || !looked_at_all;
-            let records = if full {
-                looked_at_all = true;
-                controlled
-                    .written
-                    .lock()
-                    .expect("written")
-                    .retain(|name, _| member.cache.workspace(name).is_some());
-                controlled
-                    .snapshotting
-                    .retain(|name| member.cache.workspace(name).is_some());
-                member.cache.workspaces()
-            } else {
-                changed
-                    .names
-                    .iter()
-                    .filter_map(|name| member.cache.workspace(name))
-                    .collect()
-            };
-            self.pass(index, records, full, &controlled).await;
-            tokio::time::sleep(started.elapsed().min(MAX_REST)).await;
-        }
-    }
-
-    /// One look at `records`, Workspaces of the cluster `index`; their statuses written when
-    /// `write` says.
-    async fn pass(
-        &self,
-        index: usize,
-        records: Vec<Arc<Workspace>>,
-        write: bool,
-        controlled: &Arc<Controlled>,
+    /// acting while `leading` (that cluster's Lease) is held: a replica that loses the Lease
+    /// drops its reconciles at once, and the next leader looks at every Workspace afresh.
+    pub async fn control(
+        self,
+        (index, metrics): (usize, Arc<Metrics>),
+        mut leading: watch::Receiver<bool>,
+        shutdown: CancellationToken,
     ) {
-        let member = &self.members[index];
-        let now = Timestamp::now();
-        for record in records {
-            let name = record.name_any();
-            if controlled.busy.lock().expect("busy").contains(&name) {
-                continue;
+        let cache = self.members[index].cache.clone();
+        cache.synced().await;
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                led = leading.wait_for(|leads| *leads) => if led.is_err() { return },
             }
-            let snapshots = member.config.snapshot_class_name.is_some();
-            let pod = member.cache.pod_or_made(&name);
-            // The home's finalizer first: a Workspace being deleted needs nothing else.
-            let owns_home = member.own_home(&record).is_some();
-            let step = finalize::finalize(&record, pod.as_deref(), owns_home, snapshots);
-            if step != Finalize::Nothing {
-                controlled.busy.lock().expect("busy").insert(name.clone());
-                let (this, controlled) = (self.clone(), controlled.clone());
-                tokio::spawn(async move {
-                    let member = &this.members[index];
-                    if let super::finalizer::After::Retry(wait) = this.finalize(member, &record, step).await {
-                        tokio::time::sleep(wait).await;
-                    }
-                    controlled.busy.lock().expect("busy").remove(&record.name_any());
-                    member.cache.changed_records().mark(&record.name_any());
-                });
-                continue;
-            }
-            if record.metadata.deletion_timestamp.is_some() {
-                continue;
-            }
-            if reconcile::expired(&record, (member.config.stopped_retention, snapshots), now) {
-                controlled.busy.lock().expect("busy").insert(name.clone());
-                let (this, controlled) = (self.clone(), controlled.clone());
-                tokio::spawn(async move {
-                    this.expire(&this.members[index], &record).await;
-                    controlled.busy.lock().expect("busy").remove(&record.name_any());
-                });
-                continue;
-            }
-            match reconcile::next(&record, pod.as_deref()) {
-                Next::Wait => self.snapshot_step(index, &record, pod.as_deref(), &controlled.snapshotting),
-                next => {
-                    controlled.busy.lock().expect("busy").insert(name.clone());
-                    let (this, controlled) = (self.clone(), controlled.clone());
-                    tokio::spawn(async move {
-                        let member = &this.members[index];
-                        let retry = this.act(member, &record, next).await;
-                        if retry {
-                            tokio::time::sleep(RETRY).await;
-                        }
-                        controlled.busy.lock().expect("busy").remove(&record.name_any());
-                        // A change seen while it was busy was passed over: look again.
-                        member.cache.changed_records().mark(&record.name_any());
-                    });
-                    continue;
+            let controlled = Arc::new(Controlled {
+                backend: self.clone(),
+                index,
+                metrics: metrics.clone(),
+                written: Mutex::default(),
+                unwritten_since: Mutex::default(),
+                failures: Mutex::default(),
+                snapshotting: Snapshotting::default(),
+            });
+            let applied = controller::applier(
+                |record, controlled: Arc<Controlled<C>>| {
+                    Box::pin(async move { controlled.reconcile(record).await })
+                },
+                |record, error, controlled| controlled.back_off(&record, error),
+                controlled.clone(),
+                cache.workspace_store(),
+                requests(cache.clone(), controlled),
+                controller::Config::default(),
+            )
+            .for_each(|applied| async move {
+                if let Err(error) = applied {
+                    // A change of a Workspace gone by the time its turn came: nothing to do.
+                    tracing::debug!(%error, "Workspace not reconciled");
                 }
-            }
-            if write {
-                let status = reconcile::status(&record, pod.as_deref(), &member.config, now);
-                self.write_status(member, &record, status, controlled).await;
+            });
+            // A Lease no one tends any more (its sender gone) is never lost.
+            let lost = async {
+                if leading.wait_for(|leads| !*leads).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = lost => tracing::info!("lease lost: the controller stops"),
+                () = applied => return,
             }
         }
     }
+}
 
-    /// Starts or stops `record` as `next` says; whether to wait before trying again.
-    async fn act(&self, member: &ClusterBackend<C>, record: &Workspace, next: Next) -> bool {
+/// The Workspaces to reconcile: every one at first, then each whose Workspace or pod the cache
+/// shows changed. What it names and the cache no longer holds is forgotten.
+fn requests<C: ClusterCalls>(
+    cache: Cache,
+    controlled: Arc<Controlled<C>>,
+) -> impl Stream<Item = Result<ObjectRef<Workspace>, Infallible>> {
+    // Changes from before this lead are in the first look at every Workspace.
+    cache.changed_records().take();
+    let changes = cache.changes();
+    let names = stream::unfold(
+        (cache.clone(), changes, true),
+        |(cache, mut changes, first)| async move {
+            let changed = if first {
+                None
+            } else {
+                changes.changed().await.ok()?;
+                Some(cache.changed_records().take())
+            };
+            let names: Vec<String> = match changed {
+                Some(changed) if !changed.all => changed.names.into_iter().collect(),
+                _ => cache
+                    .workspaces()
+                    .iter()
+                    .map(|record| record.name_any())
+                    .collect(),
+            };
+            Some((stream::iter(names), (cache, changes, false)))
+        },
+    )
+    .flatten();
+    names.filter_map(move |name| {
+        let request = match cache.workspace(&name) {
+            Some(_) => Some(Ok(cache.workspace_ref(&name))),
+            None => {
+                controlled.forget(&name);
+                None
+            }
+        };
+        std::future::ready(request)
+    })
+}
+
+impl<C: ClusterCalls> Controlled<C> {
+    fn member(&self) -> &ClusterBackend<C> {
+        &self.backend.members[self.index]
+    }
+
+    /// Brings `record` one step towards its spec; when to look again.
+    async fn reconcile(&self, record: Arc<Workspace>) -> Result<Action, ReconcileError> {
+        let member = self.member();
+        let name = record.name_any();
+        let snapshots = member.config.snapshot_class_name.is_some();
+        let pod = member.cache.pod_or_made(&name);
+        // The home's finalizer first: a Workspace being deleted needs nothing else.
+        let owns_home = member.own_home(&record).is_some();
+        let step = finalize::finalize(&record, pod.as_deref(), owns_home, snapshots);
+        if step != Finalize::Nothing {
+            let after = self
+                .backend
+                .finalize(member, &record, step)
+                .await
+                .map_err(ReconcileError::Finalize)?;
+            return Ok(self.succeeded(&name, after.map_or_else(Action::await_change, Action::requeue)));
+        }
+        if record.metadata.deletion_timestamp.is_some() {
+            return Ok(self.succeeded(&name, Action::await_change()));
+        }
+        let retention = (member.config.stopped_retention, snapshots);
+        let now = Timestamp::now();
+        if reconcile::expired(&record, retention, now) {
+            expire(member, &record).await?;
+            return Ok(self.succeeded(&name, Action::await_change()));
+        }
+        match reconcile::next(&record, pod.as_deref()) {
+            Next::Wait => self
+                .backend
+                .snapshot_step(self.index, &record, pod.as_deref(), &self.snapshotting),
+            next => {
+                self.act(&record, next).await?;
+                return Ok(self.succeeded(&name, Action::await_change()));
+            }
+        }
+        let status = reconcile::status(&record, pod.as_deref(), &member.config, now);
+        let settling = self.write_status(&record, status).await?;
+        // Looked at again when its status is to be written, when it expires, or at the resync.
+        let expires = reconcile::expires_at(&record, retention)
+            .map(|at| Duration::try_from(at.duration_since(now)).unwrap_or_default());
+        let again = [settling, expires]
+            .into_iter()
+            .flatten()
+            .fold(RESYNC, Duration::min);
+        Ok(self.succeeded(&name, Action::requeue(again)))
+    }
+
+    /// Starts or stops `record` as `next` says.
+    async fn act(&self, record: &Workspace, next: Next) -> Result<(), ReconcileError> {
+        let member = self.member();
         let name = record.name_any();
         // The pod watch and the Workspace watch are two streams: the cache can show a start's new
         // pod before that start's `spec.started: true`, or a stop's gone pod before its `false`
@@ -187,11 +261,8 @@ impl<C: ClusterCalls> Backend<C> {
         // is a pod to make or delete.
         let record = match member.cluster.get_workspace(&name).await {
             Ok(Some(fresh)) if fresh.metadata.uid == record.metadata.uid => fresh,
-            Ok(_) => return false,
-            Err(error) => {
-                tracing::info!(workspace = name, %error, "could not read the Workspace; trying again");
-                return true;
-            }
+            Ok(_) => return Ok(()),
+            Err(error) => return Err(ReconcileError::Read(error)),
         };
         let pod = member.cache.pod_or_made(&name);
         if reconcile::next(&record, pod.as_deref()) != next {
@@ -199,12 +270,12 @@ impl<C: ClusterCalls> Backend<C> {
                 workspace = name,
                 "the cache was behind the Workspace; nothing to do"
             );
-            return false;
+            return Ok(());
         }
-        let record = &record;
         match next {
             Next::MakePod => match self
-                .start_pod(member, record, reconcile::restore_from(record))
+                .backend
+                .start_pod(member, &record, reconcile::restore_from(&record))
                 .await
             {
                 Ok(pod) => {
@@ -213,94 +284,147 @@ impl<C: ClusterCalls> Backend<C> {
                         pod = pod.name_any(),
                         "controller started the workspace"
                     );
-                    false
+                    Ok(())
                 }
-                Err(error) if error.is_transient() => {
-                    tracing::info!(workspace = name, %error, "start not made; trying again");
-                    true
-                }
+                Err(error) if error.is_transient() => Err(ReconcileError::Start(error)),
                 Err(error) => {
                     tracing::warn!(workspace = name, %error, "start refused");
                     let status = reconcile::refused(
-                        record,
+                        &record,
                         error.condition_reason(),
                         error.public_message(),
                         Timestamp::now(),
                     );
-                    if let Err(error) = member.cluster.workspace_status(&name, &status).await {
-                        tracing::warn!(workspace = name, %error, "could not write the refusal");
-                    }
-                    false
+                    member
+                        .cluster
+                        .workspace_status(&name, &status)
+                        .await
+                        .map_err(ReconcileError::Status)
                 }
             },
-            Next::RemovePod(uid) => match member.cluster.delete_pod(&name, Some(&uid)).await {
-                Ok(_) => {
-                    tracing::info!(workspace = name, "controller stopped the workspace");
-                    false
-                }
-                Err(error) => {
-                    tracing::warn!(workspace = name, %error, "could not delete a stopped workspace's pod");
-                    true
-                }
-            },
-            Next::Wait => false,
+            Next::RemovePod(uid) => {
+                member
+                    .cluster
+                    .delete_pod(&name, Some(&uid))
+                    .await
+                    .map_err(ReconcileError::Stop)?;
+                tracing::info!(workspace = name, "controller stopped the workspace");
+                Ok(())
+            }
+            Next::Wait => Ok(()),
         }
     }
 
-    /// Deletes `record`, stopped longer than `stoppedRetention`, with an Event that says so (its
-    /// storage then goes as after any delete).
-    async fn expire(&self, member: &ClusterBackend<C>, record: &Workspace) {
-        let name = record.name_any();
-        let since = record.status.as_ref().and_then(|s| s.stopped.as_ref());
-        let note = format!(
-            "deleted: stopped since {} ({}), longer than stoppedRetention",
-            since.map(|s| s.at.0.to_string()).unwrap_or_default(),
-            since.map_or("user", |s| s.reason.as_str()),
-        );
-        member
-            .cluster
-            .workspace_event(record, "StoppedRetention", note)
-            .await;
-        match member
-            .cluster
-            .delete_workspace(&name, record.metadata.uid.as_deref())
-            .await
-        {
-            Ok(_) => tracing::info!(
-                workspace = name,
-                "deleted a workspace stopped past stoppedRetention"
-            ),
-            Err(error) if error.is_conflict() => {}
-            Err(error) => tracing::warn!(workspace = name, %error, "could not delete an expired workspace"),
-        }
-    }
-
-    /// Writes `status` as `record`'s unless it says what the record's (or the last written) does.
+    /// Writes `status` as `record`'s once it has differed from the record's (and the last written)
+    /// for [`STATUS_SETTLES`]; until then, how long it has left.
     async fn write_status(
         &self,
-        member: &ClusterBackend<C>,
         record: &Workspace,
         status: WorkspaceStatus,
-        controlled: &Controlled,
-    ) {
+    ) -> Result<Option<Duration>, ReconcileError> {
         let name = record.name_any();
-        let current = record.status.as_ref();
-        let unchanged = current.is_some_and(|s| reconcile::same(s, &status))
-            || controlled
-                .written
-                .lock()
-                .expect("written")
+        let unchanged = record
+            .status
+            .as_ref()
+            .is_some_and(|s| reconcile::same(s, &status))
+            || lock(&self.written)
                 .get(&name)
                 .is_some_and(|s| reconcile::same(s, &status));
         if unchanged {
-            return;
+            lock(&self.unwritten_since).remove(&name);
+            return Ok(None);
         }
-        match member.cluster.workspace_status(&name, &status).await {
+        let since = *lock(&self.unwritten_since)
+            .entry(name.clone())
+            .or_insert_with(Instant::now);
+        let settled = since.elapsed();
+        if settled < STATUS_SETTLES {
+            return Ok(Some(STATUS_SETTLES - settled));
+        }
+        match self.member().cluster.workspace_status(&name, &status).await {
             Ok(()) => {
-                controlled.written.lock().expect("written").insert(name, status);
+                lock(&self.unwritten_since).remove(&name);
+                lock(&self.written).insert(name, status);
+                Ok(None)
             }
-            Err(error) if error.is_gone() => {}
-            Err(error) => tracing::warn!(workspace = name, %error, "could not write a Workspace's status"),
+            Err(error) if error.is_gone() => Ok(None),
+            Err(error) => Err(ReconcileError::Status(error)),
         }
+    }
+
+    /// `action`, after a reconcile of `name` that did not fail: its next failure waits the least.
+    fn succeeded(&self, name: &str, action: Action) -> Action {
+        lock(&self.failures).remove(name);
+        action
+    }
+
+    /// The error policy: `record`'s reconcile failed with `error`; it is tried again after a wait
+    /// that doubles with each failure in a row.
+    fn back_off(&self, record: &Workspace, error: &ReconcileError) -> Action {
+        let name = record.name_any();
+        let failures = {
+            let mut failures = lock(&self.failures);
+            let failed = failures.entry(name.clone()).or_default();
+            *failed = failed.saturating_add(1);
+            *failed
+        };
+        let wait = BACK_OFF_FIRST
+            .saturating_mul(1 << (failures - 1).min(16))
+            .min(BACK_OFF_MOST);
+        self.metrics.reconcile_failed(error.step());
+        tracing::info!(
+            workspace = name,
+            %error,
+            failures,
+            retry_in_ms = wait.as_millis() as u64,
+            "reconcile failed; trying again"
+        );
+        Action::requeue(wait)
+    }
+
+    /// Forgets what is kept of `name`, whose Workspace is gone.
+    fn forget(&self, name: &str) {
+        lock(&self.written).remove(name);
+        lock(&self.unwritten_since).remove(name);
+        lock(&self.failures).remove(name);
+        self.snapshotting.retain(|seen| seen != name);
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().expect("controller state")
+}
+
+/// Deletes `record`, stopped longer than `stoppedRetention`, with an Event that says so (its
+/// storage then goes as after any delete).
+async fn expire<C: ClusterCalls>(
+    member: &ClusterBackend<C>,
+    record: &Workspace,
+) -> Result<(), ReconcileError> {
+    let name = record.name_any();
+    let since = record.status.as_ref().and_then(|s| s.stopped.as_ref());
+    let note = format!(
+        "deleted: stopped since {} ({}), longer than stoppedRetention",
+        since.map(|s| s.at.0.to_string()).unwrap_or_default(),
+        since.map_or("user", |s| s.reason.as_str()),
+    );
+    member
+        .cluster
+        .workspace_event(record, "StoppedRetention", note)
+        .await;
+    match member
+        .cluster
+        .delete_workspace(&name, record.metadata.uid.as_deref())
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(
+                workspace = name,
+                "deleted a workspace stopped past stoppedRetention"
+            );
+            Ok(())
+        }
+        Err(error) if error.is_conflict() => Ok(()),
+        Err(error) => Err(ReconcileError::Expire(error)),
     }
 }

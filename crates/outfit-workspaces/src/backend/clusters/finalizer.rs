@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use super::Backend;
 use crate::{
     backend::{cluster::ClusterBackend, request::RequestError},
-    io::calls::ClusterCalls,
+    io::{calls::ClusterCalls, cluster::ClusterError},
     resource::{
         Workspace,
         finalize::{self, Finalize},
@@ -20,27 +20,19 @@ use crate::{
 /// How long a home whose snapshot failed waits before it is tried again: each try takes a new
 /// snapshot, so not often (the Event says what to do meanwhile).
 pub(super) const SAVE_RETRY: Duration = Duration::from_secs(300);
-/// How long a step the API server failed waits before it is tried again.
-const RETRY: Duration = Duration::from_secs(5);
-
-/// What a finalizer step left: nothing more, or a try again after a wait.
-pub(super) enum After {
-    Done,
-    Retry(Duration),
-}
-
 impl<C: ClusterCalls> Backend<C> {
-    /// Does `step` for `record` on `member`.
+    /// Does `step` for `record` on `member`; when to look again if a home not saved waits
+    /// (`Some`). A step the API server failed is an error: the controller backs off.
     pub(super) async fn finalize(
         &self,
         member: &ClusterBackend<C>,
         record: &Workspace,
         step: Finalize,
-    ) -> After {
+    ) -> Result<Option<Duration>, ClusterError> {
         let name = record.name_any();
         let version = record.resource_version().unwrap_or_default();
         let result = match step {
-            Finalize::Nothing => return After::Done,
+            Finalize::Nothing => return Ok(None),
             Finalize::Add => {
                 member
                     .cluster
@@ -62,19 +54,15 @@ impl<C: ClusterCalls> Backend<C> {
                     );
                     tracing::warn!(workspace = name, %error, "home not saved; the Workspace is kept");
                     member.cluster.workspace_event(record, "HomeNotSaved", note).await;
-                    return After::Retry(SAVE_RETRY);
+                    return Ok(Some(SAVE_RETRY));
                 }
             },
             Finalize::Release => release(member, record).await,
         };
         match result {
-            Ok(()) => After::Done,
-            // Changed or gone meanwhile: the next pass sees it as it is now.
-            Err(error) if error.is_conflict() || error.is_gone() => After::Done,
-            Err(error) => {
-                tracing::info!(workspace = name, %error, "finalizer step not done; trying again");
-                After::Retry(RETRY)
-            }
+            // Changed or gone meanwhile: the change brings it back as it is now.
+            Err(error) if error.is_conflict() || error.is_gone() => Ok(None),
+            result => result.map(|()| None),
         }
     }
 }
@@ -83,7 +71,7 @@ impl<C: ClusterCalls> Backend<C> {
 async fn release<C: ClusterCalls>(
     member: &ClusterBackend<C>,
     record: &Workspace,
-) -> Result<(), crate::io::cluster::ClusterError> {
+) -> Result<(), ClusterError> {
     let version = record.resource_version().unwrap_or_default();
     member
         .cluster
