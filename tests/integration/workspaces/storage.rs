@@ -297,7 +297,8 @@ async fn a_per_workspace_home_lives_and_goes_with_its_workspace() {
     assert_eq!(status, 202);
     claims_gone(&client, ns, "the home gone with its Workspace").await;
 
-    // deic-dk's API: no Workspace, so the pod owns its home and takes it.
+    // deic-dk's API: its pod has a Workspace too (issue 43), which owns the home and takes it
+    // when `delete_pod` deletes it.
     let (status, created) = backend
         .post(
             "/create_pod",
@@ -312,7 +313,10 @@ async fn a_per_workspace_home_lives_and_goes_with_its_workspace() {
         (200, json!({"ready": true}))
     );
     let home = only_claim(&client, ns).await;
-    assert_eq!(home.metadata.owner_references.as_ref().unwrap()[0].kind, "Pod");
+    assert_eq!(
+        home.metadata.owner_references.as_ref().unwrap()[0].kind,
+        "Workspace"
+    );
     assert_eq!(backend.post("/delete_pod", watch.clone()).await.0, 200);
     claims_gone(&client, ns, "the home gone with its pod").await;
 }

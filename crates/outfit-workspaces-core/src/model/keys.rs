@@ -99,6 +99,3 @@ pub const REPORTER: &str = "outfit-workspaces";
 
 /// The Lease in the workspace namespace whose holder runs the lifecycle (one replica of several).
 pub const LEASE: &str = "outfit-workspaces";
-/// On a per-user Lease: the pod (`name/uid`) the last create under it made, which the next
-/// holder waits to see in its cache before it checks the user's limits.
-pub const ANNOTATION_LAST_MADE: &str = "outfit.dev/last-made";

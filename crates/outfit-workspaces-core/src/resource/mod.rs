@@ -64,7 +64,8 @@ pub struct Workspace {
 pub struct WorkspaceSpec {
     /// The owner's user id; immutable.
     pub owner: String,
-    /// The catalogue entry; immutable.
+    /// The catalogue entry; immutable. Empty for a workspace of deic-dk's `create_pod`, which
+    /// names its manifest by [`WorkspaceSpec::manifest_url`] instead.
     pub entry: String,
     /// The user's field values: container name → env var → value.
     #[serde(default, skip_serializing_if = "Settings::is_empty")]
@@ -75,6 +76,15 @@ pub struct WorkspaceSpec {
     /// Whether it should have its pod.
     #[serde(default = "started_by_default")]
     pub started: bool,
+    /// deic-dk's `create_pod`: the manifest's URL (whitelisted), in place of a catalogue entry;
+    /// immutable. Such a workspace has no stopped state: stopped, it is deleted, as deic-dk's
+    /// pod was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest_url: Option<String>,
+    /// deic-dk's `create_pod`: the address of the silo that asked for it, which its manifest's
+    /// pod is given as deic-dk gives it; immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub silo_ip: Option<String>,
 }
 
 impl Default for WorkspaceSpec {
@@ -85,7 +95,16 @@ impl Default for WorkspaceSpec {
             values: Settings::new(),
             cluster: None,
             started: true,
+            manifest_url: None,
+            silo_ip: None,
         }
+    }
+}
+
+impl WorkspaceSpec {
+    /// Whether it records a pod of deic-dk's `create_pod` (no catalogue entry, no stopped state).
+    pub fn is_compat(&self) -> bool {
+        self.manifest_url.is_some()
     }
 }
 

@@ -133,8 +133,9 @@ pub fn refusal_at(workspace: &Workspace, generation: i64) -> Option<(&str, &str)
     Some((ready.reason.as_str(), ready.message.as_str()))
 }
 
-/// When `workspace`, stopped, has been stopped for `retention` (`stoppedRetention`): its record
-/// is to be deleted then; `None` while it can't be (or retention is forever). Only a stop the
+/// When `workspace`, stopped, has been stopped for `retention` (`stoppedRetention`; for one of
+/// deic-dk's `create_pod`, at once): its record is to be deleted then; `None` while it can't be
+/// (or retention is forever). Only a stop the
 /// status has recorded counts (`Stopped`, since `stopped.at`), so a Workspace is never deleted on
 /// a stop the controller has not seen through; with snapshots configured (`snapshots`), nor before
 /// its stop's snapshot is ready: its home goes with it, and is never removed unsaved (its
@@ -143,7 +144,12 @@ pub fn expires_at(
     workspace: &Workspace,
     (retention, snapshots): (Option<std::time::Duration>, bool),
 ) -> Option<Timestamp> {
-    let retention = jiff::SignedDuration::try_from(retention?).ok()?;
+    // One of deic-dk's `create_pod` has no stopped state: it goes once its stop is seen through.
+    let retention = match workspace.spec.is_compat() {
+        true => std::time::Duration::ZERO,
+        false => retention?,
+    };
+    let retention = jiff::SignedDuration::try_from(retention).ok()?;
     if snapshots && !stop_snapshot_ready(workspace) {
         return None;
     }

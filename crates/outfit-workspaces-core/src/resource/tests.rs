@@ -34,6 +34,9 @@ fn full() -> Workspace {
             .into(),
             cluster: Some("east".to_owned()),
             started: false,
+            // Every field, for the schema's sake (the CEL rules allow an entry or a URL).
+            manifest_url: Some("http://manifests.test/jupyter.yaml".to_owned()),
+            silo_ip: Some("10.0.0.11".to_owned()),
         },
     );
     let at = Time(jiff::Timestamp::from_second(1_800_000_000).unwrap());

@@ -183,11 +183,11 @@ impl Api {
             Route::CreatePod => {
                 let request: CreateRequest = parse(body)?;
                 match backend.create_pod(&request, silo_ip).await {
-                    Ok(created) => {
+                    Ok((pod_name, warnings)) => {
                         self.metrics.created();
-                        let mut answer = json!({"pod_name": created.pod_name});
-                        if !created.warnings.is_empty() {
-                            answer["warnings"] = json!(created.warnings);
+                        let mut answer = json!({"pod_name": pod_name});
+                        if !warnings.is_empty() {
+                            answer["warnings"] = json!(warnings);
                         }
                         ok(answer)
                     }

@@ -60,6 +60,18 @@ pub(super) fn controlling(backend: &Backend<FakeCluster>) -> CancellationToken {
     shutdown
 }
 
+/// `kubectl patch workspace NAME --type merge -p '{"spec":{"started":STARTED}}'`.
+fn kubectl_set_started(fake: &FakeCluster, name: &str, started: bool) {
+    let record = fake.with(|s| s.workspaces[name].clone());
+    fake.put_workspace(crate::resource::Workspace {
+        spec: crate::resource::WorkspaceSpec {
+            started,
+            ..record.spec.clone()
+        },
+        ..record
+    });
+}
+
 /// Waits (paused time: instantly) until `check` holds of the fake.
 pub(super) async fn until(fake: &FakeCluster, what: &str, check: impl Fn(&crate::io::fake::State) -> bool) {
     for _ in 0..600 {
@@ -159,14 +171,7 @@ async fn the_controller_follows_edits_made_with_kubectl() {
     .await;
 
     // `kubectl patch ... {"spec":{"started":false}}`: the controller deletes the pod.
-    let record = fake.with(|s| s.workspaces[&name].clone());
-    fake.put_workspace(crate::resource::Workspace {
-        spec: crate::resource::WorkspaceSpec {
-            started: false,
-            ..record.spec.clone()
-        },
-        ..record
-    });
+    kubectl_set_started(&fake, &name, false);
     until(&fake, "pod deleted", |s| !s.pods.contains_key(&name)).await;
     until(&fake, "status Stopped", |s| {
         let status = s.workspaces[&name].status.clone().unwrap_or_default();
@@ -175,14 +180,7 @@ async fn the_controller_follows_edits_made_with_kubectl() {
     .await;
 
     // And back: the controller makes the pod under the same name.
-    let record = fake.with(|s| s.workspaces[&name].clone());
-    fake.put_workspace(crate::resource::Workspace {
-        spec: crate::resource::WorkspaceSpec {
-            started: true,
-            ..record.spec.clone()
-        },
-        ..record
-    });
+    kubectl_set_started(&fake, &name, true);
     until(&fake, "pod made again", |s| s.pods.contains_key(&name)).await;
     let (record, pod) = fake.with(|s| (s.workspaces[&name].clone(), s.pods[&name].clone()));
     assert!(reconcile::owns(&record, &pod));
@@ -383,14 +381,7 @@ async fn the_controller_never_acts_on_a_workspace_its_cache_shows_behind() {
         .unwrap();
     let name = launched.name;
     // The cache shows it stopped (a stop seen), the API server has it started again since.
-    let record = fake.with(|s| s.workspaces[&name].clone());
-    fake.put_workspace(crate::resource::Workspace {
-        spec: crate::resource::WorkspaceSpec {
-            started: false,
-            ..record.spec.clone()
-        },
-        ..record
-    });
+    kubectl_set_started(&fake, &name, false);
     fake.with(|s| s.workspaces.get_mut(&name).unwrap().spec.started = true);
     let _leader = controlling(&backend).drop_guard();
     tokio::time::sleep(std::time::Duration::from_secs(10)).await;
@@ -433,4 +424,27 @@ async fn a_pod_create_refused_three_times_is_tried_again_after_doubling_waits() 
         Some(Phase::Failed),
         "a passing refusal is not written as a failed start"
     );
+}
+
+/// Issue 43: deic-dk's `create_pod` writes a Workspace too, which has no stopped state: stopped
+/// (here as a cull or kubectl would, `spec.started: false`), its pod goes and then the Workspace,
+/// as deic-dk's pod went; and the native API can't stop one.
+#[tokio::test(start_paused = true)]
+async fn a_deic_dk_workspace_stopped_is_deleted_once_its_pod_is_gone() {
+    let (backend, fake) = with_catalogue().await;
+    let _leader = controlling(&backend).drop_guard();
+    let url = serve(WEB).await;
+    let request = CreateRequest {
+        yaml_url: url,
+        user_id: "alice@dtu.dk".into(),
+        settings: None,
+    };
+    let (name, _) = backend.create_pod(&request, SILO).await.unwrap();
+    let error = backend.stop(&alice(), &name).await.unwrap_err();
+    assert!(matches!(error, RequestError::NotStoppable(_)), "{error:?}");
+    kubectl_set_started(&fake, &name, false);
+    until(&fake, "the pod and then the Workspace gone", |s| {
+        !s.pods.contains_key(&name) && !s.workspaces.contains_key(&name)
+    })
+    .await;
 }

@@ -196,8 +196,14 @@ impl RequestError {
             | Self::NotStoppable(_)
             | Self::InUse(_)
             | Self::UnknownSnapshot(_)
-            | Self::Refused { .. }
             | Self::Unreachable { .. } => None,
+            // The controller's refusal, in the phase the error it stands for has.
+            Self::Refused { reason, .. } => match reason.as_str() {
+                "BadManifest" => Some(Phase::Fetch),
+                "StorageRefused" | "SnapshotNotReady" => Some(Phase::Storage),
+                "RefusedByCluster" | "InvalidForCluster" => Some(Phase::Admission),
+                _ => None,
+            },
             Self::SnapshotNotReady(_) => Some(Phase::Storage),
             Self::Fetch(_) | Self::Manifest(_) | Self::Annotation(_) => Some(Phase::Fetch),
             Self::Storage(_) | Self::StorageRefused(_) => Some(Phase::Storage),

@@ -12,6 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{
     cluster::user_lease::{self, Released},
+    records_tests::controlling,
     *,
 };
 use crate::{
@@ -20,7 +21,6 @@ use crate::{
         node_images::NodeImages,
     },
     model::{keys, names, user::UserId},
-    policy::limits::Limit,
     workspace::{
         manifest::{Requester, Settings},
         progress::Status,
@@ -78,8 +78,9 @@ fn create(url: &str, user: &str) -> CreateRequest {
 pub(super) const SILO: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 11));
 
 #[tokio::test]
-async fn a_create_past_the_users_workspace_limit_is_refused_before_anything_is_made() {
+async fn a_create_past_the_users_workspace_limit_is_refused_and_leaves_nothing() {
     let (backend, fake) = on_fake(&[("BACKEND_MAXWORKSPACESPERUSER", "1")]);
+    let _leader = controlling(&backend).drop_guard();
     fake.put_pod(workspace("web-alice", "alice@dtu.dk"));
     // Another user's pod does not count against alice.
     fake.put_pod(workspace("web-bob", "bob@dtu.dk"));
@@ -88,46 +89,54 @@ async fn a_create_past_the_users_workspace_limit_is_refused_before_anything_is_m
         .create_pod(&create(&url, "alice@dtu.dk"), SILO)
         .await
         .expect_err("alice is at her limit");
-    let RequestError::Limit(exceeded) = error else {
-        panic!("a limit error, got {error:?}");
+    // Decided by the controller, the one maker of pods, and read back from the Workspace.
+    let RequestError::Refused { reason, message } = &error else {
+        panic!("a refusal, got {error:?}");
     };
-    assert_eq!((exceeded.limit, exceeded.workspaces), (Limit::Workspaces, 1));
-    let lease = user_lease::lease_name(&UserId::parse("alice@dtu.dk").unwrap());
-    assert_eq!(
-        fake.calls(),
-        [format!("create_lease {lease}"), format!("replace_lease {lease}")],
-        "nothing is made; the user's turn is taken (made: none there) and given back"
+    assert_eq!(reason, "LimitExceeded");
+    assert!(message.contains("maxWorkspacesPerUser is 1"), "{message}");
+    assert!(created_pods(&fake).is_empty(), "no pod: {:?}", fake.calls());
+    assert!(
+        fake.with(|s| s.workspaces.is_empty()),
+        "its Workspace goes with the refusal"
     );
-    let released = fake.with(|s| s.leases[&lease].clone());
-    assert_eq!(released.spec.unwrap().holder_identity, None);
+    assert!(
+        !fake.calls().iter().any(|c| c.contains("_lease ")),
+        "no per-user Lease: {:?}",
+        fake.calls()
+    );
 }
 
 #[tokio::test]
-async fn a_create_within_the_limits_makes_the_pod_and_its_network_policy() {
+async fn a_create_within_the_limits_records_a_workspace_whose_pod_the_controller_makes() {
     let (backend, fake) = on_fake(&[("BACKEND_MAXWORKSPACESPERUSER", "2")]);
+    let _leader = controlling(&backend).drop_guard();
     fake.put_pod(workspace("web-alice", "alice@dtu.dk"));
     let url = serve(WEB).await;
-    let created = backend
+    let (name, _) = backend
         .create_pod(&create(&url, "alice@dtu.dk"), SILO)
         .await
         .unwrap();
-    let name = created.pod_name;
     assert_ne!(name, "web-alice", "the name held by her other pod is skipped");
-    let lease = user_lease::lease_name(&UserId::parse("alice@dtu.dk").unwrap());
+    let (record, pod) = fake.with(|s| (s.workspaces[&name].clone(), s.pods[&name].clone()));
+    // deic-dk's manifest and silo in place of a catalogue entry.
+    assert_eq!(record.spec.entry, "");
+    assert_eq!(record.spec.manifest_url.as_deref(), Some(url.as_str()));
+    assert_eq!(record.spec.silo_ip.as_deref(), Some("10.0.0.11"));
+    assert!(crate::resource::reconcile::owns(&record, &pod));
+    let made: Vec<String> = fake
+        .calls()
+        .into_iter()
+        .filter(|c| {
+            c.starts_with("create_pod ") || c.starts_with("ensure_network_policy ") || c.contains("_lease ")
+        })
+        .collect();
     assert_eq!(
-        fake.calls(),
+        made,
         [
-            format!("create_lease {lease}"),
             format!("create_pod {name}"),
             format!("ensure_network_policy {}", names::network_policy(&name)),
-            format!("replace_lease {lease}"),
         ]
-    );
-    // The release names the pod, for the next holder on any replica.
-    let released = fake.with(|s| s.leases[&lease].clone());
-    assert_eq!(
-        released.annotations()[keys::ANNOTATION_LAST_MADE],
-        format!("{name}/uid-{name}")
     );
     let pods: Vec<String> = backend
         .get_pods("alice@dtu.dk")
@@ -149,12 +158,14 @@ async fn a_create_prefers_the_nodes_that_hold_its_images() {
     let default = ClusterBackend::new(config.default_cluster.clone(), config, fake.clone(), cache)
         .with_node_images(images);
     let backend = Backend::new(default);
+    let leader = controlling(&backend);
     let url = serve(WEB).await;
-    let created = backend
+    let (name, _) = backend
         .create_pod(&create(&url, "alice@dtu.dk"), SILO)
         .await
         .unwrap();
-    let pod = fake.with(|s| s.pods[&created.pod_name].clone());
+    leader.cancel();
+    let pod = fake.with(|s| s.pods[&name].clone());
     let terms = serde_json::to_value(&pod).unwrap()["spec"]["affinity"]["nodeAffinity"]
         ["preferredDuringSchedulingIgnoredDuringExecution"]
         .clone();
@@ -168,23 +179,27 @@ async fn a_create_prefers_the_nodes_that_hold_its_images() {
 
     // With imagePlacement off, no preference.
     let (backend, fake) = on_fake(&[("BACKEND_IMAGEPLACEMENT", "false")]);
-    let created = backend
+    let _leader = controlling(&backend).drop_guard();
+    let (name, _) = backend
         .create_pod(&create(&url, "alice@dtu.dk"), SILO)
         .await
         .unwrap();
-    let pod = fake.with(|s| s.pods[&created.pod_name].clone());
+    let pod = fake.with(|s| s.pods[&name].clone());
     assert!(pod.spec.unwrap().affinity.is_none());
 }
 
 #[tokio::test]
 async fn a_create_records_the_network_policy_it_made_so_the_start_does_not_make_it_again() {
-    let (backend, _fake) = on_fake(&[]);
+    let (backend, fake) = on_fake(&[]);
+    let _leader = controlling(&backend).drop_guard();
     let url = serve(WEB).await;
-    let created = backend
+    let (name, _) = backend
         .create_pod(&create(&url, "alice@dtu.dk"), SILO)
         .await
         .unwrap();
-    let uid = created.pod.uid().expect("a stored pod has a uid");
+    let uid = fake
+        .with(|s| s.pods[&name].uid())
+        .expect("a stored pod has a uid");
     assert!(
         backend
             .default_cluster()
@@ -198,32 +213,39 @@ async fn a_create_records_the_network_policy_it_made_so_the_start_does_not_make_
 #[tokio::test]
 async fn a_name_is_chosen_from_what_the_cache_and_this_process_made_and_a_race_moves_on() {
     let (backend, fake) = on_fake(&[]);
+    let _leader = controlling(&backend).drop_guard();
     let url = serve(WEB).await;
     let candidates = names::pod_name_candidates("web", &UserId::parse("alice@dtu.dk").unwrap());
-    // The first name: made by this process, the watch not showing it yet. The second: made by
-    // another replica a moment ago (neither shows it).
+    // The first name: a pod made by this process, the watch not showing it yet. The second: a
+    // Workspace made by another replica a moment ago (no cache shows it).
     let lagging = workspace(&candidates[0], "alice@dtu.dk");
     fake.with(|s| s.pods.insert(candidates[0].clone(), lagging.clone()));
     backend.default_cluster().cache.own_writes().made(&lagging);
-    fake.with(|s| {
-        s.pods
-            .insert(candidates[1].clone(), workspace(&candidates[1], "alice@dtu.dk"))
-    });
-    let created = backend
+    let elsewhere = crate::resource::Workspace::new(
+        &candidates[1],
+        NAMESPACE,
+        crate::resource::WorkspaceSpec {
+            owner: "alice@dtu.dk".into(),
+            entry: "web".into(),
+            ..Default::default()
+        },
+    );
+    fake.with(|s| s.workspaces.insert(candidates[1].clone(), elsewhere));
+    let (name, _) = backend
         .create_pod(&create(&url, "alice@dtu.dk"), SILO)
         .await
         .unwrap();
-    assert_eq!(created.pod_name, candidates[2]);
-    let pod_creates: Vec<String> = fake
+    assert_eq!(name, candidates[2]);
+    let records: Vec<String> = fake
         .calls()
         .into_iter()
-        .filter(|call| call.starts_with("create_pod "))
+        .filter(|call| call.starts_with("create_workspace "))
         .collect();
     assert_eq!(
-        pod_creates,
+        records,
         [
-            format!("create_pod {}", candidates[1]),
-            format!("create_pod {}", candidates[2])
+            format!("create_workspace {}", candidates[1]),
+            format!("create_workspace {}", candidates[2])
         ],
         "the name this process made is not tried; the one taken in a race is, and answered 409"
     );
@@ -232,6 +254,7 @@ async fn a_name_is_chosen_from_what_the_cache_and_this_process_made_and_a_race_m
 #[tokio::test]
 async fn a_create_past_max_creates_in_flight_is_refused_until_one_ends() {
     let (backend, fake) = on_fake(&[("BACKEND_MAXCREATESINFLIGHT", "1")]);
+    let _leader = controlling(&backend).drop_guard();
     // A manifest server that takes the request and never answers: the first create stays in
     // flight, fetching.
     let stalled = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -323,6 +346,8 @@ async fn two_replicas_asked_for_one_users_creates_at_once_admit_one_under_the_li
         fake.clone(),
         here.cache.clone(),
     ));
+    // The first leads: its controller makes every pod, whichever replica was asked.
+    let _leader = controlling(&first).drop_guard();
     let url = serve(WEB).await;
     let request = create(&url, "alice@dtu.dk");
     let (one, other) = tokio::join!(
@@ -332,25 +357,20 @@ async fn two_replicas_asked_for_one_users_creates_at_once_admit_one_under_the_li
     let (admitted, refused): (Vec<_>, Vec<_>) = [one, other].into_iter().partition(Result::is_ok);
     assert_eq!(admitted.len(), 1, "{refused:?}");
     assert!(
-        matches!(refused[..], [Err(RequestError::Limit(_))]),
+        matches!(&refused[..], [Err(RequestError::Refused { reason, .. })] if reason == "LimitExceeded"),
         "{refused:?}"
     );
     assert_eq!(fake.with(|s| s.pods.len()), 1);
 }
 
-/// A Lease of alice's, as another create on another replica left it.
-fn alice_lease(fake: &FakeCluster, holder: Option<&str>, last_made: Option<&str>) -> String {
+/// A Lease of alice's, as another stop on another replica left it.
+fn alice_lease(fake: &FakeCluster, holder: Option<&str>) -> String {
     let name = user_lease::lease_name(&UserId::parse("alice@dtu.dk").unwrap());
-    let mut lease: k8s_openapi::api::coordination::v1::Lease = serde_json::from_value(json!({
+    let lease: k8s_openapi::api::coordination::v1::Lease = serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": NAMESPACE, "resourceVersion": "1"},
         "spec": {"holderIdentity": holder, "leaseDurationSeconds": 10, "renewTime": "2026-01-01T00:00:00.000000Z"},
     }))
     .unwrap();
-    if let Some(made) = last_made {
-        lease
-            .annotations_mut()
-            .insert(keys::ANNOTATION_LAST_MADE.to_owned(), made.to_owned());
-    }
     fake.with(|s| s.leases.insert(name.clone(), lease));
     name
 }
@@ -358,7 +378,7 @@ fn alice_lease(fake: &FakeCluster, holder: Option<&str>, last_made: Option<&str>
 #[tokio::test(start_paused = true)]
 async fn a_dead_holders_turn_is_taken_over_once_its_lease_has_not_changed_for_its_duration() {
     let (_, fake) = on_fake(&[]);
-    let name = alice_lease(&fake, Some("killed-replica_0"), None);
+    let name = alice_lease(&fake, Some("killed-replica_0"));
     let alice = UserId::parse("alice@dtu.dk").unwrap();
     let released = Released::default();
     let started = Instant::now();
@@ -372,11 +392,11 @@ async fn a_dead_holders_turn_is_taken_over_once_its_lease_has_not_changed_for_it
     );
     let holder = fake.with(|s| s.leases[&name].spec.clone().unwrap().holder_identity.unwrap());
     assert_ne!(holder, "killed-replica_0");
-    turn.release(None).await;
+    turn.release().await;
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_create_waits_for_a_live_holder_and_gives_up_past_its_wait_limit() {
+async fn a_stop_waits_for_a_live_holder_and_gives_up_past_its_wait_limit() {
     let (_, fake) = on_fake(&[]);
     let alice = UserId::parse("alice@dtu.dk").unwrap();
     let released = Released::default();
@@ -391,86 +411,48 @@ async fn a_create_waits_for_a_live_holder_and_gives_up_past_its_wait_limit() {
         .expect("busy");
     assert!(matches!(error, RequestError::Busy(_)), "{error:?}");
     assert!(error.to_string().contains("try again"), "{error}");
-    holding.release(None).await;
+    holding.release().await;
     let next = user_lease::take(&fake, &released, &alice)
         .await
         .expect("released: taken at once")
         .expect("a Lease");
-    next.release(None).await;
+    next.release().await;
 }
 
 #[tokio::test]
 async fn a_users_next_turn_is_one_write_at_the_version_this_process_released_it_at() {
-    let (backend, fake) = on_fake(&[]);
-    let url = serve(WEB).await;
-    let lease = user_lease::lease_name(&UserId::parse("alice@dtu.dk").unwrap());
-    let request = create(&url, "alice@dtu.dk");
-    // The Lease calls of one create of alice's.
-    let lease_calls_of_a_create = async || {
+    let (_, fake) = on_fake(&[]);
+    let alice = UserId::parse("alice@dtu.dk").unwrap();
+    let lease = user_lease::lease_name(&alice);
+    let released = Released::default();
+    // The Lease calls of one turn of alice's.
+    let lease_calls_of_a_turn = async || {
         fake.with(|s| s.calls.clear());
-        backend.create_pod(&request, SILO).await.unwrap();
-        let calls = fake.calls();
-        calls
-            .into_iter()
-            .filter(|c| c.contains("_lease "))
-            .collect::<Vec<_>>()
+        let turn = user_lease::take(&fake, &released, &alice).await.unwrap();
+        turn.expect("a Lease").release().await;
+        fake.calls()
     };
-    let (made, released) = (format!("create_lease {lease}"), format!("replace_lease {lease}"));
-    let first = lease_calls_of_a_create().await;
-    assert_eq!(first, [made, released.clone()], "none there: made, not read");
-    let second = lease_calls_of_a_create().await;
+    let (made, released_call) = (format!("create_lease {lease}"), format!("replace_lease {lease}"));
+    let first = lease_calls_of_a_turn().await;
+    assert_eq!(first, [made, released_call.clone()], "none there: made, not read");
+    let second = lease_calls_of_a_turn().await;
     assert_eq!(
         second,
-        [released.clone(), released.clone()],
+        [released_call.clone(), released_call.clone()],
         "taken unread, then released"
     );
     // Another replica takes and releases it meanwhile: the version kept here is stale, so the
     // write is refused (409) and the Lease read and decided on as it stands.
-    let alice = UserId::parse("alice@dtu.dk").unwrap();
     let other = user_lease::take(&fake, &Released::default(), &alice)
         .await
         .unwrap();
-    other.expect("a Lease").release(None).await;
+    other.expect("a Lease").release().await;
     let read = format!("get_lease {lease}");
-    let third = lease_calls_of_a_create().await;
-    assert_eq!(third, [released.clone(), read, released.clone(), released]);
-}
-
-#[tokio::test(start_paused = true)]
-async fn the_pod_the_last_holder_made_counts_even_before_this_replicas_cache_shows_it() {
-    let (backend, fake) = on_fake(&[]);
-    // Made by another replica: in the cluster, not yet in this replica's cache.
-    let mut made = workspace("web-alice", "alice@dtu.dk");
-    made.metadata.namespace = Some(NAMESPACE.to_owned());
-    fake.with(|s| s.pods.insert("web-alice".to_owned(), made));
-    alice_lease(&fake, None, Some("web-alice/uid-web-alice"));
-    let alice = UserId::parse("alice@dtu.dk").unwrap();
-    let released = Released::default();
-    let turn = user_lease::take(&fake, &released, &alice)
-        .await
-        .unwrap()
-        .expect("a Lease");
-    let counted = turn
-        .pods_to_count(&backend.default_cluster().cache, &alice)
-        .await
-        .unwrap();
-    let names: Vec<String> = counted.iter().map(|p| p.name_any()).collect();
-    assert_eq!(names, ["web-alice"]);
-    turn.release(None).await;
-
-    // Deleted since: nothing to wait for, nothing counted.
-    fake.with(|s| s.pods.clear());
-    let turn = user_lease::take(&fake, &released, &alice)
-        .await
-        .unwrap()
-        .expect("a Lease");
-    assert!(
-        turn.pods_to_count(&backend.default_cluster().cache, &alice)
-            .await
-            .unwrap()
-            .is_empty()
+    let third = lease_calls_of_a_turn().await;
+    assert_eq!(
+        third,
+        [released_call.clone(), read, released_call.clone(), released_call]
     );
-    turn.release(None).await;
 }
 
 /// A backend over two fake clusters, `default` and `east`, with the catalogue entries `web`
@@ -508,7 +490,7 @@ async fn a_launch_that_chose_no_cluster_goes_where_its_image_is() {
     let east_images = NodeImages::default();
     east_images.set("east-1", &["nginx"]);
     let (backend, default, east) = on_two_fakes_placed(&[], east_images.clone()).await;
-    let _leader = super::records_tests::controlling(&backend).drop_guard();
+    let _leader = controlling(&backend).drop_guard();
     backend.synced().await;
     let (launched, _) = backend
         .launch(&alice(), &launch("web", None), SILO)
@@ -552,7 +534,7 @@ pub(super) fn created_pods(fake: &FakeCluster) -> Vec<String> {
 #[tokio::test]
 async fn a_launch_goes_to_the_entrys_cluster_else_the_users_choice_else_the_default() {
     let (backend, default, east) = on_two_fakes(&[]).await;
-    let _leader = super::records_tests::controlling(&backend).drop_guard();
+    let _leader = controlling(&backend).drop_guard();
     let (first, _) = backend
         .launch(&alice(), &launch("web", None), SILO)
         .await
@@ -628,7 +610,7 @@ async fn a_launch_goes_to_the_entrys_cluster_else_the_users_choice_else_the_defa
 #[tokio::test]
 async fn limits_count_the_users_workspaces_on_every_cluster() {
     let (backend, default, east) = on_two_fakes(&[("BACKEND_MAXWORKSPACESPERUSER", "1")]).await;
-    let _leader = super::records_tests::controlling(&backend).drop_guard();
+    let _leader = controlling(&backend).drop_guard();
     east.put_pod(workspace("web-alice", "alice@dtu.dk"));
     let error = backend
         .launch(&alice(), &launch("web", None), SILO)
@@ -651,7 +633,7 @@ async fn limits_count_the_users_workspaces_on_every_cluster() {
 #[tokio::test]
 async fn an_unreachable_clusters_workspaces_are_unknown_and_launches_to_it_refused() {
     let (backend, _default, east) = on_two_fakes(&[]).await;
-    let _leader = super::records_tests::controlling(&backend).drop_guard();
+    let _leader = controlling(&backend).drop_guard();
     east.put_pod(workspace("web-alice", "alice@dtu.dk"));
     east.set_unreachable(Some("connection refused"));
     let (here, _) = backend
@@ -699,7 +681,7 @@ async fn with_one_cluster_an_api_server_away_changes_nothing_the_apis_answer() {
     let url = serve(WEB).await;
     let catalogue = format!(r#"[{{"name": "web", "url": "{url}"}}]"#);
     let (backend, fake) = on_fake(&[("BACKEND_CATALOGUE", &catalogue)]);
-    let _leader = super::records_tests::controlling(&backend).drop_guard();
+    let _leader = controlling(&backend).drop_guard();
     fake.put_pod(workspace("web-alice", "alice@dtu.dk"));
     fake.set_unreachable(Some("connection refused"));
     let shown = backend.workspace(&alice(), "web-alice").await.unwrap();
@@ -716,18 +698,19 @@ async fn with_one_cluster_an_api_server_away_changes_nothing_the_apis_answer() {
 }
 
 #[tokio::test]
-async fn without_a_grant_for_leases_creates_take_turns_per_replica_as_before() {
-    let (backend, fake) = on_fake(&[("BACKEND_MAXWORKSPACESPERUSER", "1")]);
+async fn without_a_grant_for_leases_stops_take_turns_per_replica() {
+    let (backend, fake) = super::records_tests::with_catalogue().await;
     fake.with(|s| s.leases_forbidden = true);
-    let url = serve(WEB).await;
-    let request = create(&url, "alice@dtu.dk");
-    backend
-        .create_pod(&request, SILO)
+    let _leader = controlling(&backend).drop_guard();
+    let (launched, _) = backend
+        .launch(&alice(), &launch("web", None), SILO)
         .await
-        .expect("an installation whose RBAC predates the per-user Leases still creates");
-    let error = backend.create_pod(&request, SILO).await.unwrap_err();
-    assert!(matches!(error, RequestError::Limit(_)), "{error}");
-    assert_eq!(fake.with(|s| s.pods.len()), 1);
+        .unwrap();
+    backend
+        .stop(&alice(), &launched.name)
+        .await
+        .expect("an installation whose RBAC predates the per-user Leases still stops");
+    assert!(!fake.with(|s| s.workspaces[&launched.name].spec.started));
 }
 
 /// Issue 25: a workspace launched a moment ago through another replica is not "not found" on

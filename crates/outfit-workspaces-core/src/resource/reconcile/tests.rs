@@ -266,3 +266,23 @@ fn a_stopped_workspace_without_its_pod_is_snapshotted_once_per_stop() {
         Some("2026-11-29T11:00:00Z")
     );
 }
+
+#[test]
+fn a_deic_dk_workspace_expires_as_soon_as_its_stop_is_seen_through() {
+    let now: Timestamp = "2026-11-29T10:00:00Z".parse().unwrap();
+    let mut ws = workspace(false);
+    ws.spec.entry = String::new();
+    ws.spec.manifest_url = Some("http://manifests.test/jupyter.yaml".into());
+    assert!(!expired(&ws, (None, false), now), "a stop not yet seen through");
+    ws.status = Some(status(&ws, None, &config(), now));
+    assert!(
+        expired(&ws, (None, false), now),
+        "no stopped state, whatever the retention"
+    );
+    assert_eq!(
+        expires_at(&ws, (Some(std::time::Duration::from_secs(86_400)), false)),
+        Some(now)
+    );
+    ws.spec.started = true;
+    assert!(!expired(&ws, (None, false), now), "started");
+}

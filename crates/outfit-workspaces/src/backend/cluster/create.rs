@@ -1,9 +1,9 @@
 //! A create's making on one cluster, once the set ([`Backend`](crate::backend::clusters::Backend))
 //! admitted it (its slot, the user's turn, their limits): the user's storage (`storage.rs`), then
-//! the pod under the first free name (deic-dk's `create_pod`) or under its Workspace's name, owned
-//! by it (the controller's start of a native launch or start), then its NetworkPolicy, all
-//! through this cluster's API server. A create answered an error leaves no pod behind. Also the
-//! Workspace a native launch writes, whose pod the controller then makes.
+//! the pod under its Workspace's name, owned by it (the controller's start of a launch, deic-dk's
+//! `create_pod` included, or of a start), then its NetworkPolicy, all through this cluster's API
+//! server. A create answered an error leaves no pod behind. Also the Workspace a launch writes,
+//! whose pod the controller then makes.
 
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ use super::ClusterBackend;
 use crate::{
     backend::request::{Created, RequestError},
     io::{cache::OWN_WRITE_VISIBLE, calls::ClusterCalls, cluster::ClusterError},
-    model::{config::StorageStrategy, keys, names, user::UserId},
+    model::{config::StorageStrategy, keys, names},
     resource::{Workspace, WorkspaceSpec, reconcile::owner_reference},
     workspace::{
         manifest::{self, Prepared, Requester},
@@ -30,54 +30,14 @@ const STORAGE_WANTED: Duration = Duration::from_secs(30);
 /// How often the delete of a failed create's pod is tried while the API server is away.
 const UNDO_RETRY: Duration = Duration::from_secs(2);
 
-/// What names a create's pod: who it is for, its Workspace, and its deadline.
-struct Naming<'a> {
-    user: &'a UserId,
-    record: Record<'a>,
-    /// The size of the workspace's own home (`storageStrategy: per-workspace`), made once its
-    /// owner exists; `None` without one.
-    home: Option<&'a str>,
-    /// The snapshot that home is made from, when the request names one.
-    restore: Option<&'a str>,
-}
-
-/// Who holds the names a create found taken.
-#[derive(Debug, Default)]
-struct Holders {
-    /// Held by the user's own pods.
-    own: usize,
-    /// Held by anyone else's, or taken before the cache saw it.
-    others: usize,
-}
-
-impl Holders {
-    fn count(&mut self, own: bool) {
-        if own {
-            self.own += 1;
-        } else {
-            self.others += 1;
-        }
-    }
-}
-
-/// The Workspace a create makes its pod for.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Record<'a> {
-    /// None: deic-dk's `create_pod`, whose pods have no Workspace.
-    None,
-    /// The controller's start of this Workspace (a native launch's or start's): its pod, under
-    /// its name only, owned by it.
-    Start(&'a Workspace),
-}
-
 /// Whether a name is held, and whether by the creating user (`Some(true)`) or anyone else.
 pub(crate) type Holder = Option<bool>;
 
 impl<C: ClusterCalls> ClusterBackend<C> {
-    /// Makes `requester`'s workspace from `prepared` (the manifest at `url`): the user's storage
-    /// when it mounts it, then the pod under the first name no cluster holds (`name_holder`: the
-    /// pod or Workspace that holds a name on any cluster, as the set sees them; a start takes its
-    /// Workspace's name), then its NetworkPolicy. Answers once the pod exists; the lifecycle
+    /// Makes `requester`'s workspace from `prepared` (the manifest at `url`) for its Workspace
+    /// `record`: the user's storage when it mounts it, then the pod under the Workspace's name,
+    /// owned by it, unless another pod or Workspace holds the name (`name_holder`, as the set of
+    /// clusters sees them), then its NetworkPolicy. Answers once the pod exists; the lifecycle
     /// does the rest.
     pub(crate) async fn create(
         &self,
@@ -85,17 +45,17 @@ impl<C: ClusterCalls> ClusterBackend<C> {
         url: &str,
         prepared: Prepared,
         name_holder: impl Fn(&str) -> Holder,
-        record: Record<'_>,
+        record: &Workspace,
     ) -> Result<Created, RequestError> {
         let user = requester.user;
+        let name = record.name_any();
         let mut prepared = prepared;
         if self.config.image_placement {
             // Where its images already are, so that the start needs no pull (issue 35).
             let holders = self.node_images.holders(&placement::images_of(&prepared.pod));
             placement::prefer_nodes(&mut prepared.pod, holders);
         }
-        let deadline = Timestamp::now() + self.config.timeout_create;
-        let deadline_text = deadline.to_string();
+        let deadline = (Timestamp::now() + self.config.timeout_create).to_string();
         let strategy = self.config.storage_strategy;
         let size = objects::home_size(&prepared.pod, &self.config).map_err(RequestError::Annotation)?;
         let storage_claim = if prepared.needs_user_storage
@@ -116,125 +76,60 @@ impl<C: ClusterCalls> ClusterBackend<C> {
                     .to_owned(),
             ));
         }
-        let placed = |name: &str| {
-            let own_home = home.then(|| names::home_claim(name));
-            let placement = manifest::Placement {
-                name,
-                storage_claim: storage_claim.as_deref().or(own_home.as_deref()),
-                deadline: &deadline_text,
-                manifest_url: url,
-            };
-            manifest::assemble(prepared.clone(), requester, &placement)
-        };
-        let plain = match record {
-            Record::Start(workspace) => vec![workspace.metadata.name.clone().unwrap_or_default()],
-            _ => names::pod_name_candidates(&prepared.manifest_name, user),
-        };
-        let mut holders = Holders::default();
-        let naming = Naming {
-            user,
-            record,
-            home: home.then_some(size.as_str()),
-            restore: requester.restore,
-        };
-        if let Some(created) = self
-            .create_named(&plain, &naming, &name_holder, &mut holders, &placed)
-            .await?
-        {
-            return Ok(Created {
-                warnings: prepared.warnings,
-                ..created
+        // Names are unique across clusters, so that a name says which workspace it is: a pod of
+        // the name still going (or anyone else's) holds it, and the start waits.
+        if let Some(own) = name_holder(&name) {
+            return Err(RequestError::NamesTaken {
+                first: name.clone(),
+                last: name,
+                own: usize::from(own),
+                others: usize::from(!own),
             });
         }
-        // Another id with the same user string holds deic-dk's names: the user's own names.
-        if holders.others > 0 && !matches!(record, Record::Start(_)) {
-            let own = names::own_pod_name_candidates(&prepared.manifest_name, user);
-            if let Some(created) = self
-                .create_named(&own, &naming, &name_holder, &mut holders, &placed)
-                .await?
-            {
-                return Ok(Created {
-                    warnings: prepared.warnings,
-                    ..created
+        let owner = owner_reference(record);
+        // A Workspace's home is made before its pod, owned by the Workspace.
+        if home && let Some(owner) = owner.as_ref() {
+            self.ensure_home((&name, &size, requester.restore), user, owner)
+                .await?;
+        }
+        let own_home = home.then(|| names::home_claim(&name));
+        let placement = manifest::Placement {
+            name: &name,
+            storage_claim: storage_claim.as_deref().or(own_home.as_deref()),
+            deadline: &deadline,
+            manifest_url: url,
+        };
+        let warnings = prepared.warnings.clone();
+        let mut pod = manifest::assemble(prepared, requester, &placement);
+        pod.metadata.owner_references = owner.map(|owner| vec![owner]);
+        let created = match self.cluster.create_pod(&pod).await {
+            Ok(created) => created,
+            // Taken since the cache last looked (a pod of the name still being deleted): the
+            // start waits, as for a name the caches show held.
+            Err(error) if error.is_conflict() => {
+                return Err(RequestError::NamesTaken {
+                    first: name.clone(),
+                    last: name,
+                    own: 0,
+                    others: 1,
                 });
             }
+            Err(error) => return Err(error.into()),
+        };
+        tracing::info!(pod = name, user = %user, "pod created");
+        self.cache.own_writes().made(&created);
+        // Isolated right after the pod is stored, while it waits for a node and its images; the
+        // lifecycle makes sure again before it is ready unless this process made it (own_writes).
+        if let Err(error) = self.isolate(&created).await {
+            self.undo_create(&created);
+            return Err(error.into());
         }
-        Err(RequestError::NamesTaken {
-            first: plain[0].clone(),
-            last: plain[plain.len() - 1].clone(),
-            own: holders.own,
-            others: holders.others,
+        self.await_visible(&created).await;
+        Ok(Created {
+            pod_name: name,
+            warnings,
+            pod: created,
         })
-    }
-
-    /// Creates the pod `pod_of` makes, under the first of `names` that no pod or Workspace holds
-    /// (`name_holder`), owned by its Workspace when `naming` has one; `None` when every one is
-    /// taken, counted in `holders` by who holds it.
-    async fn create_named(
-        &self,
-        names: &[String],
-        naming: &Naming<'_>,
-        name_holder: impl Fn(&str) -> Holder,
-        holders: &mut Holders,
-        pod_of: impl Fn(&str) -> Pod,
-    ) -> Result<Option<Created>, RequestError> {
-        let user = naming.user;
-        for name in names {
-            // Names are unique across clusters, so that a name says which workspace it is. Chosen
-            // from what the caches show (and this process made), not by trying: each name tried
-            // and taken is a create answered 409.
-            if let Some(own) = name_holder(name) {
-                holders.count(own);
-                continue;
-            }
-            let owner = match naming.record {
-                Record::None => None,
-                Record::Start(workspace) => owner_reference(workspace),
-            };
-            // A Workspace's home is made before its pod, owned by the Workspace.
-            if let (Some(size), Some(owner)) = (naming.home, owner.as_ref())
-                && let Err(error) = self.ensure_home((name, size, naming.restore), user, owner).await
-            {
-                return Err(error);
-            }
-            let mut pod = pod_of(name);
-            pod.metadata.owner_references = owner.clone().map(|owner| vec![owner]);
-            match self.cluster.create_pod(&pod).await {
-                Ok(created) => {
-                    tracing::info!(pod = name, user = %user, "pod created");
-                    self.cache.own_writes().made(&created);
-                    // deic-dk's workspaces have no Workspace: their home is the pod's, made
-                    // once the pod exists (which waits for it to be bound).
-                    if let Some(size) = naming.home
-                        && owner.is_none()
-                        && let Some(pod_owner) = objects::owned_by(&created)
-                        && let Err(error) = self
-                            .ensure_home((name, size, naming.restore), user, &pod_owner)
-                            .await
-                    {
-                        self.undo_create(&created);
-                        return Err(error);
-                    }
-                    // Isolated right after the pod is stored, while it waits for a node and its
-                    // images; the lifecycle makes sure again before it is ready unless this
-                    // process made it (own_writes).
-                    if let Err(error) = self.isolate(&created).await {
-                        self.undo_create(&created);
-                        return Err(error.into());
-                    }
-                    self.await_visible(&created).await;
-                    return Ok(Some(Created {
-                        pod_name: name.clone(),
-                        warnings: Vec::new(),
-                        pod: created,
-                    }));
-                }
-                // Taken since the cache last looked (another replica, or a pod being deleted).
-                Err(error) if error.is_conflict() => holders.count(false),
-                Err(error) => return Err(error.into()),
-            }
-        }
-        Ok(None)
     }
 
     /// Makes the Workspace `name` of a launch, with its home made from the snapshot `restore`

@@ -44,12 +44,14 @@ impl<C: ClusterCalls> ClusterBackend<C> {
                     _ => return Ok(Deletion::None),
                 },
             };
-            self.delete_record_of(&pod).await?;
+            let record_deleted = self.delete_record_of(&pod).await?;
             if pod.metadata.deletion_timestamp.is_some() {
                 return Ok(Deletion::Already(pod));
             }
             match self.cluster.delete_pod(name, pod.uid().as_deref()).await {
                 Ok(true) => return Ok(Deletion::Requested(pod)),
+                // The garbage collector followed its Workspace's delete first.
+                Ok(false) if record_deleted => return Ok(Deletion::Requested(pod)),
                 Ok(false) => return Ok(Deletion::None),
                 // The uid precondition failed: another pod has the name now; judge that one.
                 Err(error) if error.is_conflict() => {}
@@ -59,16 +61,16 @@ impl<C: ClusterCalls> ClusterBackend<C> {
         Ok(Deletion::None)
     }
 
-    /// Deletes the Workspace that owns `pod`, if any (deic-dk's `delete_pod` of a native
-    /// workspace's pod, or a cache behind the Workspace's create); one gone already is no error.
-    async fn delete_record_of(&self, pod: &Pod) -> Result<(), RequestError> {
+    /// Deletes the Workspace that owns `pod`, if any (every pod made since issue 43 has one, a
+    /// deic-dk `create_pod`'s too); whether it did. One gone already is no error.
+    async fn delete_record_of(&self, pod: &Pod) -> Result<bool, RequestError> {
         let Some(owner) = record_of(pod) else {
-            return Ok(());
+            return Ok(false);
         };
         match self.cluster.delete_workspace(&owner.name, Some(&owner.uid)).await {
-            Ok(_) => Ok(()),
+            Ok(deleted) => Ok(deleted),
             // Another Workspace has the name now: not this pod's.
-            Err(error) if error.is_conflict() => Ok(()),
+            Err(error) if error.is_conflict() => Ok(false),
             Err(error) => Err(error.into()),
         }
     }

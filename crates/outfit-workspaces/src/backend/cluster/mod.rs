@@ -83,7 +83,7 @@ impl<C: ClusterCalls> ClusterBackend<C> {
         Self { node_images, ..self }
     }
 
-    /// `user`'s turn to create, arbitrated by this cluster's API server through the user's Lease
+    /// `user`'s turn to stop, arbitrated by this cluster's API server through the user's Lease
     /// (`user_lease.rs`); `None` when RBAC grants no Leases.
     pub(crate) async fn take_turn(&self, user: &UserId) -> Result<Option<UserTurn<C>>, RequestError> {
         user_lease::take(&self.cluster, &self.released, user).await

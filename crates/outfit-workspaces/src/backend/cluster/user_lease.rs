@@ -1,13 +1,11 @@
-//! A user's creates take turns across replicas, through a per-user `coordination.k8s.io/v1`
-//! Lease that one cluster's API server arbitrates (the default cluster's, for every create of the
-//! user's, whichever cluster it goes to: see the set's `create`): a create takes the Lease
-//! (creates it, or writes itself in as holder at the `resourceVersion` it read, so of two replicas
-//! at most one wins), checks the user's limits and makes the pod, then releases the Lease naming
-//! that pod. The next holder, on any replica, waits until its own cache shows that pod before it
-//! checks the limits, so no two creates of one user's can both fit under a limit. A holder that
-//! dies (a replica killed mid-create) is taken over once its Lease has not changed for
-//! [`LEASE_DURATION`], by [`outfit_k8s::lease::decide`]'s rule; the lifecycle's sweep deletes
-//! Leases long released.
+//! A user's stops take turns across replicas, through a per-user `coordination.k8s.io/v1` Lease
+//! that the default cluster's API server arbitrates: a stop, which any replica writes, takes the
+//! Lease (creates it, or writes itself in as holder at the `resourceVersion` it read, so of two
+//! replicas at most one wins), checks `maxStoppedWorkspacesPerUser` and writes the stop, then
+//! releases the Lease, so that two stops at once can't both pass the limit. (Creates need no
+//! Lease: only the leader's controller makes pods, in its own per-user turns.) A holder that dies
+//! is taken over once its Lease has not changed for [`LEASE_DURATION`], by
+//! [`outfit_k8s::lease::decide`]'s rule; the lifecycle's sweep deletes Leases long released.
 //!
 //! A take costs one write when it can: at the version this process released the Lease at (kept
 //! in [`Released`]: unchanged since, it is free), or a create when this process never saw it
@@ -23,10 +21,7 @@ use std::{
 };
 
 use k8s_openapi::{
-    api::{
-        coordination::v1::{Lease, LeaseSpec},
-        core::v1::Pod,
-    },
+    api::coordination::v1::{Lease, LeaseSpec},
     apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
 };
 use kube::ResourceExt;
@@ -38,19 +33,16 @@ use tokio::{sync::Mutex, task::JoinHandle, time::Instant};
 
 use crate::{
     backend::request::RequestError,
-    io::{
-        cache::{Cache, OWN_WRITE_VISIBLE},
-        calls::ClusterCalls,
-    },
+    io::calls::ClusterCalls,
     model::{keys, user::UserId},
 };
 
-/// How long a holder's Lease keeps other replicas' creates of the user waiting after it stopped
+/// How long a holder's Lease keeps other replicas' stops of the user waiting after it stopped
 /// renewing it (its replica died): then one takes it over.
 pub(crate) const LEASE_DURATION: Duration = Duration::from_secs(10);
-/// How often a holder renews its Lease while its create goes on (storage can take a while).
+/// How often a holder renews its Lease while its stop goes on.
 const RENEW_EVERY: Duration = Duration::from_secs(3);
-/// How long a create waits for its turn: past a dead holder's [`LEASE_DURATION`], so only a
+/// How long a stop waits for its turn: past a dead holder's [`LEASE_DURATION`], so only a
 /// live holder slower than this refuses it.
 const WAIT_LIMIT: Duration = Duration::from_secs(25);
 /// The first and the longest pause between looks at a Lease another create holds.
@@ -58,7 +50,7 @@ const FIRST_PAUSE: Duration = Duration::from_millis(20);
 const LONGEST_PAUSE: Duration = Duration::from_millis(400);
 
 /// The per-user Leases as this process last released them, by name, so that the user's next
-/// create takes its Lease with one write at that version instead of reading it first.
+/// stop takes its Lease with one write at that version instead of reading it first.
 /// Bounded: past [`RELEASED_KEPT`] Leases it starts over (a Lease not kept costs a read).
 #[derive(Clone, Default)]
 pub(crate) struct Released(Arc<std::sync::Mutex<std::collections::HashMap<String, Lease>>>);
@@ -94,7 +86,7 @@ pub(crate) fn lease_name(user: &UserId) -> String {
     format!("outfit-user-{hex}")
 }
 
-/// A holder name of this hold's own: the replica's identity and a count, so that two creates,
+/// A holder name of this hold's own: the replica's identity and a count, so that two stops,
 /// even on one replica, never take each other's Lease for their own.
 fn holder_name() -> String {
     static REPLICA: OnceLock<String> = OnceLock::new();
@@ -103,7 +95,7 @@ fn holder_name() -> String {
     format!("{replica}_{}", COUNT.fetch_add(1, Ordering::Relaxed))
 }
 
-/// The user's turn to create: the per-user Lease, held (and renewed) until [`UserTurn::release`].
+/// The user's turn to stop: the per-user Lease, held (and renewed) until [`UserTurn::release`].
 /// Dropped without a release (the request was abandoned), it is left to expire.
 pub(crate) struct UserTurn<C: ClusterCalls> {
     cluster: C,
@@ -111,13 +103,11 @@ pub(crate) struct UserTurn<C: ClusterCalls> {
     released: Released,
     lease: Arc<Mutex<Lease>>,
     renewer: JoinHandle<()>,
-    /// The pod the last create under the Lease made: (name, uid).
-    last_made: Option<(String, String)>,
 }
 
-/// Takes `user`'s turn, waiting (up to [`WAIT_LIMIT`]) while another create holds it. `None`
-/// when RBAC grants no Leases (an installation from before the per-user turns): creates then take
-/// turns per replica only, as they did then, and a warning says so once.
+/// Takes `user`'s turn, waiting (up to [`WAIT_LIMIT`]) while another stop holds it. `None`
+/// when RBAC grants no Leases (an installation from before the per-user turns): stops then take
+/// turns per replica only, and a warning says so once.
 pub(crate) async fn take<C: ClusterCalls>(
     cluster: &C,
     released: &Released,
@@ -175,7 +165,7 @@ pub(crate) async fn take<C: ClusterCalls>(
         }
         if started.elapsed() >= WAIT_LIMIT {
             return Err(RequestError::Busy(format!(
-                "another create of user {user}'s has been under way for over {} s; try again",
+                "another stop of user {user}'s has been under way for over {} s; try again",
                 WAIT_LIMIT.as_secs()
             )));
         }
@@ -188,18 +178,13 @@ pub(crate) async fn take<C: ClusterCalls>(
 fn no_grant<C: ClusterCalls>(error: &crate::io::cluster::ClusterError) -> Option<UserTurn<C>> {
     static WARNED: std::sync::Once = std::sync::Once::new();
     WARNED.call_once(|| {
-        tracing::warn!(%error, "no grant for Leases: per-user limits hold per replica only; re-apply `outfit manifests --workspaces`");
+        tracing::warn!(%error, "no grant for Leases: maxStoppedWorkspacesPerUser holds per replica only; re-apply `outfit manifests --workspaces`");
     });
     None
 }
 
 impl<C: ClusterCalls> UserTurn<C> {
     fn new(cluster: C, released: Released, lease: Lease) -> Self {
-        let last_made = lease
-            .annotations()
-            .get(keys::ANNOTATION_LAST_MADE)
-            .and_then(|made| made.split_once('/'))
-            .map(|(name, uid)| (name.to_owned(), uid.to_owned()));
         let lease = Arc::new(Mutex::new(lease));
         let renewer = tokio::spawn(renew(cluster.clone(), lease.clone()));
         Self {
@@ -207,50 +192,11 @@ impl<C: ClusterCalls> UserTurn<C> {
             released,
             lease,
             renewer,
-            last_made,
         }
     }
 
-    /// The user's pods to check the limits against: the cache's, once it shows the pod the last
-    /// holder made (on another replica, its cache may not show it yet; the watch delivers pods in
-    /// order, so once it shows that one it shows every earlier one). Should the cache not catch
-    /// up in time, that pod as the API server has it is counted anyway.
-    pub(crate) async fn pods_to_count(
-        &self,
-        cache: &Cache,
-        user: &UserId,
-    ) -> Result<Vec<Arc<Pod>>, RequestError> {
-        let Some((name, uid)) = &self.last_made else {
-            return Ok(cache.pods_of(user));
-        };
-        let shown = |cache: &Cache| {
-            cache
-                .pod(name)
-                .filter(|p| p.uid().as_deref() == Some(uid.as_str()))
-        };
-        if shown(cache).is_some() {
-            return Ok(cache.pods_of(user));
-        }
-        // Not in the cache: still there (then wait for it), or deleted since (nothing to count)?
-        let live =
-            self.cluster.get_pod(name).await?.filter(|p| {
-                p.uid().as_deref() == Some(uid.as_str()) && p.metadata.deletion_timestamp.is_none()
-            });
-        let Some(live) = live else {
-            return Ok(cache.pods_of(user));
-        };
-        let deadline = Instant::now() + OWN_WRITE_VISIBLE;
-        let caught_up = cache.wait_for(deadline, |cache| shown(cache).map(|_| ())).await;
-        let mut pods = cache.pods_of(user);
-        if caught_up.is_none() {
-            pods.push(Arc::new(live));
-        }
-        Ok(pods)
-    }
-
-    /// Gives the turn up, naming `made` (the pod this create made, if it made one) for the next
-    /// holder. A failed release is left to expire.
-    pub(crate) async fn release(self, made: Option<&Pod>) {
+    /// Gives the turn up. A failed release is left to expire.
+    pub(crate) async fn release(self) {
         let held = self.lease.lock().await;
         // The renewer waits for the lock or sleeps, so it is not halfway through a write; aborted
         // while the lock is held here, it never makes another.
@@ -258,19 +204,13 @@ impl<C: ClusterCalls> UserTurn<C> {
         let mut lease = held.clone();
         drop(held);
         let name = lease.name_any();
-        if let Some(pod) = made {
-            lease.annotations_mut().insert(
-                keys::ANNOTATION_LAST_MADE.to_owned(),
-                format!("{}/{}", pod.name_any(), pod.uid().unwrap_or_default()),
-            );
-        }
         let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
         spec.holder_identity = None;
         spec.renew_time = Some(now());
         match self.cluster.replace_lease(&lease).await {
             Ok(stored) => self.released.keep(stored),
             Err(error) => {
-                tracing::warn!(lease = name, %error, "could not release the user's Lease; their next create waits until it expires");
+                tracing::warn!(lease = name, %error, "could not release the user's Lease; their next stop waits until it expires");
             }
         }
     }

@@ -95,7 +95,8 @@ impl<C: ClusterCalls> Backend<C> {
         }))
     }
 
-    /// `delete_pod`: asks the default cluster's API server to delete the user's pod.
+    /// `delete_pod`: asks the default cluster's API server to delete the user's pod and its
+    /// Workspace.
     pub async fn delete_pod(&self, user_id: &str, pod_name: &str) -> Result<(), RequestError> {
         let here = self.default_cluster();
         let user = UserId::parse(user_id)?;
@@ -105,7 +106,22 @@ impl<C: ClusterCalls> Backend<C> {
             pod: pod_name.to_owned(),
         };
         match here.delete(pod_name, |pod| belongs_to(pod, &user)).await? {
-            Deletion::None => Err(no_such_pod()),
+            // A create's Workspace whose pod is not made yet (no leader): it goes, and no pod
+            // comes.
+            Deletion::None => match here
+                .cache
+                .workspace(pod_name)
+                .filter(|record| record.spec.owner == user.as_str())
+            {
+                Some(record) => {
+                    here.cluster
+                        .delete_workspace(pod_name, record.uid().as_deref())
+                        .await?;
+                    here.await_record_deleting(&record).await;
+                    Ok(())
+                }
+                None => Err(no_such_pod()),
+            },
             Deletion::Already(_) => Err(RequestError::AlreadyDeleting(pod_name.to_owned())),
             Deletion::Requested(pod) => {
                 tracing::info!(pod = pod_name, user = %user, "pod deletion requested");

@@ -1,11 +1,11 @@
 //! A create, from either API. The native API's launch (of a catalogue entry, on the cluster
-//! `choose` picks) reads the manifest for its name and warnings, writes a Workspace under the
-//! first free name and waits for the leader's controller to make its pod (`records.rs`,
-//! `controller.rs`). deic-dk's `create_pod` (on the default cluster), and the controller's start
-//! of a Workspace, build the one [`Requester`] and call [`Backend::create`], which admits the
-//! create on behalf of every cluster (a slot among the creates under way, the manifest fetched and
-//! read, the user's turn, their limits counted on every cluster) and leaves the making to the
-//! chosen cluster's [`ClusterBackend::create`](crate::backend::cluster::ClusterBackend).
+//! `choose` picks) and deic-dk's `create_pod` (of a whitelisted manifest URL, on the default
+//! cluster) read the manifest for its name and warnings, write a Workspace under the first free
+//! name and wait for the leader's controller to make its pod (`records.rs`, `controller.rs`). The
+//! controller's start of a Workspace builds the one [`Requester`] and calls [`Backend::create`],
+//! which admits the create on behalf of every cluster (a slot among the creates under way, the
+//! manifest fetched and read, the user's turn, their limits counted on every cluster) and leaves
+//! the making to the chosen cluster's [`ClusterBackend::create`](crate::backend::cluster::ClusterBackend).
 
 use std::net::IpAddr;
 
@@ -16,7 +16,7 @@ use kube::ResourceExt;
 use super::Backend;
 use crate::{
     backend::{
-        cluster::{ClusterBackend, create::Record, user_lease::UserTurn},
+        cluster::ClusterBackend,
         request::{CreateRequest, Created, Launch, RequestError},
     },
     io::{auth::Identity, calls::ClusterCalls, catalogue},
@@ -25,19 +25,21 @@ use crate::{
     resource::{self, WorkspaceSpec},
     workspace::{
         info::Workspace,
-        manifest::{self, Prepared, Requester, Settings},
+        manifest::{self, Requester, Settings},
         placement,
     },
 };
 
 impl<C: ClusterCalls> Backend<C> {
-    /// `create_pod`: fetches the manifest, makes the user's storage and the pod on the default
-    /// cluster, and answers once the pod is created; the lifecycle does the rest.
+    /// `create_pod`: writes the Workspace of the pod on the default cluster (the manifest's URL
+    /// and the silo in its spec, in place of a catalogue entry) and answers the pod's name and
+    /// the warnings once the leader's controller made it, as a launch does; refused, the
+    /// Workspace goes and the refusal is the answer. deic-dk's answers show pods only.
     pub async fn create_pod(
         &self,
         request: &CreateRequest,
         silo_ip: IpAddr,
-    ) -> Result<Created, RequestError> {
+    ) -> Result<(String, Vec<String>), RequestError> {
         let user = UserId::parse(&request.user_id)?;
         let empty = Settings::new();
         let settings = request.settings.as_ref().unwrap_or(&empty);
@@ -47,14 +49,25 @@ impl<C: ClusterCalls> Backend<C> {
             silo_ip: &silo_ip,
             restore: None,
         };
-        self.create(
-            self.default_cluster(),
-            requester,
-            &request.yaml_url,
-            settings,
-            Record::None,
-        )
-        .await
+        let member = self.default_cluster();
+        let (manifest_name, warnings) = self
+            .read_manifest(member, &request.yaml_url, requester, settings)
+            .await?;
+        let spec = WorkspaceSpec {
+            owner: user.to_string(),
+            entry: String::new(),
+            values: settings.clone(),
+            cluster: Some(member.name.clone()),
+            started: true,
+            manifest_url: Some(request.yaml_url.clone()),
+            silo_ip: Some(silo_ip.clone()),
+        };
+        let record = self
+            .record_launch(member, &spec, (&manifest_name, &user), None)
+            .await?;
+        self.await_made_or_undo(member, &record).await?;
+        tracing::info!(pod = record.name_any(), user = %user, "pod created");
+        Ok((record.name_any(), warnings))
     }
 
     /// Launches the catalogue entry of `launch` for `identity`, on the cluster the entry names,
@@ -92,16 +105,9 @@ impl<C: ClusterCalls> Backend<C> {
             silo_ip: &silo_ip,
             restore: launch.snapshot.as_deref(),
         };
-        let (manifest_name, warnings) = {
-            // A slot while the manifest is held (past `maxCreatesInFlight`, 429 before anything
-            // is fetched); the wait for the pod below holds no more than the answer's warnings.
-            let _slot = self.creates.take()?;
-            let text = self.fetcher.fetch(&url).await?;
-            let prepared = manifest::prepare(&text, requester, &launch.settings, &member.config)?;
-            culling::lifetimes(&prepared.pod, &member.config).map_err(RequestError::Annotation)?;
-            culling::action(&prepared.pod, &member.config).map_err(RequestError::Annotation)?;
-            (prepared.manifest_name, prepared.warnings)
-        };
+        let (manifest_name, warnings) = self
+            .read_manifest(member, &url, requester, &launch.settings)
+            .await?;
         // The Workspace that records it, stopped and started as its owner says; the leader's
         // controller makes its pod (the owner's limits are counted there, once for all replicas).
         let spec = WorkspaceSpec {
@@ -110,12 +116,34 @@ impl<C: ClusterCalls> Backend<C> {
             values: launch.settings.clone(),
             cluster: Some(member.name.clone()),
             started: true,
+            manifest_url: None,
+            silo_ip: None,
         };
         let record = self
             .record_launch(member, &spec, (&manifest_name, user), requester.restore)
             .await?;
         let view = self.launched(member, &record, identity).await?;
         Ok((view, warnings))
+    }
+
+    /// Reads the manifest at `url` for `requester` with `settings` as `member`'s create will, for
+    /// the name it gives the workspace and what the answer says at once (a manifest that can't
+    /// be fetched or read, a setting it does not take): its `metadata.name` and the warnings.
+    async fn read_manifest(
+        &self,
+        member: &ClusterBackend<C>,
+        url: &str,
+        requester: Requester<'_>,
+        settings: &Settings,
+    ) -> Result<(String, Vec<String>), RequestError> {
+        // A slot while the manifest is held (past `maxCreatesInFlight`, 429 before anything is
+        // fetched); the wait for the pod after holds no more than the answer's warnings.
+        let _slot = self.creates.take()?;
+        let text = self.fetcher.fetch(url).await?;
+        let prepared = manifest::prepare(&text, requester, settings, &member.config)?;
+        culling::lifetimes(&prepared.pod, &member.config).map_err(RequestError::Annotation)?;
+        culling::action(&prepared.pod, &member.config).map_err(RequestError::Annotation)?;
+        Ok((prepared.manifest_name, prepared.warnings))
     }
 
     /// The launch's `record` once the controller made its pod (as the API shows it), or, past
@@ -128,26 +156,37 @@ impl<C: ClusterCalls> Backend<C> {
         identity: &Identity,
     ) -> Result<Workspace, RequestError> {
         let name = record.name_any();
-        let made = match self.await_made(member, record).await {
-            Ok(made) => made,
-            Err(error) => {
-                if let Err(undo) = member
-                    .cluster
-                    .delete_workspace(&name, record.uid().as_deref())
-                    .await
-                {
-                    tracing::warn!(workspace = name, %undo, "could not remove the Workspace of a refused launch");
-                }
-                tracing::info!(workspace = name, user = %identity.user, %error, "launch refused");
-                return Err(error);
-            }
-        };
+        let made = self.await_made_or_undo(member, record).await?;
         tracing::info!(workspace = name, user = %identity.user, by = identity.username, "workspace launched");
         let now = Timestamp::now();
         Ok(match made.and_then(|_| member.cache.pod_or_made(&name)) {
             Some(pod) => member.describe(&pod, self.state_of(member), now),
             None => self.record_view(member, record, now),
         })
+    }
+
+    /// Waits for the controller to make `record`'s pod ([`Backend::await_made`]); refused, the
+    /// record goes and the refusal is the error, so that the request leaves nothing.
+    async fn await_made_or_undo(
+        &self,
+        member: &ClusterBackend<C>,
+        record: &resource::Workspace,
+    ) -> Result<Option<String>, RequestError> {
+        let name = record.name_any();
+        match self.await_made(member, record).await {
+            Ok(made) => Ok(made),
+            Err(error) => {
+                if let Err(undo) = member
+                    .cluster
+                    .delete_workspace(&name, record.uid().as_deref())
+                    .await
+                {
+                    tracing::warn!(workspace = name, %undo, "could not remove the Workspace of a refused create");
+                }
+                tracing::info!(workspace = name, owner = record.spec.owner, %error, "create refused");
+                Err(error)
+            }
+        }
     }
 
     /// Makes the Workspace of a launch under the first name no cluster holds: the names deic-dk
@@ -239,16 +278,16 @@ impl<C: ClusterCalls> Backend<C> {
         }
     }
 
-    /// A create for either API, on `member`: fetches the manifest at `url` and reads it with
-    /// `settings`, then, in the user's turn, checks their limits against every cluster and has
-    /// `member` make the workspace (for `record`'s Workspace). Answers once the pod is created.
+    /// The controller's create of `record`'s pod on `member`: fetches the manifest at `url` and
+    /// reads it with `settings`, then, in the user's turn, checks their limits against every
+    /// cluster and has `member` make the workspace. Answers once the pod is created.
     pub(super) async fn create(
         &self,
         member: &ClusterBackend<C>,
         requester: Requester<'_>,
         url: &str,
         settings: &Settings,
-        record: Record<'_>,
+        record: &resource::Workspace,
     ) -> Result<Created, RequestError> {
         // Held to the end of the create, refused past `maxCreatesInFlight`.
         let _slot = self.creates.take()?;
@@ -260,44 +299,12 @@ impl<C: ClusterCalls> Backend<C> {
             keys::ANNOTATION_MANIFEST_NAME.to_owned(),
             prepared.manifest_name.clone(),
         );
-        // One create of a user's at a time, so two at once can't both fit under a limit: in this
-        // process (so its creates don't contend for the Lease), then across replicas.
+        // One create of a user's at a time, so two at once can't both fit under a limit. Only
+        // the leader's controller creates pods (every launch, start and deic-dk create writes a
+        // Workspace and waits), so this process's turn is the user's turn on every replica.
         let user = requester.user;
         let _turn = self.turns.take(user).await;
-        // The default cluster arbitrates every create of a user, whichever cluster it goes to.
-        let turn = self.default_cluster().take_turn(user).await?;
-        let created = self
-            .create_in_turn(turn.as_ref(), member, requester, url, prepared, record)
-            .await;
-        if let Some(turn) = turn {
-            turn.release(created.as_ref().ok().map(|c| &c.pod)).await;
-        }
-        created
-    }
-
-    /// The rest of a create, in the user's turn: checks the limits, then `member` makes the
-    /// storage and the pod under a name no cluster holds.
-    async fn create_in_turn(
-        &self,
-        turn: Option<&UserTurn<C>>,
-        member: &ClusterBackend<C>,
-        requester: Requester<'_>,
-        url: &str,
-        prepared: Prepared,
-        record: Record<'_>,
-    ) -> Result<Created, RequestError> {
-        let user = requester.user;
-        // The pod the last turn made counts before the default cluster's cache shows it, and
-        // limits count the user's workspaces on every cluster.
-        let mut existing = match turn {
-            Some(turn) => turn.pods_to_count(&self.default_cluster().cache, user).await?,
-            None => Vec::new(),
-        };
-        for pod in self.pods_everywhere(user) {
-            if !existing.iter().any(|seen| seen.uid() == pod.uid()) {
-                existing.push(pod);
-            }
-        }
+        let existing = self.counted_pods(user);
         let existing: Vec<&Pod> = existing.iter().map(AsRef::as_ref).collect();
         limits::check(&member.config.limits, &existing, &prepared.pod)?;
         member
@@ -305,9 +312,29 @@ impl<C: ClusterCalls> Backend<C> {
                 requester,
                 url,
                 prepared,
-                |name| self.name_holder(name, user, matches!(record, Record::Start(_))),
+                |name| self.name_holder(name, user, true),
                 record,
             )
             .await
+    }
+
+    /// The pods `user`'s limits count, on every cluster: those the caches show, and those this
+    /// process made for the user's Workspaces that a cache does not show yet (the last turn's).
+    fn counted_pods(&self, user: &UserId) -> Vec<std::sync::Arc<Pod>> {
+        let mut counted = self.pods_everywhere(user);
+        for member in self.members.iter() {
+            for record in member.cache.workspaces_of(user) {
+                let made = member
+                    .cache
+                    .pod_or_made(&record.name_any())
+                    .filter(|pod| crate::model::user::belongs_to(pod.as_ref(), user));
+                if let Some(pod) = made
+                    && !counted.iter().any(|seen| seen.uid() == pod.uid())
+                {
+                    counted.push(pod);
+                }
+            }
+        }
+        counted
     }
 }

@@ -12,10 +12,7 @@ use kube::ResourceExt;
 
 use super::{Backend, native::gone_or};
 use crate::{
-    backend::{
-        cluster::{ClusterBackend, create::Record},
-        request::RequestError,
-    },
+    backend::{cluster::ClusterBackend, request::RequestError},
     io::{auth::Identity, calls::ClusterCalls, catalogue},
     model::{
         names,
@@ -82,6 +79,10 @@ impl<C: ClusterCalls> Backend<C> {
         let Some((member, workspace)) = self.find_record(identity, name).await? else {
             return Err(self.no_record(identity, name));
         };
+        // deic-dk's workspaces have no stopped state: deleted, not stopped.
+        if workspace.spec.is_compat() {
+            return Err(RequestError::NotStoppable(name.to_owned()));
+        }
         if workspace.spec.started {
             self.stop_in_turn(member, &workspace, identity).await?;
         }
@@ -96,8 +97,8 @@ impl<C: ClusterCalls> Backend<C> {
         Ok(pod.uid())
     }
 
-    /// Stops the started `workspace` in its owner's turn (as creates take it: in this process,
-    /// then across replicas), and gives the cache a moment to show the stop before the turn
+    /// Stops the started `workspace` in its owner's turn (in this process, then across replicas
+    /// on the owner's Lease), and gives the cache a moment to show the stop before the turn
     /// passes on: each stopped workspace keeps its record and its owner's storage, so two stops
     /// at once must not both pass `maxStoppedWorkspacesPerUser` (issue 46: both did).
     async fn stop_in_turn(
@@ -128,7 +129,7 @@ impl<C: ClusterCalls> Backend<C> {
         }
         .await;
         if let Some(turn) = turn {
-            turn.release(None).await;
+            turn.release().await;
         }
         if stopped.is_ok() {
             tracing::info!(workspace = name, user = %identity.user, by = identity.username, "workspace stop requested");
@@ -269,22 +270,29 @@ impl<C: ClusterCalls> Backend<C> {
                 member.name
             )));
         }
-        let entry = self
-            .catalogue
-            .entry(&workspace.spec.entry)
-            .ok_or_else(|| RequestError::UnknownManifest(workspace.spec.entry.clone()))?;
-        let url = entry.url.clone();
+        // deic-dk's create_pod names its manifest; a launch, its catalogue entry.
+        let url = match &workspace.spec.manifest_url {
+            Some(url) => url.clone(),
+            None => self
+                .catalogue
+                .entry(&workspace.spec.entry)
+                .ok_or_else(|| RequestError::UnknownManifest(workspace.spec.entry.clone()))?
+                .url
+                .clone(),
+        };
         let user = crate::model::user::UserId::parse(&workspace.spec.owner)?;
-        let silo_ip = member.config.testing_host.to_string();
+        let silo_ip = workspace
+            .spec
+            .silo_ip
+            .clone()
+            .unwrap_or_else(|| member.config.testing_host.to_string());
         let requester = Requester {
             user: &user,
             silo_ip: &silo_ip,
             restore,
         };
         let values = &workspace.spec.values;
-        let created = self
-            .create(member, requester, &url, values, Record::Start(workspace))
-            .await?;
+        let created = self.create(member, requester, &url, values, workspace).await?;
         Ok(created.pod)
     }
 
