@@ -197,6 +197,55 @@ async fn a_users_limit_holds_when_two_replicas_are_asked_at_the_same_moment() {
     }
 }
 
+/// Issue 43: the stopped-workspace limit holds across replicas without per-user Leases. With
+/// `maxStoppedWorkspacesPerUser: 1`, alice's two workspaces are stopped at the same moment through
+/// the two replicas: the leader's controller decides both requests in her turn, so one stops (202)
+/// and the other is refused (403 `LimitExceeded`) and keeps running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_users_stopped_limit_holds_when_two_replicas_are_asked_to_stop_at_the_same_moment() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-replica-stops";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let config = format!(
+        "maxStoppedWorkspacesPerUser: 1\ncatalogue:\n- {{name: site, url: '{}'}}\n",
+        manifests.put("site.yaml", &web("", "")),
+    );
+    let (leader, follower) = leader_and_follower(plane, ns, &manifests, &config).await;
+    let alice = Caller::Token("outfit-alice-token");
+    let first = launch_ready(&follower, "site").await;
+    let second = launch_ready(&leader, "site").await;
+    let (stop_first, stop_second) = (
+        format!("/api/v1/workspaces/{first}/stop"),
+        format!("/api/v1/workspaces/{second}/stop"),
+    );
+    let ((first_status, first_answer), (second_status, second_answer)) = tokio::join!(
+        follower.backend.call(alice, "POST", &stop_first, None),
+        leader.backend.call(alice, "POST", &stop_second, None)
+    );
+    let mut statuses = [first_status, second_status];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [202, 403], "{first_answer} {second_answer}");
+    let refusal = if first_status == 403 {
+        &first_answer
+    } else {
+        &second_answer
+    };
+    assert_eq!(refusal["reason"], "LimitExceeded", "{refusal}");
+    let message = refusal["error"].as_str().unwrap();
+    assert!(
+        message.starts_with("maxStoppedWorkspacesPerUser is 1"),
+        "{message}"
+    );
+    let refused = if first_status == 403 { &first } else { &second };
+    let records: Api<outfit_workspaces::resource::Workspace> = Api::namespaced(client.clone(), ns);
+    assert!(
+        records.get(refused).await.unwrap().spec.started,
+        "the refused one runs on"
+    );
+}
+
 /// Whether `replica` lists alice's workspace `name`.
 async fn lists(replica: &Replica, name: &str) -> bool {
     let alice = Caller::Token("outfit-alice-token");

@@ -81,6 +81,12 @@ pub const ANNOTATION_RESTORE_FROM: &str = "outfit.dev/restore-from";
 pub const ANNOTATION_STOP_REASON: &str = "outfit.dev/stop-reason";
 /// On a Workspace: when its last stop was asked for (RFC 3339), beside [`ANNOTATION_STOP_REASON`].
 pub const ANNOTATION_STOP_AT: &str = "outfit.dev/stop-at";
+/// On a started Workspace: a user's stop asked for through the API (RFC 3339, when), which the
+/// leader's controller decides on: it stops the Workspace, or, past
+/// `maxStoppedWorkspacesPerUser`, refuses ([`ANNOTATION_STOP_REFUSED`]); either removes this.
+pub const ANNOTATION_STOP_REQUESTED: &str = "outfit.dev/stop-requested";
+/// On a Workspace: the controller's refusal of the stop requested at a time, as `<time> <why>`.
+pub const ANNOTATION_STOP_REFUSED: &str = "outfit.dev/stop-refused";
 /// On a VolumeSnapshot: why it was taken (`stop`, `removal`).
 pub const ANNOTATION_SNAPSHOT_REASON: &str = "outfit.dev/snapshot-reason";
 /// On a VolumeSnapshot: the workspace whose stop took it.

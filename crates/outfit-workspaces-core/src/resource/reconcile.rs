@@ -107,6 +107,51 @@ pub fn stop_marks(reason: StopReason, now: Timestamp) -> BTreeMap<&'static str, 
     ])
 }
 
+/// The annotations a user's stop request at `at` sets (the Workspace stays started until the
+/// controller decides): the request, and no refusal of an earlier one.
+pub fn stop_request_marks(at: Timestamp) -> BTreeMap<&'static str, Option<String>> {
+    BTreeMap::from([
+        (keys::ANNOTATION_STOP_REQUESTED, Some(at.to_string())),
+        (keys::ANNOTATION_STOP_REFUSED, None),
+    ])
+}
+
+/// The stop request `workspace` carries, if it is started and has one: when it was asked for.
+pub fn stop_requested(workspace: &Workspace) -> Option<Timestamp> {
+    if !workspace.spec.started {
+        return None;
+    }
+    let at = annotation(workspace, keys::ANNOTATION_STOP_REQUESTED)?;
+    // One that can't be read is decided as asked now.
+    Some(at.parse().unwrap_or_else(|_| Timestamp::now()))
+}
+
+/// The controller's decision on the stop requested at `at`: the annotations it writes with
+/// `spec.started: false` (a stop for the user, at the request's time), or, refused with `why`,
+/// with the Workspace left started.
+pub fn stop_decision(at: Timestamp, refused: Option<&str>) -> (bool, BTreeMap<&'static str, Option<String>>) {
+    match refused {
+        None => {
+            let mut marks = stop_marks(StopReason::User, at);
+            marks.insert(keys::ANNOTATION_STOP_REQUESTED, None);
+            (false, marks)
+        }
+        Some(why) => (
+            true,
+            BTreeMap::from([
+                (keys::ANNOTATION_STOP_REQUESTED, None),
+                (keys::ANNOTATION_STOP_REFUSED, Some(format!("{at} {why}"))),
+            ]),
+        ),
+    }
+}
+
+/// Why the controller refused the stop requested at `at`, if it did.
+pub fn stop_refusal(workspace: &Workspace, at: Timestamp) -> Option<&str> {
+    let (refused_at, why) = annotation(workspace, keys::ANNOTATION_STOP_REFUSED)?.split_once(' ')?;
+    (refused_at.parse::<Timestamp>().ok()? == at).then_some(why)
+}
+
 /// The annotations a start sets with `spec.started: true`: the stop's go, and the snapshot to make
 /// the home from comes, if one is named.
 pub fn start_marks(restore: Option<&str>) -> BTreeMap<&'static str, Option<String>> {

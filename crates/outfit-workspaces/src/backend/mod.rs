@@ -2,8 +2,7 @@
 //! the API servers, and long polls wait on the caches' changes. Two types, one folder each:
 //!
 //! - [`ClusterBackend`] (`cluster/`): one cluster's backend: its configuration (its namespace),
-//!   its calls, its cache and the per-user Leases it arbitrates (`user_lease.rs`), and what is
-//!   done on that cluster: a create's making (`create.rs`, with the user's storage in
+//!   its calls and its cache, and what is done on that cluster: a create's making (`create.rs`, with the user's storage in
 //!   `storage.rs`), a delete (`delete.rs`), a workspace described and its progress read (`mod.rs`).
 //! - [`Backend`] (`clusters/`): the set of clusters, the default one first, and what they share
 //!   in this process (fetcher, catalogue, creates under way, users' turns). Both APIs call it: it

@@ -9,7 +9,7 @@ use kube::ResourceExt;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    tests::{SILO, alice, launch, on_fake, serve},
+    tests::{SILO, alice, launch, on_fake, replica_of, serve},
     *,
 };
 use crate::{
@@ -308,23 +308,34 @@ async fn limits_refuse_a_start_past_them_and_a_stop_past_the_stopped_limit() {
     assert_eq!(stop_mark(&fake), stopped_at);
     assert!(fake.with(|s| !s.pods.contains_key(&first.name)));
     // A second stopped one would pass maxStoppedWorkspacesPerUser.
+    // Decided by the controller, and read back from its answer on the Workspace.
     let refused = backend.stop(&alice(), &second.name).await;
-    let Err(RequestError::Limit(exceeded)) = refused else {
-        panic!("a limit, got {refused:?}");
+    let Err(RequestError::Refused { reason, message }) = &refused else {
+        panic!("a refusal, got {refused:?}");
     };
-    assert_eq!(exceeded.key(), "maxStoppedWorkspacesPerUser");
+    assert_eq!(reason, "LimitExceeded");
+    assert!(
+        message.starts_with("maxStoppedWorkspacesPerUser is 1"),
+        "{message}"
+    );
+    assert!(
+        fake.with(|s| s.workspaces[&second.name].spec.started),
+        "still started"
+    );
     assert!(
         fake.with(|s| s.pods.contains_key(&second.name)),
         "the refused stop changed nothing"
     );
 }
 
-/// Issue 46: two stops at once, with room for one more stopped workspace, stop one: each takes
-/// its owner's turn and the next counts the stop the first made.
+/// Issue 46: two stops at once, asked of two replicas, with room for one more stopped workspace,
+/// stop one: the leader's controller decides both, in the owner's turn, and the second counts
+/// the stop the first made (issue 43: no per-user Lease).
 #[tokio::test]
 async fn two_stops_at_once_do_not_both_pass_the_stopped_limit() {
     let (backend, fake) = with_web(&[("BACKEND_MAXSTOPPEDWORKSPACESPERUSER", "1")]).await;
     let _leader = controlling(&backend).drop_guard();
+    let replica = replica_of(&backend, &fake);
     let mut names = Vec::new();
     for _ in 0..2 {
         let (launched, _) = backend
@@ -333,18 +344,21 @@ async fn two_stops_at_once_do_not_both_pass_the_stopped_limit() {
             .unwrap();
         names.push(launched.name);
     }
-    // Each stop's write takes a moment, as on an API server, so that the two interleave.
+    // Each write takes a moment, as on an API server, so that the two interleave.
     fake.with(|s| s.started_latency = std::time::Duration::from_millis(20));
     let alice = alice();
-    let (first, second) = tokio::join!(backend.stop(&alice, &names[0]), backend.stop(&alice, &names[1]));
+    let (first, second) = tokio::join!(backend.stop(&alice, &names[0]), replica.stop(&alice, &names[1]));
     let refused: Vec<_> = [&first, &second]
         .into_iter()
         .filter_map(|stop| stop.as_ref().err())
         .collect();
     assert!(
-        matches!(refused[..], [RequestError::Limit(exceeded)] if exceeded.key() == "maxStoppedWorkspacesPerUser"),
+        matches!(refused[..], [RequestError::Refused { reason, message }]
+            if reason == "LimitExceeded" && message.starts_with("maxStoppedWorkspacesPerUser")),
         "{first:?} {second:?}"
     );
+    let stopped = fake.with(|s| s.workspaces.values().filter(|w| !w.spec.started).count());
+    assert_eq!(stopped, 1);
 }
 
 /// deic-dk's `delete_all_user` takes the user's records too, stopped ones included: else the

@@ -3,18 +3,12 @@
 
 use std::net::IpAddr;
 
-use tokio::time::Instant;
-
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{
-    cluster::user_lease::{self, Released},
-    records_tests::controlling,
-    *,
-};
+use super::{records_tests::controlling, *};
 use crate::{
     io::{
         fake::{self, FakeCluster, NAMESPACE},
@@ -45,6 +39,18 @@ pub(super) async fn serve(manifest: &'static str) -> String {
         }
     });
     format!("http://127.0.0.1:{port}/web.yaml")
+}
+
+/// Another replica beside `backend` on its cluster `fake`: its own per-process turns, the same
+/// cluster (and, for the tests' sake, the same cache).
+pub(super) fn replica_of(backend: &Backend<FakeCluster>, fake: &FakeCluster) -> Backend<FakeCluster> {
+    let here = backend.default_cluster();
+    Backend::new(ClusterBackend::new(
+        here.name.clone(),
+        here.config.clone(),
+        fake.clone(),
+        here.cache.clone(),
+    ))
 }
 
 /// A backend over a fake cluster, configured by `env` (`BACKEND_*` variables), fetching
@@ -338,14 +344,7 @@ async fn another_users_storage_is_never_taken() {
 #[tokio::test]
 async fn two_replicas_asked_for_one_users_creates_at_once_admit_one_under_the_limit() {
     let (first, fake) = on_fake(&[("BACKEND_MAXWORKSPACESPERUSER", "1")]);
-    // A second replica: its own per-process turns, the same cluster.
-    let here = first.default_cluster();
-    let second = Backend::new(ClusterBackend::new(
-        here.name.clone(),
-        here.config.clone(),
-        fake.clone(),
-        here.cache.clone(),
-    ));
+    let second = replica_of(&first, &fake);
     // The first leads: its controller makes every pod, whichever replica was asked.
     let _leader = controlling(&first).drop_guard();
     let url = serve(WEB).await;
@@ -361,98 +360,6 @@ async fn two_replicas_asked_for_one_users_creates_at_once_admit_one_under_the_li
         "{refused:?}"
     );
     assert_eq!(fake.with(|s| s.pods.len()), 1);
-}
-
-/// A Lease of alice's, as another stop on another replica left it.
-fn alice_lease(fake: &FakeCluster, holder: Option<&str>) -> String {
-    let name = user_lease::lease_name(&UserId::parse("alice@dtu.dk").unwrap());
-    let lease: k8s_openapi::api::coordination::v1::Lease = serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": NAMESPACE, "resourceVersion": "1"},
-        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 10, "renewTime": "2026-01-01T00:00:00.000000Z"},
-    }))
-    .unwrap();
-    fake.with(|s| s.leases.insert(name.clone(), lease));
-    name
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_dead_holders_turn_is_taken_over_once_its_lease_has_not_changed_for_its_duration() {
-    let (_, fake) = on_fake(&[]);
-    let name = alice_lease(&fake, Some("killed-replica_0"));
-    let alice = UserId::parse("alice@dtu.dk").unwrap();
-    let released = Released::default();
-    let started = Instant::now();
-    let turn = user_lease::take(&fake, &released, &alice)
-        .await
-        .unwrap()
-        .expect("a Lease");
-    assert!(
-        started.elapsed() >= user_lease::LEASE_DURATION,
-        "not before the Lease expired"
-    );
-    let holder = fake.with(|s| s.leases[&name].spec.clone().unwrap().holder_identity.unwrap());
-    assert_ne!(holder, "killed-replica_0");
-    turn.release().await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_stop_waits_for_a_live_holder_and_gives_up_past_its_wait_limit() {
-    let (_, fake) = on_fake(&[]);
-    let alice = UserId::parse("alice@dtu.dk").unwrap();
-    let released = Released::default();
-    // The holder renews its Lease while it holds it: it never expires.
-    let holding = user_lease::take(&fake, &released, &alice)
-        .await
-        .unwrap()
-        .expect("a Lease");
-    let error = user_lease::take(&fake, &released, &alice)
-        .await
-        .err()
-        .expect("busy");
-    assert!(matches!(error, RequestError::Busy(_)), "{error:?}");
-    assert!(error.to_string().contains("try again"), "{error}");
-    holding.release().await;
-    let next = user_lease::take(&fake, &released, &alice)
-        .await
-        .expect("released: taken at once")
-        .expect("a Lease");
-    next.release().await;
-}
-
-#[tokio::test]
-async fn a_users_next_turn_is_one_write_at_the_version_this_process_released_it_at() {
-    let (_, fake) = on_fake(&[]);
-    let alice = UserId::parse("alice@dtu.dk").unwrap();
-    let lease = user_lease::lease_name(&alice);
-    let released = Released::default();
-    // The Lease calls of one turn of alice's.
-    let lease_calls_of_a_turn = async || {
-        fake.with(|s| s.calls.clear());
-        let turn = user_lease::take(&fake, &released, &alice).await.unwrap();
-        turn.expect("a Lease").release().await;
-        fake.calls()
-    };
-    let (made, released_call) = (format!("create_lease {lease}"), format!("replace_lease {lease}"));
-    let first = lease_calls_of_a_turn().await;
-    assert_eq!(first, [made, released_call.clone()], "none there: made, not read");
-    let second = lease_calls_of_a_turn().await;
-    assert_eq!(
-        second,
-        [released_call.clone(), released_call.clone()],
-        "taken unread, then released"
-    );
-    // Another replica takes and releases it meanwhile: the version kept here is stale, so the
-    // write is refused (409) and the Lease read and decided on as it stands.
-    let other = user_lease::take(&fake, &Released::default(), &alice)
-        .await
-        .unwrap();
-    other.expect("a Lease").release().await;
-    let read = format!("get_lease {lease}");
-    let third = lease_calls_of_a_turn().await;
-    assert_eq!(
-        third,
-        [released_call.clone(), read, released_call.clone(), released_call]
-    );
 }
 
 /// A backend over two fake clusters, `default` and `east`, with the catalogue entries `web`
@@ -695,22 +602,6 @@ async fn with_one_cluster_an_api_server_away_changes_nothing_the_apis_answer() {
         .await
         .unwrap();
     assert_eq!(created_pods(&fake), [launched.name]);
-}
-
-#[tokio::test]
-async fn without_a_grant_for_leases_stops_take_turns_per_replica() {
-    let (backend, fake) = super::records_tests::with_catalogue().await;
-    fake.with(|s| s.leases_forbidden = true);
-    let _leader = controlling(&backend).drop_guard();
-    let (launched, _) = backend
-        .launch(&alice(), &launch("web", None), SILO)
-        .await
-        .unwrap();
-    backend
-        .stop(&alice(), &launched.name)
-        .await
-        .expect("an installation whose RBAC predates the per-user Leases still stops");
-    assert!(!fake.with(|s| s.workspaces[&launched.name].spec.started));
 }
 
 /// Issue 25: a workspace launched a moment ago through another replica is not "not found" on

@@ -116,14 +116,8 @@ pub trait ClusterCalls: Clone + Send + Sync + 'static {
         name: &str,
         limit: Duration,
     ) -> impl Future<Output = Result<bool, ClusterError>> + Send;
-    /// The Lease `name`, if there is one.
-    fn get_lease(&self, name: &str) -> impl Future<Output = Result<Option<Lease>, ClusterError>> + Send;
-    /// Creates `lease`; 409 when its name is taken.
-    fn create_lease(&self, lease: &Lease) -> impl Future<Output = Result<Lease, ClusterError>> + Send;
-    /// Replaces `lease` at the version it carries; 409 when it changed since.
-    fn replace_lease(&self, lease: &Lease) -> impl Future<Output = Result<Lease, ClusterError>> + Send;
-    /// The per-user Leases.
-    fn user_leases(&self) -> impl Future<Output = Result<Vec<Lease>, ClusterError>> + Send;
+    /// The per-user Leases earlier versions took turns on.
+    fn old_turn_leases(&self) -> impl Future<Output = Result<Vec<Lease>, ClusterError>> + Send;
     /// Deletes the Lease `name` at version `seen`; 409 when it changed since.
     fn delete_lease(&self, name: &str, seen: &str) -> impl Future<Output = Result<(), ClusterError>> + Send;
     /// The pods that the namespace's outfit-made Services, Ingresses and NetworkPolicies were
@@ -238,10 +232,7 @@ forward_to_cluster! {
     claim_storage(name: &str, until: &str) -> Result<(), ClusterError>;
     delete_storage(name: &str, seen: Option<&str>) -> Result<(), ClusterError>;
     wait_claim_gone(name: &str, limit: Duration) -> Result<bool, ClusterError>;
-    get_lease(name: &str) -> Result<Option<Lease>, ClusterError>;
-    create_lease(lease: &Lease) -> Result<Lease, ClusterError>;
-    replace_lease(lease: &Lease) -> Result<Lease, ClusterError>;
-    user_leases() -> Result<Vec<Lease>, ClusterError>;
+    old_turn_leases() -> Result<Vec<Lease>, ClusterError>;
     delete_lease(name: &str, seen: &str) -> Result<(), ClusterError>;
     made_for() -> Result<BTreeSet<MadeFor>, ClusterError>;
     get_workspace(name: &str) -> Result<Option<Workspace>, ClusterError>;

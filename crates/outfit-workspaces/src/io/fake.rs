@@ -64,8 +64,6 @@ pub(crate) struct State {
     pub calls: Vec<String>,
     /// Storage whose delete is refused with 409 (it changed since it was seen).
     pub conflicts: HashSet<String>,
-    /// Leases refused with 403, as RBAC from before the per-user turns refuses them.
-    pub leases_forbidden: bool,
     /// How long a `set_started` takes before it is stored (an API server's round trip), so that
     /// requests at once interleave as they do on a real one.
     pub started_latency: std::time::Duration,
@@ -81,14 +79,6 @@ impl State {
     fn version(&mut self) -> String {
         self.versions += 1;
         self.versions.to_string()
-    }
-
-    /// Stores `lease` at a new version, as the API server does on a write.
-    fn store_lease(&mut self, lease: &Lease) -> Lease {
-        let mut stored = lease.clone();
-        stored.metadata.resource_version = Some(self.version());
-        self.leases.insert(stored.name_any(), stored.clone());
-        stored
     }
 }
 
@@ -520,49 +510,8 @@ impl ClusterCalls for FakeCluster {
         async move { Ok(gone) }
     }
 
-    fn get_lease(&self, name: &str) -> impl Future<Output = Result<Option<Lease>, ClusterError>> + Send {
-        self.record(format!("get_lease {name}"));
-        let lease = self.with(|s| {
-            if s.leases_forbidden {
-                return Err(api_error(403, "Forbidden", "reading Lease"));
-            }
-            Ok(s.leases.get(name).cloned())
-        });
-        async move { lease }
-    }
-
-    fn create_lease(&self, lease: &Lease) -> impl Future<Output = Result<Lease, ClusterError>> + Send {
-        let name = lease.name_any();
-        self.record(format!("create_lease {name}"));
-        let result = self.with(|s| {
-            if s.leases_forbidden {
-                return Err(api_error(403, "Forbidden", "creating Lease"));
-            }
-            if s.leases.contains_key(&name) {
-                return Err(api_error(409, "AlreadyExists", "creating Lease"));
-            }
-            Ok(s.store_lease(lease))
-        });
-        async move { result }
-    }
-
-    fn replace_lease(&self, lease: &Lease) -> impl Future<Output = Result<Lease, ClusterError>> + Send {
-        let name = lease.name_any();
-        self.record(format!("replace_lease {name}"));
-        let result = self.with(|s| {
-            let Some(current) = s.leases.get(&name) else {
-                return Err(api_error(404, "NotFound", "updating Lease"));
-            };
-            if current.metadata.resource_version != lease.metadata.resource_version {
-                return Err(api_error(409, "Conflict", "updating Lease"));
-            }
-            Ok(s.store_lease(lease))
-        });
-        async move { result }
-    }
-
-    fn user_leases(&self) -> impl Future<Output = Result<Vec<Lease>, ClusterError>> + Send {
-        self.record("user_leases".to_owned());
+    fn old_turn_leases(&self) -> impl Future<Output = Result<Vec<Lease>, ClusterError>> + Send {
+        self.record("old_turn_leases".to_owned());
         let leases = self.with(|s| s.leases.values().cloned().collect());
         async move { Ok(leases) }
     }

@@ -151,7 +151,7 @@ impl Default for Metrics {
         let reconcile_failures = Family::<StepLabels, Counter>::default();
         registry.register(
             "reconcile_failures",
-            "Reconciles of a Workspace that failed and are tried again after a back-off, by the step that failed (read, start, stop, expire, finalize, status)",
+            "Reconciles of a Workspace that failed and are tried again after a back-off, by the step that failed (read, start, stop, expire, finalize, status, decide: a stop request)",
             reconcile_failures.clone(),
         );
         Self {

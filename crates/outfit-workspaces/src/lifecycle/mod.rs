@@ -17,11 +17,11 @@
 
 pub mod activity;
 mod cull;
+mod old_leases;
 mod orphans;
 mod placeholders;
 pub mod pre_pull;
 mod storage;
-mod user_leases;
 
 use std::{
     collections::{BTreeMap, HashSet},
@@ -236,8 +236,8 @@ impl<C: ClusterCalls> Lifecycle<C> {
                 let now = storage_swept;
                 storage::sweep(&self.cluster, &self.cache, &self.config, &mut unused_storage, now).await;
             }
-            if leases_swept.is_none_or(|at| at.elapsed() >= user_leases::SWEEP_EVERY) {
-                user_leases::sweep(&self.cluster).await;
+            if leases_swept.is_none_or(|at| at.elapsed() >= old_leases::SWEEP_EVERY) {
+                old_leases::sweep(&self.cluster).await;
                 leases_swept = Some(tokio::time::Instant::now());
             }
             if made_swept.is_none_or(|at| at.elapsed() >= orphans::SWEEP_EVERY) {

@@ -358,7 +358,7 @@ async fn the_storage_sweep_keeps_unused_storage_for_the_grace_period() {
 }
 
 /// A per-user Lease `name`, last written at `renewed`.
-fn user_lease(fake: &FakeCluster, name: &str, renewed: &str, holder: Option<&str>) {
+fn turn_lease(fake: &FakeCluster, name: &str, renewed: &str, holder: Option<&str>) {
     let lease: k8s_openapi::api::coordination::v1::Lease = serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": NAMESPACE, "resourceVersion": format!("v-{name}")},
         "spec": {"holderIdentity": holder, "leaseDurationSeconds": 10, "renewTime": renewed},
@@ -368,18 +368,18 @@ fn user_lease(fake: &FakeCluster, name: &str, renewed: &str, holder: Option<&str
 }
 
 #[tokio::test]
-async fn the_sweep_deletes_per_user_leases_no_create_wrote_for_long() {
+async fn the_sweep_deletes_the_turn_leases_of_earlier_versions_no_one_wrote_for_long() {
     let (lifecycle, fake) = on_fake(&[]);
     let now = Timestamp::now();
     let recent = (now - jiff::SignedDuration::from_secs(60)).to_string();
     let long_ago = (now - jiff::SignedDuration::from_secs(3600)).to_string();
-    user_lease(&fake, "outfit-user-released", &long_ago, None);
+    turn_lease(&fake, "outfit-user-released", &long_ago, None);
     // Its holder died long ago without releasing it.
-    user_lease(&fake, "outfit-user-abandoned", &long_ago, Some("gone_1"));
-    user_lease(&fake, "outfit-user-recent", &recent, None);
-    user_lease(&fake, "outfit-user-held", &recent, Some("live_1"));
+    turn_lease(&fake, "outfit-user-abandoned", &long_ago, Some("gone_1"));
+    turn_lease(&fake, "outfit-user-recent", &recent, None);
+    turn_lease(&fake, "outfit-user-held", &recent, Some("live_1"));
 
-    user_leases::sweep(&lifecycle.cluster).await;
+    old_leases::sweep(&lifecycle.cluster).await;
     let left: Vec<String> = fake.with(|s| s.leases.keys().cloned().collect());
     assert_eq!(left, ["outfit-user-held", "outfit-user-recent"]);
 }

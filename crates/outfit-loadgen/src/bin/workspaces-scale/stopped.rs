@@ -61,13 +61,15 @@ fn phase(workspace: &DynamicObject) -> Option<&str> {
     workspace.data["status"]["phase"].as_str()
 }
 
-/// The Workspaces of `ns`: (name, owner, phase).
+/// The native workspaces' Workspaces of `ns`: (name, owner, phase).
 async fn listed(api: &Api<DynamicObject>) -> Result<Vec<(String, String, Option<String>)>> {
     Ok(api
         .list(&ListParams::default())
         .await?
         .items
         .into_iter()
+        // deic-dk's `create_pod` writes a Workspace too (issue 43), which has no stopped state.
+        .filter(|w| w.data["spec"]["manifestUrl"].is_null())
         .map(|w| {
             let owner = w.data["spec"]["owner"].as_str().unwrap_or_default().to_owned();
             let phase = phase(&w).map(str::to_owned);

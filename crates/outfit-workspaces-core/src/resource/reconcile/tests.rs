@@ -286,3 +286,46 @@ fn a_deic_dk_workspace_expires_as_soon_as_its_stop_is_seen_through() {
     ws.spec.started = true;
     assert!(!expired(&ws, (None, false), now), "started");
 }
+
+#[test]
+fn a_stop_request_is_decided_once_stopped_or_refused_for_that_request() {
+    let at: Timestamp = "2026-11-29T10:00:00.250Z".parse().unwrap();
+    let mut ws = workspace(true);
+    assert_eq!(stop_requested(&ws), None);
+    let annotate = |ws: &mut Workspace, marks: BTreeMap<&str, Option<String>>| {
+        let annotations = ws.metadata.annotations.get_or_insert_default();
+        for (key, value) in marks {
+            match value {
+                Some(value) => annotations.insert(key.to_owned(), value),
+                None => annotations.remove(key),
+            };
+        }
+    };
+    annotate(&mut ws, stop_request_marks(at));
+    assert_eq!(stop_requested(&ws), Some(at));
+
+    // Refused: the request goes, the refusal names it; a later request is not answered by it.
+    let (started, marks) = stop_decision(at, Some("maxStoppedWorkspacesPerUser is 1"));
+    assert!(started);
+    annotate(&mut ws, marks);
+    assert_eq!(stop_requested(&ws), None);
+    assert_eq!(stop_refusal(&ws, at), Some("maxStoppedWorkspacesPerUser is 1"));
+    let later = at + jiff::SignedDuration::from_secs(1);
+    assert_eq!(stop_refusal(&ws, later), None);
+    annotate(&mut ws, stop_request_marks(later));
+    assert_eq!(
+        stop_refusal(&ws, later),
+        None,
+        "a new request clears the old refusal"
+    );
+
+    // Stopped: for the user, at the request's time.
+    let (started, marks) = stop_decision(later, None);
+    assert!(!started);
+    ws.spec.started = false;
+    annotate(&mut ws, marks);
+    assert_eq!(stop_requested(&ws), None);
+    let stopped = status(&ws, None, &config(), later + jiff::SignedDuration::from_secs(5));
+    let stopped = stopped.stopped.unwrap();
+    assert_eq!((stopped.reason, stopped.at.0), (StopReason::User, later));
+}

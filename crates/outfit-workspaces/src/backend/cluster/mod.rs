@@ -1,6 +1,5 @@
 //! One cluster's backend, [`ClusterBackend`]: the configuration its workspaces are made with (its
-//! namespace), its API server's calls, its watch cache and the per-user Leases it arbitrates, and
-//! what is done on that one cluster: a create's making (`create.rs`: the user's storage in
+//! namespace), its API server's calls and its watch cache, and what is done on that one cluster: a create's making (`create.rs`: the user's storage in
 //! `storage.rs`, the pod, its NetworkPolicy), a delete (`delete.rs`), a workspace described and
 //! its progress read from this cluster's cache (here). It knows nothing of other clusters: the
 //! set ([`Backend`](super::clusters::Backend)) chooses the cluster and passes in what it needs of
@@ -15,7 +14,6 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use tokio::time::Instant;
 
-use self::user_lease::{Released, UserTurn};
 use crate::{
     backend::request::RequestError,
     io::{
@@ -24,7 +22,7 @@ use crate::{
         cluster::Cluster,
         node_images::NodeImages,
     },
-    model::{config::Config, keys, user::UserId},
+    model::{config::Config, keys},
     workspace::{
         info::{self, ClusterState, Workspace},
         progress::{self, Report, storage_claim_of},
@@ -35,11 +33,10 @@ pub(crate) mod create;
 pub(super) mod delete;
 pub(crate) mod snapshots;
 mod storage;
-pub(super) mod user_lease;
 
 /// One cluster the backend serves workspaces on, over its calls `C` (the API server's, or the
 /// unit tests' fake): its name, the configuration its workspaces are made with (its namespace),
-/// its calls, its cache, and the per-user Leases this process released on it.
+/// its calls and its cache.
 #[derive(Clone)]
 pub struct ClusterBackend<C = Cluster> {
     /// `defaultCluster`, or the name of one of `clusters`.
@@ -50,8 +47,6 @@ pub struct ClusterBackend<C = Cluster> {
     pub cluster: C,
     /// Its watches.
     pub cache: Cache,
-    /// The per-user Leases as this process last released them here.
-    released: Released,
     /// The images its nodes hold, for placement by image (empty: not watched).
     pub node_images: NodeImages,
 }
@@ -72,7 +67,6 @@ impl<C: ClusterCalls> ClusterBackend<C> {
             config,
             cluster,
             cache,
-            released: Released::default(),
             node_images: NodeImages::default(),
         }
     }
@@ -81,12 +75,6 @@ impl<C: ClusterCalls> ClusterBackend<C> {
     /// (`imagePlacement`).
     pub fn with_node_images(self, node_images: NodeImages) -> Self {
         Self { node_images, ..self }
-    }
-
-    /// `user`'s turn to stop, arbitrated by this cluster's API server through the user's Lease
-    /// (`user_lease.rs`); `None` when RBAC grants no Leases.
-    pub(crate) async fn take_turn(&self, user: &UserId) -> Result<Option<UserTurn<C>>, RequestError> {
-        user_lease::take(&self.cluster, &self.released, user).await
     }
 
     /// The progress of the pod `name` with `uid`, as this cluster's cache shows it now.

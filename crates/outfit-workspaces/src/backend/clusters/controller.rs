@@ -7,8 +7,9 @@
 //! done. A start is made as the owner's launch would be (`records.rs`: entry, values, limits, the
 //! snapshot it names); one refused for good is written to the status, where the start's request
 //! reads it, and not tried again until the spec changes; one that failed for a passing reason is
-//! tried again after a wait that doubles per Workspace. A Workspace stopped longer than
-//! `stoppedRetention` is deleted, with an Event, when that falls due.
+//! tried again after a wait that doubles per Workspace. A user's stop request is decided here too
+//! (`maxStoppedWorkspacesPerUser`), so every limit is counted in one process. A Workspace stopped
+//! longer than `stoppedRetention` is deleted, with an Event, when that falls due.
 
 use std::{
     collections::HashMap,
@@ -33,6 +34,8 @@ use super::{Backend, home_snapshots::Snapshotting};
 use crate::{
     backend::{cluster::ClusterBackend, request::RequestError},
     io::{cache::Cache, calls::ClusterCalls, cluster::ClusterError, metrics::Metrics},
+    model::user::UserId,
+    policy::limits,
     resource::{
         Workspace, WorkspaceStatus,
         finalize::{self, Finalize},
@@ -66,6 +69,8 @@ enum ReconcileError {
     Finalize(ClusterError),
     #[error("writing its status: {0}")]
     Status(ClusterError),
+    #[error("writing the decision on its stop: {0}")]
+    Decide(ClusterError),
 }
 
 impl ReconcileError {
@@ -78,6 +83,7 @@ impl ReconcileError {
             Self::Expire(_) => "expire",
             Self::Finalize(_) => "finalize",
             Self::Status(_) => "status",
+            Self::Decide(_) => "decide",
         }
     }
 }
@@ -223,6 +229,10 @@ impl<C: ClusterCalls> Controlled<C> {
         if record.metadata.deletion_timestamp.is_some() {
             return Ok(self.succeeded(&name, Action::await_change()));
         }
+        if let Some(at) = reconcile::stop_requested(&record) {
+            self.decide_stop(&record, at).await?;
+            return Ok(self.succeeded(&name, Action::await_change()));
+        }
         let retention = (member.config.stopped_retention, snapshots);
         let now = Timestamp::now();
         if reconcile::expired(&record, retention, now) {
@@ -312,6 +322,54 @@ impl<C: ClusterCalls> Controlled<C> {
                 Ok(())
             }
             Next::Wait => Ok(()),
+        }
+    }
+
+    /// Decides on the user's stop of `record` requested at `at`: stopped, unless that would pass
+    /// the owner's `maxStoppedWorkspacesPerUser` (each stopped workspace keeps its record and
+    /// storage); then refused, and the request answers the refusal. In the owner's turn, and
+    /// counted once the cache shows the last decision, so two requests at once, on any replicas,
+    /// can't both pass the limit.
+    async fn decide_stop(&self, record: &Workspace, at: Timestamp) -> Result<(), ReconcileError> {
+        let member = self.member();
+        let (name, uid) = (record.name_any(), record.uid().unwrap_or_default());
+        let owner = record.spec.owner.as_str();
+        let _turn = match UserId::parse(owner) {
+            Ok(user) => Some(self.backend.turns.take(&user).await),
+            Err(_) => None,
+        };
+        let stopped = self
+            .backend
+            .members
+            .iter()
+            .map(|member| member.cache.stopped_of(owner))
+            .sum();
+        let refused = limits::check_stopped(&member.config.limits, stopped)
+            .err()
+            .map(|exceeded| RequestError::from(exceeded).public_message());
+        let (started, marks) = reconcile::stop_decision(at, refused.as_deref());
+        // A refusal writes the answer only: `spec.started` written with it could undo a cull's
+        // stop made meanwhile.
+        let written = match started {
+            false => member.cluster.set_started(&name, &uid, false, marks).await,
+            true => member.cluster.annotate_workspace(&name, &uid, marks).await,
+        };
+        match written {
+            Ok(written) if !started => {
+                tracing::info!(
+                    workspace = name,
+                    "controller stopped the workspace as its owner asked"
+                );
+                member.await_record_stopped(&written).await;
+                Ok(())
+            }
+            Ok(_) => {
+                tracing::info!(workspace = name, refused, "stop refused");
+                Ok(())
+            }
+            // Changed or gone since: the change brings it back as it is now.
+            Err(error) if error.is_conflict() || error.is_gone() => Ok(()),
+            Err(error) => Err(ReconcileError::Decide(error)),
         }
     }
 

@@ -14,13 +14,9 @@ use super::{Backend, native::gone_or};
 use crate::{
     backend::{cluster::ClusterBackend, request::RequestError},
     io::{auth::Identity, calls::ClusterCalls, catalogue},
-    model::{
-        names,
-        user::{UserId, belongs_to},
-    },
-    policy::limits,
+    model::{names, user::belongs_to},
     resource::{
-        Phase, StopReason,
+        Phase,
         reconcile::{self, owns},
     },
     workspace::{
@@ -29,6 +25,10 @@ use crate::{
         progress::Status,
     },
 };
+
+/// How long a stop request waits for the leader's controller to decide on it (it takes
+/// milliseconds; longer only while no replica leads).
+const STOP_DECIDED: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl<C: ClusterCalls> Backend<C> {
     /// The Workspace `name` that `identity` may act on (their own; anyone's for an admin), with
@@ -84,7 +84,7 @@ impl<C: ClusterCalls> Backend<C> {
             return Err(RequestError::NotStoppable(name.to_owned()));
         }
         if workspace.spec.started {
-            self.stop_in_turn(member, &workspace, identity).await?;
+            self.request_stop(member, &workspace, identity).await?;
         }
         let Some(pod) = member.cache.pod(name).filter(|pod| owns(&workspace, pod)) else {
             return Ok(None);
@@ -97,44 +97,54 @@ impl<C: ClusterCalls> Backend<C> {
         Ok(pod.uid())
     }
 
-    /// Stops the started `workspace` in its owner's turn (in this process, then across replicas
-    /// on the owner's Lease), and gives the cache a moment to show the stop before the turn
-    /// passes on: each stopped workspace keeps its record and its owner's storage, so two stops
-    /// at once must not both pass `maxStoppedWorkspacesPerUser` (issue 46: both did).
-    async fn stop_in_turn(
+    /// Asks the leader's controller to stop the started `workspace` (its `outfit.dev/stop-requested`)
+    /// and waits for the decision: stopped, or refused past `maxStoppedWorkspacesPerUser`, which
+    /// the controller counts in one process for every replica, so two stops at once can't both
+    /// pass it (issue 46: both did). Without a decision within [`STOP_DECIDED`] (no leader), the
+    /// request stands and is answered as taken.
+    async fn request_stop(
         &self,
         member: &ClusterBackend<C>,
         workspace: &crate::resource::Workspace,
         identity: &Identity,
     ) -> Result<(), RequestError> {
-        let (name, uid) = (workspace.name_any(), workspace.uid().unwrap_or_default());
-        let owner = UserId::parse(&workspace.spec.owner)?;
-        let _turn = self.turns.take(&owner).await;
-        let turn = self.default_cluster().take_turn(&owner).await?;
-        let stopped = async {
-            let stopped = self
-                .members
-                .iter()
-                .map(|m| m.cache.stopped_of(owner.as_str()))
-                .sum();
-            limits::check_stopped(&member.config.limits, stopped)?;
-            let marks = reconcile::stop_marks(StopReason::User, Timestamp::now());
-            let written = member
-                .cluster
-                .set_started(&name, &uid, false, marks)
-                .await
-                .map_err(|error| gone_or(error, identity, &name))?;
-            member.await_record_stopped(&written).await;
-            Ok(())
+        let (name, uid) = (workspace.name_any(), workspace.uid());
+        let at = Timestamp::now();
+        // The request only: a stop written here could pass the limit, and `spec.started` written
+        // here could undo a cull's stop made meanwhile.
+        member
+            .cluster
+            .annotate_workspace(
+                &name,
+                uid.as_deref().unwrap_or_default(),
+                reconcile::stop_request_marks(at),
+            )
+            .await
+            .map_err(|error| gone_or(error, identity, &name))?;
+        let deadline = tokio::time::Instant::now() + STOP_DECIDED;
+        let decided = member
+            .cache
+            .wait_for(deadline, |cache| {
+                let record = cache.workspace(&name).filter(|record| record.uid() == uid)?;
+                if !record.spec.started {
+                    return Some(Ok(()));
+                }
+                reconcile::stop_refusal(&record, at)
+                    .map(|why| Err(RequestError::refused("LimitExceeded", why)))
+            })
+            .await;
+        match &decided {
+            Some(Ok(())) => {
+                tracing::info!(workspace = name, user = %identity.user, by = identity.username, "workspace stopped")
+            }
+            Some(Err(error)) => {
+                tracing::info!(workspace = name, user = %identity.user, %error, "stop refused")
+            }
+            None => {
+                tracing::info!(workspace = name, user = %identity.user, "stop requested; no controller has decided yet")
+            }
         }
-        .await;
-        if let Some(turn) = turn {
-            turn.release().await;
-        }
-        if stopped.is_ok() {
-            tracing::info!(workspace = name, user = %identity.user, by = identity.username, "workspace stop requested");
-        }
-        stopped
+        decided.unwrap_or(Ok(()))
     }
 
     /// Starts `identity`'s stopped workspace `name`: `spec.started: true`, and the leader's

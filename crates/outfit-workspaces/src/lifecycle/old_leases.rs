@@ -1,7 +1,8 @@
-//! The sweep of per-user Leases (the backend's creates take turns on them): one no create has
-//! held or released for [`STALE_AFTER`] is deleted, so they do not pile up with every user ever
-//! seen. A create taking the Lease meanwhile changes its version, and the delete, made only at the
-//! version seen, is refused.
+//! The sweep of the per-user Leases earlier versions took turns on (this one decides every limit
+//! in the leader's controller): one no replica has held or released for [`STALE_AFTER`] is
+//! deleted, so none is left behind by an upgrade. A replica of an earlier version taking the Lease
+//! meanwhile (a rolling upgrade) changes its version, and the delete, made only at the version
+//! seen, is refused.
 
 use std::time::Duration;
 
@@ -11,9 +12,8 @@ use kube::ResourceExt;
 
 use crate::io::calls::ClusterCalls;
 
-/// How long a per-user Lease is kept after it was last written (a create renews it every few
-/// seconds while it holds it, so one this old is held by no one); long past the moment any
-/// replica's cache has shown the pod it names.
+/// How long a per-user Lease is kept after it was last written (a holder renewed it every few
+/// seconds, so one this old is held by no one).
 pub(super) const STALE_AFTER: Duration = Duration::from_secs(600);
 /// How often the leader sweeps them (a LIST of the Leases).
 pub(super) const SWEEP_EVERY: Duration = Duration::from_secs(60);
@@ -30,7 +30,7 @@ pub(super) fn is_stale(lease: &Lease, now: Timestamp) -> bool {
 
 /// Deletes the per-user Leases gone stale.
 pub(super) async fn sweep<C: ClusterCalls>(cluster: &C) {
-    let leases = match cluster.user_leases().await {
+    let leases = match cluster.old_turn_leases().await {
         Ok(leases) => leases,
         Err(error) => {
             tracing::warn!(%error, "could not list the per-user Leases; sweeping them later");
