@@ -17,7 +17,12 @@ layer or one below it, never a part of its layer that stands beside its own; the
 (`lib.rs`, `main.rs`) stands above every layer. Each import that breaks this is printed as
 `crate: file -> file (layer X imports layer Y above it)`.
 
-Exits 1 if any loop or layer error is found.
+Named: every source file of the workspace backend's two crates (NAMED_CRATES; test code aside) is
+named in map.md's prose, in backticks: by its path under `src/` (with or without `.rs`), its
+last two components, its file name or its module name (a folder's `mod.rs` by the folder), so a
+file added without a word in the map fails here (issue 43).
+
+Exits 1 if any loop, layer error or unnamed file is found.
 
     python3 hack/module-loops.py [crates/NAME ...]
 """
@@ -27,6 +32,8 @@ import sys
 from pathlib import Path
 
 MAP = Path("docs/design/map.md")
+# The crates whose every source file map.md's prose names.
+NAMED_CRATES = ("outfit-workspaces", "outfit-workspaces-core")
 
 
 def strip(text):
@@ -317,6 +324,36 @@ def check_layers(crate_name, src, files, edges, layers):
     return errors
 
 
+def map_names(text):
+    """The names map.md's prose gives in backticks (fenced blocks left out), split at spaces,
+    commas and parentheses."""
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    names = set()
+    for span in re.finditer(r"`([^`\n]+)`", prose):
+        for part in re.split(r"[\s,()]+", span.group(1)):
+            if part:
+                names.update((part, part.rstrip("/")))
+    return names
+
+
+def unnamed_files(src, names):
+    """The source files under `src` (test code aside) that none of `names` names."""
+    missing = []
+    for path in sorted(src.rglob("*.rs")):
+        rel = path.relative_to(src)
+        if "tests" in rel.parts[:-1] or rel.name.endswith("tests.rs") or rel.name in ("lib.rs", "main.rs"):
+            continue
+        if rel.name == "mod.rs":
+            folder = rel.parent
+            ways = {folder.as_posix(), folder.name, "/".join(folder.parts[-2:])}
+        else:
+            ways = {rel.as_posix(), rel.with_suffix("").as_posix(), rel.name, rel.stem,
+                    "/".join(rel.parts[-2:]), "/".join(rel.with_suffix("").parts[-2:])}
+        if not ways & names:
+            missing.append(rel.as_posix())
+    return missing
+
+
 def main():
     root = Path(__file__).resolve().parent.parent
     named = [Path(a).resolve() for a in sys.argv[1:]]
@@ -349,12 +386,18 @@ def main():
             if crate.name in layers and target_root == main_file:
                 layered += 1
                 layer_errors += check_layers(crate.name, crate / "src", files, edges, layers[crate.name])
+    names = map_names((root / MAP).read_text())
+    for crate in crates:
+        if crate.name in NAMED_CRATES:
+            layer_errors += [f"{crate.name}: src/{rel} is not named in {MAP}"
+                             for rel in unnamed_files(crate / "src", names)]
     for error in layer_errors:
         print(error)
     if found or layer_errors:
         sys.exit(1)
     print(f"no import loops in {checked} targets of {len(crates)} crates; "
-          f"the imports of {layered} crates follow {MAP}'s layers")
+          f"the imports of {layered} crates follow {MAP}'s layers, and it names every file of "
+          f"{' and '.join(NAMED_CRATES)}")
 
 
 if __name__ == "__main__":
