@@ -113,7 +113,11 @@ impl<C: ClusterCalls> Backend<C> {
         for member in candidates {
             match member.delete(name, visible).await? {
                 Deletion::None => {}
-                Deletion::Already(pod) => return Ok(pod.uid().unwrap_or_default()),
+                Deletion::Already(pod) => {
+                    // Judged on the API server's copy, maybe: a stream opened next reads the cache.
+                    member.await_deleting(&pod).await;
+                    return Ok(pod.uid().unwrap_or_default());
+                }
                 Deletion::Requested(pod) => {
                     tracing::info!(pod = name, user = %identity.user, by = identity.username, cluster = member.name, "workspace deletion requested");
                     member.await_deleting(&pod).await;
@@ -122,9 +126,13 @@ impl<C: ClusterCalls> Backend<C> {
             }
         }
         // Its pod can be gone at the API server already (the garbage collector follows the
-        // record's delete at once) while the cache still shows it: answer that pod, so that a
-        // delete followed to its end has seen it leave the cache (a GET right after found it).
-        if let Some((_, pod)) = self.holder_of(name).filter(|(_, pod)| visible(pod)) {
+        // record's delete at once) while the cache still shows it: answer that pod once the cache
+        // shows it going, so that a delete followed to its end has seen it leave the cache (a GET
+        // right after found it).
+        if let Some((member, pod)) = self.holder_of(name).filter(|(_, pod)| visible(pod)) {
+            // Answered once the cache shows it going too, so that the delete's stream, opened
+            // next, follows it going instead of ending on it as ready (a CI run here).
+            member.await_deleting(&pod).await;
             return Ok(pod.uid().unwrap_or_default());
         }
         record_uid.ok_or_else(|| not_found(identity, name))
