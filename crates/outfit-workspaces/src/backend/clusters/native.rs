@@ -110,28 +110,25 @@ impl<C: ClusterCalls> Backend<C> {
                 all
             }
         };
+        let mut going = None;
         for member in candidates {
             match member.delete(name, visible).await? {
-                Deletion::None => {}
-                Deletion::Already(pod) => {
-                    // Judged on the API server's copy, maybe: a stream opened next reads the cache.
-                    member.await_deleting(&pod).await;
-                    return Ok(pod.uid().unwrap_or_default());
-                }
+                Deletion::None => continue,
+                Deletion::Already(pod) => going = Some((member, pod)),
                 Deletion::Requested(pod) => {
                     tracing::info!(pod = name, user = %identity.user, by = identity.username, cluster = member.name, "workspace deletion requested");
-                    member.await_deleting(&pod).await;
-                    return Ok(pod.uid().unwrap_or_default());
+                    going = Some((member, pod));
                 }
             }
+            break;
         }
         // Its pod can be gone at the API server already (the garbage collector follows the
-        // record's delete at once) while the cache still shows it: answer that pod once the cache
-        // shows it going, so that a delete followed to its end has seen it leave the cache (a GET
-        // right after found it).
-        if let Some((member, pod)) = self.holder_of(name).filter(|(_, pod)| visible(pod)) {
-            // Answered once the cache shows it going too, so that the delete's stream, opened
-            // next, follows it going instead of ending on it as ready (a CI run here).
+        // record's delete at once) while the cache still shows it: that pod is the answer.
+        let going = going.or_else(|| self.holder_of(name).filter(|(_, pod)| visible(pod)));
+        if let Some((member, pod)) = going {
+            // Answered once the cache shows it going, whichever copy was judged: the delete's
+            // stream, opened next, reads the cache, and ended on a pod it still showed ready (a
+            // CI run here); a GET right after found it.
             member.await_deleting(&pod).await;
             return Ok(pod.uid().unwrap_or_default());
         }
