@@ -24,19 +24,8 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
 use libfuzzer_sys::fuzz_target;
 use outfit_core::quantity;
-use outfit_workspaces::{
-    Config,
-    backend::{CreateRequest, Launch},
-    io::auth,
-    model::{duration, names, user::UserId},
-    policy::{culling, limits},
-    workspace::{
-        info::{self, ClusterState},
-        manifest::{self, MANDATORY_ENV, Placement, Prepared, Requester, Settings},
-        pod_needs::PodNeeds,
-        progress::{self, Status},
-    },
-};
+use outfit_workspaces::{Config, backend::{CreateRequest, Launch}, io::auth};
+use outfit_workspaces_core::{model::{duration, names, user::UserId}, policy::{culling, limits}, workspace::{ info::{self, ClusterState}, manifest::{self, MANDATORY_ENV, Placement, Prepared, Requester, Settings}, pod_needs::PodNeeds, progress::{self, Status}, }};
 
 /// The manifest launches use: deic-dk's Jupyter manifest as the manifest tests have it.
 const JUPYTER: &str = r#"
@@ -246,7 +235,7 @@ fn assert_mandatory_env(prepared: &Prepared, requester: Requester<'_>, config: &
     let expected = [
         (
             "HOME_SERVER_IP",
-            Some(outfit_workspaces::model::config::data_network_address(requester.silo_ip)),
+            Some(outfit_workspaces_core::model::config::data_network_address(requester.silo_ip)),
         ),
         ("SD_UID", Some(requester.user.as_str().to_owned())),
         (

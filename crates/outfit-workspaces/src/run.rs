@@ -25,19 +25,22 @@ use outfit_k8s::{
 };
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use outfit_workspaces_core::{
+    model::{
+        config::{ClusterEntry, Config},
+        keys,
+    },
+    resource,
+};
 
 use crate::{
     api::{Api, StreamSlots},
-    backend::{Backend, ClusterBackend},
+    backend::{Backend, ClusterWorkspaces},
     io::{
         auth::Authenticator, cache::Cache, cluster::Cluster, fetch::Fetcher, metrics::Metrics,
         node_images::NodeImages,
     },
     lifecycle::{Lifecycle, activity::ActivityPoller, pre_pull::PrePull},
-    model::{
-        config::{ClusterEntry, Config},
-        keys,
-    },
 };
 
 /// How long shutdown waits for the Lease to be released.
@@ -62,9 +65,9 @@ pub enum RunError {
     /// A cluster does not serve the Workspace resource: its CRD is not installed.
     #[error(
         "cluster {cluster}: the API server does not serve {}/{} {} ({reason}); install the CRD `outfit manifests --workspaces` prints (the chart ships it)",
-        crate::resource::GROUP,
-        crate::resource::VERSION,
-        crate::resource::PLURAL
+        resource::GROUP,
+        resource::VERSION,
+        resource::PLURAL
     )]
     NoWorkspaceResource {
         /// The cluster.
@@ -170,7 +173,7 @@ impl Server {
         let mut tasks = vec![tokio::spawn(watch_task)];
         let leader_metrics = metrics.clone();
         let on_leading = move |leading| leader_metrics.set_leader(leading);
-        let default = ClusterBackend::new(
+        let default = ClusterWorkspaces::new(
             config.default_cluster.clone(),
             config.clone(),
             cluster,
@@ -198,7 +201,7 @@ impl Server {
             let (remote_cache, remote_watch) = Cache::new_beside(client, &own.namespace, &cache);
             tasks.push(tokio::spawn(remote_watch));
             let remote = Cluster::new(client.clone(), &own.namespace).writing_volumes(writes_volumes);
-            let member = ClusterBackend::new(entry.name.clone(), Arc::new(own), remote, remote_cache);
+            let member = ClusterWorkspaces::new(entry.name.clone(), Arc::new(own), remote, remote_cache);
             let member = placing(member, client, &mut tasks);
             let (election, leading) = tend(client, &member, &metrics, |_| {}, &shutdown, &mut tasks);
             elections.push(election);
@@ -280,10 +283,10 @@ impl Server {
 /// `member`, knowing its nodes' images when `imagePlacement` or `prePull` is on, with the watch
 /// that keeps them current among `tasks`.
 fn placing(
-    member: ClusterBackend,
+    member: ClusterWorkspaces,
     client: &kube::Client,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
-) -> ClusterBackend {
+) -> ClusterWorkspaces {
     if !member.config.image_placement && !member.config.pre_pull.enabled {
         return member;
     }
@@ -296,7 +299,7 @@ fn placing(
 /// the election, which shutdown awaits so that the Lease is given up, and whether it leads.
 fn tend(
     client: &kube::Client,
-    member: &ClusterBackend,
+    member: &ClusterWorkspaces,
     metrics: &Arc<Metrics>,
     on_leading: impl Fn(bool) + Send + 'static,
     shutdown: &CancellationToken,
@@ -357,13 +360,9 @@ fn tend(
 /// its CRD every watch of Workspaces fails, and the backend would never be ready. Only a 404 says
 /// it is missing; any other answer is left to the watches (which retry).
 async fn serves_workspaces(client: &kube::Client, cluster: &str) -> Result<(), RunError> {
-    let discovery = hyper::Request::get(format!(
-        "/apis/{}/{}",
-        crate::resource::GROUP,
-        crate::resource::VERSION
-    ))
-    .body(Vec::new())
-    .expect("a GET of a fixed path is a valid request");
+    let discovery = hyper::Request::get(format!("/apis/{}/{}", resource::GROUP, resource::VERSION))
+        .body(Vec::new())
+        .expect("a GET of a fixed path is a valid request");
     let answer: Result<serde_json::Value, kube::Error> = client.request(discovery).await;
     let missing = |reason: String| RunError::NoWorkspaceResource {
         cluster: cluster.to_owned(),
@@ -372,7 +371,7 @@ async fn serves_workspaces(client: &kube::Client, cluster: &str) -> Result<(), R
     match answer {
         Ok(list) => {
             let resources = list["resources"].as_array().cloned().unwrap_or_default();
-            if resources.iter().any(|r| r["name"] == crate::resource::PLURAL) {
+            if resources.iter().any(|r| r["name"] == resource::PLURAL) {
                 Ok(())
             } else {
                 Err(missing("the group is served without it".to_owned()))

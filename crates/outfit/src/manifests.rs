@@ -9,14 +9,11 @@ use outfit_k8s::{
     rules::{self, Rules},
 };
 
-use outfit_workspaces::{
-    cidr::Cidr,
-    install::{
-        access::{Access, ApiToken},
-        guard::{self, PodSecurity},
-    },
-    model::config::StorageStrategy,
+use outfit_workspaces::install::{
+    access::{Access, ApiToken},
+    guard::{self, PodSecurity},
 };
+use outfit_workspaces_core::{cidr::Cidr, model::config::StorageStrategy};
 
 use crate::failure::{EXIT_BAD_INPUT, FlagError, print_stdout};
 
@@ -441,7 +438,7 @@ fn refuse_risks(args: &ManifestsArgs) -> Result<(), risks::Refused> {
 /// rather than by the API server when the configuration is applied.
 fn namespace_name(name: &str) -> Result<String, String> {
     // A namespace's name is a DNS label, as a pod's is.
-    outfit_workspaces::model::names::check_pod_name(name)
+    outfit_workspaces_core::model::names::check_pod_name(name)
         .map(|()| name.to_owned())
         .map_err(|_| {
             "a namespace's name is 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit"

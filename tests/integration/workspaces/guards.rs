@@ -347,7 +347,7 @@ async fn workspaces_are_culled_at_the_end_of_their_lifetime_or_idleness() {
             "{shown}"
         );
     }
-    let records: Api<outfit_workspaces::resource::Workspace> = Api::namespaced(client.clone(), ns);
+    let records: Api<outfit_workspaces_core::resource::Workspace> = Api::namespaced(client.clone(), ns);
     let record = records.get(idle).await.unwrap();
     assert!(!record.spec.started);
     assert_eq!(

@@ -12,7 +12,7 @@ use kube::{
     api::{DeleteParams, ListParams},
 };
 use outfit_test_support::wait::eventually;
-use outfit_workspaces::workspace::placeholder;
+use outfit_workspaces_core::workspace::placeholder;
 
 use super::{storage::launched_ready, support::*};
 use crate::control_plane::ControlPlane;

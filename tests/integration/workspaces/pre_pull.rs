@@ -14,7 +14,7 @@ use outfit_test_support::{
     kubelet::{ImageKubelet, ModelConfig, PodKind},
     wait::eventually,
 };
-use outfit_workspaces::workspace::{placement::normalize, pre_pull};
+use outfit_workspaces_core::workspace::{placement::normalize, pre_pull};
 
 use super::{storage::launched_ready, support::*};
 use crate::control_plane::ControlPlane;

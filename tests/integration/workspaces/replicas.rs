@@ -239,7 +239,7 @@ async fn a_users_stopped_limit_holds_when_two_replicas_are_asked_to_stop_at_the_
         "{message}"
     );
     let refused = if first_status == 403 { &first } else { &second };
-    let records: Api<outfit_workspaces::resource::Workspace> = Api::namespaced(client.clone(), ns);
+    let records: Api<outfit_workspaces_core::resource::Workspace> = Api::namespaced(client.clone(), ns);
     assert!(
         records.get(refused).await.unwrap().spec.started,
         "the refused one runs on"
@@ -434,7 +434,7 @@ async fn a_start_written_as_the_leader_dies_is_made_by_the_survivor() {
     .await;
 
     drop(leader);
-    let records: Api<outfit_workspaces::resource::Workspace> = Api::namespaced(client.clone(), ns);
+    let records: Api<outfit_workspaces_core::resource::Workspace> = Api::namespaced(client.clone(), ns);
     let started = json!({"spec": {"started": true}});
     records
         .patch(&name, &PatchParams::default(), &Patch::Merge(&started))
@@ -482,7 +482,7 @@ async fn what_a_replica_killed_mid_delete_left_is_removed_by_the_next_leader() {
     // API's is, the Workspace first (else its controller makes the pod again), then the pod.
     kill_controller_manager(&plane);
     drop(first);
-    let records: Api<outfit_workspaces::resource::Workspace> = Api::namespaced(client.clone(), ns);
+    let records: Api<outfit_workspaces_core::resource::Workspace> = Api::namespaced(client.clone(), ns);
     records.delete(&name, &DeleteParams::default()).await.unwrap();
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), ns);
     pods.delete(&name, &DeleteParams::default().grace_period(0))

@@ -9,7 +9,7 @@ use kube::{
     Api, Client,
     api::{Patch, PatchParams, PostParams},
 };
-use outfit_workspaces::resource::{MAX_NAME, Workspace, WorkspaceSpec};
+use outfit_workspaces_core::resource::{MAX_NAME, Workspace, WorkspaceSpec};
 use serde_json::{Value, json};
 
 use super::support::{namespace, workspace_crd};

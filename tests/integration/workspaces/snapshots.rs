@@ -13,7 +13,7 @@ use kube::{
     api::{ListParams, ObjectList},
 };
 use outfit_test_support::{provisioner, wait::eventually};
-use outfit_workspaces::{
+use outfit_workspaces_core::{
     resource::{Phase, Workspace},
     workspace::snapshot::VolumeSnapshot,
 };

@@ -12,7 +12,7 @@ use kube::{
     Api, Client,
     api::{ListParams, Patch, PatchParams},
 };
-use outfit_workspaces::resource::{Phase, StopReason, Workspace, WorkspaceSpec};
+use outfit_workspaces_core::resource::{Phase, StopReason, Workspace, WorkspaceSpec};
 use serde_json::{Value, json};
 
 use super::support::*;

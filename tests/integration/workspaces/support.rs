@@ -580,7 +580,7 @@ pub(super) async fn pool_node(client: &Client, (name, pool): (&str, &str), (cidr
 /// The placeholders' PriorityClass, as `outfit manifests --workspaces` installs it (pull pods are
 /// of it too), made once per cluster.
 pub(super) async fn placeholder_class(client: &Client) {
-    use outfit_workspaces::workspace::placeholder;
+    use outfit_workspaces_core::workspace::placeholder;
     let class = json!({
         "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
         "metadata": {"name": placeholder::PRIORITY_CLASS},

@@ -1,6 +1,6 @@
 //! What the controller does with a Workspace, decided from the Workspace, its pod (the one of its
 //! name, if any) and the time, with no I/O: whether its pod is to be made or removed, and the
-//! status that says where it stands. The backend's leader applies it (`backend/clusters/controller.rs`).
+//! status that says where it stands. The backend's leader applies it (`backend/all_clusters/controller.rs`).
 
 use std::collections::BTreeMap;
 

@@ -94,7 +94,7 @@ pub fn pod_info(pod: &Pod, config: &Config, now: Timestamp) -> PodInfo {
 /// One workspace as the native API answers it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Workspace {
+pub struct WorkspaceInfo {
     /// The pod's name.
     pub name: String,
     /// The owner's id.
@@ -149,14 +149,14 @@ pub fn stopped_workspace(
     cluster: ClusterState,
     stop: Stop,
     now: Timestamp,
-) -> Workspace {
+) -> WorkspaceInfo {
     let message = match stop.reason {
         "idle" => "stopped after its idle time; start it to have it again",
         "lifetime" => "stopped at the end of its lifetime; start it to have it again",
         "failed" => "stopped: its start failed; start it to try again",
         _ => "stopped; start it to have it again",
     };
-    Workspace {
+    WorkspaceInfo {
         name: name.to_owned(),
         user: user.to_owned(),
         manifest: manifest.to_owned(),
@@ -212,7 +212,7 @@ pub fn workspace(
     config: &Config,
     cluster: ClusterState,
     now: Timestamp,
-) -> Workspace {
+) -> WorkspaceInfo {
     let info = pod_info(pod, config, now);
     let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
     let age = created.map_or_else(String::new, |t| {
@@ -233,7 +233,7 @@ pub fn workspace(
             ),
         ),
     };
-    Workspace {
+    WorkspaceInfo {
         user: info.owner,
         manifest: annotations
             .and_then(|a| a.get(keys::ANNOTATION_MANIFEST_NAME))

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::{
     answer::{Answer, Body},
     connection::Api,
-    request::{SYNC_WAIT, canonical, constant_time_eq, parse, read_body},
+    reading::{SYNC_WAIT, canonical, constant_time_eq, parse, read_body},
 };
 use crate::backend::{CreateRequest, RequestError};
 

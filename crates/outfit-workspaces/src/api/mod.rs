@@ -9,7 +9,7 @@ mod answer;
 mod compat;
 mod connection;
 mod native;
-mod request;
+mod reading;
 mod sse;
 mod streams;
 mod web;

@@ -10,7 +10,7 @@ use serde_json::json;
 use super::{
     answer::{Answer, Body},
     connection::Api,
-    request::{SYNC_WAIT, canonical, cross_site_refusal, parse, read_body},
+    reading::{SYNC_WAIT, canonical, cross_site_refusal, parse, read_body},
     sse,
     streams::StreamSlot,
 };
@@ -457,7 +457,9 @@ mod tests {
             RequestError::WrongCluster("east".into()),
             RequestError::UnknownSnapshot("s".into()),
             RequestError::SnapshotNotReady("s".into()),
-            RequestError::User(crate::model::user::UserId::parse("no spaces allowed").unwrap_err()),
+            RequestError::User(
+                outfit_workspaces_core::model::user::UserId::parse("no spaces allowed").unwrap_err(),
+            ),
             RequestError::StorageRefused("the home could not grow".into()),
         ];
         for error in errors {

@@ -11,11 +11,12 @@ use std::{
 
 use bytes::Bytes;
 use hyper::body::Frame;
+use outfit_workspaces_core::workspace::progress::Report;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::streams::StreamSlot;
-use crate::{backend::Backend, workspace::progress::Report};
+use crate::backend::Backend;
 
 /// How often a quiet stream sends a comment.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);

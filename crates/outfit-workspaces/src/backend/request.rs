@@ -1,12 +1,10 @@
 //! What the backend's operations take and answer, and why one fails: the vocabulary both types of
-//! [`backend`](super) share (one cluster's [`ClusterBackend`](super::cluster::ClusterBackend), the
-//! set's [`Backend`](super::clusters::Backend)) and both APIs read. It imports nothing of theirs.
+//! [`backend`](super) share (one cluster's [`ClusterWorkspaces`](super::cluster_workspaces::ClusterWorkspaces), the
+//! set's [`Backend`](super::all_clusters::Backend)) and both APIs read. It imports nothing of theirs.
 
 use k8s_openapi::api::core::v1::Pod;
-use serde::Deserialize;
-
-use crate::{
-    io::{cluster::ClusterError, fetch::FetchError},
+use outfit_workspaces_core::{
+    model,
     model::user::InvalidUserId,
     policy::limits,
     workspace::{
@@ -14,6 +12,9 @@ use crate::{
         progress::Phase,
     },
 };
+use serde::Deserialize;
+
+use crate::io::{cluster::ClusterError, fetch::FetchError};
 
 /// Why a request could not be done. Each says what was wrong; the API answers it with the
 /// endpoint's compatible field and an `error` message.
@@ -44,7 +45,7 @@ pub enum RequestError {
     },
     /// A pod name from the request can't be a workspace's.
     #[error(transparent)]
-    Name(#[from] crate::model::names::InvalidName),
+    Name(#[from] model::names::InvalidName),
     /// The user has no pod of that name.
     #[error("user {user} has no pod named {pod:?}")]
     NoSuchPod {

@@ -12,9 +12,8 @@ pub mod access;
 pub mod guard;
 
 use outfit_k8s::component::{self, Component, Scope, Workload};
+use outfit_workspaces_core::{model, model::config::StorageStrategy, resource, workspace::placeholder};
 use serde_json::{Value, json};
-
-use crate::{model::config::StorageStrategy, workspace::placeholder};
 
 /// Choices that shape the manifests.
 #[derive(Debug, Clone)]
@@ -53,7 +52,7 @@ pub struct InstallOptions {
 }
 
 /// Name of the backend's objects.
-pub const NAME: &str = crate::model::keys::APP_NAME;
+pub const NAME: &str = model::keys::APP_NAME;
 /// The API port in the pod.
 pub const API_PORT: u16 = 8080;
 /// The admin port in the pod.
@@ -70,7 +69,7 @@ fn component_of(options: &InstallOptions) -> Component<'_> {
 /// Every object, in apply order: the `Workspace` CRD first (cluster-scoped, needing nothing).
 pub fn objects(options: &InstallOptions) -> Vec<Value> {
     let backend = component_of(options);
-    let mut objects = vec![crate::resource::crd(), placeholder_class(&backend)];
+    let mut objects = vec![resource::crd(), placeholder_class(&backend)];
     // outfit's namespace enforces Pod Security's `restricted`, the workspaces' their own level,
     // unless the workspaces run in outfit's (an accepted risk), where their manifests decide.
     if options.workspace_namespace == options.namespace {
@@ -386,8 +385,8 @@ mod tests {
     #[test]
     fn the_workspace_crd_comes_first_as_the_resource_defines_it() {
         let printed = objects(&options());
-        assert_eq!(printed[0], crate::resource::crd());
-        assert_eq!(printed[0]["metadata"]["name"], crate::resource::CRD_NAME);
+        assert_eq!(printed[0], resource::crd());
+        assert_eq!(printed[0]["metadata"]["name"], resource::CRD_NAME);
         let crds = printed.iter().filter(|o| o["kind"] == "CustomResourceDefinition");
         assert_eq!(crds.count(), 1);
     }
@@ -595,7 +594,7 @@ mod tests {
             .filter(|l| l.starts_with("prePull:") || l.starts_with("placeholders:"))
             .collect();
         std::fs::write(&path, lines.join("\n")).unwrap();
-        let (config, _) = crate::model::config::Config::load(Some(&path), |_| None).unwrap();
+        let (config, _) = model::config::Config::load(Some(&path), |_| None).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(config.pre_pull.enabled);
         assert_eq!(config.placeholders.count, 3);

@@ -19,8 +19,7 @@ use std::{
 use hyper::{HeaderMap, header};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use kube::{Api, api::PostParams};
-
-use crate::model::{config::Config, user::UserId};
+use outfit_workspaces_core::model::{config::Config, user::UserId};
 
 /// The header an authenticating proxy names the user in.
 pub const USER_HEADER: &str = "x-forwarded-user";

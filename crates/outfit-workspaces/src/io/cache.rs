@@ -14,16 +14,17 @@ use kube::{
         watcher,
     },
 };
+use outfit_workspaces_core::{
+    model::{self, keys, user::UserId},
+    resource::Workspace,
+    workspace,
+};
 use tokio::{sync::watch, time::Instant};
 
 use super::{
     changed_pods::ChangedPods,
     index::{EventIndex, OwnerIndex},
     own_writes::OwnWrites,
-};
-use crate::{
-    model::{keys, user::UserId},
-    resource::Workspace,
 };
 
 /// The backend's view of the cluster, as its watches last saw it.
@@ -298,7 +299,7 @@ impl Cache {
     /// the exact user id, never the labels two ids can share.
     pub fn owned_pod(&self, user: &UserId, name: &str) -> Option<Arc<Pod>> {
         self.pod(name)
-            .filter(|pod| crate::model::user::belongs_to(pod.as_ref(), user))
+            .filter(|pod| model::user::belongs_to(pod.as_ref(), user))
     }
 
     /// Every pod of `user`, in name order.
@@ -309,7 +310,7 @@ impl Cache {
             .iter()
             .filter_map(|pod| self.pods.get(pod))
             // The index follows the watch, a step behind the store: the store has the last word.
-            .filter(|pod| crate::model::user::belongs_to(pod.as_ref(), user))
+            .filter(|pod| model::user::belongs_to(pod.as_ref(), user))
             .collect();
         pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         pods
@@ -380,7 +381,7 @@ impl Cache {
             .iter()
             .filter_map(|event| self.events.get(event))
             .collect();
-        events.sort_by_key(|e| crate::workspace::progress::event_time(e));
+        events.sort_by_key(|e| workspace::progress::event_time(e));
         events
     }
 

@@ -17,13 +17,13 @@ use k8s_openapi::{
     },
     apimachinery::pkg::apis::meta::v1::OwnerReference,
 };
-
-use super::cluster::{Cluster, ClusterError, made::MadeFor};
-use crate::{
+use outfit_workspaces_core::{
     model::user::UserId,
     resource::{Workspace, WorkspaceStatus},
     workspace::snapshot::VolumeSnapshot,
 };
+
+use super::cluster::{Cluster, ClusterError, made::MadeFor};
 
 /// The API server as the backend and the lifecycle use it: the workspace namespace's pods, their
 /// objects and Events, and the users' storage.

@@ -8,13 +8,10 @@ use std::{
     time::{Duration, Instant},
 };
 
+use outfit_workspaces_core::{model::config::CatalogueEntry, workspace::manifest};
 use serde::Serialize;
 
-use crate::{
-    io::{auth::Identity, fetch::Fetcher},
-    model::config::CatalogueEntry,
-    workspace::manifest,
-};
+use crate::io::{auth::Identity, fetch::Fetcher};
 
 /// How long a fetched manifest's fields are remembered.
 const REMEMBER: Duration = Duration::from_secs(60);

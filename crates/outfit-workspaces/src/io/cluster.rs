@@ -15,14 +15,13 @@ use kube::{
     api::{AttachParams, DeleteParams, Patch, PatchParams, PostParams, Preconditions},
     runtime::events::{Recorder, Reporter},
 };
-use serde::de::DeserializeOwned;
-use serde_json::json;
-use tokio::io::AsyncReadExt;
-
-use crate::{
+use outfit_workspaces_core::{
     model::{keys, names},
     workspace::{placeholder, pre_pull},
 };
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use tokio::io::AsyncReadExt;
 
 /// A call to the API server that failed.
 #[derive(Debug, thiserror::Error)]

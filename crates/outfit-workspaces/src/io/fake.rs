@@ -18,20 +18,21 @@ use k8s_openapi::{
     apimachinery::pkg::{api::resource::Quantity, apis::meta::v1::OwnerReference},
 };
 use kube::ResourceExt;
+use outfit_workspaces_core::{
+    model::{
+        config::Config,
+        user::{UserId, belongs_to},
+    },
+    resource::{Workspace, WorkspaceStatus},
+    workspace,
+    workspace::snapshot::VolumeSnapshot,
+};
 use serde_json::json;
 
 use super::{
     cache::{Cache, CacheFeed},
     calls::ClusterCalls,
     cluster::{ClusterError, made::MadeFor},
-};
-use crate::{
-    model::{
-        config::Config,
-        user::{UserId, belongs_to},
-    },
-    resource::{Workspace, WorkspaceStatus},
-    workspace::snapshot::VolumeSnapshot,
 };
 
 /// The namespace the fake's objects live in.
@@ -725,13 +726,13 @@ impl ClusterCalls for FakeCluster {
 
     fn placeholders(&self) -> impl Future<Output = Result<Vec<Pod>, ClusterError>> + Send {
         self.record("placeholders".to_owned());
-        let found = self.labelled(crate::workspace::placeholder::LABEL);
+        let found = self.labelled(workspace::placeholder::LABEL);
         async move { Ok(found) }
     }
 
     fn pull_pods(&self) -> impl Future<Output = Result<Vec<Pod>, ClusterError>> + Send {
         self.record("pull_pods".to_owned());
-        let found = self.labelled(crate::workspace::pre_pull::LABEL);
+        let found = self.labelled(workspace::pre_pull::LABEL);
         async move { Ok(found) }
     }
 }

@@ -21,6 +21,7 @@ use kube::{
     Resource,
     runtime::{reflector::ObjectRef, watcher},
 };
+use outfit_workspaces_core::model;
 
 /// The key an object is found by, if it has one.
 type KeyOf<K> = for<'a> fn(&'a K) -> Option<&'a str>;
@@ -102,7 +103,7 @@ impl EventIndex {
 impl OwnerIndex {
     /// Pods by the id of the user who owns them.
     pub fn owners() -> Self {
-        Self::new(crate::model::user::owner_of::<Pod>)
+        Self::new(model::user::owner_of::<Pod>)
     }
 }
 
@@ -171,7 +172,7 @@ mod tests {
     fn pod(name: &str, owner: &str) -> Pod {
         serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": "ns",
-                         "annotations": {crate::model::keys::ANNOTATION_USER_ID: owner}},
+                         "annotations": {model::keys::ANNOTATION_USER_ID: owner}},
         }))
         .unwrap()
     }

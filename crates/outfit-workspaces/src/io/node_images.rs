@@ -1,6 +1,6 @@
 //! The images each node of a cluster holds (`node.status.images`, issue 35), kept current by a
-//! watch of the Nodes, for placement by image ([`crate::workspace::placement`]) and the pulls
-//! ahead ([`crate::workspace::pre_pull`]). Only what those read is kept (image names as the
+//! watch of the Nodes, for placement by image ([`workspace::placement`]) and the pulls
+//! ahead ([`workspace::pre_pull`]). Only what those read is kept (image names as the
 //! placement writes them, each image's size, and the node's readiness, labels and taints), not
 //! the Nodes: a thousand nodes take a few hundred kilobytes. Best effort: without the right to
 //! watch Nodes (an install before this version) or while the watch fails, it holds what it last
@@ -19,8 +19,7 @@ use kube::{
     Api, Client, ResourceExt,
     runtime::{WatchStreamExt, watcher},
 };
-
-use crate::workspace::placement;
+use outfit_workspaces_core::workspace::placement;
 
 /// The most image sizes kept.
 const MAX_SIZES: usize = 10_000;

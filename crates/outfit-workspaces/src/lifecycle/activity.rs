@@ -8,15 +8,15 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use regex::Regex;
-use tokio_util::sync::CancellationToken;
-
-use crate::{
-    io::{cache::Cache, cluster::Cluster, fetch::Fetcher},
+use outfit_workspaces_core::{
     model::{config::Config, keys},
     policy::culling,
     workspace::progress,
 };
+use regex::Regex;
+use tokio_util::sync::CancellationToken;
+
+use crate::io::{cache::Cache, cluster::Cluster, fetch::Fetcher};
 
 /// How long one status request may take.
 const TIMEOUT: Duration = Duration::from_secs(5);

@@ -6,10 +6,7 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-
-use super::Lifecycle;
-use crate::{
-    io::calls::ClusterCalls,
+use outfit_workspaces_core::{
     model::{config::CullAction, keys, user::owner_of},
     policy::{
         culling::{self, Cull},
@@ -17,6 +14,9 @@ use crate::{
     },
     resource::reconcile::{self, record_of},
 };
+
+use super::Lifecycle;
+use crate::io::calls::ClusterCalls;
 
 impl<C: ClusterCalls> Lifecycle<C> {
     /// Culls `seen` (the cache's copy) if the API server's copy is still due: an Event and a mark

@@ -32,17 +32,8 @@ use std::{
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
-
-use crate::{
-    io::{
-        cache::Cache,
-        calls::ClusterCalls,
-        cluster::{self, Cluster},
-        metrics::Metrics,
-    },
-    model::{config::Config, duration, keys},
+use outfit_workspaces_core::{
+    model::{self, config::Config, duration, keys},
     policy::culling::{self, Cull},
     resource::{
         StopReason,
@@ -53,6 +44,15 @@ use crate::{
         progress::{self, Phase, deadline, failure, storage_claim_of},
         start::{self, StartPlan, TokenRead},
     },
+};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::io::{
+    cache::Cache,
+    calls::ClusterCalls,
+    cluster::{self, Cluster},
+    metrics::Metrics,
 };
 
 /// Token reads are retried this often, this far apart, as deic-dk does.
@@ -357,7 +357,7 @@ impl<C: ClusterCalls> Lifecycle<C> {
         let took = duration::format(elapsed);
         tracing::info!(
             pod = pod.name_any(),
-            user = crate::model::user::owner_of(pod),
+            user = model::user::owner_of(pod),
             took,
             "workspace ready"
         );
@@ -475,7 +475,7 @@ impl<C: ClusterCalls> Lifecycle<C> {
         };
         tracing::warn!(
             pod = name,
-            user = crate::model::user::owner_of(pod),
+            user = model::user::owner_of(pod),
             reason,
             "create failed; removing the pod"
         );

@@ -5,12 +5,9 @@
 use std::time::Duration;
 
 use kube::ResourceExt;
+use outfit_workspaces_core::{model::config::Placeholders, workspace::placeholder};
 
-use crate::{
-    io::{calls::ClusterCalls, metrics::Metrics},
-    model::config::Placeholders,
-    workspace::placeholder,
-};
+use crate::io::{calls::ClusterCalls, metrics::Metrics};
 
 /// How often the leader looks while placeholders are configured: a preempted one is back within
 /// this, so the next launch finds room again.

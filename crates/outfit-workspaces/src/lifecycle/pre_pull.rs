@@ -1,7 +1,7 @@
 //! Pulling the catalogue's images ahead (issue 35, `prePull`): every [`EVERY`], the leader of a
 //! cluster reads which images the catalogue's entries run (their manifests, fetched again each
 //! [`REFETCH_EVERY`]), counts each entry's launches in the window, and has the pure planner
-//! ([`crate::workspace::pre_pull::plan`]) say which node pulls which image next; it makes those
+//! ([`workspace::pre_pull::plan`]) say which node pulls which image next; it makes those
 //! pull pods, and removes each once its pull is done or failed (a failed pull of an image on a
 //! node rests [`REST_AFTER_FAILURE`] before it is tried there again).
 //!
@@ -18,25 +18,25 @@ use std::{
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{LocalObjectReference, Pod};
 use kube::ResourceExt;
-// Tokio's clock, so that the tests' paused time moves what rests and what counts as done.
-use tokio::{sync::watch, time::Instant};
-use tokio_util::sync::CancellationToken;
-
-use crate::{
-    io::{
-        cache::Cache,
-        calls::ClusterCalls,
-        cluster::Cluster,
-        fetch::Fetcher,
-        metrics::Metrics,
-        node_images::{NodeFacts, NodeImages},
-    },
+use outfit_workspaces_core::{
     model::{config::Config, keys},
     workspace::{
         manifest, placement,
         pre_pull::{self, NodeView, Pull, PullState, Wanted},
         progress,
     },
+};
+// Tokio's clock, so that the tests' paused time moves what rests and what counts as done.
+use tokio::{sync::watch, time::Instant};
+use tokio_util::sync::CancellationToken;
+
+use crate::io::{
+    cache::Cache,
+    calls::ClusterCalls,
+    cluster::Cluster,
+    fetch::Fetcher,
+    metrics::Metrics,
+    node_images::{NodeFacts, NodeImages},
 };
 
 /// How often the leader plans.

@@ -12,10 +12,7 @@ use std::collections::{HashMap, HashSet};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::ResourceExt;
-use tokio::time::Instant;
-
-use crate::{
-    io::{cache::Cache, calls::ClusterCalls},
+use outfit_workspaces_core::{
     model::{
         config::{Config, StorageStrategy},
         keys,
@@ -23,6 +20,9 @@ use crate::{
     },
     workspace::home,
 };
+use tokio::time::Instant;
+
+use crate::io::{cache::Cache, calls::ClusterCalls};
 
 /// Claim name → since when the leader has seen it unused, in a row. Only unused claims are kept,
 /// so it holds at most the claims the cache holds. A new leader starts it empty: it can only

@@ -1,13 +1,11 @@
 //! What the lifecycle decides for each pod, and what it does about it, on a fake cluster.
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use outfit_workspaces_core::{model::names, resource};
 use serde_json::json;
 
 use super::*;
-use crate::{
-    io::fake::{self, FakeCluster, NAMESPACE},
-    model::names,
-};
+use crate::io::fake::{self, FakeCluster, NAMESPACE};
 
 fn pod(annotations: serde_json::Value, status: serde_json::Value) -> Pod {
     serde_json::from_value(json!({
@@ -420,7 +418,7 @@ async fn a_cull_marked_but_not_stopped_is_stopped_by_the_survivor() {
     survivor.act(&due[0].0, Next::Remove).await;
     let record = fake.with(|s| s.workspaces["idle"].clone());
     assert!(!record.spec.started, "stopped");
-    let stop = crate::resource::reconcile::stop_request(&record, Timestamp::now());
+    let stop = resource::reconcile::stop_request(&record, Timestamp::now());
     assert_eq!(stop.reason, StopReason::Idle);
     assert!(
         fake.calls()
@@ -432,11 +430,11 @@ async fn a_cull_marked_but_not_stopped_is_stopped_by_the_survivor() {
 }
 
 /// A Workspace of alice's called `name`, stopped or not, as the fake stores it.
-fn record(fake: &FakeCluster, name: &str, started: bool) -> crate::resource::Workspace {
-    fake.put_workspace(crate::resource::Workspace::new(
+fn record(fake: &FakeCluster, name: &str, started: bool) -> resource::Workspace {
+    fake.put_workspace(resource::Workspace::new(
         name,
         NAMESPACE,
-        crate::resource::WorkspaceSpec {
+        resource::WorkspaceSpec {
             owner: "alice@dtu.dk".into(),
             entry: "web".into(),
             started,
@@ -456,7 +454,7 @@ fn idle_since_eleven(fake: &FakeCluster, cull_action: Option<&str>) {
     }
     let ready = json!({"conditions": [{"type": "Ready", "status": "True"}]});
     let mut pod = workspace("idle", "alice@dtu.dk", marks, ready);
-    pod.metadata.owner_references = crate::resource::reconcile::owner_reference(&owner).map(|r| vec![r]);
+    pod.metadata.owner_references = resource::reconcile::owner_reference(&owner).map(|r| vec![r]);
     fake.put_pod(pod);
 }
 
@@ -482,7 +480,7 @@ async fn a_cull_stops_a_recorded_workspace_saying_why_or_deletes_it_as_configure
         lifecycle.act(&due[0].0, due[0].1.clone()).await;
         let left = fake.with(|s| s.workspaces.get("idle").cloned());
         // Deleted with its record here; a stopped one's pod is the controller's to delete (its
-        // one writer: backend/records_tests.rs), so the lifecycle leaves it.
+        // one writer: backend/tests/records.rs), so the lifecycle leaves it.
         assert_eq!(
             fake.with(|s| s.pods.is_empty()),
             !stopped,
@@ -492,7 +490,7 @@ async fn a_cull_stops_a_recorded_workspace_saying_why_or_deletes_it_as_configure
         if stopped {
             let left = left.unwrap_or_else(|| panic!("{case}: the record stays"));
             assert!(!left.spec.started, "{case}");
-            let stop = crate::resource::reconcile::stop_request(&left, Timestamp::now());
+            let stop = resource::reconcile::stop_request(&left, Timestamp::now());
             assert_eq!(stop.reason, StopReason::Idle, "{case}");
         } else {
             assert!(left.is_none(), "{case}: the record goes");

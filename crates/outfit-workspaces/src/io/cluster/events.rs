@@ -7,6 +7,7 @@ use kube::{
     api::ListParams,
     runtime::events::{Event, EventType},
 };
+use outfit_workspaces_core::resource;
 
 use super::{Cluster, REPORTER, truncate};
 
@@ -17,7 +18,7 @@ impl Cluster {
     }
 
     /// Publishes an Event about `workspace` (`kubectl describe workspace` shows it).
-    pub async fn workspace_event(&self, workspace: &crate::resource::Workspace, reason: &str, note: String) {
+    pub async fn workspace_event(&self, workspace: &resource::Workspace, reason: &str, note: String) {
         self.publish(workspace.object_ref(&()), false, reason, note).await;
     }
 

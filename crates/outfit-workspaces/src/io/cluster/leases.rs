@@ -6,9 +6,9 @@ use kube::{
     Api,
     api::{DeleteParams, ListParams, Preconditions},
 };
+use outfit_workspaces_core::model::keys;
 
 use super::{Cluster, ClusterError, status_code};
-use crate::model::keys;
 
 impl Cluster {
     fn leases(&self) -> Api<Lease> {

@@ -4,10 +4,10 @@
 use std::collections::BTreeSet;
 
 use kube::{Api, Resource, api::ListParams};
+use outfit_workspaces_core::model::keys;
 use serde::de::DeserializeOwned;
 
 use super::{Cluster, ClusterError};
-use crate::model::keys;
 
 /// A pod something was made for, as the made object's owner reference names it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

@@ -7,14 +7,14 @@ use kube::{
     Api,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
 };
-use serde_json::json;
-
-use super::{Cluster, ClusterError, status_code};
-use crate::{
+use outfit_workspaces_core::{
     model::user::{UserId, belongs_to},
     resource::Workspace,
     workspace::snapshot::{self, VolumeSnapshot},
 };
+use serde_json::json;
+
+use super::{Cluster, ClusterError, status_code};
 
 impl Cluster {
     fn snapshots(&self) -> Api<VolumeSnapshot> {

@@ -8,10 +8,10 @@ use kube::{
     Api,
     api::{Patch, PatchParams, PostParams},
 };
+use outfit_workspaces_core::resource::{Workspace, WorkspaceStatus};
 use serde_json::{Value, json};
 
 use super::{Cluster, ClusterError, only_uid, status_code};
-use crate::resource::{Workspace, WorkspaceStatus};
 
 impl Cluster {
     fn workspaces(&self) -> Api<Workspace> {

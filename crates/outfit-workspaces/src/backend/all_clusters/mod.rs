@@ -1,5 +1,5 @@
 //! The backend, [`Backend`]: the set of clusters it serves workspaces on (each a
-//! [`ClusterBackend`], the default one first) and what they share in this process (the manifest
+//! [`ClusterWorkspaces`], the default one first) and what they share in this process (the manifest
 //! fetcher, the catalogue, the creates under way, each user's turn). Both APIs call it; it chooses
 //! the cluster an operation works on and reads what every cluster's cache says together (here),
 //! then leaves the work to that cluster. Its operations: a create, deic-dk's or the native API's
@@ -10,19 +10,21 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use tokio::sync::watch;
-
-use crate::{
-    backend::{
-        cluster::{self, ClusterBackend},
-        request::RequestError,
-    },
-    io::{calls::ClusterCalls, catalogue::Catalogue, cluster::Cluster, fetch::Fetcher},
+use outfit_workspaces_core::{
     model::{
         config::Config,
         user::{UserId, belongs_to},
     },
     workspace::{info::ClusterState, progress::Report},
+};
+use tokio::sync::watch;
+
+use crate::{
+    backend::{
+        cluster_workspaces::{self, ClusterWorkspaces},
+        request::RequestError,
+    },
+    io::{calls::ClusterCalls, catalogue::Catalogue, cluster::Cluster, fetch::Fetcher},
 };
 
 mod compat;
@@ -38,7 +40,7 @@ mod records;
 /// API server's, or the unit tests' fake).
 #[derive(Clone)]
 pub struct Backend<C = Cluster> {
-    members: Arc<[ClusterBackend<C>]>,
+    members: Arc<[ClusterWorkspaces<C>]>,
     fetcher: Fetcher,
     catalogue: Catalogue,
     turns: Turns,
@@ -96,7 +98,7 @@ impl CreateSlots {
 impl<C: ClusterCalls> Backend<C> {
     /// The backend over the default cluster `default` (configured by its config); further
     /// clusters join with [`Backend::with_member`].
-    pub fn new(default: ClusterBackend<C>) -> Self {
+    pub fn new(default: ClusterWorkspaces<C>) -> Self {
         let config = &default.config;
         let fetcher = Fetcher::new(
             config.whitelist_manifest_regex.clone(),
@@ -115,7 +117,7 @@ impl<C: ClusterCalls> Backend<C> {
 
     /// The backend with `member` as one more cluster (its name checked unique by the config).
     #[must_use]
-    pub fn with_member(mut self, member: ClusterBackend<C>) -> Self {
+    pub fn with_member(mut self, member: ClusterWorkspaces<C>) -> Self {
         let mut members = self.members.to_vec();
         members.push(member);
         self.members = Arc::from(members);
@@ -123,13 +125,13 @@ impl<C: ClusterCalls> Backend<C> {
     }
 
     /// Every cluster, the default one first.
-    pub fn members(&self) -> &[ClusterBackend<C>] {
+    pub fn members(&self) -> &[ClusterWorkspaces<C>] {
         &self.members
     }
 
     /// The default cluster: the one deic-dk's API works on, and the one whose API server
     /// arbitrates every user's turn to create.
-    pub fn default_cluster(&self) -> &ClusterBackend<C> {
+    pub fn default_cluster(&self) -> &ClusterWorkspaces<C> {
         &self.members[0]
     }
 
@@ -163,7 +165,7 @@ impl<C: ClusterCalls> Backend<C> {
         entry_cluster: Option<&str>,
         choice: Option<&str>,
         manifest: &str,
-    ) -> Result<&ClusterBackend<C>, RequestError> {
+    ) -> Result<&ClusterWorkspaces<C>, RequestError> {
         let name = match (entry_cluster, choice) {
             (Some(fixed), Some(chosen)) if fixed != chosen => {
                 return Err(RequestError::WrongCluster(format!(
@@ -190,7 +192,7 @@ impl<C: ClusterCalls> Backend<C> {
     }
 
     /// The cluster whose cache shows a pod `name`, with it.
-    fn holder_of(&self, name: &str) -> Option<(&ClusterBackend<C>, Arc<Pod>)> {
+    fn holder_of(&self, name: &str) -> Option<(&ClusterWorkspaces<C>, Arc<Pod>)> {
         self.members
             .iter()
             .find_map(|member| member.cache.pod(name).map(|pod| (member, pod)))
@@ -200,7 +202,7 @@ impl<C: ClusterCalls> Backend<C> {
     /// stopped workspace keeps its name; not when `starting` that Workspace) or a pod,
     /// as its cache shows them, else by a pod a create of this process made (the cache may not
     /// show it yet).
-    fn name_holder(&self, name: &str, user: &UserId, starting: bool) -> cluster::create::Holder {
+    fn name_holder(&self, name: &str, user: &UserId, starting: bool) -> cluster_workspaces::create::Holder {
         self.members.iter().find_map(|member| {
             if !starting && let Some(workspace) = member.cache.workspace(name) {
                 return Some(workspace.spec.owner == user.as_str());
@@ -224,7 +226,7 @@ impl<C: ClusterCalls> Backend<C> {
     /// backend behaves as it always has while its API server is away (docs/workspaces.md): reads
     /// answer from the cache as they stand, and writes are tried and answer the API server's
     /// error.
-    fn unreachable(&self, member: &ClusterBackend<C>) -> Option<String> {
+    fn unreachable(&self, member: &ClusterWorkspaces<C>) -> Option<String> {
         if self.members.len() < 2 {
             return None;
         }
@@ -232,7 +234,7 @@ impl<C: ClusterCalls> Backend<C> {
     }
 
     /// `member` as a workspace's answer shows it.
-    fn state_of(&self, member: &ClusterBackend<C>) -> ClusterState {
+    fn state_of(&self, member: &ClusterWorkspaces<C>) -> ClusterState {
         ClusterState::new(&member.name, self.unreachable(member))
     }
 

@@ -7,17 +7,19 @@ use std::{collections::BTreeMap, sync::Arc};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
+use outfit_workspaces_core::{
+    model::{keys, names, user::belongs_to},
+    policy::culling,
+    workspace::info::WorkspaceInfo,
+};
 
 use super::Backend;
 use crate::{
     backend::{
-        cluster::{ClusterBackend, delete::Deletion},
+        cluster_workspaces::{ClusterWorkspaces, delete::Deletion},
         request::RequestError,
     },
     io::{auth::Identity, calls::ClusterCalls, catalogue::Item, cluster::ClusterError},
-    model::{keys, names, user::belongs_to},
-    policy::culling,
-    workspace::info::Workspace,
 };
 
 /// Activity is recorded at most this often per workspace (or a third of its idle timeout, when
@@ -26,14 +28,14 @@ const ACTIVITY_WRITE_EVERY: std::time::Duration = std::time::Duration::from_secs
 
 impl<C: ClusterCalls> Backend<C> {
     /// The workspaces of `identity`, or everyone's when an admin asks for `all`.
-    pub fn workspaces(&self, identity: &Identity, all: bool) -> Result<Vec<Workspace>, RequestError> {
+    pub fn workspaces(&self, identity: &Identity, all: bool) -> Result<Vec<WorkspaceInfo>, RequestError> {
         if all && !identity.admin {
             return Err(RequestError::Forbidden(
                 "only members of adminGroups may list every user's workspaces".to_owned(),
             ));
         }
         let now = Timestamp::now();
-        let mut workspaces: Vec<Workspace> = Vec::new();
+        let mut workspaces: Vec<WorkspaceInfo> = Vec::new();
         for member in self.members.iter() {
             let pods = if all {
                 member.cache.pods()
@@ -63,7 +65,7 @@ impl<C: ClusterCalls> Backend<C> {
     }
 
     /// The workspace `name` of `identity` (any user's, for an admin).
-    pub async fn workspace(&self, identity: &Identity, name: &str) -> Result<Workspace, RequestError> {
+    pub async fn workspace(&self, identity: &Identity, name: &str) -> Result<WorkspaceInfo, RequestError> {
         names::check_pod_name(name)?;
         let now = Timestamp::now();
         let (member, pod) = match self.find_workspace(identity, name).await {
@@ -178,7 +180,7 @@ impl<C: ClusterCalls> Backend<C> {
         &self,
         identity: &Identity,
         name: &str,
-    ) -> Result<(&ClusterBackend<C>, Arc<Pod>), RequestError> {
+    ) -> Result<(&ClusterWorkspaces<C>, Arc<Pod>), RequestError> {
         match self.visible_pod(identity, name) {
             Ok(found) => Ok(found),
             Err(not_found) => self.unseen_workspace(identity, name).await?.ok_or(not_found),
@@ -193,7 +195,7 @@ impl<C: ClusterCalls> Backend<C> {
         &self,
         identity: &Identity,
         name: &str,
-    ) -> Result<Option<(&ClusterBackend<C>, Arc<Pod>)>, RequestError> {
+    ) -> Result<Option<(&ClusterWorkspaces<C>, Arc<Pod>)>, RequestError> {
         let visible = |pod: &Pod| identity.admin || belongs_to(pod, &identity.user);
         for member in self.members.iter() {
             if self.unreachable(member).is_some() {
@@ -211,7 +213,7 @@ impl<C: ClusterCalls> Backend<C> {
         &self,
         identity: &Identity,
         name: &str,
-    ) -> Result<(&ClusterBackend<C>, Arc<Pod>), RequestError> {
+    ) -> Result<(&ClusterWorkspaces<C>, Arc<Pod>), RequestError> {
         if identity.admin {
             return self.holder_of(name).ok_or_else(|| not_found(identity, name));
         }
@@ -222,7 +224,7 @@ impl<C: ClusterCalls> Backend<C> {
         &self,
         identity: &Identity,
         name: &str,
-    ) -> Result<(&ClusterBackend<C>, Arc<Pod>), RequestError> {
+    ) -> Result<(&ClusterWorkspaces<C>, Arc<Pod>), RequestError> {
         // Someone else's pod is "not found", as if it did not exist: names tell nothing.
         self.holder_of(name)
             .filter(|(_, pod)| belongs_to(pod.as_ref(), &identity.user))

@@ -6,15 +6,15 @@
 use std::time::Duration;
 
 use kube::ResourceExt;
+use outfit_workspaces_core::resource::{
+    Workspace,
+    finalize::{self, Finalize},
+};
 
 use super::Backend;
 use crate::{
-    backend::{cluster::ClusterBackend, request::RequestError},
+    backend::{cluster_workspaces::ClusterWorkspaces, request::RequestError},
     io::{calls::ClusterCalls, cluster::ClusterError},
-    resource::{
-        Workspace,
-        finalize::{self, Finalize},
-    },
 };
 
 /// How long a home whose snapshot failed waits before it is tried again: each try takes a new
@@ -25,7 +25,7 @@ impl<C: ClusterCalls> Backend<C> {
     /// (`Some`). A step the API server failed is an error: the controller backs off.
     pub(super) async fn finalize(
         &self,
-        member: &ClusterBackend<C>,
+        member: &ClusterWorkspaces<C>,
         record: &Workspace,
         step: Finalize,
     ) -> Result<Option<Duration>, ClusterError> {
@@ -69,7 +69,7 @@ impl<C: ClusterCalls> Backend<C> {
 
 /// Removes the home's finalizer from `record`.
 async fn release<C: ClusterCalls>(
-    member: &ClusterBackend<C>,
+    member: &ClusterWorkspaces<C>,
     record: &Workspace,
 ) -> Result<(), ClusterError> {
     let version = record.resource_version().unwrap_or_default();
@@ -79,7 +79,7 @@ async fn release<C: ClusterCalls>(
         .await
 }
 
-impl<C: ClusterCalls> ClusterBackend<C> {
+impl<C: ClusterCalls> ClusterWorkspaces<C> {
     /// Before the native API deletes `record` (its home saved already): the home's finalizer
     /// removed from the Workspace as the API server has it now, so the delete is not held for a
     /// second snapshot.

@@ -7,15 +7,17 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use kube::ResourceExt;
+use outfit_workspaces_core::{
+    model::{self, names, user::UserId},
+    resource::{Workspace, reconcile},
+    workspace::snapshot::{self, Occasion, State, VolumeSnapshot},
+};
 use tokio::time::Instant;
 
-use super::ClusterBackend;
+use super::ClusterWorkspaces;
 use crate::{
     backend::request::RequestError,
     io::{calls::ClusterCalls, cluster::ClusterError},
-    model::{names, user::UserId},
-    resource::{Workspace, reconcile},
-    workspace::snapshot::{self, Occasion, State, VolumeSnapshot},
 };
 
 /// The first look at a snapshot being taken, after it is asked for; each next one waits twice as
@@ -36,7 +38,7 @@ pub(crate) enum Outcome {
     TimedOut(String),
 }
 
-impl<C: ClusterCalls> ClusterBackend<C> {
+impl<C: ClusterCalls> ClusterWorkspaces<C> {
     /// Takes a snapshot of `user`'s claim `claim` for `occasion` (on a stop, of `workspace`);
     /// its name. A name taken already (the same second) is that snapshot.
     pub(crate) async fn take_snapshot(
@@ -75,7 +77,7 @@ impl<C: ClusterCalls> ClusterBackend<C> {
             }
             let now = Instant::now();
             if now >= deadline {
-                let bound = crate::model::duration::format(timeout);
+                let bound = model::duration::format(timeout);
                 return match last_error {
                     Some(why) => Outcome::Failed(format!("{why} (not ready after {bound}, snapshotTimeout)")),
                     None => Outcome::TimedOut(format!("not ready after {bound} (snapshotTimeout)")),

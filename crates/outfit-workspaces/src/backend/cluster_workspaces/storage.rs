@@ -7,14 +7,16 @@ use std::time::Duration;
 
 use k8s_openapi::{api::core::v1::PersistentVolumeClaim, apimachinery::pkg::apis::meta::v1::OwnerReference};
 use kube::ResourceExt;
+use outfit_workspaces_core::{
+    model::{self, names, user::UserId},
+    workspace::{manifest::Requester, objects, progress::storage_claim_of, snapshot},
+};
 use tokio::time::Instant;
 
-use super::ClusterBackend;
+use super::ClusterWorkspaces;
 use crate::{
     backend::request::RequestError,
     io::{calls::ClusterCalls, cluster::ClusterError},
-    model::{names, user::UserId},
-    workspace::{manifest::Requester, objects, progress::storage_claim_of, snapshot},
 };
 
 /// How one try at the user's storage ended.
@@ -27,7 +29,7 @@ enum Attempt {
     Again,
 }
 
-impl<C: ClusterCalls> ClusterBackend<C> {
+impl<C: ClusterCalls> ClusterWorkspaces<C> {
     /// Makes sure the requesting user's PV and PVC exist and are not being deleted, marked as
     /// wanted until `until`; returns the claim's name. Storage of the user's still being deleted
     /// is waited for and made anew, never taken as ready; storage of the same name that is
@@ -91,7 +93,7 @@ impl<C: ClusterCalls> ClusterBackend<C> {
                 claim
             };
             claim.annotations_mut().insert(
-                crate::model::keys::ANNOTATION_STORAGE_WANTED_UNTIL.to_owned(),
+                model::keys::ANNOTATION_STORAGE_WANTED_UNTIL.to_owned(),
                 until.to_owned(),
             );
             return match self.cluster.create_claim(&claim).await {
@@ -100,7 +102,7 @@ impl<C: ClusterCalls> ClusterBackend<C> {
                 Err(e) => Err(storage_error(e)),
             };
         };
-        match crate::model::user::owner_of(&claim) {
+        match model::user::owner_of(&claim) {
             // Another user's (their ids share deic-dk's user string): use the other name.
             Some(owner) if owner != user.as_str() => return Ok(Attempt::Taken),
             // Made by deic-dk (no owner mark): the user's only if its volume is theirs; outfit
@@ -336,7 +338,7 @@ fn restored_from(claim: &PersistentVolumeClaim, name: &str) -> bool {
         .metadata
         .annotations
         .as_ref()
-        .and_then(|a| a.get(crate::model::keys::ANNOTATION_RESTORED_FROM))
+        .and_then(|a| a.get(model::keys::ANNOTATION_RESTORED_FROM))
         .is_some_and(|from| from == name)
 }
 

@@ -4,12 +4,10 @@
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::ResourceExt;
+use outfit_workspaces_core::model;
 use serde_json::json;
 
-use super::{
-    tests::{alice, on_fake},
-    *,
-};
+use super::*;
 use crate::io::auth::Identity;
 
 fn claim(name: &str, owner: &str, strategy: Option<&str>) -> PersistentVolumeClaim {
@@ -166,7 +164,7 @@ async fn delete_all_user_saves_every_provisioned_home_before_any_goes() {
 #[tokio::test]
 async fn a_home_under_its_owners_other_name_is_made_from_the_owners_snapshot() {
     let manifest = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: web\n    image: nginx\n    volumeMounts: [{name: sciencedata, mountPath: /home}]\n";
-    let url = super::tests::serve(manifest).await;
+    let url = super::serve(manifest).await;
     let catalogue = format!(r#"[{{"name": "web", "url": "{url}"}}]"#);
     let (backend, fake) = on_fake(&[
         ("BACKEND_CATALOGUE", &catalogue),
@@ -177,11 +175,11 @@ async fn a_home_under_its_owners_other_name_is_made_from_the_owners_snapshot() {
     let mn = Identity {
         username: "m.n".to_owned(),
         groups: Vec::new(),
-        user: crate::model::user::UserId::parse("m.n@dtu.dk").unwrap(),
+        user: model::user::UserId::parse("m.n@dtu.dk").unwrap(),
         admin: false,
     };
-    let plain = crate::model::names::storage_name(&mn.user);
-    let own = crate::model::names::storage_name_for(&mn.user);
+    let plain = model::names::storage_name(&mn.user);
+    let own = model::names::storage_name_for(&mn.user);
     fake.put_claim(claim(&plain, "m.n@dtu.dk", Some("per-user")));
     backend.synced().await;
     let driver = ready_driver(&fake);
@@ -193,9 +191,9 @@ async fn a_home_under_its_owners_other_name_is_made_from_the_owners_snapshot() {
     let [saved] = <[String; 1]>::try_from(saved).expect("one snapshot");
 
     fake.put_claim(claim(&plain, "m-n@dtu.dk", Some("per-user")));
-    let _leader = super::records_tests::controlling(&backend).drop_guard();
+    let _leader = super::controlling(&backend).drop_guard();
     backend
-        .launch(&mn, &super::tests::launch("web", None), super::tests::SILO)
+        .launch(&mn, &super::launch("web", None), super::SILO)
         .await
         .unwrap();
     driver.abort();

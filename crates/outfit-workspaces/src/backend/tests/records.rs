@@ -6,18 +6,15 @@
 use std::sync::Arc;
 
 use kube::ResourceExt;
-use tokio_util::sync::CancellationToken;
-
-use super::{
-    tests::{SILO, alice, launch, on_fake, replica_of, serve},
-    *,
-};
-use crate::{
-    io::{auth::Identity, fake::FakeCluster},
+use outfit_workspaces_core::{
+    model,
     model::user::UserId,
-    resource::{Phase, StopReason, reconcile},
+    resource::{self, Phase, StopReason, reconcile},
     workspace::progress::Status,
 };
+
+use super::*;
+use crate::io::{auth::Identity, fake::FakeCluster};
 
 const WEB: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: web\n    image: nginx\n";
 
@@ -45,26 +42,11 @@ fn bob() -> Identity {
     }
 }
 
-/// Runs the controller of every cluster as the leader until dropped: it makes the pods of
-/// launches and starts.
-pub(super) fn controlling(backend: &Backend<FakeCluster>) -> CancellationToken {
-    let shutdown = CancellationToken::new();
-    for index in 0..backend.members().len() {
-        let leading = tokio::sync::watch::channel(true).1;
-        tokio::spawn(
-            backend
-                .clone()
-                .control((index, Arc::default()), leading, shutdown.clone()),
-        );
-    }
-    shutdown
-}
-
 /// `kubectl patch workspace NAME --type merge -p '{"spec":{"started":STARTED}}'`.
 fn kubectl_set_started(fake: &FakeCluster, name: &str, started: bool) {
     let record = fake.with(|s| s.workspaces[name].clone());
-    fake.put_workspace(crate::resource::Workspace {
-        spec: crate::resource::WorkspaceSpec {
+    fake.put_workspace(resource::Workspace {
+        spec: resource::WorkspaceSpec {
             started,
             ..record.spec.clone()
         },
@@ -72,26 +54,12 @@ fn kubectl_set_started(fake: &FakeCluster, name: &str, started: bool) {
     });
 }
 
-/// Waits (paused time: instantly) until `check` holds of the fake.
-pub(super) async fn until(fake: &FakeCluster, what: &str, check: impl Fn(&crate::io::fake::State) -> bool) {
-    for _ in 0..600 {
-        if fake.with(|s| check(s)) {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    panic!("{what}: not within a minute; calls {:?}", fake.calls());
-}
-
 #[tokio::test]
 async fn a_launch_records_a_workspace_that_owns_its_pod_and_a_stop_keeps_it() {
     let (backend, fake) = with_catalogue().await;
     // The controller deletes a stopped workspace's pod.
     let _leader = controlling(&backend).drop_guard();
-    let (launched, _) = backend
-        .launch(&alice(), &launch("web", None), SILO)
-        .await
-        .unwrap();
+    let launched = launch_web(&backend, &alice()).await;
     let name = launched.name.clone();
     let (record, pod) = fake.with(|s| (s.workspaces[&name].clone(), s.pods[&name].clone()));
     assert_eq!(record.spec.owner, "alice@dtu.dk");
@@ -127,10 +95,7 @@ async fn a_launch_records_a_workspace_that_owns_its_pod_and_a_stop_keeps_it() {
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].status, Status::Stopped);
     assert_eq!(listed[0].stopped.as_ref().map(|s| s.reason), Some("user"));
-    let (second, _) = backend
-        .launch(&alice(), &launch("web", None), SILO)
-        .await
-        .unwrap();
+    let second = launch_web(&backend, &alice()).await;
     assert_ne!(second.name, name);
 
     // A start: the pod again, of the same name, owned by the same record.
@@ -147,7 +112,7 @@ async fn a_launch_records_a_workspace_that_owns_its_pod_and_a_stop_keeps_it() {
 #[tokio::test]
 async fn a_pod_without_a_record_can_be_deleted_but_not_stopped() {
     let (backend, fake) = with_catalogue().await;
-    fake.put_pod(super::tests::workspace("web-alice", "alice@dtu.dk"));
+    fake.put_pod(super::workspace("web-alice", "alice@dtu.dk"));
     let refused = backend.stop(&alice(), "web-alice").await;
     assert!(
         matches!(refused, Err(RequestError::NotStoppable(_))),
@@ -159,10 +124,7 @@ async fn a_pod_without_a_record_can_be_deleted_but_not_stopped() {
 #[tokio::test(start_paused = true)]
 async fn the_controller_follows_edits_made_with_kubectl() {
     let (backend, fake) = with_catalogue().await;
-    let (launched, _) = backend
-        .launch(&alice(), &launch("web", None), SILO)
-        .await
-        .unwrap();
+    let launched = launch_web(&backend, &alice()).await;
     let name = launched.name;
     let _leader = controlling(&backend).drop_guard();
     until(&fake, "status Starting", |s| {
@@ -189,10 +151,10 @@ async fn the_controller_follows_edits_made_with_kubectl() {
 #[tokio::test(start_paused = true)]
 async fn a_start_the_catalogue_cannot_make_is_written_to_the_status_once() {
     let (backend, fake) = with_catalogue().await;
-    let record = fake.put_workspace(crate::resource::Workspace::new(
+    let record = fake.put_workspace(resource::Workspace::new(
         "gone-alice",
         crate::io::fake::NAMESPACE,
-        crate::resource::WorkspaceSpec {
+        resource::WorkspaceSpec {
             owner: "alice@dtu.dk".into(),
             entry: "no-such-entry".into(),
             ..Default::default()
@@ -226,15 +188,15 @@ async fn a_workspace_stopped_past_the_retention_is_deleted_with_an_event() {
         ("BACKEND_CATALOGUE", &catalogue),
         ("BACKEND_STOPPEDRETENTION", "1h"),
     ]);
-    let spec = crate::resource::WorkspaceSpec {
+    let spec = resource::WorkspaceSpec {
         owner: "alice@dtu.dk".into(),
         entry: "web".into(),
         started: false,
         ..Default::default()
     };
-    let stopped_at = |ago: i64| crate::resource::WorkspaceStatus {
+    let stopped_at = |ago: i64| resource::WorkspaceStatus {
         phase: Some(Phase::Stopped),
-        stopped: Some(crate::resource::Stopped {
+        stopped: Some(resource::Stopped {
             at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                 jiff::Timestamp::now() - jiff::SignedDuration::from_mins(ago),
             ),
@@ -243,7 +205,7 @@ async fn a_workspace_stopped_past_the_retention_is_deleted_with_an_event() {
         ..Default::default()
     };
     for (name, ago) in [("old-alice", 61), ("new-alice", 59)] {
-        let mut record = crate::resource::Workspace::new(name, crate::io::fake::NAMESPACE, spec.clone());
+        let mut record = resource::Workspace::new(name, crate::io::fake::NAMESPACE, spec.clone());
         record.status = Some(stopped_at(ago));
         fake.put_workspace(record);
     }
@@ -275,21 +237,15 @@ async fn limits_refuse_a_start_past_them_and_a_stop_past_the_stopped_limit() {
     ])
     .await;
     let _leader = controlling(&backend).drop_guard();
-    let (first, _) = backend
-        .launch(&alice(), &launch("web", None), SILO)
-        .await
-        .unwrap();
+    let first = launch_web(&backend, &alice()).await;
     backend.stop(&alice(), &first.name).await.unwrap();
     // Stopped workspaces do not count against maxWorkspacesPerUser: a second launch fits.
-    let (second, _) = backend
-        .launch(&alice(), &launch("web", None), SILO)
-        .await
-        .unwrap();
+    let second = launch_web(&backend, &alice()).await;
     let stop_mark = |fake: &FakeCluster| {
         fake.with(|s| {
             s.workspaces[&first.name]
                 .annotations()
-                .get(crate::model::keys::ANNOTATION_STOP_AT)
+                .get(model::keys::ANNOTATION_STOP_AT)
                 .cloned()
         })
     };
@@ -338,10 +294,7 @@ async fn two_stops_at_once_do_not_both_pass_the_stopped_limit() {
     let replica = replica_of(&backend, &fake);
     let mut names = Vec::new();
     for _ in 0..2 {
-        let (launched, _) = backend
-            .launch(&alice(), &launch("web", None), SILO)
-            .await
-            .unwrap();
+        let launched = launch_web(&backend, &alice()).await;
         names.push(launched.name);
     }
     // Each write takes a moment, as on an API server, so that the two interleave.
@@ -367,14 +320,8 @@ async fn two_stops_at_once_do_not_both_pass_the_stopped_limit() {
 async fn delete_all_user_deletes_the_users_records_first() {
     let (backend, fake) = with_catalogue().await;
     let _leader = controlling(&backend).drop_guard();
-    let (first, _) = backend
-        .launch(&alice(), &launch("web", None), SILO)
-        .await
-        .unwrap();
-    let (second, _) = backend
-        .launch(&alice(), &launch("web", None), SILO)
-        .await
-        .unwrap();
+    let first = launch_web(&backend, &alice()).await;
+    let second = launch_web(&backend, &alice()).await;
     backend.stop(&alice(), &second.name).await.unwrap();
     let (bobs, _) = backend.launch(&bob(), &launch("web", None), SILO).await.unwrap();
     assert!(backend.delete_all_user("alice@dtu.dk").await.unwrap());
@@ -389,10 +336,7 @@ async fn delete_all_user_deletes_the_users_records_first() {
 #[tokio::test(start_paused = true)]
 async fn the_controller_never_acts_on_a_workspace_its_cache_shows_behind() {
     let (backend, fake) = with_catalogue().await;
-    let (launched, _) = backend
-        .launch(&alice(), &launch("web", None), SILO)
-        .await
-        .unwrap();
+    let launched = launch_web(&backend, &alice()).await;
     let name = launched.name;
     // The cache shows it stopped (a stop seen), the API server has it started again since.
     kubectl_set_started(&fake, &name, false);
@@ -415,10 +359,10 @@ async fn the_controller_never_acts_on_a_workspace_its_cache_shows_behind() {
 async fn a_pod_create_refused_three_times_is_tried_again_after_doubling_waits() {
     let (backend, fake) = with_catalogue().await;
     fake.with(|s| s.pod_creates_refused = 3);
-    fake.put_workspace(crate::resource::Workspace::new(
+    fake.put_workspace(resource::Workspace::new(
         "web-alice",
         crate::io::fake::NAMESPACE,
-        crate::resource::WorkspaceSpec {
+        resource::WorkspaceSpec {
             owner: "alice@dtu.dk".into(),
             entry: "web".into(),
             started: true,

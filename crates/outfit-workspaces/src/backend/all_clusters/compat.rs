@@ -7,15 +7,7 @@ use std::{net::IpAddr, time::Duration};
 
 use jiff::Timestamp;
 use kube::ResourceExt;
-use tokio::time::Instant;
-
-use super::Backend;
-use crate::{
-    backend::{
-        cluster::delete::Deletion,
-        request::{CreateOutcome, RequestError},
-    },
-    io::{cache::OWN_WRITE_VISIBLE, calls::ClusterCalls},
+use outfit_workspaces_core::{
     model::{
         config::StorageStrategy,
         names,
@@ -26,6 +18,16 @@ use crate::{
         info::{self, PodInfo},
         progress::{self, Status},
     },
+};
+use tokio::time::Instant;
+
+use super::Backend;
+use crate::{
+    backend::{
+        cluster_workspaces::delete::Deletion,
+        request::{CreateOutcome, RequestError},
+    },
+    io::{cache::OWN_WRITE_VISIBLE, calls::ClusterCalls},
 };
 
 impl<C: ClusterCalls> Backend<C> {

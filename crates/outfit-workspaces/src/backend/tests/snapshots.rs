@@ -4,18 +4,14 @@
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::ResourceExt;
+use outfit_workspaces_core::{
+    model::keys,
+    resource::{self, Phase, reconcile},
+};
 use serde_json::json;
 
-use super::{
-    records_tests::{controlling, until},
-    tests::{SILO, alice, launch, serve},
-    *,
-};
-use crate::{
-    io::fake::FakeCluster,
-    model::keys,
-    resource::{Phase, reconcile},
-};
+use super::*;
+use crate::io::fake::FakeCluster;
 
 const WEB: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: web\n    image: nginx\n";
 /// The same, mounting its home.
@@ -25,7 +21,7 @@ const WEB_WITH_HOME: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n
 async fn snapshotting() -> (Backend<FakeCluster>, FakeCluster) {
     let url = serve(WEB).await;
     let catalogue = format!(r#"[{{"name": "web", "url": "{url}"}}]"#);
-    super::tests::on_fake(&[
+    super::on_fake(&[
         ("BACKEND_CATALOGUE", &catalogue),
         ("BACKEND_SNAPSHOTCLASSNAME", "csi-snapshots"),
         ("BACKEND_SNAPSHOTSKEPT", "2"),
@@ -57,10 +53,7 @@ async fn a_stop_snapshots_the_home_once_and_the_oldest_go() {
     let (backend, fake) = snapshotting().await;
     fake.put_claim(alices_home());
     let _leader = controlling(&backend).drop_guard();
-    let (launched, _) = backend
-        .launch(&alice(), &launch("web", None), SILO)
-        .await
-        .unwrap();
+    let launched = launch_web(&backend, &alice()).await;
     let name = launched.name;
     for round in 1..=3 {
         backend.stop(&alice(), &name).await.unwrap();
@@ -112,7 +105,7 @@ async fn a_stop_snapshots_the_home_once_and_the_oldest_go() {
 async fn own_homes() -> (Backend<FakeCluster>, FakeCluster) {
     let url = serve(WEB_WITH_HOME).await;
     let catalogue = format!(r#"[{{"name": "web", "url": "{url}"}}]"#);
-    super::tests::on_fake(&[
+    super::on_fake(&[
         ("BACKEND_CATALOGUE", &catalogue),
         ("BACKEND_STORAGESTRATEGY", "per-workspace"),
         ("BACKEND_STORAGECLASSNAME", "fast"),
@@ -123,13 +116,10 @@ async fn own_homes() -> (Backend<FakeCluster>, FakeCluster) {
 
 /// alice's `web`, launched, once the controller has put the home's finalizer on its Workspace.
 async fn launched_held(backend: &Backend<FakeCluster>, fake: &FakeCluster) -> String {
-    let (launched, _) = backend
-        .launch(&alice(), &launch("web", None), SILO)
-        .await
-        .unwrap();
+    let launched = launch_web(backend, &alice()).await;
     let name = launched.name;
     until(fake, "the home's finalizer", |s| {
-        crate::resource::finalize::held(&s.workspaces[&name])
+        resource::finalize::held(&s.workspaces[&name])
     })
     .await;
     name
@@ -139,10 +129,8 @@ async fn launched_held(backend: &Backend<FakeCluster>, fake: &FakeCluster) -> St
 /// stops its pod, snapshots its own `per-workspace` home and lets it go only once that is ready.
 #[tokio::test(start_paused = true)]
 async fn a_workspace_deleted_with_kubectl_is_held_until_its_home_is_saved() {
-    use crate::{
-        io::calls::ClusterCalls,
-        resource::finalize::{HOME_FINALIZER, held},
-    };
+    use crate::io::calls::ClusterCalls;
+    use outfit_workspaces_core::resource::finalize::{HOME_FINALIZER, held};
     let (backend, fake) = own_homes().await;
     let _leader = controlling(&backend).drop_guard();
     let name = launched_held(&backend, &fake).await;

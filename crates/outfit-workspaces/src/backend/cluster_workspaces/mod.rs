@@ -1,8 +1,8 @@
-//! One cluster's backend, [`ClusterBackend`]: the configuration its workspaces are made with (its
+//! The workspaces of one cluster, [`ClusterWorkspaces`]: the configuration its workspaces are made with (its
 //! namespace), its API server's calls and its watch cache, and what is done on that one cluster: a create's making (`create.rs`: the user's storage in
 //! `storage.rs`, the pod, its NetworkPolicy), a delete (`delete.rs`), a workspace described and
 //! its progress read from this cluster's cache (here). It knows nothing of other clusters: the
-//! set ([`Backend`](super::clusters::Backend)) chooses the cluster and passes in what it needs of
+//! set ([`Backend`](super::all_clusters::Backend)) chooses the cluster and passes in what it needs of
 //! the others (the names they hold, whether this one counts as reachable).
 //!
 //! It runs over any [`ClusterCalls`]: the API server's [`Cluster`], or the unit tests' fake.
@@ -12,6 +12,13 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
+use outfit_workspaces_core::{
+    model::{config::Config, keys},
+    workspace::{
+        info::{self, ClusterState, WorkspaceInfo},
+        progress::{self, Report, storage_claim_of},
+    },
+};
 use tokio::time::Instant;
 
 use crate::{
@@ -21,11 +28,6 @@ use crate::{
         calls::ClusterCalls,
         cluster::Cluster,
         node_images::NodeImages,
-    },
-    model::{config::Config, keys},
-    workspace::{
-        info::{self, ClusterState, Workspace},
-        progress::{self, Report, storage_claim_of},
     },
 };
 
@@ -38,7 +40,7 @@ mod storage;
 /// unit tests' fake): its name, the configuration its workspaces are made with (its namespace),
 /// its calls and its cache.
 #[derive(Clone)]
-pub struct ClusterBackend<C = Cluster> {
+pub struct ClusterWorkspaces<C = Cluster> {
     /// `defaultCluster`, or the name of one of `clusters`.
     pub name: String,
     /// The configuration, with this cluster's namespace.
@@ -51,15 +53,15 @@ pub struct ClusterBackend<C = Cluster> {
     pub node_images: NodeImages,
 }
 
-impl<C> std::fmt::Debug for ClusterBackend<C> {
+impl<C> std::fmt::Debug for ClusterWorkspaces<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClusterBackend")
+        f.debug_struct("ClusterWorkspaces")
             .field("name", &self.name)
             .finish_non_exhaustive()
     }
 }
 
-impl<C: ClusterCalls> ClusterBackend<C> {
+impl<C: ClusterCalls> ClusterWorkspaces<C> {
     /// The cluster `name`, made with `config`, over `cluster`, answering from `cache`.
     pub fn new(name: String, config: Arc<Config>, cluster: C, cache: Cache) -> Self {
         Self {
@@ -94,7 +96,7 @@ impl<C: ClusterCalls> ClusterBackend<C> {
     }
 
     /// `pod`, on this cluster (as `state` shows it), as the native API shows it.
-    pub(crate) fn describe(&self, pod: &Pod, state: ClusterState, now: Timestamp) -> Workspace {
+    pub(crate) fn describe(&self, pod: &Pod, state: ClusterState, now: Timestamp) -> WorkspaceInfo {
         // From `pod` itself: one a moment old may not be in the cache yet (`unseen_pod`).
         let report = self.report_on(&pod.name_any(), Some(pod), &pod.uid().unwrap_or_default());
         info::workspace(pod, &report, &self.config, state, now)

@@ -1,4 +1,4 @@
-//! A create's making on one cluster, once the set ([`Backend`](crate::backend::clusters::Backend))
+//! A create's making on one cluster, once the set ([`Backend`](crate::backend::all_clusters::Backend))
 //! admitted it (its slot, the user's turn, their limits): the user's storage (`storage.rs`), then
 //! the pod under its Workspace's name, owned by it (the controller's start of a launch, deic-dk's
 //! `create_pod` included, or of a start), then its NetworkPolicy, all through this cluster's API
@@ -10,18 +10,20 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use tokio::time::Instant;
-
-use super::ClusterBackend;
-use crate::{
-    backend::request::{Created, RequestError},
-    io::{cache::OWN_WRITE_VISIBLE, calls::ClusterCalls, cluster::ClusterError},
+use outfit_workspaces_core::{
     model::{config::StorageStrategy, keys, names},
     resource::{Workspace, WorkspaceSpec, reconcile::owner_reference},
     workspace::{
         manifest::{self, Prepared, Requester},
         objects, placement, start,
     },
+};
+use tokio::time::Instant;
+
+use super::ClusterWorkspaces;
+use crate::{
+    backend::request::{Created, RequestError},
+    io::{cache::OWN_WRITE_VISIBLE, calls::ClusterCalls, cluster::ClusterError},
 };
 
 /// How long a create's mark keeps the storage sweep off the user's storage: enough for the
@@ -33,7 +35,7 @@ const UNDO_RETRY: Duration = Duration::from_secs(2);
 /// Whether a name is held, and whether by the creating user (`Some(true)`) or anyone else.
 pub(crate) type Holder = Option<bool>;
 
-impl<C: ClusterCalls> ClusterBackend<C> {
+impl<C: ClusterCalls> ClusterWorkspaces<C> {
     /// Makes `requester`'s workspace from `prepared` (the manifest at `url`) for its Workspace
     /// `record`: the user's storage when it mounts it, then the pod under the Workspace's name,
     /// owned by it, unless another pod or Workspace holds the name (`name_holder`, as the set of

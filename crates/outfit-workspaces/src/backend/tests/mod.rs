@@ -1,24 +1,33 @@
 //! The backend's decisions on a fake cluster: per-user limits, and that another user's pod or
-//! storage is never touched.
+//! storage is never touched. Beside them, on the same helpers: homes (`homes.rs`), the records a
+//! stop and start write and the controller reads (`records.rs`), and the homes' snapshots
+//! (`snapshots.rs`).
 
-use std::net::IpAddr;
+mod homes;
+mod records;
+mod snapshots;
+
+use std::{net::IpAddr, sync::Arc};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-use super::{records_tests::controlling, *};
-use crate::{
-    io::{
-        fake::{self, FakeCluster, NAMESPACE},
-        node_images::NodeImages,
-    },
+use outfit_workspaces_core::{
     model::{keys, names, user::UserId},
+    resource,
     workspace::{
+        info::WorkspaceInfo,
         manifest::{Requester, Settings},
         progress::Status,
     },
+};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+use crate::io::{
+    fake::{self, FakeCluster, NAMESPACE},
+    node_images::NodeImages,
 };
 
 const WEB: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: web\n    image: nginx\n";
@@ -41,11 +50,37 @@ pub(super) async fn serve(manifest: &'static str) -> String {
     format!("http://127.0.0.1:{port}/web.yaml")
 }
 
+/// Runs the controller of every cluster as the leader until dropped: it makes the pods of
+/// launches and starts.
+pub(super) fn controlling(backend: &Backend<FakeCluster>) -> CancellationToken {
+    let shutdown = CancellationToken::new();
+    for index in 0..backend.members().len() {
+        let leading = tokio::sync::watch::channel(true).1;
+        tokio::spawn(
+            backend
+                .clone()
+                .control((index, Arc::default()), leading, shutdown.clone()),
+        );
+    }
+    shutdown
+}
+
+/// Waits (paused time: instantly) until `check` holds of the fake.
+pub(super) async fn until(fake: &FakeCluster, what: &str, check: impl Fn(&crate::io::fake::State) -> bool) {
+    for _ in 0..600 {
+        if fake.with(|s| check(s)) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("{what}: not within a minute; calls {:?}", fake.calls());
+}
+
 /// Another replica beside `backend` on its cluster `fake`: its own per-process turns, the same
 /// cluster (and, for the tests' sake, the same cache).
 pub(super) fn replica_of(backend: &Backend<FakeCluster>, fake: &FakeCluster) -> Backend<FakeCluster> {
     let here = backend.default_cluster();
-    Backend::new(ClusterBackend::new(
+    Backend::new(ClusterWorkspaces::new(
         here.name.clone(),
         here.config.clone(),
         fake.clone(),
@@ -58,7 +93,7 @@ pub(super) fn replica_of(backend: &Backend<FakeCluster>, fake: &FakeCluster) -> 
 pub(super) fn on_fake(env: &[(&str, &str)]) -> (Backend<FakeCluster>, FakeCluster) {
     let whitelist = ("BACKEND_WHITELISTMANIFESTREGEX", r"http://127\.0\.0\.1:");
     let (config, fake, cache) = fake::on_fake(&[env, &[whitelist]].concat());
-    let default = ClusterBackend::new(config.default_cluster.clone(), config, fake.clone(), cache);
+    let default = ClusterWorkspaces::new(config.default_cluster.clone(), config, fake.clone(), cache);
     (Backend::new(default), fake)
 }
 
@@ -129,7 +164,7 @@ async fn a_create_within_the_limits_records_a_workspace_whose_pod_the_controller
     assert_eq!(record.spec.entry, "");
     assert_eq!(record.spec.manifest_url.as_deref(), Some(url.as_str()));
     assert_eq!(record.spec.silo_ip.as_deref(), Some("10.0.0.11"));
-    assert!(crate::resource::reconcile::owns(&record, &pod));
+    assert!(resource::reconcile::owns(&record, &pod));
     let made: Vec<String> = fake
         .calls()
         .into_iter()
@@ -161,7 +196,7 @@ async fn a_create_prefers_the_nodes_that_hold_its_images() {
     images.set("node-b", &["docker.io/library/nginx:latest", "busybox"]);
     images.set("node-a", &["nginx"]);
     images.set("node-c", &["busybox"]);
-    let default = ClusterBackend::new(config.default_cluster.clone(), config, fake.clone(), cache)
+    let default = ClusterWorkspaces::new(config.default_cluster.clone(), config, fake.clone(), cache)
         .with_node_images(images);
     let backend = Backend::new(default);
     let leader = controlling(&backend);
@@ -227,10 +262,10 @@ async fn a_name_is_chosen_from_what_the_cache_and_this_process_made_and_a_race_m
     let lagging = workspace(&candidates[0], "alice@dtu.dk");
     fake.with(|s| s.pods.insert(candidates[0].clone(), lagging.clone()));
     backend.default_cluster().cache.own_writes().made(&lagging);
-    let elsewhere = crate::resource::Workspace::new(
+    let elsewhere = resource::Workspace::new(
         &candidates[1],
         NAMESPACE,
-        crate::resource::WorkspaceSpec {
+        resource::WorkspaceSpec {
             owner: "alice@dtu.dk".into(),
             entry: "web".into(),
             ..Default::default()
@@ -386,7 +421,7 @@ async fn on_two_fakes_placed(
     let (backend, default) = on_fake(&env);
     let here = backend.default_cluster();
     let (east, east_cache) = FakeCluster::beside(&here.cache);
-    let member = ClusterBackend::new("east".to_owned(), here.config.clone(), east.clone(), east_cache)
+    let member = ClusterWorkspaces::new("east".to_owned(), here.config.clone(), east.clone(), east_cache)
         .with_node_images(east_images);
     (backend.with_member(member), default, east)
 }
@@ -399,10 +434,7 @@ async fn a_launch_that_chose_no_cluster_goes_where_its_image_is() {
     let (backend, default, east) = on_two_fakes_placed(&[], east_images.clone()).await;
     let _leader = controlling(&backend).drop_guard();
     backend.synced().await;
-    let (launched, _) = backend
-        .launch(&alice(), &launch("web", None), SILO)
-        .await
-        .unwrap();
+    let launched = launch_web(&backend, &alice()).await;
     assert!(east.with(|s| s.pods.contains_key(&launched.name)), "made on east");
     assert!(default.with(|s| s.pods.is_empty()));
     // A choice is the user's: it stays where they say.
@@ -431,6 +463,14 @@ pub(super) fn launch(manifest: &str, cluster: Option<&str>) -> Launch {
     }
 }
 
+/// `who` launches the catalogue's `web` entry (`launch("web", None)`), which must succeed.
+pub(super) async fn launch_web(
+    backend: &Backend<FakeCluster>,
+    who: &crate::io::auth::Identity,
+) -> WorkspaceInfo {
+    backend.launch(who, &launch("web", None), SILO).await.unwrap().0
+}
+
 pub(super) fn created_pods(fake: &FakeCluster) -> Vec<String> {
     fake.calls()
         .into_iter()
@@ -442,10 +482,7 @@ pub(super) fn created_pods(fake: &FakeCluster) -> Vec<String> {
 async fn a_launch_goes_to_the_entrys_cluster_else_the_users_choice_else_the_default() {
     let (backend, default, east) = on_two_fakes(&[]).await;
     let _leader = controlling(&backend).drop_guard();
-    let (first, _) = backend
-        .launch(&alice(), &launch("web", None), SILO)
-        .await
-        .unwrap();
+    let first = launch_web(&backend, &alice()).await;
     assert_eq!(first.cluster.name, "default");
     assert_eq!(created_pods(&default), std::slice::from_ref(&first.name));
     let (chosen, _) = backend
@@ -543,10 +580,7 @@ async fn an_unreachable_clusters_workspaces_are_unknown_and_launches_to_it_refus
     let _leader = controlling(&backend).drop_guard();
     east.put_pod(workspace("web-alice", "alice@dtu.dk"));
     east.set_unreachable(Some("connection refused"));
-    let (here, _) = backend
-        .launch(&alice(), &launch("web", None), SILO)
-        .await
-        .unwrap();
+    let here = launch_web(&backend, &alice()).await;
     let error = backend
         .launch(&alice(), &launch("web", Some("east")), SILO)
         .await
@@ -597,10 +631,7 @@ async fn with_one_cluster_an_api_server_away_changes_nothing_the_apis_answer() {
         "{shown:?}"
     );
     // The launch is tried (here the fake answers), not refused as a cluster away.
-    let (launched, _) = backend
-        .launch(&alice(), &launch("web", None), SILO)
-        .await
-        .unwrap();
+    let launched = launch_web(&backend, &alice()).await;
     assert_eq!(created_pods(&fake), [launched.name]);
 }
 

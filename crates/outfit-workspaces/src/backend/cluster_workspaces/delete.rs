@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
+use outfit_workspaces_core::resource::{Workspace, reconcile::record_of};
 use tokio::time::Instant;
 
-use super::ClusterBackend;
+use super::ClusterWorkspaces;
 use crate::{
     backend::request::RequestError,
     io::{cache::OWN_WRITE_VISIBLE, calls::ClusterCalls},
-    resource::{Workspace, reconcile::record_of},
 };
 
 /// What a delete found.
@@ -25,7 +25,7 @@ pub(crate) enum Deletion {
     Requested(Arc<Pod>),
 }
 
-impl<C: ClusterCalls> ClusterBackend<C> {
+impl<C: ClusterCalls> ClusterWorkspaces<C> {
     /// Deletes the pod `name` if `allowed` accepts it. The pod is the cache's, or the API
     /// server's when the cache does not show it or shows an older pod of that name (the
     /// cache can be seconds behind, after an API server outage): a delete must never answer

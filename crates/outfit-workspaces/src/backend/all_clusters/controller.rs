@@ -27,13 +27,7 @@ use kube::{
         reflector::ObjectRef,
     },
 };
-use tokio::{sync::watch, time::Instant};
-use tokio_util::sync::CancellationToken;
-
-use super::{Backend, home_snapshots::Snapshotting};
-use crate::{
-    backend::{cluster::ClusterBackend, request::RequestError},
-    io::{cache::Cache, calls::ClusterCalls, cluster::ClusterError, metrics::Metrics},
+use outfit_workspaces_core::{
     model::user::UserId,
     policy::limits,
     resource::{
@@ -41,6 +35,14 @@ use crate::{
         finalize::{self, Finalize},
         reconcile::{self, Next},
     },
+};
+use tokio::{sync::watch, time::Instant};
+use tokio_util::sync::CancellationToken;
+
+use super::{Backend, home_snapshots::Snapshotting};
+use crate::{
+    backend::{cluster_workspaces::ClusterWorkspaces, request::RequestError},
+    io::{cache::Cache, calls::ClusterCalls, cluster::ClusterError, metrics::Metrics},
 };
 
 /// How long a changed status waits before it is written: a start that is over within it costs
@@ -205,7 +207,7 @@ fn requests<C: ClusterCalls>(
 }
 
 impl<C: ClusterCalls> Controlled<C> {
-    fn member(&self) -> &ClusterBackend<C> {
+    fn member(&self) -> &ClusterWorkspaces<C> {
         &self.backend.members[self.index]
     }
 
@@ -456,7 +458,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Deletes `record`, stopped longer than `stoppedRetention`, with an Event that says so (its
 /// storage then goes as after any delete).
 async fn expire<C: ClusterCalls>(
-    member: &ClusterBackend<C>,
+    member: &ClusterWorkspaces<C>,
     record: &Workspace,
 ) -> Result<(), ReconcileError> {
     let name = record.name_any();

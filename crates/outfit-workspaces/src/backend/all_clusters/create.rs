@@ -5,29 +5,31 @@
 //! controller's start of a Workspace builds the one [`Requester`] and calls [`Backend::create`],
 //! which admits the create on behalf of every cluster (a slot among the creates under way, the
 //! manifest fetched and read, the user's turn, their limits counted on every cluster) and leaves
-//! the making to the chosen cluster's [`ClusterBackend::create`](crate::backend::cluster::ClusterBackend).
+//! the making to the chosen cluster's [`ClusterWorkspaces::create`](crate::backend::cluster_workspaces::ClusterWorkspaces).
 
 use std::net::IpAddr;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
+use outfit_workspaces_core::{
+    model::{self, keys, names, user::UserId},
+    policy::{culling, limits},
+    resource::{self, WorkspaceSpec},
+    workspace::{
+        info::WorkspaceInfo,
+        manifest::{self, Requester, Settings},
+        placement,
+    },
+};
 
 use super::Backend;
 use crate::{
     backend::{
-        cluster::ClusterBackend,
+        cluster_workspaces::ClusterWorkspaces,
         request::{CreateRequest, Created, Launch, RequestError},
     },
     io::{auth::Identity, calls::ClusterCalls, catalogue},
-    model::{keys, names, user::UserId},
-    policy::{culling, limits},
-    resource::{self, WorkspaceSpec},
-    workspace::{
-        info::Workspace,
-        manifest::{self, Requester, Settings},
-        placement,
-    },
 };
 
 impl<C: ClusterCalls> Backend<C> {
@@ -77,7 +79,7 @@ impl<C: ClusterCalls> Backend<C> {
         identity: &Identity,
         launch: &Launch,
         silo_ip: IpAddr,
-    ) -> Result<(Workspace, Vec<String>), RequestError> {
+    ) -> Result<(WorkspaceInfo, Vec<String>), RequestError> {
         let entry = self
             .catalogue
             .entry(&launch.manifest)
@@ -131,7 +133,7 @@ impl<C: ClusterCalls> Backend<C> {
     /// be fetched or read, a setting it does not take): its `metadata.name` and the warnings.
     async fn read_manifest(
         &self,
-        member: &ClusterBackend<C>,
+        member: &ClusterWorkspaces<C>,
         url: &str,
         requester: Requester<'_>,
         settings: &Settings,
@@ -151,10 +153,10 @@ impl<C: ClusterCalls> Backend<C> {
     /// answer, so that the launch leaves nothing.
     async fn launched(
         &self,
-        member: &ClusterBackend<C>,
+        member: &ClusterWorkspaces<C>,
         record: &resource::Workspace,
         identity: &Identity,
-    ) -> Result<Workspace, RequestError> {
+    ) -> Result<WorkspaceInfo, RequestError> {
         let name = record.name_any();
         let made = self.await_made_or_undo(member, record).await?;
         tracing::info!(workspace = name, user = %identity.user, by = identity.username, "workspace launched");
@@ -169,7 +171,7 @@ impl<C: ClusterCalls> Backend<C> {
     /// record goes and the refusal is the error, so that the request leaves nothing.
     async fn await_made_or_undo(
         &self,
-        member: &ClusterBackend<C>,
+        member: &ClusterWorkspaces<C>,
         record: &resource::Workspace,
     ) -> Result<Option<String>, RequestError> {
         let name = record.name_any();
@@ -193,7 +195,7 @@ impl<C: ClusterCalls> Backend<C> {
     /// gives a pod of `manifest_name` for `user`, then, when others' hold them, the user's own.
     async fn record_launch(
         &self,
-        member: &ClusterBackend<C>,
+        member: &ClusterWorkspaces<C>,
         spec: &WorkspaceSpec,
         (manifest_name, user): (&str, &UserId),
         restore: Option<&str>,
@@ -236,9 +238,9 @@ impl<C: ClusterCalls> Backend<C> {
     /// names, else where its images are (several clusters, `imagePlacement`), else the default.
     async fn launch_cluster(
         &self,
-        entry: &crate::model::config::CatalogueEntry,
+        entry: &model::config::CatalogueEntry,
         launch: &Launch,
-    ) -> Result<&ClusterBackend<C>, RequestError> {
+    ) -> Result<&ClusterWorkspaces<C>, RequestError> {
         match (entry.cluster.as_deref(), launch.cluster.as_deref()) {
             (None, None) if self.members.len() > 1 && self.config().image_placement => {
                 self.where_held(&entry.url, &entry.name).await
@@ -253,7 +255,7 @@ impl<C: ClusterCalls> Backend<C> {
     /// node does, so that the start needs no pull. The manifest is fetched for its images (the
     /// create fetches it again; a manifest that can't be read leaves it to the default cluster,
     /// whose create then says why).
-    async fn where_held(&self, url: &str, entry: &str) -> Result<&ClusterBackend<C>, RequestError> {
+    async fn where_held(&self, url: &str, entry: &str) -> Result<&ClusterWorkspaces<C>, RequestError> {
         let default = self.choose(None, None, entry);
         let Ok(text) = self.fetcher.fetch(url).await else {
             return default;
@@ -283,7 +285,7 @@ impl<C: ClusterCalls> Backend<C> {
     /// cluster and has `member` make the workspace. Answers once the pod is created.
     pub(super) async fn create(
         &self,
-        member: &ClusterBackend<C>,
+        member: &ClusterWorkspaces<C>,
         requester: Requester<'_>,
         url: &str,
         settings: &Settings,
@@ -327,7 +329,7 @@ impl<C: ClusterCalls> Backend<C> {
                 let made = member
                     .cache
                     .pod_or_made(&record.name_any())
-                    .filter(|pod| crate::model::user::belongs_to(pod.as_ref(), user));
+                    .filter(|pod| model::user::belongs_to(pod.as_ref(), user));
                 if let Some(pod) = made
                     && !counted.iter().any(|seen| seen.uid() == pod.uid())
                 {

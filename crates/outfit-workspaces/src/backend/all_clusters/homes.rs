@@ -6,11 +6,7 @@
 //! `per-workspace` home goes with its Workspace, never here.
 
 use kube::ResourceExt;
-
-use super::Backend;
-use crate::{
-    backend::request::RequestError,
-    io::{auth::Identity, calls::ClusterCalls},
+use outfit_workspaces_core::{
     model::{
         config::StorageStrategy,
         user::{UserId, belongs_to},
@@ -19,6 +15,12 @@ use crate::{
         home::{self, Home},
         snapshot::{self, SnapshotView},
     },
+};
+
+use super::Backend;
+use crate::{
+    backend::request::RequestError,
+    io::{auth::Identity, calls::ClusterCalls},
 };
 
 impl<C: ClusterCalls> Backend<C> {

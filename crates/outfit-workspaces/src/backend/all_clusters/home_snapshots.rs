@@ -12,13 +12,9 @@ use std::{
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use tokio::{sync::Semaphore, time::Instant};
-
-use super::Backend;
-use crate::{
-    backend::cluster::{ClusterBackend, snapshots::Outcome},
-    io::calls::ClusterCalls,
+use outfit_workspaces_core::{
     model::{
+        self,
         config::StorageStrategy,
         names,
         user::{UserId, belongs_to},
@@ -27,7 +23,14 @@ use crate::{
         Workspace,
         reconcile::{self, SNAPSHOT_NO_HOME, SNAPSHOT_PENDING, SNAPSHOT_READY},
     },
-    workspace::{home, snapshot::Occasion},
+    workspace::{self, home, snapshot::Occasion},
+};
+use tokio::{sync::Semaphore, time::Instant};
+
+use super::Backend;
+use crate::{
+    backend::cluster_workspaces::{ClusterWorkspaces, snapshots::Outcome},
+    io::calls::ClusterCalls,
 };
 
 /// The snapshots the controller of one cluster is taking, and the stop each Workspace's last one
@@ -111,7 +114,7 @@ impl<C: ClusterCalls> Backend<C> {
             (Some(stop), _) => stop.clone(),
             (None, Some(_)) => record
                 .annotations()
-                .get(crate::model::keys::ANNOTATION_SNAPSHOT_FOR)
+                .get(model::keys::ANNOTATION_SNAPSHOT_FOR)
                 .cloned()
                 .unwrap_or_default(),
             (None, None) => return,
@@ -136,7 +139,7 @@ impl<C: ClusterCalls> Backend<C> {
 }
 
 /// Takes the snapshot of `record`'s home for its stop `stop` and sees it through.
-async fn snapshot_stop<C: ClusterCalls>(member: &ClusterBackend<C>, record: &Workspace, stop: &str) {
+async fn snapshot_stop<C: ClusterCalls>(member: &ClusterWorkspaces<C>, record: &Workspace, stop: &str) {
     let home = UserId::parse(&record.spec.owner)
         .ok()
         .and_then(|user| Some((home_claim(member, record, &user)?, user)));
@@ -159,7 +162,7 @@ async fn snapshot_stop<C: ClusterCalls>(member: &ClusterBackend<C>, record: &Wor
         Err(error) => {
             tracing::warn!(workspace = name, %error, "could not take the snapshot of a stopped workspace's home");
             let why = format!("Failed: {}", error.public_message());
-            let snapshot = crate::workspace::snapshot::snapshot_name(&claim, jiff::Timestamp::now());
+            let snapshot = workspace::snapshot::snapshot_name(&claim, jiff::Timestamp::now());
             mark(
                 member,
                 record,
@@ -185,7 +188,7 @@ async fn snapshot_stop<C: ClusterCalls>(member: &ClusterBackend<C>, record: &Wor
 
 /// Waits for `snapshot` (taken at `since` for the stop `stop`) and records how it ended.
 async fn finish<C: ClusterCalls>(
-    member: &ClusterBackend<C>,
+    member: &ClusterWorkspaces<C>,
     record: &Workspace,
     (snapshot, stop): (&str, &str),
     since: Instant,
@@ -231,7 +234,7 @@ async fn finish<C: ClusterCalls>(
 
 /// Sets `marks` on `record` (a Workspace gone or replaced meanwhile is left alone).
 async fn mark<C: ClusterCalls>(
-    member: &ClusterBackend<C>,
+    member: &ClusterWorkspaces<C>,
     record: &Workspace,
     marks: std::collections::BTreeMap<&str, Option<String>>,
 ) {
@@ -249,7 +252,7 @@ async fn mark<C: ClusterCalls>(
 /// The claim holding `record`'s home, as the cache shows it: its own (`per-workspace`), else its
 /// owner's `per-user` one; none for an `nfs` or `ephemeral` home.
 fn home_claim<C: ClusterCalls>(
-    member: &ClusterBackend<C>,
+    member: &ClusterWorkspaces<C>,
     record: &Workspace,
     user: &UserId,
 ) -> Option<String> {

@@ -9,21 +9,23 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-
-use super::{Backend, native::gone_or};
-use crate::{
-    backend::{cluster::ClusterBackend, request::RequestError},
-    io::{auth::Identity, calls::ClusterCalls, catalogue},
-    model::{names, user::belongs_to},
+use outfit_workspaces_core::{
+    model::{self, names, user::belongs_to},
     resource::{
-        Phase,
+        self, Phase,
         reconcile::{self, owns},
     },
     workspace::{
-        info::{self, Stop, Workspace},
+        info::{self, Stop, WorkspaceInfo},
         manifest::Requester,
         progress::Status,
     },
+};
+
+use super::{Backend, native::gone_or};
+use crate::{
+    backend::{cluster_workspaces::ClusterWorkspaces, request::RequestError},
+    io::{auth::Identity, calls::ClusterCalls, catalogue},
 };
 
 /// How long a stop request waits for the leader's controller to decide on it (it takes
@@ -37,7 +39,7 @@ impl<C: ClusterCalls> Backend<C> {
         &self,
         identity: &Identity,
         name: &str,
-    ) -> Option<(&ClusterBackend<C>, Arc<crate::resource::Workspace>)> {
+    ) -> Option<(&ClusterWorkspaces<C>, Arc<resource::Workspace>)> {
         self.members.iter().find_map(|member| {
             member
                 .cache
@@ -55,7 +57,7 @@ impl<C: ClusterCalls> Backend<C> {
         &self,
         identity: &Identity,
         name: &str,
-    ) -> Result<Option<(&ClusterBackend<C>, Arc<crate::resource::Workspace>)>, RequestError> {
+    ) -> Result<Option<(&ClusterWorkspaces<C>, Arc<resource::Workspace>)>, RequestError> {
         if let Some(found) = self.visible_record(identity, name) {
             return Ok(Some(found));
         }
@@ -104,8 +106,8 @@ impl<C: ClusterCalls> Backend<C> {
     /// request stands and is answered as taken.
     async fn request_stop(
         &self,
-        member: &ClusterBackend<C>,
-        workspace: &crate::resource::Workspace,
+        member: &ClusterWorkspaces<C>,
+        workspace: &resource::Workspace,
         identity: &Identity,
     ) -> Result<(), RequestError> {
         let (name, uid) = (workspace.name_any(), workspace.uid());
@@ -199,7 +201,7 @@ impl<C: ClusterCalls> Backend<C> {
         // A snapshot that can't be used refuses the start before anything changes.
         if let Some(named) = restore {
             member
-                .named_snapshot(&crate::model::user::UserId::parse(&workspace.spec.owner)?, named)
+                .named_snapshot(&model::user::UserId::parse(&workspace.spec.owner)?, named)
                 .await?;
         }
         let uid = workspace.uid().unwrap_or_default();
@@ -233,8 +235,8 @@ impl<C: ClusterCalls> Backend<C> {
     /// leader away, or a passing failure it retries) it is under way without a pod yet: `None`.
     pub(super) async fn await_made(
         &self,
-        member: &ClusterBackend<C>,
-        started: &crate::resource::Workspace,
+        member: &ClusterWorkspaces<C>,
+        started: &resource::Workspace,
     ) -> Result<Option<String>, RequestError> {
         let name = started.name_any();
         let generation = started.metadata.generation.unwrap_or(0);
@@ -268,8 +270,8 @@ impl<C: ClusterCalls> Backend<C> {
     /// snapshot `restore` when one is named.
     pub(super) async fn start_pod(
         &self,
-        member: &ClusterBackend<C>,
-        workspace: &crate::resource::Workspace,
+        member: &ClusterWorkspaces<C>,
+        workspace: &resource::Workspace,
         restore: Option<&str>,
     ) -> Result<Pod, RequestError> {
         if let Some(cluster) = &workspace.spec.cluster
@@ -290,7 +292,7 @@ impl<C: ClusterCalls> Backend<C> {
                 .url
                 .clone(),
         };
-        let user = crate::model::user::UserId::parse(&workspace.spec.owner)?;
+        let user = model::user::UserId::parse(&workspace.spec.owner)?;
         let silo_ip = workspace
             .spec
             .silo_ip
@@ -325,10 +327,10 @@ impl<C: ClusterCalls> Backend<C> {
     /// The workspace `record` on `member`, which has no pod, as the native API shows it.
     pub(super) fn record_view(
         &self,
-        member: &ClusterBackend<C>,
-        record: &crate::resource::Workspace,
+        member: &ClusterWorkspaces<C>,
+        record: &resource::Workspace,
         now: Timestamp,
-    ) -> Workspace {
+    ) -> WorkspaceInfo {
         let status = record.status.as_ref();
         let stopped = status
             .and_then(|s| s.stopped.clone())
@@ -362,9 +364,9 @@ impl<C: ClusterCalls> Backend<C> {
     /// `view` of a pod whose record is not started: stopping, since when and why.
     pub(super) fn stopping(
         &self,
-        member: &ClusterBackend<C>,
+        member: &ClusterWorkspaces<C>,
         pod: &Pod,
-        view: &mut Workspace,
+        view: &mut WorkspaceInfo,
         now: Timestamp,
     ) {
         let Some(record) = reconcile::record_of(pod).and_then(|owner| member.cache.workspace(&owner.name))
