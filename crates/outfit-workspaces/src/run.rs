@@ -248,7 +248,7 @@ impl Server {
             true
         };
         // Progress streams end when their connection is to close (shutdown, or making room).
-        let streams = StreamSlots::new(config.exposure.max_streams_per_user);
+        let streams = StreamSlots::new(config.exposure.max_streams_per_user, config.exposure.max_streams);
         let api = move |peer, closing: &CancellationToken| {
             Api::new(
                 backend.clone(),

@@ -62,7 +62,7 @@ async fn hostile_native_callers_are_refused_cheaply() {
     let extra = format!(
         "{}- {{name: gone, url: '{missing}'}}\n- {{name: stuck, url: '{stuck}'}}\n\
          trustedProxyCidrs: [127.0.0.1/32]\nadminGroups: [ops]\n\
-         maxConnections: 4\nmaxStreamsPerUser: 2\nbodyReadTimeout: 1s\nadminListen: 127.0.0.1:{admin_port}\n",
+         maxConnections: 4\nmaxStreamsPerUser: 2\nmaxStreams: 3\nbodyReadTimeout: 1s\nadminListen: 127.0.0.1:{admin_port}\n",
         catalogue(&url)
     );
     let backend = Backend::start(plane, ns, &manifests, &extra).await;
@@ -215,6 +215,45 @@ async fn hostile_native_callers_are_refused_cheaply() {
         "{answer}"
     );
     assert!(answer.contains("maxStreamsPerUser"), "{answer}");
+
+    // Streams over every user are capped below maxConnections too (maxStreams: 3 of 4), so a
+    // few identities, each within its own cap, cannot take every connection (issue 46, point 2:
+    // three users' 14 streams each filled a port of 40). Alice holds two; mallory's first is
+    // the third; trudy's is 503 with Retry-After before anything is read; and a victim's request
+    // is still answered, on the connection the streams leave.
+    let (status, mallorys) = backend.launch(Caller::Proxy("mallory", ""), "stuck").await;
+    assert_eq!(status, 201, "{mallorys}");
+    let stream_of = |user: &str, name: &str| {
+        let path = format!("/api/v1/workspaces/{name}/progress");
+        native_request("GET", &path, &[("x-forwarded-user", user)], "")
+    };
+    let mut mallory = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let mallorys_name = mallorys["name"].as_str().unwrap();
+    mallory
+        .write_all(stream_of("mallory", mallorys_name).as_bytes())
+        .await
+        .unwrap();
+    let mut head = [0u8; 12];
+    mallory.read_exact(&mut head).await.unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200", "the port's third stream");
+    let answer = raw(port, &stream_of("trudy", "any-trudy")).await;
+    assert_eq!(
+        (status_of(&answer), json_body(&answer)["reason"].clone()),
+        (503, json!("StreamsFull")),
+        "{answer}"
+    );
+    assert!(
+        answer.to_ascii_lowercase().contains("retry-after: 1\r\n"),
+        "{answer}"
+    );
+    assert!(answer.contains("maxStreams)"), "{answer}");
+    let answer = raw(
+        port,
+        &native_request("GET", "/api/v1/me", &[("x-forwarded-user", "victim")], ""),
+    )
+    .await;
+    assert_eq!(status_of(&answer), 200, "{answer}");
+    drop(mallory);
     drop(streams.pop());
     outfit_test_support::wait::eventually(
         "a closed stream's slot given back",

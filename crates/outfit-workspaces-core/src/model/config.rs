@@ -136,7 +136,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// outfit: the exposure of the API port to hostile callers: `maxConnections` (open at once;
     /// the oldest idle one makes room), `maxStreamsPerUser` (progress streams one user holds
-    /// open at once), `bodyReadTimeout` (a request body must arrive within it) and
+    /// open at once), `maxStreams` (progress streams open at once over all users; half of
+    /// `maxConnections` by default), `bodyReadTimeout` (a request body must arrive within it) and
     /// `allowedOrigins` (other sites whose pages may change workspaces).
     pub exposure: Exposure,
     /// outfit: serve the API over HTTPS with this certificate and key (PEM files, reloaded when
@@ -304,6 +305,16 @@ impl Config {
                 });
             }
         };
+        // Half the port by default: many identities (any token the cluster accepts is one) could
+        // otherwise fill every connection with streams, each within its own maxStreamsPerUser.
+        let max_streams = s.max_streams.unwrap_or(s.max_connections / 2);
+        if max_streams >= s.max_connections {
+            let reason = format!(
+                "{max_streams} is not below maxConnections ({}): requests need connections that streams cannot take",
+                s.max_connections
+            );
+            return Err(error("maxStreams", reason));
+        }
         let mut clusters = std::collections::BTreeSet::from([s.default_cluster.as_str()]);
         for (index, entry) in s.clusters.iter().enumerate() {
             if !clusters.insert(entry.name.as_str()) {
@@ -397,6 +408,7 @@ impl Config {
             exposure: Exposure {
                 max_connections: s.max_connections,
                 max_streams_per_user: s.max_streams_per_user,
+                max_streams,
                 body_read_timeout: s.body_read_timeout,
                 allowed_origins: s.allowed_origins,
             },

@@ -63,7 +63,8 @@ impl outfit_http::accept::Handler for Api {
     }
 }
 
-/// What a 429 (too many creates under way) tells the caller to wait before trying again.
+/// What a 429 (too many creates under way, or streams of the caller's) or a 503 (not ready yet,
+/// or the port's streams full) tells the caller to wait before trying again.
 const RETRY_AFTER_SECONDS: u64 = 1;
 
 fn encode(answer: Answer) -> Response<ResponseBody> {
@@ -85,7 +86,10 @@ fn encode(answer: Answer) -> Response<ResponseBody> {
     if let Some(content_type) = content_type {
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     }
-    if answer.status == StatusCode::TOO_MANY_REQUESTS {
+    if matches!(
+        answer.status,
+        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+    ) {
         headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
     }
     for (name, value) in web::SECURITY_HEADERS {

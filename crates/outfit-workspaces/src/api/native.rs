@@ -12,7 +12,7 @@ use super::{
     connection::Api,
     reading::{SYNC_WAIT, canonical, cross_site_refusal, parse, read_body},
     sse,
-    streams::StreamSlot,
+    streams::{StreamSlot, StreamsFull},
 };
 use crate::{
     backend::{Launch, RequestError},
@@ -202,11 +202,23 @@ struct Query {
     snapshot: Option<String>,
 }
 
-/// The answer to a stream past the caller's `maxStreamsPerUser` (`cap`).
-fn too_many_streams(cap: usize) -> Answer {
-    let message =
-        format!("you have {cap} progress streams open (maxStreamsPerUser); close one or try again later");
-    failure(StatusCode::TOO_MANY_REQUESTS, "TooManyStreams", message)
+/// The answer to a stream past a cap: the caller's (`maxStreamsPerUser`, 429: theirs to close)
+/// or the port's (`maxStreams`, 503: others' streams, so try again later); both with `Retry-After`.
+fn too_many_streams(full: StreamsFull) -> Answer {
+    match full {
+        StreamsFull::User(cap) => failure(
+            StatusCode::TOO_MANY_REQUESTS,
+            "TooManyStreams",
+            format!("you have {cap} progress streams open (maxStreamsPerUser); close one or try again later"),
+        ),
+        StreamsFull::Port(cap) => failure(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "StreamsFull",
+            format!(
+                "the API port holds {cap} progress streams, its most (maxStreams); try again later, or ask without follow"
+            ),
+        ),
+    }
 }
 
 /// Whether the query string sets the flag `name`: `name` or `name=true`, read with
@@ -336,8 +348,8 @@ impl Api {
                 ));
         let slot = if streams {
             match self.streams.take(identity.user.as_str()) {
-                Some(slot) => Some(slot),
-                None => return Ok(too_many_streams(self.streams.cap())),
+                Ok(slot) => Some(slot),
+                Err(full) => return Ok(too_many_streams(full)),
             }
         } else {
             None

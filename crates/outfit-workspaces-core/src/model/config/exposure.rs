@@ -11,6 +11,9 @@ pub struct Exposure {
     /// Progress streams one user may hold open at once: a stream is busy, never evicted as idle
     /// at the connection cap, so without this one user could hold every connection.
     pub max_streams_per_user: usize,
+    /// Progress streams open at once over every user: below `max_connections`, so that however
+    /// many identities open streams, requests keep connections to be answered on.
+    pub max_streams: usize,
     /// How long a request body may take to arrive.
     pub body_read_timeout: Duration,
     /// Origins (`https://portal.example.org`) besides the API's own whose pages may send

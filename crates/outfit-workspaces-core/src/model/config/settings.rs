@@ -93,6 +93,8 @@ pub(super) struct Settings {
     pub(super) max_connections: usize,
     #[serde(deserialize_with = "size")]
     pub(super) max_streams_per_user: usize,
+    #[serde(deserialize_with = "optional_size")]
+    pub(super) max_streams: Option<usize>,
     #[serde(deserialize_with = "duration")]
     pub(super) body_read_timeout: Duration,
     #[serde(deserialize_with = "origins")]
@@ -270,6 +272,7 @@ impl Default for Settings {
             shutdown_grace: Duration::from_secs(15),
             max_connections: 1024,
             max_streams_per_user: 16,
+            max_streams: None,
             body_read_timeout: Duration::from_secs(30),
             allowed_origins: Vec::new(),
             tls_cert_file: String::new(),
@@ -394,6 +397,19 @@ fn size<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
             .ok()
             .filter(|n| *n > 0)
             .ok_or_else(|| format!("expected a positive whole number, got {t:?}"))
+    })
+}
+
+/// Empty: derived from other keys (the field's doc says how).
+fn optional_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    parsed(d, |t| match t {
+        "" => Ok(None),
+        t => t
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .map(Some)
+            .ok_or_else(|| format!("expected a positive whole number, or empty, got {t:?}")),
     })
 }
 

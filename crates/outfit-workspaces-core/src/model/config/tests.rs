@@ -126,6 +126,12 @@ fn bad_values_name_the_key_and_where_they_came_from() {
             "access mode",
         ),
         ("maxStreamsPerUser: 0", "maxStreamsPerUser", "positive"),
+        ("maxStreams: 0", "maxStreams", "positive"),
+        (
+            "maxConnections: 40\nmaxStreams: 40",
+            "maxStreams",
+            "below maxConnections (40)",
+        ),
         ("bodyReadTimeout: 5", "bodyReadTimeout", "unit"),
     ];
     for (text, key, hint) in cases {
@@ -324,6 +330,7 @@ fn each_default_is_the_documented_text() {
         ("shutdownGrace", "15s"),
         ("maxConnections", "1024"),
         ("maxStreamsPerUser", "16"),
+        ("maxStreams", ""),
         ("bodyReadTimeout", "30s"),
         ("allowedOrigins", "[]"),
         ("tlsCertFile", ""),
@@ -550,4 +557,18 @@ fn a_bad_cluster_entry_is_named_by_key_and_index() {
         err.contains("key catalogue: entry \"gpu\": cluster \"moon\" is not one of default"),
         "{err}"
     );
+}
+
+/// Progress streams over every user take half the port unless set: requests keep the rest
+/// (issue 46, point 2).
+#[test]
+fn streams_take_at_most_half_the_port_unless_set_below_it() {
+    let (config, _) = Config::load(None, no_env).unwrap();
+    assert_eq!(
+        (config.exposure.max_connections, config.exposure.max_streams),
+        (1024, 512)
+    );
+    let f = file("maxConnections: 40\nmaxStreams: 30\n");
+    let (config, _) = Config::load(Some(&f.0), no_env).unwrap();
+    assert_eq!(config.exposure.max_streams, 30);
 }
