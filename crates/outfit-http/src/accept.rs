@@ -11,11 +11,11 @@
 use std::{convert::Infallible, future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use bytes::Bytes;
-#[cfg(doc)]
 use http_body_util::Full;
 use hyper::{
-    Request, Response,
+    Request, Response, StatusCode,
     body::Incoming,
+    header,
     server::conn::{http1, http2},
     service::service_fn,
 };
@@ -123,24 +123,43 @@ pub(crate) async fn serve<H, C>(
     let Port { listener, tls, limit } = port;
     let stop = shutdown.clone();
     accept_each(listener, &stop, &tracker, move |tcp, peer| {
-        // Held by the connection's task: its place at the cap until it closes.
-        let admitted = limit.as_ref().map(|limit| limit.admit(&shutdown));
-        let place = match &admitted {
-            None => Some((shutdown.clone(), None)),
-            Some(Some(admitted)) => Some((admitted.slot().closing().clone(), Some(admitted.slot().clone()))),
-            Some(None) => None,
+        // Held by the connection's task: its place at the cap until it closes. Refused, the
+        // right to answer it 503 instead.
+        let (admitted, refusal) = match &limit {
+            None => (None, None),
+            Some(limit) => match limit.admit(&shutdown) {
+                Some(admitted) => (Some(admitted), None),
+                None => (None, Some(limit.refusal().map(|refusal| (refusal, limit.max())))),
+            },
         };
-        let handler = place.as_ref().map(|(closing, _)| connection(peer, closing));
+        let closing = admitted
+            .as_ref()
+            .map_or_else(|| shutdown.clone(), |a| a.slot().closing().clone());
+        let slot = admitted.as_ref().map(|admitted| admitted.slot().clone());
+        let handler = refusal.is_none().then(|| connection(peer, &closing));
         let tls = tls.clone();
         async move {
             let _admitted = admitted;
-            let (Some((closing, slot)), Some(handler)) = (place, handler) else {
-                tracing::debug!(%peer, "every connection busy at the cap; refused");
-                return;
-            };
-            let served = match tls {
-                Some(acceptor) => serve_tls(tcp, peer, acceptor, handler, timeouts, closing, slot).await,
-                None => serve_http(tcp, false, handler, timeouts, closing, slot).await,
+            let served = match (handler, refusal) {
+                (Some(handler), _) => {
+                    serve_connection(tcp, peer, tls, handler, timeouts, closing, slot).await
+                }
+                (None, Some(Some((_refusal, max)))) => {
+                    tracing::debug!(%peer, "every connection busy at the cap; answered 503");
+                    let timeouts = Timeouts {
+                        handshake: timeouts.handshake.min(REFUSAL_TIME),
+                        header_read: REFUSAL_TIME,
+                    };
+                    let answered =
+                        serve_connection(tcp, peer, tls, PortFull { max }, timeouts, closing, None);
+                    tokio::time::timeout(REFUSAL_TIME * 2, answered)
+                        .await
+                        .unwrap_or_else(|_| Err("a refused connection not answered in time".to_owned()))
+                }
+                (None, _) => Err(
+                    "every connection busy at the cap, and as many refusals being answered: closed"
+                        .to_owned(),
+                ),
             };
             if let Err(reason) = served {
                 tracing::debug!(%peer, reason, "connection closed");
@@ -148,6 +167,52 @@ pub(crate) async fn serve<H, C>(
         }
     })
     .await;
+}
+
+/// How long a refused connection gets for its TLS handshake, and for its request head; it is
+/// closed at twice this whatever it does.
+const REFUSAL_TIME: Duration = Duration::from_secs(2);
+
+/// What a connection refused at the cap is answered, whatever it asks: 503 with `Retry-After`,
+/// then closed. An error object as the workspace API's (`error`, `reason`), which shares this.
+#[derive(Debug, Clone, Copy)]
+struct PortFull {
+    max: usize,
+}
+
+impl Handler for PortFull {
+    type Body = Full<Bytes>;
+
+    fn call(&self, _request: Request<Incoming>) -> impl Future<Output = Response<Full<Bytes>>> + Send {
+        let body = format!(
+            r#"{{"error":"every connection of this port is busy ({} at once); try again later","reason":"PortFull"}}"#,
+            self.max
+        );
+        let response = Response::builder()
+            .status(StatusCode::SERVICE_UNAVAILABLE)
+            .header(header::RETRY_AFTER, "1")
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::CONNECTION, "close")
+            .body(Full::new(Bytes::from(format!("{body}\n"))))
+            .expect("a fixed response");
+        std::future::ready(response)
+    }
+}
+
+/// Serves one connection from `peer`, over TLS when `tls` is set.
+async fn serve_connection<H: Handler>(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    tls: Option<TlsAcceptor>,
+    handler: H,
+    timeouts: Timeouts,
+    closing: CancellationToken,
+    slot: Option<Arc<Slot>>,
+) -> Result<(), String> {
+    match tls {
+        Some(acceptor) => serve_tls(tcp, peer, acceptor, handler, timeouts, closing, slot).await,
+        None => serve_http(tcp, false, handler, timeouts, closing, slot).await,
+    }
 }
 
 /// Accepts connections on `listener` until `shutdown`, serving each with `serve` on a task in
@@ -316,7 +381,7 @@ mod tests {
     }
 
     /// Issue 33: a connection whose answer is still streaming is busy, not idle, so at the cap
-    /// a newcomer is refused rather than the stream closed to make room for it (1,100 idle
+    /// a newcomer is refused (answered 503) rather than the stream closed to make room for it (1,100 idle
     /// connections once closed a signed-in user's progress stream that way).
     #[tokio::test]
     async fn a_connection_streaming_its_answer_is_busy_and_never_evicted() {
@@ -349,14 +414,30 @@ mod tests {
             .expect("read");
         assert!(String::from_utf8_lossy(&head[..read]).contains("event: step"));
 
-        // At the cap of 1, a newcomer: the stream is busy, so the newcomer is closed at once.
+        // At the cap of 1, a newcomer: the stream is busy, so the newcomer is refused, answered
+        // 503 with Retry-After and closed (issue 46: it was closed unanswered).
         let mut newcomer = TcpStream::connect(address).await.expect("connect");
-        let mut byte = [0; 1];
-        let closed = timeout(bound, newcomer.read(&mut byte))
+        newcomer
+            .write_all(b"GET /api/v1/me HTTP/1.1\r\nhost: test\r\n\r\n")
             .await
-            .expect("closed at once");
-        assert!(matches!(closed, Ok(0) | Err(_)), "{closed:?}");
+            .expect("request");
+        let mut answer = Vec::new();
+        timeout(bound, newcomer.read_to_end(&mut answer))
+            .await
+            .expect("answered and closed")
+            .expect("read");
+        let answer = String::from_utf8_lossy(&answer).to_ascii_lowercase();
+        assert!(answer.starts_with("http/1.1 503"), "{answer}");
+        assert!(answer.contains("retry-after: 1\r\n"), "{answer}");
+        assert!(answer.contains(r#""reason":"portfull""#), "{answer}");
         assert_eq!((limit.refused(), limit.evicted()), (1, 0));
+        // One that sends nothing is closed within the refusal's time.
+        let mut silent = TcpStream::connect(address).await.expect("connect");
+        let mut byte = [0; 1];
+        let closed = timeout(bound, silent.read(&mut byte))
+            .await
+            .expect("closed in time");
+        assert!(matches!(closed, Ok(0) | Err(_)), "{closed:?}");
 
         // The stream ends when its connection is asked to close, and the connection is idle
         // again: the next newcomer takes its place.

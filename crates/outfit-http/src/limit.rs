@@ -6,8 +6,10 @@
 //! waiting for its first request, between requests, or still in its TLS handshake): a flooder's
 //! connections are the idle ones, the API server's are busy or new. A request is in flight until
 //! its answer's body is sent, so a connection streaming events (a workspace's progress) is busy
-//! for as long as the stream lasts. When every connection is busy, the new one is refused
-//! (closed at once), and the API server retries.
+//! for as long as the stream lasts. When every connection is busy, the new one is refused: it is
+//! answered 503 with `Retry-After` (a few at a time, each within seconds; `accept.rs`), and
+//! closed unanswered past that, so a flood of them holds no more than a few; the API server
+//! retries either way.
 
 use std::{
     collections::VecDeque,
@@ -31,6 +33,22 @@ pub struct ConnectionLimit {
     slots: Mutex<VecDeque<Arc<Slot>>>,
     evicted: AtomicU64,
     refused: AtomicU64,
+    /// Refused connections being answered now.
+    answering_refusals: AtomicUsize,
+}
+
+/// Refused connections answered at once, at most: each holds a task and its buffers until its
+/// 503 is sent (within seconds); past it a refused connection is closed unanswered.
+pub const REFUSALS_ANSWERED: usize = 64;
+
+/// The right to answer one refused connection, given back when dropped.
+#[derive(Debug)]
+pub struct Refusal(Arc<ConnectionLimit>);
+
+impl Drop for Refusal {
+    fn drop(&mut self) {
+        self.0.answering_refusals.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// One open connection's state, shared with its task.
@@ -143,6 +161,7 @@ impl ConnectionLimit {
             slots: Mutex::new(VecDeque::new()),
             evicted: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            answering_refusals: AtomicUsize::new(0),
         })
     }
 
@@ -181,6 +200,22 @@ impl ConnectionLimit {
             slot,
             limit: self.clone(),
         })
+    }
+
+    /// The right to answer a connection [`admit`](Self::admit) refused, while fewer than
+    /// [`REFUSALS_ANSWERED`] are being answered; `None`: close it unanswered.
+    pub fn refusal(self: &Arc<Self>) -> Option<Refusal> {
+        self.answering_refusals
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < REFUSALS_ANSWERED).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Refusal(self.clone()))
+    }
+
+    /// Connections open at once, at most.
+    pub fn max(&self) -> usize {
+        self.max
     }
 
     /// Connections open now.
@@ -230,6 +265,16 @@ mod tests {
         // Idle again: it makes room.
         assert!(limit.admit(&CancellationToken::new()).is_some());
         assert!(only.slot().closing().is_cancelled());
+    }
+
+    #[test]
+    fn refused_connections_are_answered_a_few_at_a_time() {
+        let limit = ConnectionLimit::new(1);
+        let answering: Vec<Refusal> = (0..REFUSALS_ANSWERED).map_while(|_| limit.refusal()).collect();
+        assert_eq!(answering.len(), REFUSALS_ANSWERED);
+        assert!(limit.refusal().is_none(), "past the cap: closed unanswered");
+        drop(answering);
+        assert!(limit.refusal().is_some(), "given back once answered");
     }
 
     #[test]
