@@ -4,8 +4,7 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use outfit_workspaces_core::{
-    model,
-    model::user::InvalidUserId,
+    model::{self, user::InvalidUserId},
     policy::limits,
     workspace::{
         manifest::{ManifestError, Settings},

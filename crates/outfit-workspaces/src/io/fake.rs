@@ -24,8 +24,7 @@ use outfit_workspaces_core::{
         user::{UserId, belongs_to},
     },
     resource::{Workspace, WorkspaceStatus},
-    workspace,
-    workspace::snapshot::VolumeSnapshot,
+    workspace::{self, snapshot::VolumeSnapshot},
 };
 use serde_json::json;
 

@@ -3,12 +3,9 @@
 //! again under the same name; the controller does the same for edits made with kubectl, and
 //! writes a refused start to the status once.
 
-use std::sync::Arc;
-
 use kube::ResourceExt;
 use outfit_workspaces_core::{
-    model,
-    model::user::UserId,
+    model::{self, user::UserId},
     resource::{self, Phase, StopReason, reconcile},
     workspace::progress::Status,
 };
@@ -151,7 +148,7 @@ async fn the_controller_follows_edits_made_with_kubectl() {
 #[tokio::test(start_paused = true)]
 async fn a_start_the_catalogue_cannot_make_is_written_to_the_status_once() {
     let (backend, fake) = with_catalogue().await;
-    let record = fake.put_workspace(resource::Workspace::new(
+    fake.put_workspace(resource::Workspace::new(
         "gone-alice",
         crate::io::fake::NAMESPACE,
         resource::WorkspaceSpec {
@@ -177,7 +174,6 @@ async fn a_start_the_catalogue_cannot_make_is_written_to_the_status_once() {
     assert!(fake.with(|s| s.pods.is_empty()));
     let listed = backend.workspace(&alice(), "gone-alice").await.unwrap();
     assert_eq!(listed.status, Status::Failed);
-    let _ = (record, Arc::new(()));
 }
 
 #[tokio::test(start_paused = true)]
