@@ -1,10 +1,13 @@
 //! The images each node of a cluster holds (`node.status.images`, issue 35), kept current by a
-//! watch of the Nodes, for placement by image ([`workspace::placement`]) and the pulls
-//! ahead ([`workspace::pre_pull`]). Only what those read is kept (image names as the
-//! placement writes them, each image's size, and the node's readiness, labels and taints), not
-//! the Nodes: a thousand nodes take a few hundred kilobytes. Best effort: without the right to
-//! watch Nodes (an install before this version) or while the watch fails, it holds what it last
-//! saw, and a launch is placed as the scheduler alone would place it.
+//! watch of the Nodes, for placement by image ([`workspace::placement`]) and the pulls ahead
+//! ([`workspace::pre_pull`]). Only what those read is kept (image names as the placement writes
+//! them, each image's size, and the node's readiness, labels and taints), not the Nodes: a thousand
+//! nodes take a few hundred kilobytes. Best effort: without the right to watch Nodes (an install
+//! before this version) or while the watch fails, it holds what it last saw, and a launch is placed
+//! as the scheduler alone would place it.
+//!
+//! [`workspace::placement`]: outfit_workspaces_core::workspace::placement
+//! [`workspace::pre_pull`]: outfit_workspaces_core::workspace::pre_pull
 
 use std::{
     collections::{BTreeMap, BTreeSet},

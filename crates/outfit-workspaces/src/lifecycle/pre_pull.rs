@@ -1,13 +1,15 @@
 //! Pulling the catalogue's images ahead (issue 35, `prePull`): every [`EVERY`], the leader of a
 //! cluster reads which images the catalogue's entries run (their manifests, fetched again each
 //! [`REFETCH_EVERY`]), counts each entry's launches in the window, and has the pure planner
-//! ([`workspace::pre_pull::plan`]) say which node pulls which image next; it makes those
-//! pull pods, and removes each once its pull is done or failed (a failed pull of an image on a
-//! node rests [`REST_AFTER_FAILURE`] before it is tried there again).
+//! ([`workspace::pre_pull::plan`]) say which node pulls which image next; it makes those pull pods,
+//! and removes each once its pull is done or failed (a failed pull of an image on a node rests
+//! [`REST_AFTER_FAILURE`] before it is tried there again).
 //!
 //! What it reads of the nodes comes from the watch behind [`NodeImages`]; the launches are the
 //! workspace pods it sees in the cache, remembered through the window (a new leader starts from
 //! the pods there are).
+//!
+//! [`workspace::pre_pull::plan`]: outfit_workspaces_core::workspace::pre_pull::plan
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},

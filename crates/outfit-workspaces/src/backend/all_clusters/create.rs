@@ -5,7 +5,9 @@
 //! controller's start of a Workspace builds the one [`Requester`] and calls [`Backend::create`],
 //! which admits the create on behalf of every cluster (a slot among the creates under way, the
 //! manifest fetched and read, the user's turn, their limits counted on every cluster) and leaves
-//! the making to the chosen cluster's [`ClusterWorkspaces::create`](crate::backend::cluster_workspaces::ClusterWorkspaces).
+//! the making to the chosen cluster's [`ClusterWorkspaces::create`].
+//!
+//! [`ClusterWorkspaces::create`]: crate::backend::cluster_workspaces::ClusterWorkspaces
 
 use std::net::IpAddr;
 

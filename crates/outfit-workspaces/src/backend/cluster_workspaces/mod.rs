@@ -1,8 +1,9 @@
-//! The workspaces of one cluster, [`ClusterWorkspaces`]: the configuration its workspaces are made with (its
-//! namespace), its API server's calls and its watch cache, and what is done on that one cluster: a create's making (`create.rs`: the user's storage in
-//! `storage.rs`, the pod, its NetworkPolicy), a delete (`delete.rs`), a workspace described and
-//! its progress read from this cluster's cache (here). It knows nothing of other clusters: the
-//! set ([`Backend`](super::all_clusters::Backend)) chooses the cluster and passes in what it needs of
+//! The workspaces of one cluster, [`ClusterWorkspaces`]: the configuration its workspaces are
+//! made with (its namespace), its API server's calls and its watch cache, and what is done on
+//! that one cluster: a create's making (`create.rs`: the user's storage in `storage.rs`, the pod,
+//! its NetworkPolicy), a delete (`delete.rs`), a workspace described and its progress read from
+//! this cluster's cache (here). It knows nothing of other clusters: the set
+//! ([`Backend`](super::all_clusters::Backend)) chooses the cluster and passes in what it needs of
 //! the others (the names they hold, whether this one counts as reachable).
 //!
 //! It runs over any [`ClusterCalls`]: the API server's [`Cluster`], or the unit tests' fake.
