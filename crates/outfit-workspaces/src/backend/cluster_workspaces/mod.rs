@@ -34,6 +34,7 @@ use crate::{
 
 pub(crate) mod create;
 pub(super) mod delete;
+mod removals;
 pub(crate) mod snapshots;
 mod storage;
 
@@ -52,6 +53,9 @@ pub struct ClusterWorkspaces<C = Cluster> {
     pub cache: Cache,
     /// The images its nodes hold, for placement by image (empty: not watched).
     pub node_images: NodeImages,
+    /// The removals' snapshots under way in this process, one per claim, which removals of that
+    /// claim asked meanwhile share (`snapshots.rs`).
+    removals: removals::Removals,
 }
 
 impl<C> std::fmt::Debug for ClusterWorkspaces<C> {
@@ -71,6 +75,7 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
             cluster,
             cache,
             node_images: NodeImages::default(),
+            removals: removals::Removals::default(),
         }
     }
 

@@ -1,7 +1,7 @@
 //! Snapshots of homes on one cluster (issue 32, `snapshotClassName`): one taken, waited for as
 //! long as `snapshotTimeout` allows and no longer, the oldest past `snapshotsKept` let go; one
-//! taken before a claim is removed, which keeps the claim unless it turns ready; and the newest
-//! ready one a lost home is made again from.
+//! taken before a claim is removed, which keeps the claim unless it turns ready (removals of one
+//! claim asked meanwhile share it); and the newest ready one a lost home is made again from.
 
 use std::time::Duration;
 
@@ -14,7 +14,10 @@ use outfit_workspaces_core::{
 };
 use tokio::time::Instant;
 
-use super::ClusterWorkspaces;
+use super::{
+    ClusterWorkspaces,
+    removals::{Leading, Removal, Saved},
+};
 use crate::{
     backend::request::RequestError,
     io::{calls::ClusterCalls, cluster::ClusterError},
@@ -107,7 +110,8 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
     }
 
     /// Before `user`'s claim `claim` is removed: a snapshot of it, ready (its name), or the
-    /// refusal that keeps the claim. `None` when snapshots are not configured.
+    /// refusal that keeps the claim. `None` when snapshots are not configured. A removal of the
+    /// same claim under way in this process shares its snapshot with this one.
     pub(crate) async fn snapshot_before_removal(
         &self,
         claim: &str,
@@ -116,6 +120,37 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
         if self.config.snapshot_class_name.is_none() {
             return Ok(None);
         }
+        match self.removals.join(claim) {
+            Removal::First(sender) => {
+                let leading = Leading::new(&self.removals, claim);
+                let result = self.snapshot_alone(claim, user).await;
+                drop(leading);
+                sender.send_replace(Some(match &result {
+                    Ok(name) => Saved::Ready(name.clone()),
+                    Err(RequestError::SnapshotNotReady(why)) => Saved::NotReady(why.clone()),
+                    Err(_) => Saved::Failed,
+                }));
+                result
+            }
+            Removal::Sharing(mut outcome) => {
+                tracing::debug!(claim, "a removal's snapshot of this claim is under way: shared");
+                let saved = outcome
+                    .wait_for(Option::is_some)
+                    .await
+                    .ok()
+                    .and_then(|saved| saved.clone());
+                match saved {
+                    Some(Saved::Ready(name)) => Ok(name),
+                    Some(Saved::NotReady(why)) => Err(RequestError::SnapshotNotReady(why)),
+                    // Failed, or the first removal was dropped (its caller went) before it ended.
+                    Some(Saved::Failed) | None => self.snapshot_alone(claim, user).await,
+                }
+            }
+        }
+    }
+
+    /// [`Self::snapshot_before_removal`], this removal's own snapshot.
+    async fn snapshot_alone(&self, claim: &str, user: &UserId) -> Result<Option<String>, RequestError> {
         let since = Instant::now();
         let name = self
             .take_snapshot((claim, user), (Occasion::Removal, None))

@@ -111,6 +111,44 @@ async fn with_snapshots_a_home_is_removed_only_once_its_snapshot_is_ready() {
     );
 }
 
+/// Removals of one home asked at once share one snapshot (issue 46: 20 parallel `DELETE
+/// /api/v1/storage` took 20), and each is told why the home is kept.
+#[tokio::test]
+async fn parallel_removals_of_one_home_share_one_snapshot() {
+    let (backend, fake) = on_fake(&[
+        ("BACKEND_SNAPSHOTCLASSNAME", "csi-snapshots"),
+        ("BACKEND_SNAPSHOTTIMEOUT", "1s"),
+    ]);
+    let home = "user-storage-alice-dtu-dk";
+    fake.put_claim(claim(home, "alice@dtu.dk", Some("per-user")));
+    backend.synced().await;
+    let identity = alice();
+    let removals = (0..20).map(|_| backend.remove_homes(&identity, None));
+    for refused in futures::future::join_all(removals).await {
+        let Err(RequestError::SnapshotNotReady(why)) = refused else {
+            panic!("{refused:?}");
+        };
+        assert!(why.contains(home) && why.contains("snapshotTimeout"), "{why}");
+    }
+    let taken = fake
+        .calls()
+        .iter()
+        .filter(|c| c.starts_with("create_snapshot"))
+        .count();
+    assert_eq!(taken, 1, "{:?}", fake.calls());
+    // Once that one has ended, a removal takes a snapshot of its own: the home may have been
+    // used since.
+    let driver = ready_driver(&fake);
+    assert_eq!(backend.remove_homes(&identity, None).await.unwrap(), [home]);
+    driver.abort();
+    let taken = fake
+        .calls()
+        .iter()
+        .filter(|c| c.starts_with("create_snapshot"))
+        .count();
+    assert_eq!(taken, 2, "{:?}", fake.calls());
+}
+
 #[tokio::test]
 async fn delete_all_user_saves_every_provisioned_home_before_any_goes() {
     let (backend, fake) = on_fake(&[
