@@ -79,15 +79,24 @@ fn ready_driver(fake: &crate::io::fake::FakeCluster) -> tokio::task::JoinHandle<
     })
 }
 
-#[tokio::test]
-async fn with_snapshots_a_home_is_removed_only_once_its_snapshot_is_ready() {
+/// alice's `per-user` home.
+const ALICES_HOME: &str = "user-storage-alice-dtu-dk";
+
+/// A backend that snapshots homes (waiting 1 s for one), and alice's home.
+async fn with_alices_home_snapshotted() -> (Backend<FakeCluster>, FakeCluster) {
     let (backend, fake) = on_fake(&[
         ("BACKEND_SNAPSHOTCLASSNAME", "csi-snapshots"),
         ("BACKEND_SNAPSHOTTIMEOUT", "1s"),
     ]);
-    let home = "user-storage-alice-dtu-dk";
-    fake.put_claim(claim(home, "alice@dtu.dk", Some("per-user")));
+    fake.put_claim(claim(ALICES_HOME, "alice@dtu.dk", Some("per-user")));
     backend.synced().await;
+    (backend, fake)
+}
+
+#[tokio::test]
+async fn with_snapshots_a_home_is_removed_only_once_its_snapshot_is_ready() {
+    let (backend, fake) = with_alices_home_snapshotted().await;
+    let home = ALICES_HOME;
 
     // A driver that never readies it: the home is kept, and the caller is told why.
     let refused = backend.remove_homes(&alice(), None).await;
@@ -115,13 +124,8 @@ async fn with_snapshots_a_home_is_removed_only_once_its_snapshot_is_ready() {
 /// /api/v1/storage` took 20), and each is told why the home is kept.
 #[tokio::test]
 async fn parallel_removals_of_one_home_share_one_snapshot() {
-    let (backend, fake) = on_fake(&[
-        ("BACKEND_SNAPSHOTCLASSNAME", "csi-snapshots"),
-        ("BACKEND_SNAPSHOTTIMEOUT", "1s"),
-    ]);
-    let home = "user-storage-alice-dtu-dk";
-    fake.put_claim(claim(home, "alice@dtu.dk", Some("per-user")));
-    backend.synced().await;
+    let (backend, fake) = with_alices_home_snapshotted().await;
+    let home = ALICES_HOME;
     let identity = alice();
     let removals = (0..20).map(|_| backend.remove_homes(&identity, None));
     for refused in futures::future::join_all(removals).await {
