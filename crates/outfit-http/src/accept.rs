@@ -30,7 +30,7 @@ use tokio::{
 use tokio_rustls::TlsAcceptor;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use crate::limit::{Answering, ConnectionLimit, Slot};
+use crate::limit::{Answering, ConnectionLimit, Refusal, Slot};
 
 /// Connection timeouts.
 #[derive(Debug, Clone, Copy)]
@@ -123,40 +123,28 @@ pub(crate) async fn serve<H, C>(
     let Port { listener, tls, limit } = port;
     let stop = shutdown.clone();
     accept_each(listener, &stop, &tracker, move |tcp, peer| {
-        // Held by the connection's task: its place at the cap until it closes. Refused, the
-        // right to answer it 503 instead.
-        let (admitted, refusal) = match &limit {
-            None => (None, None),
-            Some(limit) => match limit.admit(&shutdown) {
-                Some(admitted) => (Some(admitted), None),
-                None => (None, Some(limit.refusal().map(|refusal| (refusal, limit.max())))),
-            },
+        // Held by the connection's task: its place at the cap until it closes; or, refused, the
+        // right to answer it 503 (none: closed unanswered).
+        let place = match &limit {
+            None => Ok(None),
+            Some(limit) => limit.admit(&shutdown).map(Some).ok_or_else(|| limit.refusal()),
         };
-        let closing = admitted
-            .as_ref()
-            .map_or_else(|| shutdown.clone(), |a| a.slot().closing().clone());
-        let slot = admitted.as_ref().map(|admitted| admitted.slot().clone());
-        let handler = refusal.is_none().then(|| connection(peer, &closing));
-        let tls = tls.clone();
+        let admitted = place.map(|place| {
+            let closing = place
+                .as_ref()
+                .map_or_else(|| shutdown.clone(), |place| place.slot().closing().clone());
+            let handler = connection(peer, &closing);
+            (place, handler, closing)
+        });
+        let (tls, shutdown) = (tls.clone(), shutdown.clone());
         async move {
-            let _admitted = admitted;
-            let served = match (handler, refusal) {
-                (Some(handler), _) => {
+            let served = match admitted {
+                Ok((place, handler, closing)) => {
+                    let slot = place.as_ref().map(|place| place.slot().clone());
                     serve_connection(tcp, peer, tls, handler, timeouts, closing, slot).await
                 }
-                (None, Some(Some((_refusal, max)))) => {
-                    tracing::debug!(%peer, "every connection busy at the cap; answered 503");
-                    let timeouts = Timeouts {
-                        handshake: timeouts.handshake.min(REFUSAL_TIME),
-                        header_read: REFUSAL_TIME,
-                    };
-                    let answered =
-                        serve_connection(tcp, peer, tls, PortFull { max }, timeouts, closing, None);
-                    tokio::time::timeout(REFUSAL_TIME * 2, answered)
-                        .await
-                        .unwrap_or_else(|_| Err("a refused connection not answered in time".to_owned()))
-                }
-                (None, _) => Err(
+                Err(Some(refusal)) => answer_port_full(tcp, peer, tls, &refusal, timeouts, shutdown).await,
+                Err(None) => Err(
                     "every connection busy at the cap, and as many refusals being answered: closed"
                         .to_owned(),
                 ),
@@ -197,6 +185,28 @@ impl Handler for PortFull {
             .expect("a fixed response");
         std::future::ready(response)
     }
+}
+
+/// Answers a connection refused at the cap 503 ([`PortFull`]), within [`REFUSAL_TIME`] for its
+/// handshake and request head and twice that in all.
+async fn answer_port_full(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    tls: Option<TlsAcceptor>,
+    refusal: &Refusal,
+    timeouts: Timeouts,
+    shutdown: CancellationToken,
+) -> Result<(), String> {
+    tracing::debug!(%peer, "every connection busy at the cap; answered 503");
+    let timeouts = Timeouts {
+        handshake: timeouts.handshake.min(REFUSAL_TIME),
+        header_read: REFUSAL_TIME,
+    };
+    let full = PortFull { max: refusal.max() };
+    let answered = serve_connection(tcp, peer, tls, full, timeouts, shutdown, None);
+    tokio::time::timeout(REFUSAL_TIME * 2, answered)
+        .await
+        .unwrap_or_else(|_| Err("a refused connection not answered in time".to_owned()))
 }
 
 /// Serves one connection from `peer`, over TLS when `tls` is set.

@@ -45,6 +45,13 @@ pub const REFUSALS_ANSWERED: usize = 64;
 #[derive(Debug)]
 pub struct Refusal(Arc<ConnectionLimit>);
 
+impl Refusal {
+    /// The cap of the port that refused the connection.
+    pub fn max(&self) -> usize {
+        self.0.max
+    }
+}
+
 impl Drop for Refusal {
     fn drop(&mut self) {
         self.0.answering_refusals.fetch_sub(1, Ordering::AcqRel);
@@ -211,11 +218,6 @@ impl ConnectionLimit {
             })
             .ok()
             .map(|_| Refusal(self.clone()))
-    }
-
-    /// Connections open at once, at most.
-    pub fn max(&self) -> usize {
-        self.max
     }
 
     /// Connections open now.

@@ -26,6 +26,17 @@ async fn raw(port: u16, request: &str) -> String {
     String::from_utf8_lossy(&answer).into_owned()
 }
 
+/// Asks for a progress stream (`request`) on a fresh connection: the connection, held open by
+/// the stream while it lasts, once its answer's first 12 bytes (`HTTP/1.1 200` for a stream)
+/// are read.
+async fn open_stream(port: u16, request: &str) -> std::io::Result<(TcpStream, [u8; 12])> {
+    let mut tcp = TcpStream::connect(("127.0.0.1", port)).await?;
+    tcp.write_all(request.as_bytes()).await?;
+    let mut head = [0u8; 12];
+    tcp.read_exact(&mut head).await?;
+    Ok((tcp, head))
+}
+
 fn status_of(answer: &str) -> u16 {
     answer
         .split_whitespace()
@@ -201,10 +212,7 @@ async fn hostile_native_callers_are_refused_cheaply() {
     let follow = native_request("GET", &progress, &[("authorization", &bearer)], "");
     let mut streams = Vec::new();
     for _ in 0..2 {
-        let mut tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-        tcp.write_all(follow.as_bytes()).await.unwrap();
-        let mut head = [0u8; 12];
-        tcp.read_exact(&mut head).await.unwrap();
+        let (tcp, head) = open_stream(port, &follow).await.unwrap();
         assert_eq!(&head, b"HTTP/1.1 200", "a stream within the cap");
         streams.push(tcp);
     }
@@ -227,14 +235,10 @@ async fn hostile_native_callers_are_refused_cheaply() {
         let path = format!("/api/v1/workspaces/{name}/progress");
         native_request("GET", &path, &[("x-forwarded-user", user)], "")
     };
-    let mut mallory = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     let mallorys_name = mallorys["name"].as_str().unwrap();
-    mallory
-        .write_all(stream_of("mallory", mallorys_name).as_bytes())
+    let (mallory, head) = open_stream(port, &stream_of("mallory", mallorys_name))
         .await
         .unwrap();
-    let mut head = [0u8; 12];
-    mallory.read_exact(&mut head).await.unwrap();
     assert_eq!(&head, b"HTTP/1.1 200", "the port's third stream");
     let answer = raw(port, &stream_of("trudy", "any-trudy")).await;
     assert_eq!(
@@ -259,10 +263,7 @@ async fn hostile_native_callers_are_refused_cheaply() {
         "a closed stream's slot given back",
         Duration::from_secs(20),
         || async {
-            let mut tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-            tcp.write_all(follow.as_bytes()).await.unwrap();
-            let mut head = [0u8; 12];
-            tcp.read_exact(&mut head).await.ok()?;
+            let (_stream, head) = open_stream(port, &follow).await.ok()?;
             (&head == b"HTTP/1.1 200").then_some(())
         },
     )

@@ -138,6 +138,11 @@ impl FakeCluster {
         self.with(|s| s.calls.clone())
     }
 
+    /// How many calls were made whose record starts with `prefix` (`"create_snapshot"`).
+    pub(crate) fn count_calls(&self, prefix: &str) -> usize {
+        self.with(|s| s.calls.iter().filter(|c| c.starts_with(prefix)).count())
+    }
+
     /// Stores `pod` (in the namespace, with a version) as if made earlier.
     pub(crate) fn put_pod(&self, mut pod: Pod) {
         pod.metadata.namespace = Some(NAMESPACE.to_owned());

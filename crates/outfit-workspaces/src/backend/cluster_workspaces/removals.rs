@@ -17,24 +17,31 @@ use tokio::sync::watch;
 pub(crate) struct Removals(Arc<Mutex<HashMap<String, watch::Receiver<Option<Saved>>>>>);
 
 impl Removals {
-    /// A removal of `claim`: the first (its entry made), or one that shares the one under way.
-    pub(super) fn join(&self, claim: &str) -> Removal {
+    /// A removal of `claim`: the first (its entry made, for as long as it holds [`Leading`]), or
+    /// one that shares the one under way.
+    pub(super) fn join<'a>(&'a self, claim: &'a str) -> Removal<'a> {
         let mut removals = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         match removals.get(claim) {
             Some(outcome) => Removal::Sharing(outcome.clone()),
             None => {
                 let (sender, receiver) = watch::channel(None);
                 removals.insert(claim.to_owned(), receiver);
-                Removal::First(sender)
+                Removal::First(
+                    Leading {
+                        removals: self,
+                        claim,
+                    },
+                    sender,
+                )
             }
         }
     }
 }
 
 /// A removal of a claim, as [`Removals::join`] finds it.
-pub(super) enum Removal {
+pub(super) enum Removal<'a> {
     /// The first: it takes the snapshot and sends how it ended.
-    First(watch::Sender<Option<Saved>>),
+    First(Leading<'a>, watch::Sender<Option<Saved>>),
     /// Another removal's snapshot is under way: how it ends, once it does.
     Sharing(watch::Receiver<Option<Saved>>),
 }
@@ -42,8 +49,8 @@ pub(super) enum Removal {
 /// A removal's snapshot as the removals that shared it read it.
 #[derive(Debug, Clone)]
 pub(super) enum Saved {
-    /// Ready: its name (`None`: snapshots are not configured).
-    Ready(Option<String>),
+    /// Ready: its name.
+    Ready(String),
     /// Not ready in time: why, as the first removal's refusal says it.
     NotReady(String),
     /// Failed otherwise (a call to the API server): each removal tries on its own.
@@ -54,12 +61,6 @@ pub(super) enum Saved {
 pub(super) struct Leading<'a> {
     removals: &'a Removals,
     claim: &'a str,
-}
-
-impl<'a> Leading<'a> {
-    pub(super) fn new(removals: &'a Removals, claim: &'a str) -> Self {
-        Self { removals, claim }
-    }
 }
 
 impl Drop for Leading<'_> {

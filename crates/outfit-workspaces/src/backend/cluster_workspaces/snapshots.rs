@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use super::{
     ClusterWorkspaces,
-    removals::{Leading, Removal, Saved},
+    removals::{Removal, Saved},
 };
 use crate::{
     backend::request::RequestError,
@@ -120,9 +120,8 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
         if self.config.snapshot_class_name.is_none() {
             return Ok(None);
         }
-        match self.removals.join(claim) {
-            Removal::First(sender) => {
-                let leading = Leading::new(&self.removals, claim);
+        let saved = match self.removals.join(claim) {
+            Removal::First(leading, sender) => {
                 let result = self.snapshot_alone(claim, user).await;
                 drop(leading);
                 sender.send_replace(Some(match &result {
@@ -146,11 +145,12 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
                     Some(Saved::Failed) | None => self.snapshot_alone(claim, user).await,
                 }
             }
-        }
+        };
+        saved.map(Some)
     }
 
-    /// [`Self::snapshot_before_removal`], this removal's own snapshot.
-    async fn snapshot_alone(&self, claim: &str, user: &UserId) -> Result<Option<String>, RequestError> {
+    /// [`Self::snapshot_before_removal`], this removal's own snapshot: its name, ready.
+    async fn snapshot_alone(&self, claim: &str, user: &UserId) -> Result<String, RequestError> {
         let since = Instant::now();
         let name = self
             .take_snapshot((claim, user), (Occasion::Removal, None))
@@ -158,7 +158,7 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
         match self.await_snapshot(&name, since).await {
             Outcome::Ready => {
                 self.prune_snapshots(claim, user).await;
-                Ok(Some(name))
+                Ok(name)
             }
             Outcome::Failed(why) | Outcome::TimedOut(why) => Err(RequestError::SnapshotNotReady(format!(
                 "the home {claim} is kept: its snapshot {name} before removal is not ready ({why})"

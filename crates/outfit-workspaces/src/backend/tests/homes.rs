@@ -134,22 +134,14 @@ async fn parallel_removals_of_one_home_share_one_snapshot() {
         };
         assert!(why.contains(home) && why.contains("snapshotTimeout"), "{why}");
     }
-    let taken = fake
-        .calls()
-        .iter()
-        .filter(|c| c.starts_with("create_snapshot"))
-        .count();
+    let taken = fake.count_calls("create_snapshot");
     assert_eq!(taken, 1, "{:?}", fake.calls());
     // Once that one has ended, a removal takes a snapshot of its own: the home may have been
     // used since.
     let driver = ready_driver(&fake);
     assert_eq!(backend.remove_homes(&identity, None).await.unwrap(), [home]);
     driver.abort();
-    let taken = fake
-        .calls()
-        .iter()
-        .filter(|c| c.starts_with("create_snapshot"))
-        .count();
+    let taken = fake.count_calls("create_snapshot");
     assert_eq!(taken, 2, "{:?}", fake.calls());
 }
 

@@ -163,11 +163,7 @@ async fn a_start_the_catalogue_cannot_make_is_written_to_the_status_once() {
     })
     .await;
     tokio::time::sleep(std::time::Duration::from_secs(10)).await;
-    let writes = fake
-        .calls()
-        .iter()
-        .filter(|c| c.starts_with("workspace_status gone-alice"))
-        .count();
+    let writes = fake.count_calls("workspace_status gone-alice");
     assert_eq!(writes, 1, "written once, not retried: {:?}", fake.calls());
     let status = fake.with(|s| s.workspaces["gone-alice"].status.clone().unwrap());
     assert_eq!(status.conditions[0].reason, "UnknownEntry");

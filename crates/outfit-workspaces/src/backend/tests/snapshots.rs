@@ -80,11 +80,7 @@ async fn a_stop_snapshots_the_home_once_and_the_oldest_go() {
         .await;
         // Passes go on: no second snapshot of the same stop.
         tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-        let taken = fake
-            .calls()
-            .iter()
-            .filter(|c| c.starts_with("create_snapshot"))
-            .count();
+        let taken = fake.count_calls("create_snapshot");
         assert_eq!(taken, round, "one snapshot per stop");
         backend.start(&alice(), &name, None).await.unwrap();
         // Snapshots are named to the millisecond of the wall clock, which paused time leaves be.

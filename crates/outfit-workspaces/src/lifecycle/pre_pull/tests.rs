@@ -227,12 +227,7 @@ async fn a_done_pull_is_not_asked_again_within_the_window_listed_or_not() {
         .pass(&fake, &config, &demand(1), &nodes, &none, &metrics)
         .await;
     assert!(pull_pods(&fake).is_empty(), "done, and removed");
-    let made = |fake: &FakeCluster| {
-        fake.calls()
-            .iter()
-            .filter(|c| c.starts_with("create_pod"))
-            .count()
-    };
+    let made = |fake: &FakeCluster| fake.count_calls("create_pod");
     let before = made(&fake);
     // Ten minutes of passes, neither node listing the image: no pull again.
     for _ in 0..20 {
