@@ -543,6 +543,9 @@ async fn outfit_runs_on_exactly_the_rights_outfit_manifests_grants() {
     }
     let account = format!("system:serviceaccount:{namespace}:outfit");
     let groups = format!("system:serviceaccounts,system:serviceaccounts:{namespace},system:authenticated");
+    // The API server's authorizer reads roles and bindings from its own caches: under load a
+    // grant just created may still be unknown to it, and outfit's first call would be refused.
+    until_granted(&client, &account, &groups, namespace).await;
     let webhook = Webhook::start_without_certs(
         &[
             "--from-cluster",
@@ -620,11 +623,20 @@ async fn outfit_runs_on_exactly_the_rights_outfit_manifests_grants() {
         }
         other => panic!("{what} was let through: {other:?}"),
     };
-    let elsewhere = dry_update(&|c| {
-        c["webhooks"][0]["clientConfig"]["url"] = json!("https://attacker.example/mutate");
-    })
+    // The guard, too, is read from a cache: the first refusal may come a moment after it is made.
+    let elsewhere = eventually(
+        "the registration guard in force",
+        Duration::from_secs(30),
+        || async {
+            dry_update(&|c| {
+                c["webhooks"][0]["clientConfig"]["url"] = json!("https://attacker.example/mutate");
+            })
+            .await
+            .err()
+        },
+    )
     .await;
-    let message = refused(elsewhere, "pointing the webhook elsewhere");
+    let message = refused(Err(elsewhere), "pointing the webhook elsewhere");
     assert!(
         message.contains("may change only its webhooks' rules and clientConfig.caBundle"),
         "{message}"
@@ -643,4 +655,52 @@ async fn outfit_runs_on_exactly_the_rights_outfit_manifests_grants() {
     })
     .await;
     refused(annotated, "a new annotation");
+}
+
+/// Waits until the API server grants `account` every rule of the Role and ClusterRole that
+/// `outfit manifests` gives it (one SubjectAccessReview per rule: its first verb, resource and
+/// name).
+async fn until_granted(client: &Client, account: &str, groups: &str, namespace: &str) {
+    let reviews = resource(
+        "authorization.k8s.io",
+        "v1",
+        "SubjectAccessReview",
+        "subjectaccessreviews",
+    );
+    for document in crate::support::manifests(&["--namespace", namespace]) {
+        let scope = match document.kind() {
+            "Role" => Some(namespace),
+            "ClusterRole" => None,
+            _ => continue,
+        };
+        for rule in document.value["rules"].as_array().expect("rules") {
+            let first = |field: &str| rule[field][0].as_str().unwrap_or_default().to_owned();
+            let review = json!({
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SubjectAccessReview",
+                "metadata": {},
+                "spec": {
+                    "user": account,
+                    "groups": groups.split(',').collect::<Vec<_>>(),
+                    "resourceAttributes": {
+                        "namespace": scope.unwrap_or_default(),
+                        "group": first("apiGroups"),
+                        "resource": first("resources"),
+                        "name": first("resourceNames"),
+                        "verb": first("verbs"),
+                    },
+                },
+            });
+            let what = format!(
+                "{} granted by the {}",
+                review["spec"]["resourceAttributes"],
+                document.kind()
+            );
+            eventually(&what, Duration::from_secs(30), || async {
+                let answer = create(client, None, &reviews, review.clone()).await.ok()?;
+                answer["status"]["allowed"].as_bool().filter(|allowed| *allowed)
+            })
+            .await;
+        }
+    }
 }
