@@ -16,6 +16,7 @@
 #   kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok,
 #   the external-snapshotter's snapshot-controller and CRDs              hack/control-plane/build.sh
 #   helm                                                                 hack/helm/build.sh
+#   zitadel/oidc's example provider, the sign-in tests' (Go's build cache) tests/tools/oidc-provider
 # --benchmarks: Gatekeeper's engine for hack/bench-gatekeeper.sh        hack/gatekeeper-baseline/build.sh
 # --fuzz: cargo-fuzz (from crates.io) and the nightly toolchain, for hack/fuzz.sh
 set -euo pipefail
@@ -60,6 +61,8 @@ log "the test cluster (kube-apiserver, etcd, controller manager, scheduler, kwok
 hack/control-plane/build.sh
 log "helm, for the chart's tests (built from its Go module, cached)"
 hack/helm/build.sh >/dev/null
+log "the OpenID provider of the sign-in tests (tests/tools/oidc-provider, from Go modules, into Go's cache)"
+(cd tests/tools/oidc-provider && go build -o /dev/null .)
 if [ "$benchmarks" = 1 ]; then
   log "Gatekeeper's engine, the oracle of hack/bench-gatekeeper.sh (built from Go modules, cached)"
   hack/gatekeeper-baseline/build.sh >/dev/null

@@ -440,17 +440,23 @@ def main():
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     opts = ap.parse_args()
 
+    return drive("workspace_page", lambda d: run(d, opts), opts)
+
+
+def drive(name, session, opts):
+    """Runs `session(driver)` in a new headless Chromium and prints its summary as one JSON line;
+    0 on success, 1 with what failed and the browser's console on stderr."""
     d = None
     code = 1
     try:
         d = Driver()
         d.start(opts.chromedriver, opts.chromium)
-        summary = run(d, opts)
+        summary = session(d)
         print(json.dumps(summary), flush=True)
         code = 0
     except Exception as e:  # noqa: BLE001 -- every failure is reported the same way
         what = str(e) if isinstance(e, Failure) else f"{type(e).__name__}: {e}"
-        print(f"workspace_page: FAILED: {what}", file=sys.stderr)
+        print(f"{name}: FAILED: {what}", file=sys.stderr)
         if d and d.session:
             try:
                 logs = d.console()

@@ -45,6 +45,7 @@ mod requests;
 mod resource;
 mod safe_defaults;
 mod session;
+mod sign_in;
 mod snapshots;
 mod stolen_token;
 mod stop_start;

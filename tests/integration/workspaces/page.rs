@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::{native::WEB_FIELDS, support::*};
 use crate::control_plane::ControlPlane;
@@ -79,31 +79,27 @@ async fn the_page_launches_follows_and_deletes_a_workspace() {
             }
         })
     };
-    let driver = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/browser/workspace_page.py");
-    // The system's python3: Selenium is Debian's python3-selenium, installed for it.
-    let output = tokio::process::Command::new("/usr/bin/python3")
-        .arg(&driver)
-        .args(["--url", &format!("http://127.0.0.1:{}/", backend.port)])
-        .args(["--token", &token, "--expect-user", "alice", "--manifest", "web"])
-        .args([
-            "--field",
-            "web/GREETING=hello from the browser",
-            "--timeout",
-            "90",
-        ])
-        .arg("--screenshot")
-        .arg(&screenshot)
-        .output()
-        .await
-        .expect("/usr/bin/python3 runs the browser driver");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "the browser session failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let summary: Value =
-        serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("a JSON summary");
+    let url = format!("http://127.0.0.1:{}/", backend.port);
+    let mut args = vec![
+        "--url",
+        &url,
+        "--token",
+        &token,
+        "--expect-user",
+        "alice",
+        "--manifest",
+        "web",
+        "--field",
+        "web/GREETING=hello from the browser",
+        "--timeout",
+        "90",
+        "--screenshot",
+    ]
+    .into_iter()
+    .map(std::ffi::OsString::from)
+    .collect::<Vec<_>>();
+    args.push(screenshot.clone().into_os_string());
+    let summary = browser_session("workspace_page.py", args).await;
     let created = summary["workspace"].as_str().expect("the launched workspace");
     assert!(created.starts_with("web-alice"), "{summary}");
     assert!(

@@ -119,8 +119,20 @@ impl Backend {
         extra: &str,
         kubeconfig: PathBuf,
     ) -> Backend {
+        Backend::start_on(plane, namespace, manifests, extra, kubeconfig, free_port()).await
+    }
+
+    /// As [`Backend::start_as`], listening on `port` (for a configuration that names it, such as
+    /// a sign-in's redirect URL).
+    pub(super) async fn start_on(
+        plane: &ControlPlane,
+        namespace: &str,
+        manifests: &Manifests,
+        extra: &str,
+        kubeconfig: PathBuf,
+        port: u16,
+    ) -> Backend {
         workspace_crd(&plane.admin_client().await).await;
-        let port = free_port();
         let pod_cidr = plane.env("POD_CIDR");
         // timeoutCreate leaves room for a loaded machine (hack/test.sh runs four tests at a time on
         // two cores): a home restored from a snapshot took past 60 s there with six at a time.
@@ -603,4 +615,30 @@ pub(super) async fn placeholder_class(client: &Client) {
         Err(kube::Error::Api(status)) if status.code == 409 => {}
         Err(error) => panic!("creating the PriorityClass: {error}"),
     }
+}
+
+/// Runs the browser driver `tests/browser/<script>` with `args` under the system's python3
+/// (Selenium is Debian's python3-selenium, installed for it) and returns the JSON summary it
+/// prints last; a failed run fails the test with what the driver printed.
+pub(super) async fn browser_session<I, S>(script: &str, args: I) -> Value
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let driver = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/browser")
+        .join(script);
+    let output = tokio::process::Command::new("/usr/bin/python3")
+        .arg(&driver)
+        .args(args)
+        .output()
+        .await
+        .expect("/usr/bin/python3 runs the browser driver");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the browser session failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("a JSON summary")
 }

@@ -148,6 +148,8 @@ pub struct Config {
     pub trusted_proxy_cidrs: Vec<Cidr>,
     /// outfit: members of these groups may list and delete every user's workspaces.
     pub admin_groups: Vec<String>,
+    /// outfit: sign-in with the site's OpenID provider (issue 42); none by default.
+    pub oidc: Option<Oidc>,
     /// outfit: a native caller's user name with upper-case letters owns as its lower-case form
     /// (for an identity provider whose names are one user whatever their case); off, such a
     /// name is refused, since Kubernetes user names are case-sensitive and owner ids are not.
@@ -415,6 +417,7 @@ impl Config {
             tls,
             trusted_proxy_cidrs: s.trusted_proxy_cidrs,
             admin_groups: s.admin_groups,
+            oidc: s.oidc,
             fold_user_case: s.fold_user_case,
             host_users: s.host_users,
             image_placement: s.image_placement,
@@ -473,6 +476,7 @@ pub fn data_network_address(silo_ip: &str) -> String {
 mod cull_action;
 mod exposure;
 mod layers;
+mod oidc;
 mod placeholders;
 mod pre_pull;
 mod settings;
@@ -483,6 +487,7 @@ mod tests;
 pub use self::{
     cull_action::CullAction,
     exposure::Exposure,
+    oidc::{MIN_COOKIE_KEY_BYTES, Oidc},
     placeholders::Placeholders,
     pre_pull::PrePull,
     settings::{CatalogueEntry, ClusterEntry, HostnameEntry},

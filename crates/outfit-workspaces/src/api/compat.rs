@@ -240,20 +240,14 @@ impl Api {
     async fn podip_owner(&self, query: Option<&str>) -> Answer {
         let ip = query.and_then(|q| query_value(q, "ip"));
         let Some(ip) = ip.as_deref().filter(|ip| !ip.is_empty()) else {
-            return Answer {
-                status: StatusCode::BAD_REQUEST,
-                body: Body::Text("missing query parameter ip".to_owned()),
-            };
+            return Answer::new(
+                StatusCode::BAD_REQUEST,
+                Body::Text("missing query parameter ip".to_owned()),
+            );
         };
         match self.backend.podip_owner(ip).await {
-            Ok(owner) => Answer {
-                status: StatusCode::OK,
-                body: Body::Text(owner.unwrap_or_default()),
-            },
-            Err(error) => Answer {
-                status: StatusCode::BAD_REQUEST,
-                body: Body::Text(error.to_string()),
-            },
+            Ok(owner) => Answer::new(StatusCode::OK, Body::Text(owner.unwrap_or_default())),
+            Err(error) => Answer::new(StatusCode::BAD_REQUEST, Body::Text(error.to_string())),
         }
     }
 

@@ -1,7 +1,8 @@
 //! The HTTP side of the backend, one connection's [`Api`]: a request is routed by its path to the
-//! page ([`web`]: `/`, `/app.js`, `/app.css`), the native API ([`native`]: `/api/v1/...`, callers
-//! authenticated one by one) or deic-dk's API ([`compat`]: everything else, callers trusted by
-//! network and a shared token). Each answers an [`Answer`]; this module encodes it and counts it.
+//! page ([`web`]: `/`, `/app.js`, `/app.css`), sign-in with the site's OpenID provider
+//! ([`sign_in`]: `/auth/...`), the native API ([`native`]: `/api/v1/...`, callers authenticated
+//! one by one) or deic-dk's API ([`compat`]: everything else, callers trusted by network and a
+//! shared token). Each answers an [`Answer`]; this module encodes it and counts it.
 //! This folder is [`Api`]'s: `connection.rs` holds the type, and `compat.rs`, `native.rs` and this
 //! file each the `impl Api` of their part.
 
@@ -10,6 +11,7 @@ mod compat;
 mod connection;
 mod native;
 mod reading;
+mod sign_in;
 mod sse;
 mod streams;
 mod web;
@@ -39,6 +41,9 @@ impl Api {
         }
         if path == "/api/v1" || path.starts_with("/api/v1/") {
             return self.native(request).await;
+        }
+        if path.starts_with("/auth/") {
+            return self.sign_in(request).await;
         }
         let (route, answer) = self.compat(request).await;
         (route.map_or("other", Route::name), answer)
@@ -82,6 +87,7 @@ fn encode(answer: Answer) -> Response<ResponseBody> {
     };
     let mut response = Response::new(body);
     *response.status_mut() = answer.status;
+    *response.headers_mut() = answer.headers;
     let headers = response.headers_mut();
     if let Some(content_type) = content_type {
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));

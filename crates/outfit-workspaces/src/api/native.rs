@@ -16,7 +16,7 @@ use super::{
 };
 use crate::{
     backend::{Launch, RequestError},
-    io::auth::{AuthError, Identity},
+    io::auth::{AuthError, Identity, Via},
 };
 
 /// The OpenAPI description of this API.
@@ -228,17 +228,33 @@ fn flag(query: &str, name: &str) -> bool {
         .any(|(key, value)| key == name && (value.is_empty() || value == "true"))
 }
 
-fn auth_failure(error: &AuthError) -> Answer {
-    let (status, reason) = match error {
-        AuthError::Missing | AuthError::Refused(_) => (StatusCode::UNAUTHORIZED, "Unauthenticated"),
-        AuthError::UntrustedProxy { .. } | AuthError::Unmappable { .. } => {
-            (StatusCode::FORBIDDEN, "Forbidden")
+/// Who called, and how they were known.
+#[derive(Clone, Copy)]
+struct Caller<'a> {
+    identity: &'a Identity,
+    via: Via,
+}
+
+impl Api {
+    /// The answer to a caller refused; a 401 names where to sign in, when sign-in is configured.
+    fn auth_failure(&self, error: &AuthError) -> Answer {
+        let (status, reason) = match error {
+            AuthError::Missing | AuthError::Refused(_) => (StatusCode::UNAUTHORIZED, "Unauthenticated"),
+            AuthError::UntrustedProxy { .. } | AuthError::Unmappable { .. } => {
+                (StatusCode::FORBIDDEN, "Forbidden")
+            }
+            AuthError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "NotReady"),
+            AuthError::TokenTooLarge { .. } => (StatusCode::UNAUTHORIZED, "TokenTooLarge"),
+            AuthError::RepeatedHeader(_) => (StatusCode::BAD_REQUEST, "BadRequest"),
+        };
+        let mut answer = failure(status, reason, error);
+        if let (StatusCode::UNAUTHORIZED, Some(_), Body::Json(body)) =
+            (status, self.auth.sign_in(), &mut answer.body)
+        {
+            body["signIn"] = json!(super::sign_in::LOGIN_PATH);
         }
-        AuthError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "NotReady"),
-        AuthError::TokenTooLarge { .. } => (StatusCode::UNAUTHORIZED, "TokenTooLarge"),
-        AuthError::RepeatedHeader(_) => (StatusCode::BAD_REQUEST, "BadRequest"),
-    };
-    failure(status, reason, error)
+        answer
+    }
 }
 
 impl Api {
@@ -257,13 +273,13 @@ impl Api {
         };
         let name = endpoint.name();
         if endpoint == Endpoint::OpenApi {
-            let answer = Answer {
-                status: StatusCode::OK,
-                body: Body::Static {
+            let answer = Answer::new(
+                StatusCode::OK,
+                Body::Static {
                     content_type: "application/json",
                     bytes: OPENAPI.as_bytes(),
                 },
-            };
+            );
             return (name, answer);
         }
         let config = self.backend.config();
@@ -281,11 +297,11 @@ impl Api {
             return (name, failure(status, reason, error));
         }
         let peer = canonical(self.peer.ip());
-        let identity = match self.auth.authenticate(request.headers(), peer).await {
-            Ok(identity) => identity,
+        let (identity, via) = match self.auth.authenticate(request.headers(), peer).await {
+            Ok(known) => known,
             Err(error) => {
                 tracing::debug!(%peer, %error, "caller refused");
-                return (name, auth_failure(&error));
+                return (name, self.auth_failure(&error));
             }
         };
         // Before the first complete read an empty cache would answer "no such workspace".
@@ -317,7 +333,11 @@ impl Api {
         } else {
             None
         };
-        let answer = match self.operate(endpoint, &identity, query, body.as_deref()).await {
+        let caller = Caller {
+            identity: &identity,
+            via,
+        };
+        let answer = match self.operate(endpoint, caller, query, body.as_deref()).await {
             Ok(answer) => answer,
             Err(error) => request_failure(&error),
         };
@@ -327,10 +347,11 @@ impl Api {
     async fn operate(
         &self,
         endpoint: Endpoint,
-        identity: &Identity,
+        caller: Caller<'_>,
         query: Query,
         body: Option<&[u8]>,
     ) -> Result<Answer, RequestError> {
+        let identity = caller.identity;
         let Query {
             all,
             follow,
@@ -359,7 +380,8 @@ impl Api {
             Endpoint::Me => ok(
                 StatusCode::OK,
                 json!({"user": identity.user.as_str(), "username": identity.username,
-                       "groups": identity.groups, "admin": identity.admin}),
+                       "groups": identity.groups, "admin": identity.admin,
+                       "via": caller.via.as_str()}),
             ),
             Endpoint::Catalogue => ok(
                 StatusCode::OK,
@@ -391,10 +413,7 @@ impl Api {
                 if let Some(slot) = slot {
                     // The delete's own stream: no window in which the pod could go unseen.
                     let stream = sse::stream(backend.clone(), (name, uid), slot, self.shutdown.clone());
-                    Answer {
-                        status: StatusCode::OK,
-                        body: Body::Events(stream),
-                    }
+                    Answer::new(StatusCode::OK, Body::Events(stream))
                 } else {
                     ok(StatusCode::ACCEPTED, json!({"name": name, "deleting": true}))
                 }
@@ -411,10 +430,7 @@ impl Api {
                 let uid = backend.follow(identity, &name).await?;
                 let slot = slot.expect("a progress stream takes a slot");
                 let stream = sse::stream(backend.clone(), (name, uid), slot, self.shutdown.clone());
-                Answer {
-                    status: StatusCode::OK,
-                    body: Body::Events(stream),
-                }
+                Answer::new(StatusCode::OK, Body::Events(stream))
             }
             Endpoint::Storage => {
                 let (homes, snapshots) = backend.homes(identity, user.as_deref()).await?;
@@ -426,10 +442,7 @@ impl Api {
             }
             Endpoint::Activity(name) => {
                 backend.activity(identity, &name).await?;
-                Answer {
-                    status: StatusCode::NO_CONTENT,
-                    body: Body::Empty,
-                }
+                Answer::new(StatusCode::NO_CONTENT, Body::Empty)
             }
         })
     }
@@ -440,15 +453,15 @@ impl Api {
     /// `slot`), the progress of its pod `uid` (going, or starting) when it has one.
     fn accepted(&self, name: String, uid: Option<String>, slot: Option<StreamSlot>, doing: &str) -> Answer {
         match (uid, slot) {
-            (Some(uid), Some(slot)) => Answer {
-                status: StatusCode::OK,
-                body: Body::Events(sse::stream(
+            (Some(uid), Some(slot)) => Answer::new(
+                StatusCode::OK,
+                Body::Events(sse::stream(
                     self.backend.clone(),
                     (name, uid),
                     slot,
                     self.shutdown.clone(),
                 )),
-            },
+            ),
             _ => ok(StatusCode::ACCEPTED, json!({"name": name, doing: true})),
         }
     }

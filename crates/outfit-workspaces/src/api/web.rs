@@ -33,18 +33,18 @@ pub(super) fn file(method: &Method, path: &str) -> Option<Answer> {
         _ => return None,
     };
     if method != Method::GET && method != Method::HEAD {
-        return Some(Answer {
-            status: StatusCode::METHOD_NOT_ALLOWED,
-            body: Body::Text(format!("{path} takes GET or HEAD, not {method}\n")),
-        });
+        return Some(Answer::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            Body::Text(format!("{path} takes GET or HEAD, not {method}\n")),
+        ));
     }
-    Some(Answer {
-        status: StatusCode::OK,
-        body: Body::Static {
+    Some(Answer::new(
+        StatusCode::OK,
+        Body::Static {
             content_type,
             bytes: text.as_bytes(),
         },
-    })
+    ))
 }
 
 #[cfg(test)]

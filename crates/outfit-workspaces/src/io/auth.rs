@@ -1,7 +1,9 @@
 //! Who calls the native API: a Kubernetes bearer token checked with a TokenReview (any identity
-//! the API server accepts: service accounts, OIDC), or the identity headers of an authenticating
+//! the API server accepts: service accounts, OIDC), the identity headers of an authenticating
 //! proxy (oauth2-proxy's `X-Forwarded-User` / `X-Forwarded-Groups`), believed only from
-//! `trustedProxyCidrs`. The identity's user name becomes the owner id its workspaces carry.
+//! `trustedProxyCidrs`, or the session of a sign-in with the site's OpenID provider ([`SignIn`],
+//! when `oidc` is configured). The identity's user name becomes the owner id its workspaces
+//! carry.
 //!
 //! Reviews are remembered for a minute (refusals for ten seconds), so a page that polls costs the
 //! API server one review a minute, not one per request. The memory is bounded in entries and
@@ -19,7 +21,12 @@ use std::{
 use hyper::{HeaderMap, header};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use kube::{Api, api::PostParams};
-use outfit_workspaces_core::model::{config::Config, user::UserId};
+use outfit_workspaces_core::model::{
+    config::{Config, Oidc},
+    user::UserId,
+};
+
+use super::{oidc::Provider, session::Sessions};
 
 /// The header an authenticating proxy names the user in.
 pub const USER_HEADER: &str = "x-forwarded-user";
@@ -50,6 +57,47 @@ pub struct Identity {
     pub user: UserId,
     /// Whether the caller is in one of `adminGroups`.
     pub admin: bool,
+}
+
+/// How a caller was authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// A bearer token, by TokenReview.
+    Token,
+    /// An authenticating proxy's headers.
+    Proxy,
+    /// The session of a sign-in with the site's OpenID provider.
+    Session,
+}
+
+impl Via {
+    /// Its name in answers.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Token => "token",
+            Self::Proxy => "proxy",
+            Self::Session => "session",
+        }
+    }
+}
+
+/// Sign-in with the site's OpenID provider: the provider and the cookies.
+#[derive(Debug)]
+pub struct SignIn {
+    /// The provider.
+    pub provider: Provider,
+    /// The sessions' cookies.
+    pub sessions: Sessions,
+}
+
+impl SignIn {
+    /// Sign-in as `oidc` configures it.
+    pub fn new(oidc: &Oidc) -> Self {
+        Self {
+            provider: Provider::new(oidc),
+            sessions: Sessions::new(oidc),
+        }
+    }
 }
 
 /// Why a caller was not let in.
@@ -325,6 +373,7 @@ pub struct Authenticator {
     reviews: Api<TokenReview>,
     config: Arc<Config>,
     remembered: Arc<Mutex<ReviewMemory>>,
+    sign_in: Option<Arc<SignIn>>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -334,30 +383,59 @@ impl std::fmt::Debug for Authenticator {
 }
 
 impl Authenticator {
-    /// An authenticator that reviews tokens through `client`.
+    /// An authenticator that reviews tokens through `client`, and reads the sessions of
+    /// sign-ins when the configuration has `oidc`.
     pub fn new(client: kube::Client, config: Arc<Config>) -> Self {
+        let sign_in = config.oidc.as_ref().map(|oidc| Arc::new(SignIn::new(oidc)));
         Self {
             reviews: Api::all(client),
             config,
             remembered: Arc::new(Mutex::new(ReviewMemory::new(REMEMBERED, REMEMBERED_BYTES))),
+            sign_in,
         }
     }
 
-    /// The caller of a request with `headers` from `peer`.
-    pub async fn authenticate(&self, headers: &HeaderMap, peer: IpAddr) -> Result<Identity, AuthError> {
+    /// Sign-in with the site's OpenID provider, when configured.
+    pub fn sign_in(&self) -> Option<&SignIn> {
+        self.sign_in.as_deref()
+    }
+
+    /// The caller of a request with `headers` from `peer`, and how it was known: a proxy's
+    /// headers first, then a bearer token, then a session.
+    pub async fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        peer: IpAddr,
+    ) -> Result<(Identity, Via), AuthError> {
         if let Some(user) = single_header(headers, USER_HEADER, "X-Forwarded-User")? {
-            return self.proxy_identity(user, headers, peer);
+            return self.proxy_identity(user, headers, peer).map(|i| (i, Via::Proxy));
+        }
+        if !headers.contains_key(header::AUTHORIZATION) {
+            let session = self
+                .sign_in
+                .as_ref()
+                .and_then(|s| s.sessions.session(headers, std::time::SystemTime::now()));
+            if let Some(session) = session {
+                let config = &self.config;
+                let identity = identity(
+                    &session.username,
+                    session.groups,
+                    &config.admin_groups,
+                    config.fold_user_case,
+                );
+                return identity.map(|i| (i, Via::Session));
+            }
         }
         let token = bearer_token(headers)?;
         let key = token_key(token);
         if let Some(known) = self.memory().recall(&key, Instant::now()) {
-            return known;
+            return known.map(|i| (i, Via::Token));
         }
         let answer = self.review(token).await;
         if !matches!(answer, Err(AuthError::Unavailable(_))) {
             self.memory().remember(key, answer.clone(), Instant::now());
         }
-        answer
+        answer.map(|i| (i, Via::Token))
     }
 
     /// The identity an authenticating proxy names in `user` and the groups header.

@@ -109,23 +109,7 @@ impl std::fmt::Debug for Fetcher {
 impl Fetcher {
     /// A fetcher for URLs matching `whitelist` (already anchored), with the system's CA roots.
     pub fn new(whitelist: Regex, timeout: Duration, max_bytes: usize) -> Self {
-        let builder = hyper_rustls::HttpsConnectorBuilder::new();
-        let connector = match builder.with_native_roots() {
-            Ok(builder) => builder.https_or_http().enable_http1().build(),
-            Err(error) => {
-                // Without roots only http:// manifests can be fetched; say so once, at start.
-                tracing::warn!(%error, "no system CA certificates: https manifests will fail");
-                let roots = rustls::RootCertStore::empty();
-                let tls = rustls::ClientConfig::builder()
-                    .with_root_certificates(roots)
-                    .with_no_client_auth();
-                hyper_rustls::HttpsConnectorBuilder::new()
-                    .with_tls_config(tls)
-                    .https_or_http()
-                    .enable_http1()
-                    .build()
-            }
-        };
+        let connector = https_connector("https manifests");
         let client = Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
         Self {
             client,
@@ -204,8 +188,27 @@ impl Fetcher {
     }
 }
 
+/// A connector for http:// and https:// (HTTP/1.1) with the system's CA roots; without any,
+/// https:// fails, as the warning says of `what` once, at start.
+pub(crate) fn https_connector(what: &str) -> HttpsConnector<HttpConnector> {
+    match hyper_rustls::HttpsConnectorBuilder::new().with_native_roots() {
+        Ok(builder) => builder.https_or_http().enable_http1().build(),
+        Err(error) => {
+            tracing::warn!(%error, "no system CA certificates: {what} will fail");
+            let tls = rustls::ClientConfig::builder()
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth();
+            hyper_rustls::HttpsConnectorBuilder::new()
+                .with_tls_config(tls)
+                .https_or_http()
+                .enable_http1()
+                .build()
+        }
+    }
+}
+
 /// An error with its causes, as one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

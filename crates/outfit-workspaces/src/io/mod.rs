@@ -3,7 +3,8 @@
 //! [`own_writes`]: what this process wrote that they may not show yet; [`changed_pods`]: which
 //! pods changed since the lifecycle last looked; [`node_images`]: the images each node holds),
 //! manifests fetched over HTTP ([`fetch`]), what the native API offers ([`catalogue`]), who calls
-//! ([`auth`], by TokenReview), and the counters `/metrics` serves ([`metrics`]).
+//! ([`auth`]: by TokenReview, a proxy's headers or a session), sign-in with an OpenID provider
+//! ([`oidc`]) and its cookies ([`session`]), and the counters `/metrics` serves ([`metrics`]).
 
 pub mod auth;
 pub mod cache;
@@ -17,4 +18,6 @@ pub mod fetch;
 pub mod index;
 pub mod metrics;
 pub mod node_images;
+pub mod oidc;
 pub mod own_writes;
+pub mod session;

@@ -107,10 +107,11 @@
 
   // ---- the API ------------------------------------------------------------------------------
 
-  function ApiError(status, reason, message) {
+  function ApiError(status, reason, message, signIn) {
     this.status = status;
     this.reason = reason || "";
     this.message = message;
+    this.signIn = signIn || null; // where to sign in with the site's provider, when it has one
   }
   ApiError.prototype = Object.create(Error.prototype);
 
@@ -120,7 +121,8 @@
     var message = body && typeof body.error === "string" && body.error
       ? body.error
       : res.status + " " + (res.statusText || "error") + (text && !body ? ": " + text.slice(0, 200) : "");
-    return new ApiError(res.status, body && body.reason, message);
+    var signIn = body && typeof body.signIn === "string" && body.signIn.charAt(0) === "/" ? body.signIn : null;
+    return new ApiError(res.status, body && body.reason, message, signIn);
   }
 
   // opts.token: use this token instead of the session's (null: none); opts.quiet401: don't treat
@@ -198,6 +200,7 @@
           show($("loading"), false);
           if (e.status === 401) {
             banner("");
+            offerProvider(e.signIn);
             showSignin(stored ? "Your saved token is no longer accepted. Sign in again." : "");
           } else {
             banner("The workspace service is not available: " + e.message + " Retrying…");
@@ -205,6 +208,15 @@
           }
         }
       );
+  }
+
+  // The site's sign-in, when the backend has one: back to this very page once signed in.
+  function offerProvider(signIn) {
+    if (signIn) {
+      $("signin-provider-link").href =
+        signIn + "?to=" + encodeURIComponent(location.pathname + location.search);
+    }
+    show($("signin-provider"), !!signIn);
   }
 
   function forgetToken() {
@@ -265,7 +277,7 @@
     if (state.me.groups && state.me.groups.length) about.push("Groups: " + state.me.groups.join(", "));
     $("whoami").title = about.join("\n");
     show($("admin-badge"), !!state.me.admin);
-    show($("signout"), !!state.token);
+    show($("signout"), !!state.token || state.me.via === "session");
     show($("all-toggle"), !!state.me.admin);
     loadCatalogue();
     refresh();
@@ -302,9 +314,20 @@
 
   function signOut(ev) {
     ev.preventDefault();
+    var session = state.me && state.me.via === "session";
     stopAll();
     forgetToken();
-    boot();
+    if (!session) {
+      boot();
+      return;
+    }
+    // The session's cookie is HttpOnly: only the backend can remove it.
+    fetch("/auth/logout", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: "{}",
+      credentials: "same-origin",
+    }).then(boot, boot);
   }
 
   // ---- the catalogue and the launch form ----------------------------------------------------

@@ -16,7 +16,11 @@ use serde::{Deserialize, Deserializer, de::DeserializeOwned, de::Error};
 use serde_json::Value;
 
 use super::{
-    cull_action::CullAction, exposure, placeholders::Placeholders, pre_pull::PrePull,
+    cull_action::CullAction,
+    exposure,
+    oidc::{Oidc, OidcGiven},
+    placeholders::Placeholders,
+    pre_pull::PrePull,
     storage_strategy::StorageStrategy,
 };
 use crate::{cidr::Cidr, model::duration};
@@ -107,6 +111,8 @@ pub(super) struct Settings {
     pub(super) trusted_proxy_cidrs: Vec<Cidr>,
     #[serde(deserialize_with = "list")]
     pub(super) admin_groups: Vec<String>,
+    #[serde(deserialize_with = "oidc")]
+    pub(super) oidc: Option<Oidc>,
     #[serde(deserialize_with = "boolean")]
     pub(super) fold_user_case: bool,
     #[serde(deserialize_with = "boolean")]
@@ -279,6 +285,7 @@ impl Default for Settings {
             tls_key_file: String::new(),
             trusted_proxy_cidrs: Vec::new(),
             admin_groups: Vec::new(),
+            oidc: None,
             fold_user_case: false,
             host_users: true,
             image_placement: true,
@@ -502,6 +509,23 @@ fn quantity_limit<'de, D: Deserializer<'de>>(
 fn pre_pull<'de, D: Deserializer<'de>>(d: D) -> Result<PrePull, D::Error> {
     let given: PrePull = list(d)?;
     given.check().map_err(D::Error::custom)
+}
+
+/// `oidc`: a mapping in the file, JSON text in the environment; empty, none.
+fn oidc<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Oidc>, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(None),
+        Value::String(text) if text.trim().is_empty() => Ok(None),
+        Value::String(text) => {
+            let given: OidcGiven = serde_json::from_str(&text)
+                .map_err(|e| D::Error::custom(format!("expected a JSON object: {e}")))?;
+            given.check().map(Some).map_err(D::Error::custom)
+        }
+        other => {
+            let given = OidcGiven::deserialize(other).map_err(D::Error::custom)?;
+            given.check().map(Some).map_err(D::Error::custom)
+        }
+    }
 }
 
 /// `placeholders`: a mapping in the file, JSON text in the environment.

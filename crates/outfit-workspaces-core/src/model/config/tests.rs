@@ -337,6 +337,7 @@ fn each_default_is_the_documented_text() {
         ("tlsKeyFile", ""),
         ("trustedProxyCidrs", "[]"),
         ("adminGroups", "[]"),
+        ("oidc", ""),
         ("foldUserCase", "false"),
         ("hostUsers", "true"),
         ("imagePlacement", "true"),
