@@ -19,10 +19,7 @@ use hyper::{
     server::conn::{http1, http2},
     service::service_fn,
 };
-use hyper_util::{
-    rt::{TokioExecutor, TokioIo, TokioTimer},
-    server::graceful::GracefulConnection,
-};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::{
     io::{AsyncRead, AsyncWrite},
     net::{TcpListener, TcpStream},
@@ -307,28 +304,38 @@ where
             .keep_alive_interval(Some(timeouts.header_read))
             .keep_alive_timeout(timeouts.header_read)
             .serve_connection(io, service);
-        drive(connection, shutdown).await
+        drive(connection, shutdown, |c| c.graceful_shutdown()).await
     } else {
         let connection = http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(timeouts.header_read)
             .keep_alive(true)
-            .serve_connection(io, service);
-        drive(connection, shutdown).await
+            .serve_connection(io, service)
+            // A handler may switch the connection to another protocol (the workspace proxy's
+            // WebSockets); one that does not is unaffected.
+            .with_upgrades();
+        drive(connection, shutdown, |c| c.graceful_shutdown()).await
     }
 }
 
-async fn drive<C>(connection: C, shutdown: CancellationToken) -> Result<(), String>
+/// Drives `connection` until it ends; at `shutdown`, `close` asks it to close once its request
+/// in flight is answered (both hyper's HTTP/1.1 and HTTP/2 connections have that), and it is
+/// driven until it has.
+async fn drive<C, E>(
+    connection: C,
+    shutdown: CancellationToken,
+    close: impl FnOnce(std::pin::Pin<&mut C>),
+) -> Result<(), String>
 where
-    C: GracefulConnection,
-    C::Error: std::fmt::Display,
+    C: Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
 {
     tokio::pin!(connection);
     let result = tokio::select! {
         result = connection.as_mut() => result,
         () = shutdown.cancelled() => {
             // Idle connections close at once; a request in flight is answered first.
-            connection.as_mut().graceful_shutdown();
+            close(connection.as_mut());
             connection.await
         }
     };

@@ -131,10 +131,15 @@ impl<'a> Call<'a> {
     }
 
     fn request(&self) -> Result<Request<Full<Bytes>>, HttpError> {
-        let mut request = Request::builder()
-            .method(self.method)
-            .uri(self.path)
-            .header("host", "localhost");
+        let mut request = Request::builder().method(self.method).uri(self.path);
+        // `localhost` unless the call names its own host.
+        if !self
+            .headers
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+        {
+            request = request.header("host", "localhost");
+        }
         if let Some(content_type) = self.content_type {
             request = request.header("content-type", content_type);
         }

@@ -38,7 +38,7 @@ use crate::{
     backend::{Backend, ClusterWorkspaces},
     io::{
         auth::Authenticator, cache::Cache, cluster::Cluster, fetch::Fetcher, metrics::Metrics,
-        node_images::NodeImages,
+        node_images::NodeImages, upstream::Upstreams,
     },
     lifecycle::{Lifecycle, activity::ActivityPoller, pre_pull::PrePull},
 };
@@ -249,6 +249,7 @@ impl Server {
         };
         // Progress streams end when their connection is to close (shutdown, or making room).
         let streams = StreamSlots::new(config.exposure.max_streams_per_user, config.exposure.max_streams);
+        let upstreams = Upstreams::default();
         let api = move |peer, closing: &CancellationToken| {
             Api::new(
                 backend.clone(),
@@ -257,6 +258,7 @@ impl Server {
                 peer,
                 closing.clone(),
                 streams.clone(),
+                upstreams.clone(),
             )
         };
         Shell::new(port, api)

@@ -40,6 +40,7 @@ mod page;
 mod placeholders;
 mod placement;
 mod pre_pull;
+mod proxy;
 mod replicas;
 mod requests;
 mod resource;

@@ -39,10 +39,10 @@ fn provider_binary() -> &'static Path {
 }
 
 /// A running provider, stopped on drop.
-struct Provider {
+pub(super) struct Provider {
     child: tokio::process::Child,
-    issuer: String,
-    port: u16,
+    pub(super) issuer: String,
+    pub(super) port: u16,
 }
 
 impl Drop for Provider {
@@ -63,7 +63,7 @@ fn users() -> Value {
 
 impl Provider {
     /// Starts the provider with `users` and one client whose redirect URL is `redirect`.
-    async fn start(name: &str, redirect: &str) -> Provider {
+    pub(super) async fn start(name: &str, redirect: &str) -> Provider {
         let dir = std::env::temp_dir().join(format!("outfit-oidc-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let users_file = dir.join("users.json");
@@ -99,7 +99,7 @@ async fn eventually_line(lines: &mut tokio::io::Lines<BufReader<tokio::process::
 }
 
 /// The `oidc` configuration of a backend on `port` signing in with `provider`.
-fn oidc_config(provider: &Provider, port: u16, name: &str) -> String {
+pub(super) fn oidc_config(provider: &Provider, port: u16, name: &str) -> String {
     let secret = std::env::temp_dir().join(format!("outfit-oidc-{name}-{}/secret", std::process::id()));
     std::fs::write(&secret, "the-client-secret\n").unwrap();
     format!(
@@ -110,13 +110,13 @@ fn oidc_config(provider: &Provider, port: u16, name: &str) -> String {
 }
 
 /// `GET`s (or sends `call`) to `port`, within 30 s.
-async fn send(port: u16, call: Call<'_>) -> Answer {
+pub(super) async fn send(port: u16, call: Call<'_>) -> Answer {
     call.send(outfit_test_support::http::loopback(port), Duration::from_secs(30))
         .await
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn location(answer: &Answer) -> String {
+pub(super) fn location(answer: &Answer) -> String {
     answer
         .headers
         .get("location")
@@ -127,7 +127,7 @@ fn location(answer: &Answer) -> String {
 }
 
 /// The `name=value` pairs of an answer's Set-Cookie headers.
-fn set_cookies(answer: &Answer) -> Vec<String> {
+pub(super) fn set_cookies(answer: &Answer) -> Vec<String> {
     answer
         .headers
         .get_all("set-cookie")
@@ -137,7 +137,7 @@ fn set_cookies(answer: &Answer) -> Vec<String> {
 }
 
 /// The path and query of `url` (an absolute URL on 127.0.0.1, or already a path).
-fn path_of(url: &str) -> String {
+pub(super) fn path_of(url: &str) -> String {
     match url.split_once("://") {
         Some((_, rest)) => rest.find('/').map_or("/".to_owned(), |i| rest[i..].to_owned()),
         None => url.to_owned(),
@@ -146,7 +146,12 @@ fn path_of(url: &str) -> String {
 
 /// A browser's sign-in as `user` up to the provider's answer: the path of outfit's callback the
 /// provider sends the browser to, and the sign-in cookie outfit set.
-async fn through_the_provider(backend: u16, provider: &Provider, user: &str, to: &str) -> (String, String) {
+pub(super) async fn through_the_provider(
+    backend: u16,
+    provider: &Provider,
+    user: &str,
+    to: &str,
+) -> (String, String) {
     let login = send(backend, Call::new("GET", &format!("/auth/login?to={to}"))).await;
     assert_eq!(login.status, 303, "{}", login.text());
     let cookie = set_cookies(&login).pop().expect("the sign-in cookie");
@@ -176,6 +181,21 @@ async fn through_the_provider(backend: u16, provider: &Provider, user: &str, to:
         "{back}"
     );
     (path_of(&back), cookie)
+}
+
+/// The session cookie (`name=value`) of `user` signed in through `provider`.
+pub(super) async fn session_of(backend: u16, provider: &Provider, user: &str) -> String {
+    let (callback, sign_in) = through_the_provider(backend, provider, user, "/").await;
+    let done = send(
+        backend,
+        Call::new("GET", &callback).headers(&[("cookie", &sign_in)]),
+    )
+    .await;
+    assert_eq!(done.status, 303, "{}", done.text());
+    set_cookies(&done)
+        .into_iter()
+        .find(|c| c.starts_with("outfit-session="))
+        .expect("a session")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

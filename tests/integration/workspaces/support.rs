@@ -273,6 +273,8 @@ pub(super) enum Caller<'a> {
     Token(&'a str),
     /// An authenticating proxy's headers: user and groups.
     Proxy(&'a str, &'a str),
+    /// A browser's cookies (a session).
+    Cookie(&'a str),
     /// No credentials.
     Anonymous,
 }
@@ -285,6 +287,7 @@ impl Caller<'_> {
                 ("x-forwarded-user", (*user).to_owned()),
                 ("x-forwarded-groups", (*groups).to_owned()),
             ],
+            Self::Cookie(cookies) => vec![("cookie", (*cookies).to_owned())],
             Self::Anonymous => vec![],
         }
     }

@@ -150,6 +150,10 @@ pub struct Config {
     pub admin_groups: Vec<String>,
     /// outfit: sign-in with the site's OpenID provider (issue 42); none by default.
     pub oidc: Option<Oidc>,
+    /// outfit: the domain under which the backend serves each workspace itself, signed-in users
+    /// only (issue 42): `<workspace>.<proxyDomain>` and `<port>-<workspace>.<proxyDomain>`
+    /// (lower-case, no leading dot); none by default. Needs `oidc`.
+    pub proxy_domain: Option<String>,
     /// outfit: a native caller's user name with upper-case letters owns as its lower-case form
     /// (for an identity provider whose names are one user whatever their case); off, such a
     /// name is refused, since Kubernetes user names are case-sensitive and owner ids are not.
@@ -307,6 +311,27 @@ impl Config {
                 });
             }
         };
+        let proxy_domain = match s.proxy_domain.trim().trim_start_matches('.').to_ascii_lowercase() {
+            domain if domain.is_empty() => None,
+            _ if s.oidc.is_none() => {
+                let reason = "the workspaces' hosts let in signed-in users only: set oidc too".to_owned();
+                return Err(error("proxyDomain", reason));
+            }
+            domain => {
+                let valid = domain.split('.').all(|label| {
+                    !label.is_empty()
+                        && label.len() <= 63
+                        && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                });
+                if !valid || !domain.contains('.') {
+                    return Err(error(
+                        "proxyDomain",
+                        format!("{domain:?} is not a DNS domain such as ws.example.org"),
+                    ));
+                }
+                Some(domain)
+            }
+        };
         // Half the port by default: many identities (any token the cluster accepts is one) could
         // otherwise fill every connection with streams, each within its own maxStreamsPerUser.
         let max_streams = s.max_streams.unwrap_or(s.max_connections / 2);
@@ -418,6 +443,7 @@ impl Config {
             trusted_proxy_cidrs: s.trusted_proxy_cidrs,
             admin_groups: s.admin_groups,
             oidc: s.oidc,
+            proxy_domain,
             fold_user_case: s.fold_user_case,
             host_users: s.host_users,
             image_placement: s.image_placement,

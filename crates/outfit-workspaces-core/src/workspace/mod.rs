@@ -1,7 +1,8 @@
 //! One workspace, pure: the pod a create makes ([`manifest`]), what the pod asks for once it runs
 //! ([`pod_needs`]: ssh, an ingress port, tokens), its storage, Services and Ingress
 //! ([`objects`]), its NetworkPolicy ([`network_policy`]), what it needs once ready ([`start`]),
-//! what `get_pods` answers ([`info`]), and where its start or delete stands ([`progress`]). Reads
+//! what `get_pods` answers ([`info`]), where its start or delete stands ([`progress`]), and
+//! where the workspace proxy sends a request for it ([`route`]). Reads
 //! the [`model`](crate::model) and the [`policy`](crate::policy); does no I/O.
 
 pub mod home;
@@ -14,5 +15,6 @@ pub mod placement;
 pub mod pod_needs;
 pub mod pre_pull;
 pub mod progress;
+pub mod route;
 pub mod snapshot;
 pub mod start;

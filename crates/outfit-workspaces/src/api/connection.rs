@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::streams::StreamSlots;
 use crate::{
     backend::Backend,
-    io::{auth::Authenticator, metrics::Metrics},
+    io::{auth::Authenticator, metrics::Metrics, upstream::Upstreams},
 };
 
 /// The API as served on one connection: the backend, the authenticator and the caller's address.
@@ -22,11 +22,13 @@ pub struct Api {
     pub(super) peer: SocketAddr,
     pub(super) shutdown: CancellationToken,
     pub(super) streams: StreamSlots,
+    pub(super) upstreams: Upstreams,
 }
 
 impl Api {
     /// The API for a connection from `peer`; progress streams end at `shutdown` and take a slot
-    /// of their user's in `streams` (shared by every connection).
+    /// of their user's in `streams` (shared by every connection); the workspace proxy reaches
+    /// pods through `upstreams` (shared too).
     pub fn new(
         backend: Backend,
         metrics: Arc<Metrics>,
@@ -34,6 +36,7 @@ impl Api {
         peer: SocketAddr,
         shutdown: CancellationToken,
         streams: StreamSlots,
+        upstreams: Upstreams,
     ) -> Self {
         Self {
             backend,
@@ -42,6 +45,7 @@ impl Api {
             peer,
             shutdown,
             streams,
+            upstreams,
         }
     }
 }

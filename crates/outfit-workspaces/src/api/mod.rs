@@ -10,6 +10,7 @@ mod answer;
 mod compat;
 mod connection;
 mod native;
+mod proxy;
 mod reading;
 mod sign_in;
 mod sse;
@@ -25,12 +26,13 @@ use hyper::{
     body::Incoming,
     header::{self, HeaderValue},
 };
+use outfit_workspaces_core::workspace::route::{HostRoute, route_of};
 
 use self::answer::{Answer, Body};
 pub use self::{compat::Route, connection::Api, streams::StreamSlots};
 
-/// An answer's body: whole, or a stream of events.
-pub type ResponseBody = Either<Full<Bytes>, sse::EventStream>;
+/// An answer's body: whole, a stream of events, or a workspace's answer passed on.
+pub type ResponseBody = Either<Either<Full<Bytes>, sse::EventStream>, Incoming>;
 
 impl Api {
     /// Routes `request`; returns the endpoint's name (for metrics) and the answer.
@@ -50,6 +52,22 @@ impl Api {
     }
 }
 
+impl Api {
+    /// The workspace's host (lower-case, without its port) and route `request` is for, when the
+    /// backend serves workspaces' hosts (`proxyDomain`) and it names one.
+    fn workspace_host(&self, request: &Request<Incoming>) -> Option<(String, HostRoute)> {
+        let domain = self.backend.config().proxy_domain.clone()?;
+        let host = request
+            .uri()
+            .authority()
+            .map(|a| a.as_str())
+            .or_else(|| request.headers().get(header::HOST)?.to_str().ok())?;
+        let route = route_of(host, &domain)?;
+        let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
+        Some((name.trim_end_matches('.').to_ascii_lowercase(), route))
+    }
+}
+
 impl outfit_http::accept::Handler for Api {
     type Body = ResponseBody;
 
@@ -59,11 +77,17 @@ impl outfit_http::accept::Handler for Api {
             let started = std::time::Instant::now();
             let method = request.method().clone();
             let path = request.uri().path().to_owned();
-            let (endpoint, answer) = this.answer(request).await;
-            let status = answer.status;
+            let (endpoint, response) = match this.workspace_host(&request) {
+                Some((host, route)) => this.proxy(request, host, route).await,
+                None => {
+                    let (endpoint, answer) = this.answer(request).await;
+                    (endpoint, encode(answer))
+                }
+            };
+            let status = response.status();
             this.metrics.request(endpoint, status, started.elapsed());
             tracing::debug!(%method, path, status = status.as_u16(), peer = %this.peer, "request");
-            encode(answer)
+            response
         }
     }
 }
@@ -73,6 +97,12 @@ impl outfit_http::accept::Handler for Api {
 const RETRY_AFTER_SECONDS: u64 = 1;
 
 fn encode(answer: Answer) -> Response<ResponseBody> {
+    let response = encode_whole(answer);
+    let (parts, body) = response.into_parts();
+    Response::from_parts(parts, Either::Left(body))
+}
+
+fn encode_whole(answer: Answer) -> Response<Either<Full<Bytes>, sse::EventStream>> {
     let whole = |bytes: Bytes| Either::Left(Full::new(bytes));
     let (body, content_type) = match answer.body {
         Body::Json(value) => {

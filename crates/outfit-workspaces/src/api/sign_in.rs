@@ -1,8 +1,10 @@
 //! Sign-in with the site's OpenID provider (issue 42), under `/auth/`: `GET /auth/login?to=/path`
 //! sends the browser to the provider with a sealed cookie holding what its answer must match;
 //! `GET /auth/callback` takes the answer, checks the state, exchanges the code, checks the ID
-//! token and who it names, and sets the session; `POST /auth/logout` ends the session. Without
-//! `oidc` in the configuration each answers 404.
+//! token and who it names, and sets the session; `POST /auth/logout` ends the session;
+//! `GET /auth/workspace?to=<a workspace's URL>` hands the signed-in user's pass to a workspace's
+//! host ([`proxy`](super::proxy)) as a ticket. Without `oidc` in the configuration each answers
+//! 404.
 
 use std::time::SystemTime;
 
@@ -11,7 +13,8 @@ use hyper::{
     body::Incoming,
     header::{self, HeaderValue},
 };
-use outfit_workspaces_core::policy::sign_in::signed_in;
+use openidconnect::CsrfToken;
+use outfit_workspaces_core::{policy::sign_in::signed_in, workspace::route::route_of};
 
 use super::{
     answer::{Answer, Body},
@@ -20,13 +23,15 @@ use super::{
 };
 use crate::io::{
     auth::{SignIn, identity},
-    session::Cleared,
+    session::{Cleared, Pass, TICKET, TICKET_TIME, Ticket, unix_seconds},
 };
 
 /// Where a browser starts signing in.
 pub(super) const LOGIN_PATH: &str = "/auth/login";
 const CALLBACK_PATH: &str = "/auth/callback";
 const LOGOUT_PATH: &str = "/auth/logout";
+/// Where a workspace's host sends a browser for a ticket.
+pub(super) const WORKSPACE_PATH: &str = "/auth/workspace";
 /// The longest path a sign-in returns to.
 const MAX_RETURN_PATH: usize = 2048;
 
@@ -46,7 +51,7 @@ fn redirect(location: &str) -> Answer {
 
 /// The path a sign-in returns to, from the `to` a browser asked for: a path on this host only
 /// (`/...`, not `//host` nor `/\host`, which browsers read as another host), `/` otherwise.
-fn return_path(asked: Option<String>) -> String {
+pub(super) fn return_path(asked: Option<String>) -> String {
     asked
         .filter(|to| {
             to.starts_with('/')
@@ -73,6 +78,7 @@ impl Api {
             LOGIN_PATH => "auth_login",
             CALLBACK_PATH => "auth_callback",
             LOGOUT_PATH => "auth_logout",
+            WORKSPACE_PATH => "auth_workspace",
             _ => {
                 return (
                     "auth_other",
@@ -98,9 +104,61 @@ impl Api {
         let answer = match path {
             LOGIN_PATH => login(sign_in, return_path(query_value(query, "to")), now).await,
             CALLBACK_PATH => self.callback(sign_in, &request, now).await,
+            WORKSPACE_PATH => self.ticket(sign_in, &request, now),
             _ => self.logout(sign_in, &request),
         };
         (name, answer)
+    }
+
+    /// A ticket to the workspace's host `to` names, for the session's user; without a session,
+    /// a sign-in first that comes back here.
+    fn ticket(&self, sign_in: &SignIn, request: &Request<Incoming>, now: SystemTime) -> Answer {
+        let to = query_value(request.uri().query(), "to").unwrap_or_default();
+        let config = self.backend.config();
+        let domain = config.proxy_domain.as_deref().unwrap_or_default();
+        let target = to
+            .split_once("://")
+            .filter(|(scheme, _)| matches!(*scheme, "http" | "https"))
+            .map(|(scheme, rest)| {
+                let (authority, path) = rest.find('/').map_or((rest, "/"), |i| rest.split_at(i));
+                (scheme, authority, path)
+            });
+        let Some((scheme, authority, path)) = target.filter(|(_, authority, _)| {
+            !domain.is_empty() && !authority.contains('@') && route_of(authority, domain).is_some()
+        }) else {
+            return text(
+                StatusCode::BAD_REQUEST,
+                format!("{to:?} is not a workspace's address here"),
+            );
+        };
+        let Some(session) = sign_in.sessions.session(request.headers(), now) else {
+            let back = format!(
+                "{WORKSPACE_PATH}?to={}",
+                form_urlencoded::byte_serialize(to.as_bytes()).collect::<String>()
+            );
+            let login: String = form_urlencoded::byte_serialize(back.as_bytes()).collect();
+            return redirect(&format!("{LOGIN_PATH}?to={login}"));
+        };
+        let host = authority
+            .rsplit_once(':')
+            .map_or(authority, |(h, _)| h)
+            .to_ascii_lowercase();
+        let ticket = Ticket {
+            pass: Pass {
+                username: session.username,
+                groups: session.groups,
+                host,
+                expires: session.expires,
+            },
+            expires: unix_seconds(now) + TICKET_TIME.as_secs(),
+            nonce: CsrfToken::new_random().secret().clone(),
+        };
+        let sealed: String =
+            form_urlencoded::byte_serialize(sign_in.sessions.seal(TICKET, &ticket).as_bytes()).collect();
+        let path: String = form_urlencoded::byte_serialize(path.as_bytes()).collect();
+        redirect(&format!(
+            "{scheme}://{authority}/.outfit/ticket?t={sealed}&to={path}"
+        ))
     }
 
     /// Ends the session: its cookie is removed.

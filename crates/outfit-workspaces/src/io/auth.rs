@@ -26,7 +26,10 @@ use outfit_workspaces_core::model::{
     user::UserId,
 };
 
-use super::{oidc::Provider, session::Sessions};
+use super::{
+    oidc::Provider,
+    session::{Sessions, UsedOnce},
+};
 
 /// The header an authenticating proxy names the user in.
 pub const USER_HEADER: &str = "x-forwarded-user";
@@ -81,13 +84,16 @@ impl Via {
     }
 }
 
-/// Sign-in with the site's OpenID provider: the provider and the cookies.
+/// Sign-in with the site's OpenID provider: the provider, the cookies, and the tickets spent on
+/// workspaces' hosts.
 #[derive(Debug)]
 pub struct SignIn {
     /// The provider.
     pub provider: Provider,
     /// The sessions' cookies.
     pub sessions: Sessions,
+    /// Tickets already used (each is good once).
+    pub spent: Mutex<UsedOnce>,
 }
 
 impl SignIn {
@@ -96,6 +102,7 @@ impl SignIn {
         Self {
             provider: Provider::new(oidc),
             sessions: Sessions::new(oidc),
+            spent: Mutex::new(UsedOnce::default()),
         }
     }
 }

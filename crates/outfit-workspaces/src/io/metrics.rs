@@ -71,6 +71,7 @@ pub struct Metrics {
     pre_pulls_running: Gauge,
     placeholders: Gauge,
     reconcile_failures: Family<StepLabels, Counter>,
+    proxy_refusals: Family<ReasonLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -154,6 +155,12 @@ impl Default for Metrics {
             "Reconciles of a Workspace that failed and are tried again after a back-off, by the step that failed (read, start, stop, expire, finalize, status, decide: a stop request)",
             reconcile_failures.clone(),
         );
+        let proxy_refusals = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "proxy_refusals",
+            "Requests for a workspace's host refused (proxyDomain), by reason: forbidden (not the owner nor an admin), unknown (no such workspace), ticket (a ticket for another host, expired or used)",
+            proxy_refusals.clone(),
+        );
         Self {
             registry,
             requests,
@@ -169,6 +176,7 @@ impl Default for Metrics {
             pre_pulls_running,
             placeholders,
             reconcile_failures,
+            proxy_refusals,
         }
     }
 }
@@ -205,6 +213,11 @@ impl Metrics {
         if let Some(phase) = failed_in {
             self.failures.get_or_create(&PhaseLabels { phase }).inc();
         }
+    }
+
+    /// Counts a request for a workspace's host refused for `reason`.
+    pub fn proxy_refused(&self, reason: &'static str) {
+        self.proxy_refusals.get_or_create(&ReasonLabels { reason }).inc();
     }
 
     /// Counts a workspace culled for `reason`.

@@ -4,7 +4,8 @@
 //! pods changed since the lifecycle last looked; [`node_images`]: the images each node holds),
 //! manifests fetched over HTTP ([`fetch`]), what the native API offers ([`catalogue`]), who calls
 //! ([`auth`]: by TokenReview, a proxy's headers or a session), sign-in with an OpenID provider
-//! ([`oidc`]) and its cookies ([`session`]), and the counters `/metrics` serves ([`metrics`]).
+//! ([`oidc`]) and its cookies ([`session`]), the workspace proxy's connections to pods
+//! ([`upstream`]), and the counters `/metrics` serves ([`metrics`]).
 
 pub mod auth;
 pub mod cache;
@@ -21,3 +22,4 @@ pub mod node_images;
 pub mod oidc;
 pub mod own_writes;
 pub mod session;
+pub mod upstream;

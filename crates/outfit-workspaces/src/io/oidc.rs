@@ -8,7 +8,6 @@
 //! still serves every other caller; a failed discovery is tried again at the next sign-in.
 
 use std::{
-    collections::{HashMap, VecDeque},
     future::Future,
     pin::Pin,
     sync::Mutex,
@@ -36,7 +35,7 @@ use serde_json::{Map, Value};
 
 use super::{
     fetch::{error_chain, https_connector},
-    session::{SIGN_IN_TIME, SignInUnderWay, unix_seconds},
+    session::{SIGN_IN_TIME, SignInUnderWay, UsedOnce, unix_seconds},
 };
 
 /// How long one call to the provider may take.
@@ -45,9 +44,6 @@ const CALL_TIME: Duration = Duration::from_secs(10);
 const MAX_ANSWER_BYTES: usize = 256 << 10;
 /// The keys are fetched again at most this often, however many tokens name unknown keys.
 const KEYS_REFETCH_EVERY: Duration = Duration::from_secs(60);
-/// Finished sign-ins' states remembered (until their sign-in time is up), so a replayed answer
-/// is refused; the oldest go first past it.
-const STATES_REMEMBERED: usize = 10_000;
 
 /// The claims of an ID token beyond the standard ones (the groups claim among them), kept as
 /// they came.
@@ -167,41 +163,12 @@ struct Discovered {
     keys_fetched: Instant,
 }
 
-/// Finished sign-ins' states, until their time is up.
-#[derive(Default)]
-struct FinishedStates {
-    until: HashMap<String, u64>,
-    order: VecDeque<String>,
-}
-
-impl FinishedStates {
-    fn contains(&self, state: &str, now: u64) -> bool {
-        self.until.get(state).is_some_and(|until| *until > now)
-    }
-
-    fn insert(&mut self, state: String, until: u64, now: u64) {
-        while self.order.len() >= STATES_REMEMBERED
-            || self
-                .order
-                .front()
-                .is_some_and(|s| self.until.get(s).is_none_or(|u| *u <= now))
-        {
-            let Some(oldest) = self.order.pop_front() else {
-                break;
-            };
-            self.until.remove(&oldest);
-        }
-        self.until.insert(state.clone(), until);
-        self.order.push_back(state);
-    }
-}
-
 /// The site's OpenID provider.
 pub struct Provider {
     oidc: Oidc,
     http: ProviderHttp,
     discovered: tokio::sync::Mutex<Option<Discovered>>,
-    finished: Mutex<FinishedStates>,
+    finished: Mutex<UsedOnce>,
 }
 
 impl std::fmt::Debug for Provider {
@@ -228,7 +195,7 @@ impl Provider {
             oidc: oidc.clone(),
             http: ProviderHttp::new(),
             discovered: tokio::sync::Mutex::new(None),
-            finished: Mutex::new(FinishedStates::default()),
+            finished: Mutex::new(UsedOnce::default()),
         }
     }
 
@@ -346,7 +313,7 @@ impl Provider {
         verified.map_err(|e| OidcError::BadToken(e.reason))
     }
 
-    fn finished_states(&self) -> std::sync::MutexGuard<'_, FinishedStates> {
+    fn finished_states(&self) -> std::sync::MutexGuard<'_, UsedOnce> {
         self.finished.lock().expect("finished states")
     }
 }
@@ -547,19 +514,5 @@ mod tests {
             )
             .is_ok()
         );
-    }
-
-    #[test]
-    fn finished_states_are_remembered_until_their_time_and_within_their_cap() {
-        let mut states = FinishedStates::default();
-        states.insert("a".to_owned(), 100, 10);
-        assert!(states.contains("a", 50));
-        assert!(!states.contains("a", 100));
-        for i in 0..STATES_REMEMBERED + 5 {
-            states.insert(format!("s{i}"), 1_000, 50);
-        }
-        assert_eq!(states.until.len(), STATES_REMEMBERED);
-        assert!(states.contains(&format!("s{}", STATES_REMEMBERED + 4), 60));
-        assert!(!states.contains("s0", 60), "the oldest made room");
     }
 }

@@ -5,11 +5,17 @@
 //! live in the browser, so the backend keeps no memory per sign-in and any replica that holds the
 //! key reads them.
 //!
+//! A workspace's own host (the proxy's) gets a pass of its own: the backend hands it over as a
+//! sealed ticket in a redirect, and the host sets it as its own cookie, good on that host only.
+//!
 //! Over HTTPS the names carry the `__Host-` prefix: browsers then take them only from this very
 //! host, over HTTPS, for the whole path, never from a sibling host under the same domain (no
 //! cookie tossing by a workspace's host).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::{
+    collections::{HashMap, VecDeque},
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
 
 use cookie::{Cookie, CookieJar, Key, SameSite};
 use hyper::{HeaderMap, header, header::HeaderValue};
@@ -21,6 +27,41 @@ pub const SIGN_IN_TIME: Duration = Duration::from_secs(600);
 /// The longest sealed cookie set: browsers keep at most 4,096 bytes of a cookie with its
 /// attributes.
 const MAX_COOKIE_BYTES: usize = 3_800;
+
+/// Keys used once remembered at most.
+pub const USED_REMEMBERED: usize = 10_000;
+
+/// Keys used once (finished sign-ins' states, tickets spent), each until its time is up, so a
+/// second use is refused; past [`USED_REMEMBERED`] the oldest go first.
+#[derive(Debug, Default)]
+pub struct UsedOnce {
+    until: HashMap<String, u64>,
+    order: VecDeque<String>,
+}
+
+impl UsedOnce {
+    /// Whether `key` was used and its time is not up at `now`.
+    pub fn contains(&self, state: &str, now: u64) -> bool {
+        self.until.get(state).is_some_and(|until| *until > now)
+    }
+
+    /// `key` used, until `until` (seconds since the epoch).
+    pub fn insert(&mut self, state: String, until: u64, now: u64) {
+        while self.order.len() >= USED_REMEMBERED
+            || self
+                .order
+                .front()
+                .is_some_and(|s| self.until.get(s).is_none_or(|u| *u <= now))
+        {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            self.until.remove(&oldest);
+        }
+        self.until.insert(state.clone(), until);
+        self.order.push_back(state);
+    }
+}
 
 /// Who signed in, and until when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,6 +96,43 @@ pub struct SignInUnderWay {
     #[serde(rename = "e")]
     pub expires: u64,
 }
+
+/// Who may open one workspace's host, and until when: what a ticket carries to that host, and
+/// the cookie the host then sets, for that host only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pass {
+    /// The user name.
+    #[serde(rename = "u")]
+    pub username: String,
+    /// The groups.
+    #[serde(rename = "g")]
+    pub groups: Vec<String>,
+    /// The workspace's host (`<workspace>.<proxyDomain>`, lower-case, without a port).
+    #[serde(rename = "h")]
+    pub host: String,
+    /// Seconds since the Unix epoch when it ends: the session's end.
+    #[serde(rename = "e")]
+    pub expires: u64,
+}
+
+/// A pass on its way to its workspace's host, in the URL of a redirect: good once, for a minute.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ticket {
+    /// The pass it carries (which ends with the session).
+    #[serde(rename = "p")]
+    pub pass: Pass,
+    /// Seconds since the Unix epoch when it may no longer be used.
+    #[serde(rename = "e")]
+    pub expires: u64,
+    /// Random: what makes it good once.
+    #[serde(rename = "n")]
+    pub nonce: String,
+}
+
+/// The name tickets are sealed under.
+pub const TICKET: &str = "outfit-ticket";
+/// How long a ticket may take to reach its host.
+pub const TICKET_TIME: Duration = Duration::from_secs(60);
 
 /// The session would not fit in a cookie.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -105,11 +183,18 @@ impl Sessions {
         }
     }
 
-    fn name(&self, base: &'static str) -> &'static str {
+    /// Whether the cookies are `Secure` (the backend is reached over HTTPS).
+    pub fn secure(&self) -> bool {
+        self.secure
+    }
+
+    fn name(&self, base: &str) -> &'static str {
         match (self.secure, base) {
             (true, "session") => "__Host-outfit-session",
+            (true, "pass") => "__Host-outfit-pass",
             (true, _) => "__Host-outfit-sign-in",
             (false, "session") => "outfit-session",
+            (false, "pass") => "outfit-pass",
             (false, _) => "outfit-sign-in",
         }
     }
@@ -121,6 +206,53 @@ impl Sessions {
             .add(self.attributes(Cookie::new(name, value), max_age));
         let cookie = jar.get(name).expect("the cookie just added");
         cookie.to_string()
+    }
+
+    /// `value` as JSON, sealed under `name` (which opening it must give again): for a value that
+    /// travels in a URL rather than a cookie.
+    pub fn seal<T: Serialize>(&self, name: &'static str, value: &T) -> String {
+        let text = serde_json::to_string(value).expect("sealed values serialize");
+        let mut jar = CookieJar::new();
+        jar.private_mut(&self.key).add(Cookie::new(name, text));
+        jar.get(name).expect("the value just added").value().to_owned()
+    }
+
+    /// What [`Sessions::seal`] sealed under `name`, if `sealed` is that.
+    pub fn open<T: for<'de> Deserialize<'de>>(&self, name: &'static str, sealed: &str) -> Option<T> {
+        let jar = CookieJar::new();
+        let opened = jar
+            .private(&self.key)
+            .decrypt(Cookie::new(name, sealed.to_owned()))?;
+        serde_json::from_str(opened.value()).ok()
+    }
+
+    /// The Set-Cookie header of a pass for a workspace's host, which lasts as long as the session
+    /// it came from.
+    pub fn pass_cookie(&self, pass: &Pass, now: SystemTime) -> Result<HeaderValue, SessionTooLarge> {
+        let value = serde_json::to_string(pass).expect("passes serialize");
+        let left = Duration::from_secs(pass.expires.saturating_sub(unix_seconds(now)));
+        let set = self.sealed(self.name("pass"), value, left);
+        if set.len() > MAX_COOKIE_BYTES {
+            return Err(SessionTooLarge {
+                username: pass.username.clone(),
+                bytes: set.len(),
+            });
+        }
+        Ok(HeaderValue::try_from(set).expect("a sealed cookie is a header value"))
+    }
+
+    /// The pass `headers` carry for `host`, if one is valid there at `now`: a pass of another
+    /// host opens to nothing.
+    pub fn pass(&self, headers: &HeaderMap, host: &str, now: SystemTime) -> Option<Pass> {
+        let pass: Pass = serde_json::from_str(&self.opened(headers, self.name("pass"))?).ok()?;
+        (pass.host == host && pass.expires > unix_seconds(now)).then_some(pass)
+    }
+
+    /// Whether `name` is one of the cookies outfit sets (a workspace's app never sees those).
+    pub fn is_own_cookie(&self, name: &str) -> bool {
+        ["session", "sign-in", "pass"]
+            .iter()
+            .any(|base| self.name(base) == name)
     }
 
     fn attributes(&self, cookie: Cookie<'static>, max_age: Duration) -> Cookie<'static> {
@@ -215,10 +347,11 @@ pub enum Cleared {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn oidc(redirect: &str, key: Option<Vec<u8>>) -> Oidc {
+    /// Sign-in settings for tests: back to `redirect`, sealed with `key`.
+    pub(crate) fn oidc(redirect: &str, key: Option<Vec<u8>>) -> Oidc {
         Oidc {
             issuer_url: "https://login.example.org".to_owned(),
             client_id: "outfit".to_owned(),
@@ -309,5 +442,19 @@ mod tests {
             text.starts_with("__Host-outfit-session=;") && text.contains("Max-Age=0"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn used_keys_are_remembered_until_their_time_and_within_their_cap() {
+        let mut states = UsedOnce::default();
+        states.insert("a".to_owned(), 100, 10);
+        assert!(states.contains("a", 50));
+        assert!(!states.contains("a", 100));
+        for i in 0..USED_REMEMBERED + 5 {
+            states.insert(format!("s{i}"), 1_000, 50);
+        }
+        assert_eq!(states.until.len(), USED_REMEMBERED);
+        assert!(states.contains(&format!("s{}", USED_REMEMBERED + 4), 60));
+        assert!(!states.contains("s0", 60), "the oldest made room");
     }
 }

@@ -113,6 +113,8 @@ pub(super) struct Settings {
     pub(super) admin_groups: Vec<String>,
     #[serde(deserialize_with = "oidc")]
     pub(super) oidc: Option<Oidc>,
+    #[serde(deserialize_with = "text")]
+    pub(super) proxy_domain: String,
     #[serde(deserialize_with = "boolean")]
     pub(super) fold_user_case: bool,
     #[serde(deserialize_with = "boolean")]
@@ -286,6 +288,7 @@ impl Default for Settings {
             trusted_proxy_cidrs: Vec::new(),
             admin_groups: Vec::new(),
             oidc: None,
+            proxy_domain: String::new(),
             fold_user_case: false,
             host_users: true,
             image_placement: true,

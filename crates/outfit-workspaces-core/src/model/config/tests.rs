@@ -338,6 +338,7 @@ fn each_default_is_the_documented_text() {
         ("trustedProxyCidrs", "[]"),
         ("adminGroups", "[]"),
         ("oidc", ""),
+        ("proxyDomain", ""),
         ("foldUserCase", "false"),
         ("hostUsers", "true"),
         ("imagePlacement", "true"),

@@ -192,6 +192,11 @@ impl<C: ClusterCalls> Backend<C> {
     }
 
     /// The cluster whose cache shows a pod `name`, with it.
+    /// The pod of the workspace `name`, in whichever cluster holds it.
+    pub fn pod(&self, name: &str) -> Option<Arc<Pod>> {
+        self.holder_of(name).map(|(_, pod)| pod)
+    }
+
     fn holder_of(&self, name: &str) -> Option<(&ClusterWorkspaces<C>, Arc<Pod>)> {
         self.members
             .iter()

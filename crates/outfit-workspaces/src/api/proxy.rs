@@ -1,0 +1,514 @@
+//! The workspace proxy (issue 42, with `proxyDomain`): the backend serves each workspace's host
+//! itself, `<workspace>.<proxyDomain>` and `<port>-<workspace>.<proxyDomain>`, to the signed-in
+//! users who may open it, and sends their requests straight to the pod's address from the watch
+//! cache, WebSocket upgrades and streams included.
+//!
+//! A browser without this host's pass goes to the backend's `/auth/workspace` (signing in there
+//! first if it must), which sends it back with a ticket: good once, for a minute, sealed, naming
+//! this host. The host trades it at `/.outfit/ticket` for its own cookie (host-only, `__Host-`
+//! over HTTPS), so no workspace's host holds or reads another's, nor the backend's session. On
+//! every request the pass's user must still be the workspace's owner or an admin; anyone else
+//! gets 403 and nothing of the workspace. The app sees the user in `X-Forwarded-User` and
+//! `X-Forwarded-Groups`, set here and never taken from the client, and never sees outfit's own
+//! cookies.
+
+use std::{net::IpAddr, time::SystemTime};
+
+use http_body_util::Either;
+use hyper::{
+    HeaderMap, Request, Response, StatusCode,
+    body::Incoming,
+    header::{self, HeaderName, HeaderValue},
+};
+use outfit_workspaces_core::{
+    model::user::owner_of,
+    workspace::route::{HostRoute, Unroutable, upstream},
+};
+
+use super::{
+    ResponseBody,
+    answer::{Answer, Body},
+    connection::Api,
+    encode,
+    sign_in::{WORKSPACE_PATH, return_path},
+    streams::StreamsFull,
+};
+use crate::io::{
+    auth::{SignIn, identity},
+    session::{TICKET, Ticket, unix_seconds},
+};
+
+/// Where a workspace's host takes a ticket.
+const TICKET_PATH: &str = "/.outfit/ticket";
+
+/// Hop-by-hop headers: a proxy never passes them on (RFC 9110, 7.6.1).
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+];
+/// What the client may not say itself: who it is, and what came before.
+const NOT_FROM_CLIENTS: [&str; 7] = [
+    "x-forwarded-user",
+    "x-forwarded-groups",
+    "x-forwarded-email",
+    "x-forwarded-for",
+    "x-forwarded-host",
+    "x-forwarded-proto",
+    "forwarded",
+];
+
+fn page(status: StatusCode, message: impl std::fmt::Display) -> Response<ResponseBody> {
+    encode(Answer::new(status, Body::Text(format!("{message}\n"))))
+}
+
+fn see_other(location: &str) -> Answer {
+    match HeaderValue::try_from(location) {
+        Ok(value) => Answer::new(StatusCode::SEE_OTHER, Body::Empty).with_header(header::LOCATION, value),
+        Err(_) => Answer::new(StatusCode::BAD_REQUEST, Body::Text("a bad address\n".to_owned())),
+    }
+}
+
+impl Api {
+    /// Answers a request for a workspace's `host` (as the client named it, without its port),
+    /// which names `route`.
+    pub(super) async fn proxy(
+        &self,
+        request: Request<Incoming>,
+        host: String,
+        route: HostRoute,
+    ) -> (&'static str, Response<ResponseBody>) {
+        let Some(sign_in) = self.auth.sign_in() else {
+            return (
+                "proxy",
+                page(StatusCode::NOT_FOUND, "no workspaces are served here"),
+            );
+        };
+        let now = SystemTime::now();
+        if request.uri().path() == TICKET_PATH {
+            return (
+                "proxy_ticket",
+                encode(self.take_ticket(sign_in, &request, &host, now)),
+            );
+        }
+        let Some(pass) = sign_in.sessions.pass(request.headers(), &host, now) else {
+            return ("proxy", encode(self.to_backend_for_a_ticket(&request, &host)));
+        };
+        let config = self.backend.config();
+        let identity = match identity(
+            &pass.username,
+            pass.groups.clone(),
+            &config.admin_groups,
+            config.fold_user_case,
+        ) {
+            Ok(identity) => identity,
+            Err(error) => return ("proxy", page(StatusCode::FORBIDDEN, error)),
+        };
+        let Some(pod) = self.backend.pod(&route.workspace) else {
+            self.metrics.proxy_refused("unknown");
+            let message = format!("there is no workspace {} here", route.workspace);
+            return ("proxy", page(StatusCode::NOT_FOUND, message));
+        };
+        if owner_of(&*pod) != Some(identity.user.as_str()) && !identity.admin {
+            self.metrics.proxy_refused("forbidden");
+            tracing::warn!(user = %identity.user, workspace = %route.workspace, peer = %self.peer, "workspace refused to a user not its owner");
+            let message = format!("{} may not open this workspace", identity.username);
+            return ("proxy", page(StatusCode::FORBIDDEN, message));
+        }
+        let (ip, port) = match upstream(&pod, route.port) {
+            Ok(address) => address,
+            Err(error @ Unroutable::NotRunning) => {
+                let message = format!("{error}: start it from the workspaces page");
+                return ("proxy", page(StatusCode::SERVICE_UNAVAILABLE, message));
+            }
+            Err(error) => return ("proxy", page(StatusCode::NOT_FOUND, error)),
+        };
+        let secure = sign_in.sessions.secure();
+        let authority = match request_port(&request) {
+            Some(port) => format!("{host}:{port}"),
+            None => host.clone(),
+        };
+        (
+            "proxy",
+            self.forward(
+                request,
+                sign_in,
+                Forwarded {
+                    host,
+                    ip,
+                    port,
+                    secure,
+                    pass_user: pass.username,
+                    groups: pass.groups,
+                    owner_slot: identity.user.as_str().to_owned(),
+                    authority,
+                },
+            )
+            .await,
+        )
+    }
+
+    /// The browser sent to the backend for a ticket to `host`, back to the same address after.
+    fn to_backend_for_a_ticket(&self, request: &Request<Incoming>, host: &str) -> Answer {
+        let config = self.backend.config();
+        let oidc = config.oidc.as_ref().expect("a proxy domain needs oidc");
+        let backend = oidc.redirect_url.trim_end_matches("/auth/callback");
+        let scheme = if oidc.secure() { "https" } else { "http" };
+        let port = request_port(request).map(|p| format!(":{p}")).unwrap_or_default();
+        let path = request.uri().path_and_query().map_or("/", |p| p.as_str());
+        let back = format!("{scheme}://{host}{port}{path}");
+        let to: String = form_urlencoded::byte_serialize(back.as_bytes()).collect();
+        see_other(&format!("{backend}{WORKSPACE_PATH}?to={to}"))
+    }
+
+    /// A ticket traded for this host's pass, and back to the path it was for.
+    fn take_ticket(
+        &self,
+        sign_in: &SignIn,
+        request: &Request<Incoming>,
+        host: &str,
+        now: SystemTime,
+    ) -> Answer {
+        let query = request.uri().query().unwrap_or_default();
+        let value = |key: &str| {
+            form_urlencoded::parse(query.as_bytes())
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.into_owned())
+        };
+        let ticket: Option<Ticket> = value("t").and_then(|t| sign_in.sessions.open(TICKET, &t));
+        let now_seconds = unix_seconds(now);
+        let Some(ticket) = ticket.filter(|t| t.pass.host == host && t.expires > now_seconds) else {
+            self.metrics.proxy_refused("ticket");
+            let message =
+                "this sign-in link is not for this workspace, or has expired: open the workspace again";
+            return Answer::new(StatusCode::FORBIDDEN, Body::Text(format!("{message}\n")));
+        };
+        {
+            let mut spent = sign_in.spent.lock().expect("spent tickets");
+            if spent.contains(&ticket.nonce, now_seconds) {
+                self.metrics.proxy_refused("ticket");
+                let message = "this sign-in link was used already: open the workspace again";
+                return Answer::new(StatusCode::FORBIDDEN, Body::Text(format!("{message}\n")));
+            }
+            spent.insert(ticket.nonce.clone(), ticket.expires, now_seconds);
+        }
+        match sign_in.sessions.pass_cookie(&ticket.pass, now) {
+            Ok(cookie) => see_other(&return_path(value("to"))).with_header(header::SET_COOKIE, cookie),
+            Err(error) => Answer::new(StatusCode::FORBIDDEN, Body::Text(format!("{error}\n"))),
+        }
+    }
+
+    /// `request` passed to the pod, its answer passed back; an upgrade (a WebSocket) joined to the
+    /// pod's once both sides switched.
+    async fn forward(
+        &self,
+        mut request: Request<Incoming>,
+        sign_in: &SignIn,
+        to: Forwarded,
+    ) -> Response<ResponseBody> {
+        let upgrade = upgrade_asked(request.headers());
+        // A tunnel (a WebSocket) outlives its connection's place under the port's cap: it holds a
+        // stream slot of its user's instead, so no user holds more than maxStreamsPerUser open.
+        let slot = match upgrade {
+            Some(_) => match self.streams.take(&to.owner_slot) {
+                Ok(slot) => Some(slot),
+                Err(StreamsFull::User(cap)) => {
+                    let message = format!(
+                        "you hold {cap} streams and WebSockets open, the most one user may (maxStreamsPerUser)"
+                    );
+                    return page(StatusCode::TOO_MANY_REQUESTS, message);
+                }
+                Err(StreamsFull::Port(cap)) => {
+                    let message = format!(
+                        "{cap} streams and WebSockets are open, the most this port holds (maxStreams)"
+                    );
+                    return page(StatusCode::SERVICE_UNAVAILABLE, message);
+                }
+            },
+            None => None,
+        };
+        let client_side = upgrade.is_some().then(|| hyper::upgrade::on(&mut request));
+        prepare_headers(request.headers_mut(), sign_in, &to, self.peer.ip(), upgrade);
+        let mut response = match self.upstreams.send(to.ip, to.port, request).await {
+            Ok(response) => response,
+            Err(error) => {
+                tracing::debug!(%error, host = %to.host, "workspace unreachable");
+                return page(StatusCode::BAD_GATEWAY, error);
+            }
+        };
+        if response.status() == StatusCode::SWITCHING_PROTOCOLS
+            && let Some(client_side) = client_side
+        {
+            let pod_side = hyper::upgrade::on(&mut response);
+            tokio::spawn(async move {
+                let (Ok(client), Ok(pod)) = tokio::join!(client_side, pod_side) else {
+                    return;
+                };
+                let mut client = hyper_util::rt::TokioIo::new(client);
+                let mut pod = hyper_util::rt::TokioIo::new(pod);
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut pod).await;
+                drop(slot);
+            });
+        }
+        let (mut parts, body) = response.into_parts();
+        strip_answer_headers(
+            &mut parts.headers,
+            sign_in,
+            parts.status == StatusCode::SWITCHING_PROTOCOLS,
+        );
+        Response::from_parts(parts, Either::Right(body))
+    }
+}
+
+/// Where a request goes, for whom.
+struct Forwarded {
+    host: String,
+    ip: IpAddr,
+    port: u16,
+    secure: bool,
+    pass_user: String,
+    groups: Vec<String>,
+    /// Whose stream slots its tunnels take: the signed-in user's owner id.
+    owner_slot: String,
+    /// The host with the port the client named, if any: what `Host` says to the app.
+    authority: String,
+}
+
+/// The port the client named in its host, if any.
+fn request_port(request: &Request<Incoming>) -> Option<u16> {
+    let host = request
+        .uri()
+        .authority()
+        .map(|a| a.as_str().to_owned())
+        .or_else(|| {
+            request
+                .headers()
+                .get(header::HOST)?
+                .to_str()
+                .ok()
+                .map(str::to_owned)
+        })?;
+    host.rsplit_once(':')?.1.parse().ok()
+}
+
+/// The protocol an upgrade asks for (`websocket`), when the request asks for one.
+fn upgrade_asked(headers: &HeaderMap) -> Option<HeaderValue> {
+    let connection_upgrade = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|token| token.trim().eq_ignore_ascii_case("upgrade"));
+    connection_upgrade
+        .then(|| headers.get(header::UPGRADE).cloned())
+        .flatten()
+}
+
+/// The request's headers as the pod gets them: no hop-by-hop header (but an upgrade's), no
+/// identity or forwarding header of the client's, none of outfit's cookies; the user and the
+/// forwarding headers set here.
+fn prepare_headers(
+    headers: &mut HeaderMap,
+    sign_in: &SignIn,
+    to: &Forwarded,
+    peer: IpAddr,
+    upgrade: Option<HeaderValue>,
+) {
+    let named_in_connection: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::try_from(name.trim()).ok())
+        .collect();
+    for name in named_in_connection {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP.iter().chain(&NOT_FROM_CLIENTS) {
+        headers.remove(*name);
+    }
+    headers.remove(header::UPGRADE);
+    let cookies: Vec<String> = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .map(str::trim)
+        .filter(|pair| {
+            let name = pair.split('=').next().unwrap_or_default();
+            !pair.is_empty() && !sign_in.sessions.is_own_cookie(name)
+        })
+        .map(str::to_owned)
+        .collect();
+    headers.remove(header::COOKIE);
+    if !cookies.is_empty()
+        && let Ok(value) = HeaderValue::try_from(cookies.join("; "))
+    {
+        headers.insert(header::COOKIE, value);
+    }
+    if let Some(protocol) = upgrade {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        headers.insert(header::UPGRADE, protocol);
+    }
+    // HTTP/2 names the host in the request's authority, not a header; the app reads `Host`.
+    let host_missing = !headers.contains_key(header::HOST);
+    let mut set = |name: &'static str, value: &str| {
+        if let Ok(value) = HeaderValue::try_from(value) {
+            headers.insert(name, value);
+        }
+    };
+    if host_missing {
+        set("host", &to.authority);
+    }
+    set("x-forwarded-for", &peer.to_string());
+    set("x-forwarded-host", &to.host);
+    set("x-forwarded-proto", if to.secure { "https" } else { "http" });
+    set("x-forwarded-user", &to.pass_user);
+    set("x-forwarded-groups", &to.groups.join(","));
+}
+
+/// The pod's answer's headers as the client gets them: no hop-by-hop header (but a switch's
+/// `Connection` and `Upgrade`), and no cookie of outfit's name set by the app.
+fn strip_answer_headers(headers: &mut HeaderMap, sign_in: &SignIn, switching: bool) {
+    for name in HOP_BY_HOP {
+        if !(switching && name == "connection") {
+            headers.remove(name);
+        }
+    }
+    let kept: Vec<HeaderValue> = headers
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .filter(|v| {
+            let name = v
+                .to_str()
+                .unwrap_or_default()
+                .split('=')
+                .next()
+                .unwrap_or_default();
+            !sign_in.sessions.is_own_cookie(name.trim())
+        })
+        .cloned()
+        .collect();
+    headers.remove(header::SET_COOKIE);
+    for value in kept {
+        headers.append(header::SET_COOKIE, value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sign_in() -> SignIn {
+        SignIn::new(&crate::io::session::tests::oidc(
+            "https://workspaces.example.org/auth/callback",
+            None,
+        ))
+    }
+
+    fn to() -> Forwarded {
+        Forwarded {
+            host: "web-alice.ws.example.org".to_owned(),
+            ip: "10.244.0.7".parse().unwrap(),
+            port: 80,
+            secure: true,
+            pass_user: "alice".to_owned(),
+            groups: vec!["staff".to_owned(), "gpu".to_owned()],
+            owner_slot: "alice".to_owned(),
+            authority: "web-alice.ws.example.org".to_owned(),
+        }
+    }
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_static(value));
+        }
+        map
+    }
+
+    #[test]
+    fn the_app_gets_the_user_from_outfit_only_and_none_of_its_cookies() {
+        let mut request = headers(&[
+            ("connection", "keep-alive, x-secret"),
+            ("x-secret", "hop"),
+            ("te", "trailers"),
+            ("x-forwarded-user", "mallory"),
+            ("x-forwarded-groups", "admins"),
+            ("forwarded", "for=1.2.3.4"),
+            ("cookie", "__Host-outfit-session=s; app=1"),
+            ("cookie", "__Host-outfit-pass=p"),
+            ("authorization", "token abc"),
+        ]);
+        prepare_headers(
+            &mut request,
+            &sign_in(),
+            &to(),
+            "192.0.2.9".parse().unwrap(),
+            None,
+        );
+        for gone in ["connection", "x-secret", "te", "forwarded", "upgrade"] {
+            assert!(!request.contains_key(gone), "{gone}: {request:?}");
+        }
+        assert_eq!(request["x-forwarded-user"], "alice");
+        assert_eq!(request.get_all("x-forwarded-user").iter().count(), 1);
+        assert_eq!(request["x-forwarded-groups"], "staff,gpu");
+        assert_eq!(request["x-forwarded-for"], "192.0.2.9");
+        assert_eq!(request["x-forwarded-proto"], "https");
+        assert_eq!(request["host"], "web-alice.ws.example.org");
+        assert_eq!(request["cookie"], "app=1");
+        assert_eq!(
+            request["authorization"], "token abc",
+            "the app's own credentials pass"
+        );
+    }
+
+    #[test]
+    fn an_upgrade_keeps_its_protocol_and_the_app_sets_none_of_outfits_cookies() {
+        let mut request = headers(&[
+            ("connection", "Upgrade"),
+            ("upgrade", "websocket"),
+            ("host", "h:8443"),
+        ]);
+        let asked = upgrade_asked(&request);
+        assert_eq!(asked, Some(HeaderValue::from_static("websocket")));
+        prepare_headers(
+            &mut request,
+            &sign_in(),
+            &to(),
+            "192.0.2.9".parse().unwrap(),
+            asked,
+        );
+        assert_eq!(
+            (&request["connection"], &request["upgrade"]),
+            (
+                &HeaderValue::from_static("upgrade"),
+                &HeaderValue::from_static("websocket")
+            )
+        );
+        assert_eq!(request["host"], "h:8443");
+        assert_eq!(
+            upgrade_asked(&headers(&[("upgrade", "websocket")])),
+            None,
+            "no Connection: upgrade"
+        );
+
+        let mut answer = headers(&[
+            ("set-cookie", "__Host-outfit-pass=x; Path=/"),
+            ("set-cookie", "app=2; Path=/"),
+            ("transfer-encoding", "chunked"),
+            ("connection", "close"),
+        ]);
+        strip_answer_headers(&mut answer, &sign_in(), false);
+        assert_eq!(
+            answer.get_all("set-cookie").iter().collect::<Vec<_>>(),
+            ["app=2; Path=/"]
+        );
+        assert!(!answer.contains_key("connection") && !answer.contains_key("transfer-encoding"));
+    }
+}

@@ -1,0 +1,290 @@
+//! The workspace proxy (issue 42, `proxyDomain`) over a real network path: the workspace's pod
+//! address (kwok's, from the test cluster's pod network) is made a loopback address of this
+//! machine and a server of the test's listens on it as the workspace's app, so the backend
+//! connects to the pod's IP and port from its watch cache as it would on a node. Signed in with
+//! the real provider of `sign_in.rs`: the owner's ticket and pass, what the app is told and not
+//! told, a WebSocket echoed both ways, and what strangers, replays and other hosts get.
+
+use std::{convert::Infallible, net::IpAddr, process::Command, time::Duration};
+
+use futures::{SinkExt, StreamExt};
+use http_body_util::Full;
+use hyper::{Request, Response, body::Incoming, header, service::service_fn};
+use hyper_util::rt::TokioIo;
+use k8s_openapi::api::core::v1::Pod;
+use outfit_test_support::http::Call;
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::{Message, handshake::derive_accept_key, protocol::Role};
+
+use super::{
+    native::WEB_FIELDS,
+    sign_in::{Provider, location, oidc_config, send, session_of, set_cookies},
+    support::*,
+};
+use crate::control_plane::ControlPlane;
+
+/// An address of this machine's loopback device for the test's life.
+struct LoopbackAddress(IpAddr);
+
+impl LoopbackAddress {
+    fn add(ip: IpAddr) -> Self {
+        let status = Command::new("ip")
+            .args(["addr", "add", &format!("{ip}/32"), "dev", "lo"])
+            .status()
+            .expect("ip (iproute2) runs");
+        assert!(
+            status.success(),
+            "ip addr add {ip}/32 dev lo (the tests run as root)"
+        );
+        LoopbackAddress(ip)
+    }
+}
+
+impl Drop for LoopbackAddress {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["addr", "del", &format!("{}/32", self.0), "dev", "lo"])
+            .status();
+    }
+}
+
+/// The workspace's app: a WebSocket echo for an upgrade, and for any other request its method,
+/// path and headers as JSON.
+async fn app(mut request: Request<Incoming>) -> Result<Response<Full<hyper::body::Bytes>>, Infallible> {
+    if let Some(key) = request.headers().get("sec-websocket-key").cloned() {
+        let upgraded = hyper::upgrade::on(&mut request);
+        tokio::spawn(async move {
+            let Ok(upgraded) = upgraded.await else { return };
+            let mut socket = tokio_tungstenite::WebSocketStream::from_raw_socket(
+                TokioIo::new(upgraded),
+                Role::Server,
+                None,
+            )
+            .await;
+            while let Some(Ok(message)) = socket.next().await {
+                if message.is_text() && socket.send(message).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let response = Response::builder()
+            .status(101)
+            .header(header::CONNECTION, "upgrade")
+            .header(header::UPGRADE, "websocket")
+            .header("sec-websocket-accept", derive_accept_key(key.as_bytes()))
+            .body(Full::default())
+            .unwrap();
+        return Ok(response);
+    }
+    let headers: serde_json::Map<String, Value> = request
+        .headers()
+        .iter()
+        .map(|(name, value)| (name.to_string(), json!(value.to_str().unwrap_or_default())))
+        .collect();
+    let seen =
+        json!({"method": request.method().as_str(), "path": request.uri().to_string(), "headers": headers});
+    let response = Response::builder()
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::SET_COOKIE, "outfit-pass=overwritten; Path=/")
+        .header(header::SET_COOKIE, "app=1; Path=/")
+        .body(Full::new(seen.to_string().into()))
+        .unwrap();
+    Ok(response)
+}
+
+/// Serves [`app`] on `ip`:80 until the test ends.
+async fn serve_app(ip: IpAddr) {
+    let listener = tokio::net::TcpListener::bind((ip, 80))
+        .await
+        .expect("the app listens on the pod's address");
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tcp), service_fn(app))
+                    .with_upgrades(),
+            );
+        }
+    });
+}
+
+/// A call to the backend's `port` for `host`.
+async fn at(port: u16, host: &str, path: &str, cookie: Option<&str>) -> outfit_test_support::http::Answer {
+    let host = format!("{host}:{port}");
+    let mut headers = vec![("host", host.as_str())];
+    if let Some(cookie) = cookie {
+        headers.push(("cookie", cookie));
+    }
+    send(port, Call::new("GET", path).headers(&headers)).await
+}
+
+/// The pass cookie `session` gets for `host` (through the backend's ticket), and the ticket's
+/// path, to try again.
+async fn pass_for(port: u16, host: &str, session: &str) -> (String, String) {
+    let first = at(port, host, "/hello?x=1", None).await;
+    assert_eq!(first.status, 303, "{}", first.text());
+    let to_backend = location(&first);
+    let expected =
+        format!("http://127.0.0.1:{port}/auth/workspace?to=http%3A%2F%2F{host}%3A{port}%2Fhello%3Fx%3D1");
+    assert_eq!(to_backend, expected);
+    let path = to_backend.trim_start_matches(&format!("http://127.0.0.1:{port}"));
+    let ticket = send(port, Call::new("GET", path).headers(&[("cookie", session)])).await;
+    assert_eq!(ticket.status, 303, "{}", ticket.text());
+    let ticket_url = location(&ticket);
+    let prefix = format!("http://{host}:{port}/.outfit/ticket?t=");
+    assert!(ticket_url.starts_with(&prefix), "{ticket_url}");
+    let ticket_path = ticket_url
+        .trim_start_matches(&format!("http://{host}:{port}"))
+        .to_owned();
+    let taken = at(port, host, &ticket_path, None).await;
+    assert_eq!(
+        (taken.status, location(&taken)),
+        (303, "/hello?x=1".to_owned()),
+        "{}",
+        taken.text()
+    );
+    let pass = set_cookies(&taken)
+        .into_iter()
+        .find(|c| c.starts_with("outfit-pass="))
+        .expect("a pass");
+    (pass, ticket_path)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_lets_the_owner_in_and_nobody_else() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-proxy";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let web = manifests.put("web.yaml", WEB_FIELDS);
+    let port = free_port();
+    let provider = Provider::start("proxy", &format!("http://127.0.0.1:{port}/auth/callback")).await;
+    let admin_port = free_port();
+    let extra = format!(
+        "proxyDomain: ws.test\n\
+         adminListen: 127.0.0.1:{admin_port}\n\
+         catalogue:\n- {{name: web, url: '{web}'}}\n{}",
+        oidc_config(&provider, port, "proxy")
+    );
+    let backend = Backend::start_on(plane, ns, &manifests, &extra, plane.kubeconfig(), port).await;
+    let alice = session_of(port, &provider, "alice").await;
+    let (status, launched) = backend
+        .call(
+            Caller::Cookie(&alice),
+            "POST",
+            "/api/v1/workspaces",
+            Some(json!({"manifest": "web"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{launched}");
+    let name = launched["name"].as_str().unwrap().to_owned();
+    let steps = backend.follow(Caller::Cookie(&alice), &name).await;
+    assert_eq!(steps.last().map(|e| e.0.as_str()), Some("ready"), "{steps:?}");
+    let pod = kube::Api::<Pod>::namespaced(client.clone(), ns)
+        .get(&name)
+        .await
+        .unwrap();
+    let ip: IpAddr = pod.status.unwrap().pod_ip.unwrap().parse().unwrap();
+    let _address = LoopbackAddress::add(ip);
+    serve_app(ip).await;
+    let host = format!("{name}.ws.test");
+
+    // The owner: to the backend for a ticket, the ticket traded for this host's pass, once.
+    let (pass, ticket_path) = pass_for(port, &host, &alice).await;
+    let again = at(port, &host, &ticket_path, None).await;
+    assert_eq!(again.status, 403, "a ticket is good once: {}", again.text());
+
+    // Through to the app: the user as the backend says, never as the client says; none of
+    // outfit's cookies; the app's own cookie passes, its attempt at outfit's does not.
+    let cookies = format!("{pass}; app=1; {alice}");
+    let headers = [
+        ("host", format!("{host}:{port}")),
+        ("cookie", cookies),
+        ("x-forwarded-user", "mallory".to_owned()),
+        ("x-forwarded-groups", "admins".to_owned()),
+    ];
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let answer = send(port, Call::new("GET", "/hello?x=1").headers(&headers)).await;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let seen = answer.json().unwrap();
+    assert_eq!(seen["path"], "/hello?x=1", "{seen}");
+    assert_eq!(seen["headers"]["x-forwarded-user"], "alice", "{seen}");
+    assert_eq!(seen["headers"]["x-forwarded-groups"], "gpu-users,staff", "{seen}");
+    assert_eq!(seen["headers"]["x-forwarded-host"], host, "{seen}");
+    assert_eq!(
+        seen["headers"]["cookie"], "app=1",
+        "outfit's cookies stay with outfit: {seen}"
+    );
+    assert_eq!(
+        set_cookies(&answer),
+        ["app=1"],
+        "the app can't set outfit's cookies"
+    );
+
+    // A WebSocket, both ways.
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let request = Request::builder()
+        .uri(format!("ws://{host}:{port}/socket"))
+        .header("host", format!("{host}:{port}"))
+        .header("cookie", &pass)
+        .header(
+            "sec-websocket-key",
+            tokio_tungstenite::tungstenite::handshake::client::generate_key(),
+        )
+        .header("sec-websocket-version", "13")
+        .header("connection", "upgrade")
+        .header("upgrade", "websocket")
+        .body(())
+        .unwrap();
+    let (mut socket, _) = tokio_tungstenite::client_async(request, tcp)
+        .await
+        .expect("a WebSocket through the proxy");
+    for text in ["hello", "from the browser"] {
+        socket.send(Message::text(text)).await.unwrap();
+        let echoed = tokio::time::timeout(Duration::from_secs(10), socket.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(echoed.into_text().unwrap().as_str(), text);
+    }
+
+    // The pass of this host is nothing on another: the browser is sent for a ticket there.
+    let elsewhere = at(port, &format!("8080-{host}"), "/", Some(&pass)).await;
+    assert_eq!(elsewhere.status, 303, "{}", elsewhere.text());
+    // A stranger signs in, gets a ticket and a pass for the host, and still gets 403.
+    let bob = session_of(port, &provider, "bob").await;
+    let (bobs_pass, _) = pass_for(port, &host, &bob).await;
+    let refused = at(port, &host, "/hello?x=1", Some(&bobs_pass)).await;
+    assert_eq!(refused.status, 403, "{}", refused.text());
+    assert!(
+        !refused.text().contains("x-forwarded"),
+        "nothing of the workspace: {}",
+        refused.text()
+    );
+    // A host naming no workspace: 404, after the sign-in.
+    let (nobodys_pass, _) = pass_for(port, "nobody.ws.test", &alice).await;
+    assert_eq!(
+        at(port, "nobody.ws.test", "/", Some(&nobodys_pass)).await.status,
+        404
+    );
+    // The backend hands tickets only to workspaces' hosts.
+    let evil = "/auth/workspace?to=http%3A%2F%2Fevil.example.org%2F";
+    assert_eq!(
+        send(port, Call::new("GET", evil).headers(&[("cookie", &alice)]))
+            .await
+            .status,
+        400
+    );
+
+    let metrics = super::native::metrics(admin_port).await;
+    assert!(
+        metrics.contains(r#"outfit_workspaces_proxy_refusals_total{reason="forbidden"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"outfit_workspaces_proxy_refusals_total{reason="ticket"} 1"#),
+        "{metrics}"
+    );
+}
