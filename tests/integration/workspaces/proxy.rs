@@ -278,6 +278,62 @@ async fn the_proxy_lets_the_owner_in_and_nobody_else() {
         400
     );
 
+    // Stopped, the host shows a page that starts it, from that page only.
+    let stop = format!("/api/v1/workspaces/{name}/stop");
+    let (status, stopped) = backend.call(Caller::Cookie(&alice), "POST", &stop, None).await;
+    assert!(matches!(status, 200 | 202), "{status} {stopped}");
+    let shown = eventually(
+        "the stopped workspace's page",
+        Duration::from_secs(30),
+        || async {
+            let answer = at(port, &host, "/", Some(&pass)).await;
+            (answer.status == 503 && answer.text().contains("is stopped")).then_some(answer)
+        },
+    )
+    .await;
+    assert!(
+        shown.text().contains("action=\"/.outfit/start\""),
+        "{}",
+        shown.text()
+    );
+    let start = |origin: Option<String>| {
+        let mut headers = vec![
+            ("host".to_owned(), format!("{host}:{port}")),
+            ("cookie".to_owned(), pass.clone()),
+        ];
+        if let Some(origin) = origin {
+            headers.push(("origin".to_owned(), origin));
+        }
+        async move {
+            let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            send(port, Call::new("POST", "/.outfit/start").headers(&headers)).await
+        }
+    };
+    assert_eq!(
+        start(Some("https://evil.example.org".to_owned())).await.status,
+        403
+    );
+    assert_eq!(start(None).await.status, 403);
+    let started = start(Some(format!("http://{host}:{port}"))).await;
+    assert_eq!(
+        (started.status, location(&started)),
+        (303, "/".to_owned()),
+        "{}",
+        started.text()
+    );
+    eventually("the workspace running again", Duration::from_secs(60), || async {
+        let (_, view) = backend
+            .call(
+                Caller::Cookie(&alice),
+                "GET",
+                &format!("/api/v1/workspaces/{name}"),
+                None,
+            )
+            .await;
+        view["status"] == "ready"
+    })
+    .await;
+
     let metrics = super::native::metrics(admin_port).await;
     assert!(
         metrics.contains(r#"outfit_workspaces_proxy_refusals_total{reason="forbidden"} 1"#),

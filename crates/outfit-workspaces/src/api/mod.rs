@@ -16,6 +16,7 @@ mod sign_in;
 mod sse;
 mod streams;
 mod web;
+mod workspace_page;
 
 use std::future::Future;
 

@@ -16,7 +16,7 @@ use std::{net::IpAddr, time::SystemTime};
 
 use http_body_util::Either;
 use hyper::{
-    HeaderMap, Request, Response, StatusCode,
+    HeaderMap, Method, Request, Response, StatusCode,
     body::Incoming,
     header::{self, HeaderName, HeaderValue},
 };
@@ -32,9 +32,10 @@ use super::{
     encode,
     sign_in::{WORKSPACE_PATH, return_path},
     streams::StreamsFull,
+    workspace_page::{self, START_PATH},
 };
 use crate::io::{
-    auth::{SignIn, identity},
+    auth::{Identity, SignIn, identity},
     session::{TICKET, Ticket, unix_seconds},
 };
 
@@ -109,29 +110,35 @@ impl Api {
             Ok(identity) => identity,
             Err(error) => return ("proxy", page(StatusCode::FORBIDDEN, error)),
         };
-        let Some(pod) = self.backend.pod(&route.workspace) else {
-            self.metrics.proxy_refused("unknown");
-            let message = format!("there is no workspace {} here", route.workspace);
-            return ("proxy", page(StatusCode::NOT_FOUND, message));
+        let secure = sign_in.sessions.secure();
+        let authority = match request_port(&request) {
+            Some(port) => format!("{host}:{port}"),
+            None => host.clone(),
         };
-        if owner_of(&*pod) != Some(identity.user.as_str()) && !identity.admin {
+        let pod = self.backend.pod(&route.workspace);
+        if let Some(pod) = &pod
+            && owner_of(&**pod) != Some(identity.user.as_str())
+            && !identity.admin
+        {
             self.metrics.proxy_refused("forbidden");
             tracing::warn!(user = %identity.user, workspace = %route.workspace, peer = %self.peer, "workspace refused to a user not its owner");
             let message = format!("{} may not open this workspace", identity.username);
             return ("proxy", page(StatusCode::FORBIDDEN, message));
         }
-        let (ip, port) = match upstream(&pod, route.port) {
-            Ok(address) => address,
-            Err(error @ Unroutable::NotRunning) => {
-                let message = format!("{error}: start it from the workspaces page");
-                return ("proxy", page(StatusCode::SERVICE_UNAVAILABLE, message));
+        let (ip, port) = match pod.as_deref().map(|pod| upstream(pod, route.port)) {
+            Some(Ok(address)) => address,
+            Some(Err(error @ (Unroutable::NoPort | Unroutable::UndeclaredPort(_)))) => {
+                return ("proxy", page(StatusCode::NOT_FOUND, error));
             }
-            Err(error) => return ("proxy", page(StatusCode::NOT_FOUND, error)),
-        };
-        let secure = sign_in.sessions.secure();
-        let authority = match request_port(&request) {
-            Some(port) => format!("{host}:{port}"),
-            None => host.clone(),
+            // Stopped (no pod), starting or stopping: the page that says so, or starts it.
+            Some(Err(Unroutable::NotRunning)) | None => {
+                let origin = format!("{}://{authority}", if secure { "https" } else { "http" });
+                return (
+                    "proxy_page",
+                    self.not_running(&request, &identity, &route.workspace, &origin)
+                        .await,
+                );
+            }
         };
         (
             "proxy",
@@ -151,6 +158,48 @@ impl Api {
             )
             .await,
         )
+    }
+
+    /// The page of a workspace that does not run (or 404, when `identity` has none of that
+    /// name); a `POST` of its button from the page's own `origin` starts it.
+    async fn not_running(
+        &self,
+        request: &Request<Incoming>,
+        identity: &Identity,
+        name: &str,
+        origin: &str,
+    ) -> Response<ResponseBody> {
+        let view = match self.backend.workspace(identity, name).await {
+            Ok(view) => view,
+            Err(_) => {
+                self.metrics.proxy_refused("unknown");
+                return page(
+                    StatusCode::NOT_FOUND,
+                    format!("there is no workspace {name} you may open here"),
+                );
+            }
+        };
+        if request.uri().path() != START_PATH || request.method() != Method::POST {
+            return workspace_page::page(name, view.status, "");
+        }
+        let same_origin = request
+            .headers()
+            .get(header::ORIGIN)
+            .and_then(|o| o.to_str().ok())
+            .is_some_and(|o| o.eq_ignore_ascii_case(origin));
+        if !same_origin {
+            return page(
+                StatusCode::FORBIDDEN,
+                "a workspace is started from its own page only",
+            );
+        }
+        match self.backend.start(identity, name, None).await {
+            Ok(_) => {
+                tracing::info!(user = %identity.user, workspace = name, "workspace started from its host");
+                encode(see_other("/"))
+            }
+            Err(error) => workspace_page::page(name, view.status, &error.public_message()),
+        }
     }
 
     /// The browser sent to the backend for a ticket to `host`, back to the same address after.
