@@ -69,6 +69,7 @@ class Driver:
     """A Selenium session in headless Chromium, with the few helpers the test needs."""
 
     def __init__(self):
+        self.extra_args = []  # more Chromium flags, for a subclass
         self.browser = None
         self.profile = tempfile.mkdtemp(prefix="outfit-browser-")
         self.driver_log = os.path.join(self.profile, "chromedriver.log")
@@ -83,7 +84,8 @@ class Driver:
         for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
                     "--no-first-run", "--disable-background-networking",
                     "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-                    "--window-size=1280,900", f"--user-data-dir={os.path.join(self.profile, 'profile')}"):
+                    "--window-size=1280,900", f"--user-data-dir={os.path.join(self.profile, 'profile')}",
+                    *self.extra_args):
             options.add_argument(arg)
         options.page_load_strategy = "normal"
         options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
@@ -443,13 +445,14 @@ def main():
     return drive("workspace_page", lambda d: run(d, opts), opts)
 
 
-def drive(name, session, opts):
-    """Runs `session(driver)` in a new headless Chromium and prints its summary as one JSON line;
-    0 on success, 1 with what failed and the browser's console on stderr."""
+def drive(name, session, opts, driver=None):
+    """Runs `session(driver)` in a new headless Chromium (`driver`, a Driver by default) and
+    prints its summary as one JSON line; 0 on success, 1 with what failed and the browser's
+    console on stderr."""
     d = None
     code = 1
     try:
-        d = Driver()
+        d = driver or Driver()
         d.start(opts.chromedriver, opts.chromium)
         summary = session(d)
         print(json.dumps(summary), flush=True)

@@ -76,6 +76,19 @@ async fn app(mut request: Request<Incoming>) -> Result<Response<Full<hyper::body
             .unwrap();
         return Ok(response);
     }
+    if request.uri().path() == "/page" {
+        let user = request
+            .headers()
+            .get("x-forwarded-user")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        let page = format!("{PAGE_HEAD}<p id=\"user\">{user}</p><p id=\"echo\">waiting</p>{PAGE_SCRIPT}");
+        let response = Response::builder()
+            .header(header::CONTENT_TYPE, "text/html; charset=utf-8")
+            .body(Full::new(page.into()))
+            .unwrap();
+        return Ok(response);
+    }
     let headers: serde_json::Map<String, Value> = request
         .headers()
         .iter()
@@ -91,6 +104,15 @@ async fn app(mut request: Request<Incoming>) -> Result<Response<Full<hyper::body
         .unwrap();
     Ok(response)
 }
+
+const PAGE_HEAD: &str = "<!doctype html><html><head><meta charset=\"utf-8\"><title>app</title></head><body>";
+/// The app's page: a WebSocket to its own host, a message sent, the echo shown.
+const PAGE_SCRIPT: &str = r#"<script>
+const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/socket");
+ws.onopen = () => ws.send("hello from the browser");
+ws.onmessage = (m) => { document.getElementById("echo").textContent = "echo: " + m.data; };
+ws.onerror = () => { document.getElementById("echo").textContent = "error"; };
+</script></body></html>"#;
 
 /// Serves [`app`] on `ip`:80 until the test ends.
 async fn serve_app(ip: IpAddr) {
@@ -150,32 +172,40 @@ async fn pass_for(port: u16, host: &str, session: &str) -> (String, String) {
     (pass, ticket_path)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_proxy_lets_the_owner_in_and_nobody_else() {
+/// A backend serving workspaces' hosts under `ws.test`, signing in with a provider of its own,
+/// and alice's `web` workspace running there, its app on the pod's address.
+struct Proxied {
+    backend: Backend,
+    provider: Provider,
+    /// alice's session cookie at the backend.
+    alice: String,
+    name: String,
+    host: String,
+    port: u16,
+    admin_port: u16,
+    _address: LoopbackAddress,
+}
+
+async fn launched(ns: &str) -> Proxied {
     let plane = ControlPlane::with_nodes();
     let client = plane.admin_client().await;
-    let ns = "ws-proxy";
     namespace(&client, ns).await;
     let manifests = Manifests::start().await;
     let web = manifests.put("web.yaml", WEB_FIELDS);
     let port = free_port();
-    let provider = Provider::start("proxy", &format!("http://127.0.0.1:{port}/auth/callback")).await;
+    let provider = Provider::start(ns, &format!("http://127.0.0.1:{port}/auth/callback")).await;
     let admin_port = free_port();
     let extra = format!(
         "proxyDomain: ws.test\n\
          adminListen: 127.0.0.1:{admin_port}\n\
          catalogue:\n- {{name: web, url: '{web}'}}\n{}",
-        oidc_config(&provider, port, "proxy")
+        oidc_config(&provider, port, ns)
     );
     let backend = Backend::start_on(plane, ns, &manifests, &extra, plane.kubeconfig(), port).await;
     let alice = session_of(port, &provider, "alice").await;
+    let launch = Some(json!({"manifest": "web"}));
     let (status, launched) = backend
-        .call(
-            Caller::Cookie(&alice),
-            "POST",
-            "/api/v1/workspaces",
-            Some(json!({"manifest": "web"})),
-        )
+        .call(Caller::Cookie(&alice), "POST", "/api/v1/workspaces", launch)
         .await;
     assert_eq!(status, 201, "{launched}");
     let name = launched["name"].as_str().unwrap().to_owned();
@@ -186,13 +216,40 @@ async fn the_proxy_lets_the_owner_in_and_nobody_else() {
         .await
         .unwrap();
     let ip: IpAddr = pod.status.unwrap().pod_ip.unwrap().parse().unwrap();
-    let _address = LoopbackAddress::add(ip);
+    let address = LoopbackAddress::add(ip);
     serve_app(ip).await;
     let host = format!("{name}.ws.test");
+    Proxied {
+        backend,
+        provider,
+        alice,
+        name,
+        host,
+        port,
+        admin_port,
+        _address: address,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_lets_the_owner_in_and_nobody_else() {
+    let proxied = launched("ws-proxy").await;
+    let Proxied {
+        backend,
+        provider,
+        alice,
+        name,
+        host,
+        port,
+        admin_port,
+        ..
+    } = &proxied;
+    let (port, admin_port) = (*port, *admin_port);
+    let (alice, name, host) = (alice.as_str(), name.as_str(), host.as_str());
 
     // The owner: to the backend for a ticket, the ticket traded for this host's pass, once.
-    let (pass, ticket_path) = pass_for(port, &host, &alice).await;
-    let again = at(port, &host, &ticket_path, None).await;
+    let (pass, ticket_path) = pass_for(port, host, alice).await;
+    let again = at(port, host, &ticket_path, None).await;
     assert_eq!(again.status, 403, "a ticket is good once: {}", again.text());
 
     // Through to the app: the user as the backend says, never as the client says; none of
@@ -254,9 +311,9 @@ async fn the_proxy_lets_the_owner_in_and_nobody_else() {
     let elsewhere = at(port, &format!("8080-{host}"), "/", Some(&pass)).await;
     assert_eq!(elsewhere.status, 303, "{}", elsewhere.text());
     // A stranger signs in, gets a ticket and a pass for the host, and still gets 403.
-    let bob = session_of(port, &provider, "bob").await;
-    let (bobs_pass, _) = pass_for(port, &host, &bob).await;
-    let refused = at(port, &host, "/hello?x=1", Some(&bobs_pass)).await;
+    let bob = session_of(port, provider, "bob").await;
+    let (bobs_pass, _) = pass_for(port, host, &bob).await;
+    let refused = at(port, host, "/hello?x=1", Some(&bobs_pass)).await;
     assert_eq!(refused.status, 403, "{}", refused.text());
     assert!(
         !refused.text().contains("x-forwarded"),
@@ -264,7 +321,7 @@ async fn the_proxy_lets_the_owner_in_and_nobody_else() {
         refused.text()
     );
     // A host naming no workspace: 404, after the sign-in.
-    let (nobodys_pass, _) = pass_for(port, "nobody.ws.test", &alice).await;
+    let (nobodys_pass, _) = pass_for(port, "nobody.ws.test", alice).await;
     assert_eq!(
         at(port, "nobody.ws.test", "/", Some(&nobodys_pass)).await.status,
         404
@@ -272,7 +329,7 @@ async fn the_proxy_lets_the_owner_in_and_nobody_else() {
     // The backend hands tickets only to workspaces' hosts.
     let evil = "/auth/workspace?to=http%3A%2F%2Fevil.example.org%2F";
     assert_eq!(
-        send(port, Call::new("GET", evil).headers(&[("cookie", &alice)]))
+        send(port, Call::new("GET", evil).headers(&[("cookie", alice)]))
             .await
             .status,
         400
@@ -280,13 +337,13 @@ async fn the_proxy_lets_the_owner_in_and_nobody_else() {
 
     // Stopped, the host shows a page that starts it, from that page only.
     let stop = format!("/api/v1/workspaces/{name}/stop");
-    let (status, stopped) = backend.call(Caller::Cookie(&alice), "POST", &stop, None).await;
+    let (status, stopped) = backend.call(Caller::Cookie(alice), "POST", &stop, None).await;
     assert!(matches!(status, 200 | 202), "{status} {stopped}");
     let shown = eventually(
         "the stopped workspace's page",
         Duration::from_secs(30),
         || async {
-            let answer = at(port, &host, "/", Some(&pass)).await;
+            let answer = at(port, host, "/", Some(&pass)).await;
             (answer.status == 503 && answer.text().contains("is stopped")).then_some(answer)
         },
     )
@@ -324,7 +381,7 @@ async fn the_proxy_lets_the_owner_in_and_nobody_else() {
     eventually("the workspace running again", Duration::from_secs(60), || async {
         let (_, view) = backend
             .call(
-                Caller::Cookie(&alice),
+                Caller::Cookie(alice),
                 "GET",
                 &format!("/api/v1/workspaces/{name}"),
                 None,
@@ -343,4 +400,45 @@ async fn the_proxy_lets_the_owner_in_and_nobody_else() {
         metrics.contains(r#"outfit_workspaces_proxy_refusals_total{reason="ticket"} 1"#),
         "{metrics}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_opens_its_workspace_through_the_proxy_and_a_stranger_cannot() {
+    let proxied = launched("ws-proxy-browser").await;
+    let backend = format!("http://127.0.0.1:{}/", proxied.port);
+    let workspace = format!("http://{}:{}/page", proxied.host, proxied.port);
+    let summary = browser_session(
+        "workspace_proxy.py",
+        [
+            "--backend",
+            &backend,
+            "--workspace",
+            &workspace,
+            "--domain",
+            "ws.test",
+            "--owner",
+            "alice:alice-password",
+            "--stranger",
+            "bob:bob-password",
+        ],
+    )
+    .await;
+    assert_eq!(summary["owner"]["user"], "alice", "{summary}");
+    assert_eq!(
+        summary["owner"]["echo"], "echo: hello from the browser",
+        "{summary}"
+    );
+    assert_eq!(
+        summary["owner"]["url"],
+        json!(workspace),
+        "back where it asked to go: {summary}"
+    );
+    assert!(
+        summary["stranger"]["status_text"]
+            .as_str()
+            .unwrap()
+            .contains("bob may not open"),
+        "{summary}"
+    );
+    assert_eq!(summary["stranger"]["echo"], Value::Null, "{summary}");
 }
