@@ -247,6 +247,31 @@ async fn the_proxy_lets_the_owner_in_and_nobody_else() {
     let (port, admin_port) = (*port, *admin_port);
     let (alice, name, host) = (alice.as_str(), name.as_str(), host.as_str());
 
+    // Behind the proxy, the workspace has no Service nor Ingress for HTTP: the proxy alone
+    // reaches it, and the API gives its host as its address.
+    let client = ControlPlane::with_nodes().admin_client().await;
+    let ingresses =
+        kube::Api::<k8s_openapi::api::networking::v1::Ingress>::namespaced(client.clone(), "ws-proxy");
+    assert!(
+        ingresses
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    let services = kube::Api::<k8s_openapi::api::core::v1::Service>::namespaced(client, "ws-proxy");
+    assert!(services.list(&Default::default()).await.unwrap().items.is_empty());
+    let (_, view) = backend
+        .call(
+            Caller::Cookie(alice),
+            "GET",
+            &format!("/api/v1/workspaces/{name}"),
+            None,
+        )
+        .await;
+    assert_eq!(view["url"], format!("http://{host}"), "{view}");
+
     // The owner: to the backend for a ticket, the ticket traded for this host's pass, once.
     let (pass, ticket_path) = pass_for(port, host, alice).await;
     let again = at(port, host, &ticket_path, None).await;

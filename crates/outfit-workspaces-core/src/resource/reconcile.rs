@@ -308,12 +308,7 @@ pub fn status(workspace: &Workspace, pod: Option<&Pod>, config: &Config, now: Ti
     };
     let url = pod
         .filter(|pod| matches!(pod_needs::ingress_port(pod), Ok(Some(_))))
-        .map(|pod| {
-            format!(
-                "https://{}",
-                objects::ingress_host(&pod.metadata.name.clone().unwrap_or_default(), config)
-            )
-        });
+        .map(|pod| objects::app_url(pod, config));
     WorkspaceStatus {
         phase: Some(phase),
         observed_generation: Some(generation(workspace)),

@@ -78,7 +78,7 @@ pub fn pod_info(pod: &Pod, config: &Config, now: Timestamp) -> PodInfo {
             ),
         },
         url: if has_ingress {
-            format!("https://{}", objects::ingress_host(&name, config))
+            objects::app_url(pod, config)
         } else {
             String::new()
         },

@@ -109,6 +109,32 @@ fn user_path(user: &UserId, config: &Config) -> String {
     )
 }
 
+/// Whether the backend's workspace proxy serves `pod` (issue 42): a Workspace's pod (the native
+/// API's), with `proxyDomain` set. Such a pod gets no HTTP Service nor Ingress of its own: only
+/// the proxy, which signs its users in, reaches it. deic-dk's pods keep theirs.
+pub fn proxied(pod: &Pod, config: &Config) -> bool {
+    config.proxy_domain.is_some()
+        && pod
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|owner| owner.kind == "Workspace" && owner.api_version == "outfit.dev/v1alpha1")
+}
+
+/// Where a pod's app is opened: its host under `proxyDomain` when [`proxied`], else its
+/// Ingress's.
+pub fn app_url(pod: &Pod, config: &Config) -> String {
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    match &config.proxy_domain {
+        Some(domain) if proxied(pod, config) => {
+            let secure = config.oidc.as_ref().is_none_or(|oidc| oidc.secure());
+            format!("{}://{name}.{domain}", if secure { "https" } else { "http" })
+        }
+        _ => format!("https://{}", ingress_host(name, config)),
+    }
+}
+
 /// The host of a pod's Ingress: `<pod>.<ingressDomain>`.
 pub fn ingress_host(pod_name: &str, config: &Config) -> String {
     format!("{pod_name}.{}", config.ingress_domain)
@@ -372,6 +398,35 @@ mod tests {
     fn config() -> Config {
         let env = |var: &str| (var == "BACKEND_INGRESSDOMAIN").then(|| "pods.example".to_owned());
         Config::load(None, env).unwrap().0
+    }
+
+    #[test]
+    fn a_workspace_behind_the_proxy_opens_at_its_host_and_a_deic_dk_pod_at_its_ingress() {
+        let mut config = config();
+        let deic_dk = pod();
+        let mut native = pod();
+        native.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "outfit.dev/v1alpha1".to_owned(),
+            kind: "Workspace".to_owned(),
+            name: "jupyter-alice-dtu-dk".to_owned(),
+            uid: "w-1".to_owned(),
+            ..OwnerReference::default()
+        }]);
+        assert!(!proxied(&native, &config), "no proxyDomain");
+        assert_eq!(
+            app_url(&native, &config),
+            "https://jupyter-alice-dtu-dk.pods.example"
+        );
+        config.proxy_domain = Some("ws.example".to_owned());
+        assert!(proxied(&native, &config) && !proxied(&deic_dk, &config));
+        assert_eq!(
+            app_url(&native, &config),
+            "https://jupyter-alice-dtu-dk.ws.example"
+        );
+        assert_eq!(
+            app_url(&deic_dk, &config),
+            "https://jupyter-alice-dtu-dk.pods.example"
+        );
     }
 
     fn pod() -> Pod {

@@ -39,7 +39,8 @@ pub struct StartPlan {
     pub network_policy: Option<NetworkPolicy>,
     /// The NodePort Service of a pod that exposes ssh; its port is marked on the pod.
     pub ssh_service: Option<Service>,
-    /// The Service and Ingress of a pod with an ingress port.
+    /// The Service and Ingress of a pod with an ingress port (none when the workspace proxy
+    /// serves it).
     pub http: Option<(Service, Ingress)>,
     /// The tokens to read; `None` when the manifest asks for none.
     pub tokens: Option<TokenRead>,
@@ -68,12 +69,15 @@ pub fn plan(pod: &Pod, config: &Config) -> Result<StartPlan, PlanError> {
     let owner = objects::owned_by(pod).ok_or(PlanError::NoUid)?;
     let needs = PodNeeds::of(pod);
     let ssh_service = needs.ssh.then(|| objects::ssh_service(pod, &owner));
-    let http = needs.ingress_port.map(|port| {
-        (
-            objects::http_service(pod, &owner, port),
-            objects::ingress(pod, &owner, port, config),
-        )
-    });
+    let http = needs
+        .ingress_port
+        .filter(|_| !objects::proxied(pod, config))
+        .map(|port| {
+            (
+                objects::http_service(pod, &owner, port),
+                objects::ingress(pod, &owner, port, config),
+            )
+        });
     let keys = needs.token_keys;
     let container = pod.spec.as_ref().and_then(|s| s.containers.first());
     let tokens = match container {
