@@ -3,13 +3,15 @@
 the backend with the site's provider, opens the workspace's own host (which sends the browser to
 the backend for a ticket and back), and the workspace's page there reaches its app over a
 WebSocket through the proxy; then, every cookie cleared, a stranger signs in and opens the same
-host, and must be refused. Workspaces' hosts (`*.<domain>`) resolve to 127.0.0.1. Prints one
+host, and must be refused; the owner shares the workspace with a group of the stranger's on the
+backend's page (its row's Share), and the stranger gets in. Workspaces' hosts (`*.<domain>`) resolve to 127.0.0.1. Prints one
 JSON line:
 
-    {"owner": {"user": ..., "echo": ...}, "stranger": {"status_text": ...}}
+    {"owner": {"user": ..., "echo": ...}, "stranger": {"status_text": ...}, "shared": "Saved",
+     "stranger_shared": {"user": ..., "echo": ...}}
 
     workspace_proxy.py --backend http://127.0.0.1:8080/ --workspace http://web-alice.ws.test:8080/page \\
-        --domain ws.test --owner alice:secret --stranger bob:secret
+        --domain ws.test --owner alice:secret --stranger bob:secret --name web-alice --group staff
 """
 
 import argparse
@@ -19,7 +21,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from sign_in import sign_in  # noqa: E402
-from workspace_page import Driver, drive, page_state, wait_for  # noqa: E402
+from workspace_page import Driver, drive, page_state, test_sel, wait_for  # noqa: E402
 
 
 def text_of(d, css):
@@ -27,21 +29,48 @@ def text_of(d, css):
     return d.text(element).strip() if element else None
 
 
-def run(d, opts):
-    seen = lambda: f"{d.browser.current_url}: {page_state(d)} / {text_of(d, 'body')!r}"  # noqa: E731
-    owner, _, owner_password = opts.owner.partition(":")
-    sign_in(d, opts.backend, owner, owner_password, seen)
+def open_workspace(d, opts, seen):
+    """Opens the workspace's page and waits for its WebSocket's echo; what the page shows."""
     d.get(opts.workspace)
     echo = wait_for("the workspace's page to echo over its WebSocket",
                     lambda: (text_of(d, "#echo") or "").startswith("echo: ") and text_of(d, "#echo"), 30, seen)
-    summary = {"owner": {"user": text_of(d, "#user"), "echo": echo, "url": d.browser.current_url}}
+    return {"user": text_of(d, "#user"), "echo": echo, "url": d.browser.current_url}
 
+
+def share_with_group(d, opts, group, seen):
+    """On the backend's page, shares the workspace with `group` through its row's Share."""
+    row = test_sel("workspace-row", name=opts.name)
+    share = wait_for("the row's Share button", lambda: (b := d.find(row + " " + test_sel("share"))) and d.displayed(b) and b, 30, seen)
+    share.click()
+    wait_for("the sharing form loaded", lambda: text_of(d, row + " " + test_sel("share-note")) == "", 30, seen)
+    groups = d.find(row + " " + test_sel("share-groups"))
+    groups.clear()
+    groups.send_keys(group)
+    d.find(row + " " + test_sel("share-save")).click()
+    return wait_for("the share saved", lambda: text_of(d, row + " " + test_sel("share-note")) == "Saved" and "Saved", 30, seen)
+
+
+def fresh(d, opts, user, seen):
+    """Every cookie cleared, `user` (NAME:PASSWORD) signs in at the backend."""
     d.browser.execute_cdp_cmd("Network.clearBrowserCookies", {})
-    stranger, _, stranger_password = opts.stranger.partition(":")
-    sign_in(d, opts.backend, stranger, stranger_password, seen)
+    name, _, password = user.partition(":")
+    sign_in(d, opts.backend, name, password, seen)
+
+
+def run(d, opts):
+    seen = lambda: f"{d.browser.current_url}: {page_state(d)} / {text_of(d, 'body')!r}"  # noqa: E731
+    fresh(d, opts, opts.owner, seen)
+    summary = {"owner": open_workspace(d, opts, seen)}
+
+    fresh(d, opts, opts.stranger, seen)
     d.get(opts.workspace)
     refused = wait_for("the stranger to be refused", lambda: "may not open" in (text_of(d, "body") or "") and text_of(d, "body"), 30, seen)
     summary["stranger"] = {"status_text": refused, "echo": text_of(d, "#echo")}
+
+    fresh(d, opts, opts.owner, seen)
+    summary["shared"] = share_with_group(d, opts, opts.group, seen)
+    fresh(d, opts, opts.stranger, seen)
+    summary["stranger_shared"] = open_workspace(d, opts, seen)
     return summary
 
 
@@ -64,6 +93,8 @@ def main():
     ap.add_argument("--domain", required=True, help="the proxy's domain, resolved to 127.0.0.1")
     ap.add_argument("--owner", required=True, metavar="NAME:PASSWORD")
     ap.add_argument("--stranger", required=True, metavar="NAME:PASSWORD")
+    ap.add_argument("--name", required=True, help="the workspace's name, as the backend's page lists it")
+    ap.add_argument("--group", required=True, help="a group of the stranger's, to share the workspace with")
     ap.add_argument("--chromedriver", default="/usr/bin/chromedriver")
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     opts = ap.parse_args()

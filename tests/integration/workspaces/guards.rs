@@ -333,14 +333,20 @@ async fn workspaces_are_culled_at_the_end_of_their_lifetime_or_idleness() {
 
     // Issue 31: culled is stopped (cullAction's default), not gone: each is listed stopped with
     // why, its Workspace says the same, and a start brings it back under its name.
-    let (_, list) = backend.call(alice, "GET", "/api/v1/workspaces", None).await;
+    // The backend's cache may show a pod's end a moment after the API server does ("stopping").
     for (name, reason) in [(short, "lifetime"), (idle, "idle"), (lab, "idle")] {
-        let shown = list["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|w| w["name"] == name.as_str())
-            .unwrap_or_else(|| panic!("{name} is not listed: {list}"));
+        let shown = eventually("listed as stopped", Duration::from_secs(10), || async {
+            let (_, list) = backend.call(alice, "GET", "/api/v1/workspaces", None).await;
+            let shown = list["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|w| w["name"] == name.as_str())
+                .unwrap_or_else(|| panic!("{name} is not listed: {list}"))
+                .clone();
+            (shown["status"] != "stopping").then_some(shown)
+        })
+        .await;
         assert_eq!(
             (shown["status"].as_str(), shown["stopped"]["reason"].as_str()),
             (Some("stopped"), Some(reason)),

@@ -345,6 +345,63 @@ async fn the_proxy_lets_the_owner_in_and_nobody_else() {
         "nothing of the workspace: {}",
         refused.text()
     );
+    // Shared with a group of bob's, bob gets in as himself; taken back, he does not.
+    let sharing = format!("/api/v1/workspaces/{name}/sharing");
+    let share = |body: Value| {
+        let sharing = sharing.clone();
+        async move {
+            backend
+                .call(Caller::Cookie(alice), "PUT", &sharing, Some(body))
+                .await
+        }
+    };
+    let (status, set) = share(json!({"groups": ["staff"]})).await;
+    assert_eq!((status, &set["groups"]), (200, &json!(["staff"])), "{set}");
+    let shared = eventually("bob let in by the share", Duration::from_secs(10), || async {
+        let answer = at(port, host, "/hello?x=1", Some(&bobs_pass)).await;
+        (answer.status == 200).then_some(answer)
+    })
+    .await;
+    assert_eq!(shared.json().unwrap()["headers"]["x-forwarded-user"], "bob");
+    let (_, seen) = backend.call(Caller::Cookie(alice), "GET", &sharing, None).await;
+    assert_eq!(seen, json!({"level": "owner", "users": [], "groups": ["staff"]}));
+    assert_eq!(share(json!({})).await.0, 200);
+    eventually(
+        "bob refused once the share is taken back",
+        Duration::from_secs(10),
+        || async { at(port, host, "/hello?x=1", Some(&bobs_pass)).await.status == 403 },
+    )
+    .await;
+    // Bob may not share alice's workspace; a bad share says what is wrong.
+    let (status, _) = backend
+        .call(
+            Caller::Cookie(&bob),
+            "PUT",
+            &sharing,
+            Some(json!({"level": "public"})),
+        )
+        .await;
+    assert_eq!(status, 404);
+    let (status, bad) = share(json!({"users": ["Not Valid"]})).await;
+    assert_eq!(
+        (status, bad["reason"].as_str()),
+        (400, Some("BadRequest")),
+        "{bad}"
+    );
+    assert!(bad["error"].as_str().unwrap().contains("users"), "{bad}");
+    // Public: anyone, signed in or not, and the app is told of no user.
+    assert_eq!(share(json!({"level": "public"})).await.0, 200);
+    let anonymous = eventually("an anonymous visitor let in", Duration::from_secs(10), || async {
+        let answer = at(port, host, "/hello?x=1", None).await;
+        (answer.status == 200).then_some(answer)
+    })
+    .await;
+    assert_eq!(
+        anonymous.json().unwrap()["headers"]["x-forwarded-user"],
+        Value::Null
+    );
+    assert_eq!(share(json!({})).await.0, 200);
+
     // A host naming no workspace: 404, after the sign-in.
     let (nobodys_pass, _) = pass_for(port, "nobody.ws.test", alice).await;
     assert_eq!(
@@ -417,10 +474,14 @@ async fn the_proxy_lets_the_owner_in_and_nobody_else() {
     .await;
 
     let metrics = super::native::metrics(admin_port).await;
-    assert!(
-        metrics.contains(r#"outfit_workspaces_proxy_refusals_total{reason="forbidden"} 1"#),
-        "{metrics}"
-    );
+    // Twice at least (before the share and after it was taken back), more if a request beat the
+    // cache to a change.
+    let forbidden: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(r#"outfit_workspaces_proxy_refusals_total{reason="forbidden"} "#))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{metrics}"));
+    assert!(forbidden >= 2, "{metrics}");
     assert!(
         metrics.contains(r#"outfit_workspaces_proxy_refusals_total{reason="ticket"} 1"#),
         "{metrics}"
@@ -445,6 +506,10 @@ async fn a_browser_opens_its_workspace_through_the_proxy_and_a_stranger_cannot()
             "alice:alice-password",
             "--stranger",
             "bob:bob-password",
+            "--name",
+            &proxied.name,
+            "--group",
+            "staff",
         ],
     )
     .await;
@@ -466,4 +531,11 @@ async fn a_browser_opens_its_workspace_through_the_proxy_and_a_stranger_cannot()
         "{summary}"
     );
     assert_eq!(summary["stranger"]["echo"], Value::Null, "{summary}");
+    // Shared on the page with a group of bob's, bob gets in as himself.
+    assert_eq!(summary["shared"], "Saved", "{summary}");
+    assert_eq!(summary["stranger_shared"]["user"], "bob", "{summary}");
+    assert_eq!(
+        summary["stranger_shared"]["echo"], "echo: hello from the browser",
+        "{summary}"
+    );
 }

@@ -85,6 +85,9 @@ pub const ANNOTATION_STOP_AT: &str = "outfit.dev/stop-at";
 /// leader's controller decides on: it stops the Workspace, or, past
 /// `maxStoppedWorkspacesPerUser`, refuses ([`ANNOTATION_STOP_REFUSED`]); either removes this.
 pub const ANNOTATION_STOP_REQUESTED: &str = "outfit.dev/stop-requested";
+/// On a Workspace: who besides its owner and the admins may open it through the workspace proxy
+/// (JSON of `workspace::sharing::Sharing`); only its owner when absent.
+pub const ANNOTATION_SHARING: &str = "outfit.dev/sharing";
 /// On a Workspace: the controller's refusal of the stop requested at a time, as `<time> <why>`.
 pub const ANNOTATION_STOP_REFUSED: &str = "outfit.dev/stop-refused";
 /// On a VolumeSnapshot: why it was taken (`stop`, `removal`).

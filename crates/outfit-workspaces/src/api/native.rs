@@ -14,6 +14,8 @@ use super::{
     sse,
     streams::{StreamSlot, StreamsFull},
 };
+use outfit_workspaces_core::workspace::sharing::Sharing;
+
 use crate::{
     backend::{Launch, RequestError},
     io::auth::{AuthError, Identity, Via},
@@ -36,6 +38,8 @@ enum Endpoint {
     Start(String),
     Progress(String),
     Activity(String),
+    Sharing(String),
+    Share(String),
     Storage,
     RemoveStorage,
 }
@@ -61,6 +65,8 @@ impl Endpoint {
             }
             (["workspaces", name, "stop"], &Method::POST) => (Some(Self::Stop((*name).to_owned())), &[]),
             (["workspaces", name, "start"], &Method::POST) => (Some(Self::Start((*name).to_owned())), &[]),
+            (["workspaces", name, "sharing"], &Method::GET) => (Some(Self::Sharing((*name).to_owned())), &[]),
+            (["workspaces", name, "sharing"], &Method::PUT) => (Some(Self::Share((*name).to_owned())), &[]),
             (["storage"], &Method::GET) => (Some(Self::Storage), &[]),
             (["storage"], &Method::DELETE) => (Some(Self::RemoveStorage), &[]),
             (["storage"], _) => (None, &[Method::GET, Method::DELETE]),
@@ -69,6 +75,7 @@ impl Endpoint {
             (["workspaces", _], _) => (None, &[Method::GET, Method::DELETE]),
             (["workspaces", _, "progress"], _) => (None, &[Method::GET]),
             (["workspaces", _, "activity" | "stop" | "start"], _) => (None, &[Method::POST]),
+            (["workspaces", _, "sharing"], _) => (None, &[Method::GET, Method::PUT]),
             _ => {
                 return Err((
                     StatusCode::NOT_FOUND,
@@ -99,6 +106,8 @@ impl Endpoint {
             Self::Start(_) => "v1_start",
             Self::Progress(_) => "v1_progress",
             Self::Activity(_) => "v1_activity",
+            Self::Sharing(_) => "v1_sharing",
+            Self::Share(_) => "v1_share",
             Self::Storage => "v1_storage",
             Self::RemoveStorage => "v1_remove_storage",
         }
@@ -117,9 +126,10 @@ fn ok(status: StatusCode, body: impl Serialize) -> Answer {
 /// The status and reason of a failed operation.
 pub(super) fn request_failure(error: &RequestError) -> Answer {
     let (status, reason) = match error {
-        RequestError::User(_) | RequestError::Name(_) | RequestError::BadAddress(_) => {
-            (StatusCode::BAD_REQUEST, "BadRequest")
-        }
+        RequestError::User(_)
+        | RequestError::Name(_)
+        | RequestError::BadAddress(_)
+        | RequestError::BadSharing(_) => (StatusCode::BAD_REQUEST, "BadRequest"),
         RequestError::Fetch(_) => (StatusCode::BAD_GATEWAY, "ManifestUnavailable"),
         RequestError::Manifest(_) | RequestError::Annotation(_) => {
             (StatusCode::UNPROCESSABLE_ENTITY, "BadManifest")
@@ -319,7 +329,7 @@ impl Api {
             user: query_value(query, "user"),
             snapshot: query_value(query, "snapshot"),
         };
-        let body = if endpoint == Endpoint::Launch {
+        let body = if matches!(endpoint, Endpoint::Launch | Endpoint::Share(_)) {
             match read_body(
                 request.into_body(),
                 config.max_body_bytes,
@@ -381,7 +391,8 @@ impl Api {
                 StatusCode::OK,
                 json!({"user": identity.user.as_str(), "username": identity.username,
                        "groups": identity.groups, "admin": identity.admin,
-                       "via": caller.via.as_str()}),
+                       "via": caller.via.as_str(),
+                       "proxy": backend.config().proxy_domain.is_some()}),
             ),
             Endpoint::Catalogue => ok(
                 StatusCode::OK,
@@ -391,6 +402,19 @@ impl Api {
                 StatusCode::OK,
                 json!({"items": backend.workspaces(identity, all)?}),
             ),
+            Endpoint::Sharing(name) => {
+                // Seen only by whom the workspace is visible to.
+                backend.workspace(identity, &name).await?;
+                let (_, sharing) = backend.sharing(&name).unwrap_or_default();
+                ok(StatusCode::OK, sharing)
+            }
+            Endpoint::Share(name) => {
+                let sharing: Sharing = match parse(body.unwrap_or_default()) {
+                    Ok(sharing) => sharing,
+                    Err(error) => return Ok(failure(StatusCode::BAD_REQUEST, "BadRequest", error)),
+                };
+                ok(StatusCode::OK, backend.share(identity, &name, sharing).await?)
+            }
             Endpoint::Launch => {
                 let launch: Launch = match parse(body.unwrap_or_default()) {
                     Ok(launch) => launch,
@@ -591,6 +615,7 @@ mod tests {
             "/api/v1/workspaces/{name}/activity",
             "/api/v1/workspaces/{name}/stop",
             "/api/v1/workspaces/{name}/start",
+            "/api/v1/workspaces/{name}/sharing",
         ] {
             assert!(spec["paths"].get(path).is_some(), "{path} missing");
         }

@@ -7,8 +7,9 @@
 //! first if it must), which sends it back with a ticket: good once, for a minute, sealed, naming
 //! this host. The host trades it at `/.outfit/ticket` for its own cookie (host-only, `__Host-`
 //! over HTTPS), so no workspace's host holds or reads another's, nor the backend's session. On
-//! every request the pass's user must still be the workspace's owner or an admin; anyone else
-//! gets 403 and nothing of the workspace. The app sees the user in `X-Forwarded-User` and
+//! every request the pass's user must still be the workspace's owner, an admin, or one its
+//! owner shares it with (`outfit.dev/sharing`: users, groups, every signed-in user; a public
+//! workspace needs no pass at all); anyone else gets 403 and nothing of the workspace. The app sees the user in `X-Forwarded-User` and
 //! `X-Forwarded-Groups`, set here and never taken from the client, and never sees outfit's own
 //! cookies.
 
@@ -22,7 +23,10 @@ use hyper::{
 };
 use outfit_workspaces_core::{
     model::user::owner_of,
-    workspace::route::{HostRoute, Unroutable, upstream},
+    workspace::{
+        route::{HostRoute, Unroutable, upstream},
+        sharing::{Level, Sharing},
+    },
 };
 
 use super::{
@@ -77,7 +81,7 @@ fn see_other(location: &str) -> Answer {
 
 impl Api {
     /// Answers a request for a workspace's `host` (as the client named it, without its port),
-    /// which names `route`.
+    /// which names `route`: a ticket taken, or the caller known, let in, and passed on.
     pub(super) async fn proxy(
         &self,
         request: Request<Incoming>,
@@ -97,34 +101,39 @@ impl Api {
                 encode(self.take_ticket(sign_in, &request, &host, now)),
             );
         }
-        let Some(pass) = sign_in.sessions.pass(request.headers(), &host, now) else {
-            return ("proxy", encode(self.to_backend_for_a_ticket(&request, &host)));
+        let sharing = self.backend.sharing(&route.workspace);
+        let public = sharing.as_ref().is_some_and(|(_, s)| s.level == Level::Public);
+        let caller = match sign_in.sessions.pass(request.headers(), &host, now) {
+            Some(pass) => {
+                let config = self.backend.config();
+                match identity(
+                    &pass.username,
+                    pass.groups,
+                    &config.admin_groups,
+                    config.fold_user_case,
+                ) {
+                    Ok(identity) => Some(identity),
+                    Err(error) => return ("proxy", page(StatusCode::FORBIDDEN, error)),
+                }
+            }
+            None if public => None,
+            None => return ("proxy", encode(self.to_backend_for_a_ticket(&request, &host))),
         };
-        let config = self.backend.config();
-        let identity = match identity(
-            &pass.username,
-            pass.groups.clone(),
-            &config.admin_groups,
-            config.fold_user_case,
-        ) {
-            Ok(identity) => identity,
-            Err(error) => return ("proxy", page(StatusCode::FORBIDDEN, error)),
-        };
+        let pod = self.backend.pod(&route.workspace);
+        let owner = pod
+            .as_deref()
+            .and_then(owner_of)
+            .map(str::to_owned)
+            .or_else(|| sharing.as_ref().map(|(o, _)| o.clone()));
+        let shared = sharing.map(|(_, s)| s).unwrap_or_default();
+        if let Err(refusal) = self.may_open(caller.as_ref(), owner.as_deref(), &shared, &route.workspace) {
+            return ("proxy", refusal);
+        }
         let secure = sign_in.sessions.secure();
         let authority = match request_port(&request) {
             Some(port) => format!("{host}:{port}"),
             None => host.clone(),
         };
-        let pod = self.backend.pod(&route.workspace);
-        if let Some(pod) = &pod
-            && owner_of(&**pod) != Some(identity.user.as_str())
-            && !identity.admin
-        {
-            self.metrics.proxy_refused("forbidden");
-            tracing::warn!(user = %identity.user, workspace = %route.workspace, peer = %self.peer, "workspace refused to a user not its owner");
-            let message = format!("{} may not open this workspace", identity.username);
-            return ("proxy", page(StatusCode::FORBIDDEN, message));
-        }
         let (ip, port) = match pod.as_deref().map(|pod| upstream(pod, route.port)) {
             Some(Ok(address)) => address,
             Some(Err(error @ (Unroutable::NoPort | Unroutable::UndeclaredPort(_)))) => {
@@ -132,32 +141,64 @@ impl Api {
             }
             // Stopped (no pod), starting or stopping: the page that says so, or starts it.
             Some(Err(Unroutable::NotRunning)) | None => {
+                let Some(identity) = &caller else {
+                    return (
+                        "proxy",
+                        page(StatusCode::SERVICE_UNAVAILABLE, "the workspace is not running"),
+                    );
+                };
                 let origin = format!("{}://{authority}", if secure { "https" } else { "http" });
                 return (
                     "proxy_page",
-                    self.not_running(&request, &identity, &route.workspace, &origin)
+                    self.not_running(&request, identity, &route.workspace, &origin)
                         .await,
                 );
             }
         };
-        (
-            "proxy",
-            self.forward(
-                request,
-                sign_in,
-                Forwarded {
-                    host,
-                    ip,
-                    port,
-                    secure,
-                    pass_user: pass.username,
-                    groups: pass.groups,
-                    owner_slot: identity.user.as_str().to_owned(),
-                    authority,
-                },
-            )
-            .await,
-        )
+        let to = Forwarded {
+            host,
+            ip,
+            port,
+            secure,
+            user: caller.as_ref().map(|i| (i.username.clone(), i.groups.clone())),
+            // An anonymous visitor of a public workspace holds streams of its address's.
+            slot_holder: caller
+                .as_ref()
+                .map_or_else(|| format!("public:{}", self.peer.ip()), |i| i.user.to_string()),
+            authority,
+        };
+        ("proxy", self.forward(request, sign_in, to).await)
+    }
+
+    /// Whether `caller` (`None`: not signed in) may open the workspace `name` of `owner`
+    /// (`None`: no such workspace), shared as `shared`: the owner, an admin, or whom the sharing
+    /// names; else the refusal, counted and logged.
+    fn may_open(
+        &self,
+        caller: Option<&Identity>,
+        owner: Option<&str>,
+        shared: &Sharing,
+        name: &str,
+    ) -> Result<(), Response<ResponseBody>> {
+        let Some(owner) = owner else {
+            self.metrics.proxy_refused("unknown");
+            return Err(page(
+                StatusCode::NOT_FOUND,
+                format!("there is no workspace {name} here"),
+            ));
+        };
+        let signed_in = caller.map(|i| (i.user.as_str(), i.groups.as_slice()));
+        let own = caller.is_some_and(|i| i.admin || i.user.as_str() == owner);
+        if own || shared.lets_in(signed_in) {
+            return Ok(());
+        }
+        self.metrics.proxy_refused("forbidden");
+        let who = caller.map_or("", |i| i.username.as_str());
+        tracing::warn!(user = who, workspace = name, peer = %self.peer, "workspace refused to a user it is not shared with");
+        Err(page(
+            StatusCode::FORBIDDEN,
+            format!("{who} may not open this workspace"),
+        ))
     }
 
     /// The page of a workspace that does not run (or 404, when `identity` has none of that
@@ -264,7 +305,7 @@ impl Api {
         // A tunnel (a WebSocket) outlives its connection's place under the port's cap: it holds a
         // stream slot of its user's instead, so no user holds more than maxStreamsPerUser open.
         let slot = match upgrade {
-            Some(_) => match self.streams.take(&to.owner_slot) {
+            Some(_) => match self.streams.take(&to.slot_holder) {
                 Ok(slot) => Some(slot),
                 Err(StreamsFull::User(cap)) => {
                     let message = format!(
@@ -320,10 +361,11 @@ struct Forwarded {
     ip: IpAddr,
     port: u16,
     secure: bool,
-    pass_user: String,
-    groups: Vec<String>,
-    /// Whose stream slots its tunnels take: the signed-in user's owner id.
-    owner_slot: String,
+    /// The signed-in user's name and groups; `None` for a visitor of a public workspace.
+    user: Option<(String, Vec<String>)>,
+    /// Whose stream slots its tunnels take: the signed-in user's owner id, or the visitor's
+    /// address.
+    slot_holder: String,
     /// The host with the port the client named, if any: what `Host` says to the app.
     authority: String,
 }
@@ -417,8 +459,10 @@ fn prepare_headers(
     set("x-forwarded-for", &peer.to_string());
     set("x-forwarded-host", &to.host);
     set("x-forwarded-proto", if to.secure { "https" } else { "http" });
-    set("x-forwarded-user", &to.pass_user);
-    set("x-forwarded-groups", &to.groups.join(","));
+    if let Some((user, groups)) = &to.user {
+        set("x-forwarded-user", user);
+        set("x-forwarded-groups", &groups.join(","));
+    }
 }
 
 /// The pod's answer's headers as the client gets them: no hop-by-hop header (but a switch's
@@ -466,9 +510,8 @@ mod tests {
             ip: "10.244.0.7".parse().unwrap(),
             port: 80,
             secure: true,
-            pass_user: "alice".to_owned(),
-            groups: vec!["staff".to_owned(), "gpu".to_owned()],
-            owner_slot: "alice".to_owned(),
+            user: Some(("alice".to_owned(), vec!["staff".to_owned(), "gpu".to_owned()])),
+            slot_holder: "alice".to_owned(),
             authority: "web-alice.ws.example.org".to_owned(),
         }
     }

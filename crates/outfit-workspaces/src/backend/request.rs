@@ -69,6 +69,9 @@ pub enum RequestError {
     /// `get_podip_owner` was asked about something that is not a pod address.
     #[error("{0}")]
     BadAddress(String),
+    /// A workspace's sharing can't be set as asked.
+    #[error("sharing: {0}")]
+    BadSharing(String),
     /// A manifest annotation of outfit's has a value it can't use.
     #[error("{0}")]
     Annotation(String),
@@ -187,6 +190,7 @@ impl RequestError {
             Self::User(_)
             | Self::Name(_)
             | Self::BadAddress(_)
+            | Self::BadSharing(_)
             | Self::NoSuchPod { .. }
             | Self::AlreadyDeleting(_)
             | Self::UnknownManifest(_)

@@ -639,6 +639,8 @@
     ]);
     rec.stopBtn = el("button", { type: "button", class: "btn btn-ghost btn-small", "data-test": "stop", text: "Stop" });
     rec.startBtn = el("button", { type: "button", class: "btn btn-small", "data-test": "start", text: "Start" });
+    rec.shareBtn = el("button", { type: "button", class: "btn btn-ghost btn-small", "data-test": "share", text: "Share" });
+    rec.shareBtn.addEventListener("click", function () { toggleSharing(rec); });
     rec.stopBtn.addEventListener("click", function () { stopOrStart(rec, "stop"); });
     rec.startBtn.addEventListener("click", function () { stopOrStart(rec, "start"); });
     rec.deleteBtn.addEventListener("click", function () {
@@ -664,8 +666,9 @@
       rec.ageCell,
       rec.urlCell,
       rec.tokensCell,
-      el("td", { class: "ws-actions" }, [rec.stopBtn, rec.startBtn, rec.deleteBtn, rec.confirmBox]),
+      el("td", { class: "ws-actions" }, [rec.shareBtn, rec.stopBtn, rec.startBtn, rec.deleteBtn, rec.confirmBox]),
     ]);
+    rec.sharing = makeSharing(rec, name);
     return rec;
   }
 
@@ -744,6 +747,59 @@
     setText(rec.stopBtn, status === "stopping" ? "Stopping…" : "Stop");
     show(rec.startBtn, !busy && !rec.confirming && status === "stopped");
     rec.startBtn.disabled = !!rec.acting;
+    // Sharing is the workspace proxy's (proxyDomain), for workspaces of the native API.
+    show(rec.shareBtn, !!state.me.proxy && !busy && !rec.confirming && status !== "deleted");
+  }
+
+  // ---- sharing through the workspace proxy ------------------------------------------------
+
+  function makeSharing(rec, name) {
+    var sh = { name: name };
+    sh.level = el("select", { "data-test": "share-level", "aria-label": "Who may open " + name }, [
+      el("option", { value: "owner", text: "Only me, and those named" }),
+      el("option", { value: "authenticated", text: "Everyone signed in" }),
+      el("option", { value: "public", text: "Anyone with the link" }),
+    ]);
+    sh.users = el("input", { type: "text", "data-test": "share-users", placeholder: "users, comma-separated", "aria-label": "Users" });
+    sh.groups = el("input", { type: "text", "data-test": "share-groups", placeholder: "groups, comma-separated", "aria-label": "Groups" });
+    sh.save = el("button", { type: "button", class: "btn btn-small", "data-test": "share-save", text: "Save" });
+    sh.note = el("span", { class: "muted", "data-test": "share-note", role: "status" });
+    sh.save.addEventListener("click", function () { saveSharing(rec); });
+    sh.box = el("div", { class: "sharing", "data-test": "sharing", hidden: true }, [sh.level, sh.users, sh.groups, sh.save, sh.note]);
+    rec.tr.querySelector(".ws-actions").append(sh.box);
+    return sh;
+  }
+
+  function names(text) {
+    return text.split(",").map(function (n) { return n.trim(); }).filter(function (n) { return n; });
+  }
+
+  function toggleSharing(rec) {
+    var sh = rec.sharing;
+    var opening = sh.box.hidden;
+    show(sh.box, opening);
+    if (!opening) return;
+    setText(sh.note, "Loading…");
+    api("GET", "workspaces/" + encodeURIComponent(sh.name) + "/sharing").then(
+      function (sharing) {
+        sh.level.value = sharing.level || "owner";
+        sh.users.value = (sharing.users || []).join(", ");
+        sh.groups.value = (sharing.groups || []).join(", ");
+        setText(sh.note, "");
+      },
+      function (e) { setText(sh.note, e.message); }
+    );
+  }
+
+  function saveSharing(rec) {
+    var sh = rec.sharing;
+    var body = { level: sh.level.value, users: names(sh.users.value), groups: names(sh.groups.value) };
+    sh.save.disabled = true;
+    setText(sh.note, "Saving…");
+    api("PUT", "workspaces/" + encodeURIComponent(sh.name) + "/sharing", body).then(
+      function () { setText(sh.note, "Saved"); },
+      function (e) { setText(sh.note, e.message); }
+    ).then(function () { sh.save.disabled = false; });
   }
 
   function renderTokens(rec, tokens) {

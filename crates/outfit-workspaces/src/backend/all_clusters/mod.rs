@@ -35,6 +35,7 @@ mod home_snapshots;
 mod homes;
 mod native;
 mod records;
+mod sharing;
 
 /// The backend over the clusters `members`, the default one first, each over its calls `C` (the
 /// API server's, or the unit tests' fake).

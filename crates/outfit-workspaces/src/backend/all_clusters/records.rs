@@ -53,7 +53,7 @@ impl<C: ClusterCalls> Backend<C> {
     /// workspace launched a moment ago through another replica is not "not found" (as
     /// `unseen_workspace` does for pods). One GET per cluster, for a name no cache holds a
     /// record of.
-    async fn find_record(
+    pub(super) async fn find_record(
         &self,
         identity: &Identity,
         name: &str,
