@@ -8,6 +8,7 @@ mod inputs;
 mod manifests;
 mod mutate;
 mod serve;
+mod sign_in_args;
 mod workspaces;
 
 // The webhook allocates per request (the parsed object, the patch); glibc's malloc spent a fifth

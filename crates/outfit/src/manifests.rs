@@ -15,7 +15,10 @@ use outfit_workspaces::install::{
 };
 use outfit_workspaces_core::{cidr::Cidr, model::config::StorageStrategy};
 
-use crate::failure::{EXIT_BAD_INPUT, FlagError, print_stdout};
+use crate::{
+    failure::{EXIT_BAD_INPUT, FlagError, print_stdout},
+    sign_in_args::SignInArgs,
+};
 
 /// Arguments of `outfit manifests`.
 #[derive(Debug, Args)]
@@ -253,6 +256,9 @@ pub(crate) struct ManifestsArgs {
     /// comma-separated.
     #[arg(long = "accept-risk", value_name = "RISK", value_delimiter = ',', value_parser = Risk::parse)]
     accept_risks: Vec<Risk>,
+
+    #[command(flatten)]
+    sign_in: SignInArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -359,6 +365,7 @@ pub(crate) fn run(args: &ManifestsArgs) -> ExitCode {
                 .map(|class| (class, usize::from(args.snapshots_kept))),
             pre_pull: args.pre_pull,
             placeholders: usize::from(args.placeholders),
+            sign_in: args.sign_in.sign_in(random_token),
         })
     } else {
         match &args.webhook_url {

@@ -55,8 +55,8 @@ impl Access {
         }))
     }
 
-    /// The pod's config volume: the ConfigMap `config_map`, and the token beside it.
-    pub fn config_volume(&self, config_map: &str) -> Value {
+    /// The pod's config volume: the ConfigMap `config_map`, the token beside it, and `more`.
+    pub fn config_volume(&self, config_map: &str, more: Vec<Value>) -> Value {
         let mut sources = vec![json!({"configMap": {"name": config_map}})];
         let secret = match &self.token {
             ApiToken::Generated(_) => Some(TOKEN_SECRET),
@@ -67,6 +67,7 @@ impl Access {
             sources
                 .push(json!({"secret": {"name": secret, "items": [{"key": TOKEN_KEY, "path": TOKEN_KEY}]}}));
         }
+        sources.extend(more);
         json!({"projected": {"sources": sources}})
     }
 
@@ -135,7 +136,7 @@ mod tests {
         let secret = access.secret(&BACKEND).unwrap();
         assert_eq!(secret["stringData"][TOKEN_KEY], "s3cret");
         assert_eq!(secret["metadata"]["namespace"], "outfit-system");
-        let volume = access.config_volume("outfit-workspaces");
+        let volume = access.config_volume("outfit-workspaces", Vec::new());
         assert_eq!(volume["projected"]["sources"][1]["secret"]["name"], TOKEN_SECRET);
         let lines = access.config_lines();
         assert!(
@@ -152,7 +153,7 @@ mod tests {
     fn an_existing_secret_is_mounted_not_printed_and_open_mode_has_no_token() {
         let existing = access(ApiToken::Existing("frontend-token".to_owned()));
         assert!(existing.secret(&BACKEND).is_none());
-        let volume = existing.config_volume("outfit-workspaces");
+        let volume = existing.config_volume("outfit-workspaces", Vec::new());
         assert_eq!(
             volume["projected"]["sources"][1]["secret"]["name"],
             "frontend-token"
@@ -160,7 +161,7 @@ mod tests {
         let open = access(ApiToken::Open);
         assert!(open.secret(&BACKEND).is_none());
         assert_eq!(
-            open.config_volume("c")["projected"]["sources"]
+            open.config_volume("c", Vec::new())["projected"]["sources"]
                 .as_array()
                 .unwrap()
                 .len(),

@@ -10,6 +10,7 @@
 
 pub mod access;
 pub mod guard;
+pub mod sign_in;
 
 use outfit_k8s::component::{self, Component, Scope, Workload};
 use outfit_workspaces_core::{model, model::config::StorageStrategy, resource, workspace::placeholder};
@@ -49,6 +50,8 @@ pub struct InstallOptions {
     pub pre_pull: bool,
     /// The config's `placeholders.count`: pods holding room for that many launches.
     pub placeholders: usize,
+    /// Sign-in with the site's OpenID provider and the workspace proxy ([`sign_in`]), if any.
+    pub sign_in: Option<sign_in::SignIn>,
 }
 
 /// Name of the backend's objects.
@@ -90,6 +93,7 @@ pub fn objects(options: &InstallOptions) -> Vec<Value> {
     objects.push(config_map(options));
     objects.push(deployment(options));
     objects.push(backend.service("api", 80));
+    objects.extend(options.sign_in.iter().flat_map(|s| s.objects(&backend)));
     objects.push(options.access.network_policy(&backend, "api", "admin"));
     objects.extend(backend.disruption_budget(options.replicas));
     objects
@@ -245,7 +249,7 @@ fn config_map(options: &InstallOptions) -> Value {
          ingressDomain: \"\"\n\
          # Where homes live: nfs (a volume on the silo), per-user, per-workspace (claims of the class), ephemeral.\n\
          storageStrategy: {strategy}\n\
-         storageClassName: {class:?}\n{snapshots}{ahead}",
+         storageClassName: {class:?}\n{snapshots}{ahead}{sign_in}",
         ns = options.workspace_namespace,
         backend = options.namespace,
         access = options.access.config_lines(),
@@ -260,6 +264,11 @@ fn config_map(options: &InstallOptions) -> Value {
              snapshotsKept: {kept}\n"
             )),
         ahead = start_ahead(options),
+        sign_in = options
+            .sign_in
+            .as_ref()
+            .map(sign_in::SignIn::config_lines)
+            .unwrap_or_default(),
     );
     json!({
         "apiVersion": "v1", "kind": "ConfigMap",
@@ -291,7 +300,18 @@ fn deployment(options: &InstallOptions) -> Value {
         // at the peak of that queue (BENCHMARKS.md, "Workspace backend at scale").
         memory_limit: "512Mi",
         priority_class: options.priority_class.as_deref(),
-        volume: Some(("config", access::CONFIG_DIR, options.access.config_volume(NAME))),
+        volume: Some((
+            "config",
+            access::CONFIG_DIR,
+            options.access.config_volume(
+                NAME,
+                options
+                    .sign_in
+                    .iter()
+                    .flat_map(sign_in::SignIn::volume_sources)
+                    .collect(),
+            ),
+        )),
     })
 }
 
@@ -324,6 +344,7 @@ mod tests {
                 ingress_namespaces: vec!["ingress-nginx".to_owned()],
                 monitoring_namespaces: Vec::new(),
             },
+            sign_in: None,
         }
     }
 
@@ -598,5 +619,76 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(config.pre_pull.enabled);
         assert_eq!(config.placeholders.count, 3);
+    }
+
+    #[test]
+    fn sign_in_and_the_proxy_are_configured_mounted_and_routed() {
+        let printed = objects(&InstallOptions {
+            sign_in: Some(sign_in::SignIn {
+                issuer_url: "https://login.example.org/realms/site".to_owned(),
+                client_id: "outfit".to_owned(),
+                client_secret: "outfit-oidc".to_owned(),
+                redirect_url: "https://workspaces.example.org/auth/callback".to_owned(),
+                allowed_groups: vec!["staff".to_owned()],
+                cookie_key: sign_in::CookieKey::Generated(
+                    "a-random-key-of-forty-eight-bytes-in-base64-xxxxxx".to_owned(),
+                ),
+                proxy_domain: Some("ws.example.org".to_owned()),
+                ingress_class: Some("nginx".to_owned()),
+                tls_secret: Some("workspaces-tls".to_owned()),
+            }),
+            ..options()
+        });
+        // The config the backend reads, with the files the Deployment mounts beside it.
+        let dir = std::env::temp_dir().join(format!("outfit-install-sign-in-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(access::TOKEN_KEY), "s3cret").unwrap();
+        std::fs::write(dir.join(sign_in::CLIENT_SECRET_KEY), "the client secret").unwrap();
+        let key = printed
+            .iter()
+            .find(|o| o["metadata"]["name"] == sign_in::COOKIE_KEY_SECRET)
+            .unwrap()["stringData"][sign_in::COOKIE_KEY]
+            .as_str()
+            .unwrap();
+        std::fs::write(dir.join(sign_in::COOKIE_KEY), key).unwrap();
+        let text = the(&printed, "ConfigMap")["data"]["config.yaml"]
+            .as_str()
+            .unwrap();
+        let path = dir.join("config.yaml");
+        std::fs::write(&path, text.replace(access::CONFIG_DIR, dir.to_str().unwrap())).unwrap();
+        let (config, _) = crate::Config::load(Some(&path), |_| None).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let oidc = config.oidc.expect("oidc configured");
+        assert_eq!(oidc.client_secret, "the client secret");
+        assert_eq!(oidc.allowed_groups, ["staff"]);
+        assert!(oidc.cookie_key.is_some());
+        assert_eq!(config.proxy_domain.as_deref(), Some("ws.example.org"));
+        let sources =
+            &the(&printed, "Deployment")["spec"]["template"]["spec"]["volumes"][0]["projected"]["sources"];
+        let secrets: Vec<&str> = sources
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|s| s["secret"]["name"].as_str())
+            .collect();
+        assert_eq!(
+            secrets,
+            [access::TOKEN_SECRET, "outfit-oidc", sign_in::COOKIE_KEY_SECRET]
+        );
+        // One route for the backend's host and every workspace's.
+        let ingress = &the(&printed, "Ingress")["spec"];
+        let hosts: Vec<&str> = ingress["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["host"].as_str().unwrap())
+            .collect();
+        assert_eq!(hosts, ["workspaces.example.org", "*.ws.example.org"]);
+        assert_eq!(ingress["ingressClassName"], "nginx");
+        assert_eq!(ingress["tls"][0]["secretName"], "workspaces-tls");
+        assert_eq!(
+            ingress["rules"][1]["http"]["paths"][0]["backend"]["service"]["name"],
+            NAME
+        );
     }
 }
