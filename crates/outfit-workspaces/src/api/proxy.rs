@@ -41,6 +41,7 @@ use super::{
 use crate::io::{
     auth::{Identity, SignIn, identity},
     session::{TICKET, Ticket, unix_seconds},
+    upstream::{TUNNEL_IDLE, tunnel},
 };
 
 /// Where a workspace's host takes a ticket.
@@ -339,9 +340,9 @@ impl Api {
                 let (Ok(client), Ok(pod)) = tokio::join!(client_side, pod_side) else {
                     return;
                 };
-                let mut client = hyper_util::rt::TokioIo::new(client);
-                let mut pod = hyper_util::rt::TokioIo::new(pod);
-                let _ = tokio::io::copy_bidirectional(&mut client, &mut pod).await;
+                let client = hyper_util::rt::TokioIo::new(client);
+                let pod = hyper_util::rt::TokioIo::new(pod);
+                tunnel(client, pod, TUNNEL_IDLE).await;
                 drop(slot);
             });
         }

@@ -1,11 +1,13 @@
 //! The workspace proxy's connections to workspace pods (issue 42): plain HTTP/1.1 to the pod's
 //! address, straight from the watch cache (no Service, no DNS), each connect on a deadline, idle
-//! connections kept a while for the next request.
+//! connections kept a while for the next request; and a switched connection (a WebSocket)
+//! joined to the pod's, closed after [`TUNNEL_IDLE`] without a byte either way.
 
 use std::{net::IpAddr, time::Duration};
 
 use hyper::{Request, Response, body::Incoming};
 use hyper_util::client::legacy::{Client, connect::HttpConnector};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// How long a connection to a pod may take to open.
 pub const CONNECT_TIME: Duration = Duration::from_secs(5);
@@ -15,6 +17,10 @@ pub const ANSWER_TIME: Duration = Duration::from_secs(60);
 const IDLE_KEPT: Duration = Duration::from_secs(30);
 /// Idle connections kept per pod.
 const IDLE_PER_POD: usize = 16;
+/// How long a tunnel (a WebSocket) stays open without a byte either way.
+pub const TUNNEL_IDLE: Duration = Duration::from_secs(30 * 60);
+/// Bytes read at a time on each side of a tunnel.
+const TUNNEL_CHUNK: usize = 8 << 10;
 
 /// Why a pod's answer could not be had.
 #[derive(Debug, thiserror::Error)]
@@ -69,5 +75,62 @@ impl Upstreams {
             Ok(Err(error)) => Err(UpstreamError::Failed(super::fetch::error_chain(&error))),
             Err(_) => Err(UpstreamError::Timeout(ANSWER_TIME)),
         }
+    }
+}
+
+/// Copies bytes both ways between `client` and `pod` until either side ends, a write fails, or
+/// `idle` passes without a byte; then closes both.
+pub async fn tunnel<A, B>(mut client: A, mut pod: B, idle: Duration)
+where
+    A: AsyncRead + AsyncWrite + Unpin,
+    B: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut from_client = vec![0u8; TUNNEL_CHUNK];
+    let mut from_pod = vec![0u8; TUNNEL_CHUNK];
+    loop {
+        // Reads are cancel-safe: the side not chosen loses nothing.
+        let step = async {
+            tokio::select! {
+                read = client.read(&mut from_client) => match read {
+                    Ok(0) | Err(_) => false,
+                    Ok(n) => pod.write_all(&from_client[..n]).await.is_ok(),
+                },
+                read = pod.read(&mut from_pod) => match read {
+                    Ok(0) | Err(_) => false,
+                    Ok(n) => client.write_all(&from_pod[..n]).await.is_ok(),
+                },
+            }
+        };
+        if !matches!(tokio::time::timeout(idle, step).await, Ok(true)) {
+            break;
+        }
+    }
+    let _ = client.shutdown().await;
+    let _ = pod.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_tunnel_carries_both_ways_and_closes_when_idle() {
+        let (client, mut browser) = tokio::io::duplex(64);
+        let (pod, mut app) = tokio::io::duplex(64);
+        let joined = tokio::spawn(tunnel(client, pod, Duration::from_millis(300)));
+        browser.write_all(b"ping").await.unwrap();
+        let mut got = [0u8; 4];
+        app.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"ping");
+        app.write_all(b"pong").await.unwrap();
+        browser.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"pong");
+        // Then nothing either way: the tunnel closes both sides.
+        tokio::time::timeout(Duration::from_secs(5), joined)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(browser.read(&mut got).await.unwrap(), 0);
+        assert_eq!(app.read(&mut got).await.unwrap(), 0);
     }
 }
