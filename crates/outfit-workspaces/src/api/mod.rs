@@ -11,6 +11,7 @@ mod compat;
 mod connection;
 mod native;
 mod proxy;
+mod proxy_headers;
 mod reading;
 mod sign_in;
 mod sse;

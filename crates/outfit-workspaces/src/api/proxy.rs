@@ -13,13 +13,13 @@
 //! `X-Forwarded-Groups`, set here and never taken from the client, and never sees outfit's own
 //! cookies.
 
-use std::{net::IpAddr, time::SystemTime};
+use std::time::SystemTime;
 
 use http_body_util::Either;
 use hyper::{
-    HeaderMap, Method, Request, Response, StatusCode,
+    Method, Request, Response, StatusCode,
     body::Incoming,
-    header::{self, HeaderName, HeaderValue},
+    header::{self, HeaderValue},
 };
 use outfit_workspaces_core::{
     model::user::owner_of,
@@ -34,6 +34,7 @@ use super::{
     answer::{Answer, Body},
     connection::Api,
     encode,
+    proxy_headers::{Forwarded, prepare_headers, strip_answer_headers, upgrade_asked},
     sign_in::{WORKSPACE_PATH, return_path},
     streams::StreamsFull,
     workspace_page::{self, START_PATH},
@@ -46,28 +47,6 @@ use crate::io::{
 
 /// Where a workspace's host takes a ticket.
 const TICKET_PATH: &str = "/.outfit/ticket";
-
-/// Hop-by-hop headers: a proxy never passes them on (RFC 9110, 7.6.1).
-const HOP_BY_HOP: [&str; 8] = [
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-];
-/// What the client may not say itself: who it is, and what came before.
-const NOT_FROM_CLIENTS: [&str; 7] = [
-    "x-forwarded-user",
-    "x-forwarded-groups",
-    "x-forwarded-email",
-    "x-forwarded-for",
-    "x-forwarded-host",
-    "x-forwarded-proto",
-    "forwarded",
-];
 
 fn page(status: StatusCode, message: impl std::fmt::Display) -> Response<ResponseBody> {
     encode(Answer::new(status, Body::Text(format!("{message}\n"))))
@@ -104,21 +83,9 @@ impl Api {
         }
         let sharing = self.backend.sharing(&route.workspace);
         let public = sharing.as_ref().is_some_and(|(_, s)| s.level == Level::Public);
-        let caller = match sign_in.sessions.pass(request.headers(), &host, now) {
-            Some(pass) => {
-                let config = self.backend.config();
-                match identity(
-                    &pass.username,
-                    pass.groups,
-                    &config.admin_groups,
-                    config.fold_user_case,
-                ) {
-                    Ok(identity) => Some(identity),
-                    Err(error) => return ("proxy", page(StatusCode::FORBIDDEN, error)),
-                }
-            }
-            None if public => None,
-            None => return ("proxy", encode(self.to_backend_for_a_ticket(&request, &host))),
+        let caller = match self.caller(sign_in, &request, &host, public, now) {
+            Ok(caller) => caller,
+            Err(answer) => return ("proxy", answer),
         };
         let pod = self.backend.pod(&route.workspace);
         let owner = pod
@@ -142,18 +109,15 @@ impl Api {
             }
             // Stopped (no pod), starting or stopping: the page that says so, or starts it.
             Some(Err(Unroutable::NotRunning)) | None => {
-                let Some(identity) = &caller else {
-                    return (
-                        "proxy",
-                        page(StatusCode::SERVICE_UNAVAILABLE, "the workspace is not running"),
-                    );
-                };
                 let origin = format!("{}://{authority}", if secure { "https" } else { "http" });
-                return (
-                    "proxy_page",
-                    self.not_running(&request, identity, &route.workspace, &origin)
-                        .await,
-                );
+                let page = match &caller {
+                    Some(identity) => {
+                        self.not_running(&request, identity, &route.workspace, &origin)
+                            .await
+                    }
+                    None => page(StatusCode::SERVICE_UNAVAILABLE, "the workspace is not running"),
+                };
+                return ("proxy_page", page);
             }
         };
         let to = Forwarded {
@@ -169,6 +133,33 @@ impl Api {
             authority,
         };
         ("proxy", self.forward(request, sign_in, to).await)
+    }
+
+    /// Who calls on `host`: the user of its pass; `None`, without one, for a `public`
+    /// workspace; else the answer that sends the browser to the backend for a ticket.
+    fn caller(
+        &self,
+        sign_in: &SignIn,
+        request: &Request<Incoming>,
+        host: &str,
+        public: bool,
+        now: SystemTime,
+    ) -> Result<Option<Identity>, Response<ResponseBody>> {
+        let Some(pass) = sign_in.sessions.pass(request.headers(), host, now) else {
+            return match public {
+                true => Ok(None),
+                false => Err(encode(self.to_backend_for_a_ticket(request, host))),
+            };
+        };
+        let config = self.backend.config();
+        identity(
+            &pass.username,
+            pass.groups,
+            &config.admin_groups,
+            config.fold_user_case,
+        )
+        .map(Some)
+        .map_err(|error| page(StatusCode::FORBIDDEN, error))
     }
 
     /// Whether `caller` (`None`: not signed in) may open the workspace `name` of `owner`
@@ -356,21 +347,6 @@ impl Api {
     }
 }
 
-/// Where a request goes, for whom.
-struct Forwarded {
-    host: String,
-    ip: IpAddr,
-    port: u16,
-    secure: bool,
-    /// The signed-in user's name and groups; `None` for a visitor of a public workspace.
-    user: Option<(String, Vec<String>)>,
-    /// Whose stream slots its tunnels take: the signed-in user's owner id, or the visitor's
-    /// address.
-    slot_holder: String,
-    /// The host with the port the client named, if any: what `Host` says to the app.
-    authority: String,
-}
-
 /// The port the client named in its host, if any.
 fn request_port(request: &Request<Incoming>) -> Option<u16> {
     let host = request
@@ -386,222 +362,4 @@ fn request_port(request: &Request<Incoming>) -> Option<u16> {
                 .map(str::to_owned)
         })?;
     host.rsplit_once(':')?.1.parse().ok()
-}
-
-/// The protocol an upgrade asks for (`websocket`), when the request asks for one.
-fn upgrade_asked(headers: &HeaderMap) -> Option<HeaderValue> {
-    let connection_upgrade = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|token| token.trim().eq_ignore_ascii_case("upgrade"));
-    connection_upgrade
-        .then(|| headers.get(header::UPGRADE).cloned())
-        .flatten()
-}
-
-/// The request's headers as the pod gets them: no hop-by-hop header (but an upgrade's), no
-/// identity or forwarding header of the client's, none of outfit's cookies; the user and the
-/// forwarding headers set here.
-fn prepare_headers(
-    headers: &mut HeaderMap,
-    sign_in: &SignIn,
-    to: &Forwarded,
-    peer: IpAddr,
-    upgrade: Option<HeaderValue>,
-) {
-    let named_in_connection: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::try_from(name.trim()).ok())
-        .collect();
-    for name in named_in_connection {
-        headers.remove(name);
-    }
-    for name in HOP_BY_HOP.iter().chain(&NOT_FROM_CLIENTS) {
-        headers.remove(*name);
-    }
-    headers.remove(header::UPGRADE);
-    let cookies: Vec<String> = headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .map(str::trim)
-        .filter(|pair| {
-            let name = pair.split('=').next().unwrap_or_default();
-            !pair.is_empty() && !sign_in.sessions.is_own_cookie(name)
-        })
-        .map(str::to_owned)
-        .collect();
-    headers.remove(header::COOKIE);
-    if !cookies.is_empty()
-        && let Ok(value) = HeaderValue::try_from(cookies.join("; "))
-    {
-        headers.insert(header::COOKIE, value);
-    }
-    if let Some(protocol) = upgrade {
-        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-        headers.insert(header::UPGRADE, protocol);
-    }
-    // HTTP/2 names the host in the request's authority, not a header; the app reads `Host`.
-    let host_missing = !headers.contains_key(header::HOST);
-    let mut set = |name: &'static str, value: &str| {
-        if let Ok(value) = HeaderValue::try_from(value) {
-            headers.insert(name, value);
-        }
-    };
-    if host_missing {
-        set("host", &to.authority);
-    }
-    set("x-forwarded-for", &peer.to_string());
-    set("x-forwarded-host", &to.host);
-    set("x-forwarded-proto", if to.secure { "https" } else { "http" });
-    if let Some((user, groups)) = &to.user {
-        set("x-forwarded-user", user);
-        set("x-forwarded-groups", &groups.join(","));
-    }
-}
-
-/// The pod's answer's headers as the client gets them: no hop-by-hop header (but a switch's
-/// `Connection` and `Upgrade`), and no cookie of outfit's name set by the app.
-fn strip_answer_headers(headers: &mut HeaderMap, sign_in: &SignIn, switching: bool) {
-    for name in HOP_BY_HOP {
-        if !(switching && name == "connection") {
-            headers.remove(name);
-        }
-    }
-    let kept: Vec<HeaderValue> = headers
-        .get_all(header::SET_COOKIE)
-        .iter()
-        .filter(|v| {
-            let name = v
-                .to_str()
-                .unwrap_or_default()
-                .split('=')
-                .next()
-                .unwrap_or_default();
-            !sign_in.sessions.is_own_cookie(name.trim())
-        })
-        .cloned()
-        .collect();
-    headers.remove(header::SET_COOKIE);
-    for value in kept {
-        headers.append(header::SET_COOKIE, value);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sign_in() -> SignIn {
-        SignIn::new(&crate::io::session::tests::oidc(
-            "https://workspaces.example.org/auth/callback",
-            None,
-        ))
-    }
-
-    fn to() -> Forwarded {
-        Forwarded {
-            host: "web-alice.ws.example.org".to_owned(),
-            ip: "10.244.0.7".parse().unwrap(),
-            port: 80,
-            secure: true,
-            user: Some(("alice".to_owned(), vec!["staff".to_owned(), "gpu".to_owned()])),
-            slot_holder: "alice".to_owned(),
-            authority: "web-alice.ws.example.org".to_owned(),
-        }
-    }
-
-    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.append(*name, HeaderValue::from_static(value));
-        }
-        map
-    }
-
-    #[test]
-    fn the_app_gets_the_user_from_outfit_only_and_none_of_its_cookies() {
-        let mut request = headers(&[
-            ("connection", "keep-alive, x-secret"),
-            ("x-secret", "hop"),
-            ("te", "trailers"),
-            ("x-forwarded-user", "mallory"),
-            ("x-forwarded-groups", "admins"),
-            ("forwarded", "for=1.2.3.4"),
-            ("cookie", "__Host-outfit-session=s; app=1"),
-            ("cookie", "__Host-outfit-pass=p"),
-            ("authorization", "token abc"),
-        ]);
-        prepare_headers(
-            &mut request,
-            &sign_in(),
-            &to(),
-            "192.0.2.9".parse().unwrap(),
-            None,
-        );
-        for gone in ["connection", "x-secret", "te", "forwarded", "upgrade"] {
-            assert!(!request.contains_key(gone), "{gone}: {request:?}");
-        }
-        assert_eq!(request["x-forwarded-user"], "alice");
-        assert_eq!(request.get_all("x-forwarded-user").iter().count(), 1);
-        assert_eq!(request["x-forwarded-groups"], "staff,gpu");
-        assert_eq!(request["x-forwarded-for"], "192.0.2.9");
-        assert_eq!(request["x-forwarded-proto"], "https");
-        assert_eq!(request["host"], "web-alice.ws.example.org");
-        assert_eq!(request["cookie"], "app=1");
-        assert_eq!(
-            request["authorization"], "token abc",
-            "the app's own credentials pass"
-        );
-    }
-
-    #[test]
-    fn an_upgrade_keeps_its_protocol_and_the_app_sets_none_of_outfits_cookies() {
-        let mut request = headers(&[
-            ("connection", "Upgrade"),
-            ("upgrade", "websocket"),
-            ("host", "h:8443"),
-        ]);
-        let asked = upgrade_asked(&request);
-        assert_eq!(asked, Some(HeaderValue::from_static("websocket")));
-        prepare_headers(
-            &mut request,
-            &sign_in(),
-            &to(),
-            "192.0.2.9".parse().unwrap(),
-            asked,
-        );
-        assert_eq!(
-            (&request["connection"], &request["upgrade"]),
-            (
-                &HeaderValue::from_static("upgrade"),
-                &HeaderValue::from_static("websocket")
-            )
-        );
-        assert_eq!(request["host"], "h:8443");
-        assert_eq!(
-            upgrade_asked(&headers(&[("upgrade", "websocket")])),
-            None,
-            "no Connection: upgrade"
-        );
-
-        let mut answer = headers(&[
-            ("set-cookie", "__Host-outfit-pass=x; Path=/"),
-            ("set-cookie", "app=2; Path=/"),
-            ("transfer-encoding", "chunked"),
-            ("connection", "close"),
-        ]);
-        strip_answer_headers(&mut answer, &sign_in(), false);
-        assert_eq!(
-            answer.get_all("set-cookie").iter().collect::<Vec<_>>(),
-            ["app=2; Path=/"]
-        );
-        assert!(!answer.contains_key("connection") && !answer.contains_key("transfer-encoding"));
-    }
 }
