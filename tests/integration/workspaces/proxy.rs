@@ -473,6 +473,29 @@ async fn the_proxy_lets_the_owner_in_and_nobody_else() {
     })
     .await;
 
+    // Signing out at the backend ends the pass on the workspace's host too: the browser is
+    // sent for a ticket again, and, signed out, gets none.
+    let session_only = [("cookie", alice)];
+    let out = send(
+        port,
+        Call::new("POST", "/auth/logout")
+            .json(&json!({}))
+            .headers(&session_only),
+    )
+    .await;
+    assert_eq!(out.status, 204, "{}", out.text());
+    let after = at(port, host, "/hello?x=1", Some(&pass)).await;
+    assert_eq!(after.status, 303, "{}", after.text());
+    let path = location(&after)
+        .trim_start_matches(&format!("http://127.0.0.1:{port}"))
+        .to_owned();
+    let again = send(port, Call::new("GET", &path).headers(&[("cookie", alice)])).await;
+    assert!(
+        location(&again).starts_with("/auth/login?"),
+        "sent to sign in: {}",
+        location(&again)
+    );
+
     let metrics = super::native::metrics(admin_port).await;
     // Twice at least (before the share and after it was taken back), more if a request beat the
     // cache to a change.

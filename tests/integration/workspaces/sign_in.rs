@@ -312,6 +312,9 @@ async fn sign_in_holds_against_replays_forgeries_and_other_sites() {
         "{cleared}"
     );
     assert_eq!(send(port, Call::new("GET", "/auth/logout")).await.status, 405);
+    // A copy of the cookie kept from before the sign-out is nobody's any more.
+    let copy = send(port, Call::new("GET", "/api/v1/me").headers(&own)).await;
+    assert_eq!(copy.status, 401, "{}", copy.text());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -83,7 +83,7 @@ impl Api {
         }
         let sharing = self.backend.sharing(&route.workspace);
         let public = sharing.as_ref().is_some_and(|(_, s)| s.level == Level::Public);
-        let caller = match self.caller(sign_in, &request, &host, public, now) {
+        let caller = match self.caller(sign_in, &request, &host, public, now).await {
             Ok(caller) => caller,
             Err(answer) => return ("proxy", answer),
         };
@@ -135,9 +135,10 @@ impl Api {
         ("proxy", self.forward(request, sign_in, to).await)
     }
 
-    /// Who calls on `host`: the user of its pass; `None`, without one, for a `public`
+    /// Who calls on `host`: the user of its pass (unless they signed out since); `None`, without
+    /// one, for a `public`
     /// workspace; else the answer that sends the browser to the backend for a ticket.
-    fn caller(
+    async fn caller(
         &self,
         sign_in: &SignIn,
         request: &Request<Incoming>,
@@ -145,7 +146,11 @@ impl Api {
         public: bool,
         now: SystemTime,
     ) -> Result<Option<Identity>, Response<ResponseBody>> {
-        let Some(pass) = sign_in.sessions.pass(request.headers(), host, now) else {
+        let pass = match sign_in.sessions.pass(request.headers(), host, now) {
+            Some(pass) if !sign_in.signed_out(&pass.username, pass.issued).await => Some(pass),
+            _ => None,
+        };
+        let Some(pass) = pass else {
             return match public {
                 true => Ok(None),
                 false => Err(encode(self.to_backend_for_a_ticket(request, host))),
@@ -315,7 +320,13 @@ impl Api {
             None => None,
         };
         let client_side = upgrade.is_some().then(|| hyper::upgrade::on(&mut request));
-        prepare_headers(request.headers_mut(), sign_in, &to, self.peer.ip(), upgrade);
+        prepare_headers(
+            request.headers_mut(),
+            &sign_in.sessions,
+            &to,
+            self.peer.ip(),
+            upgrade,
+        );
         let mut response = match self.upstreams.send(to.ip, to.port, request).await {
             Ok(response) => response,
             Err(error) => {
@@ -340,7 +351,7 @@ impl Api {
         let (mut parts, body) = response.into_parts();
         strip_answer_headers(
             &mut parts.headers,
-            sign_in,
+            &sign_in.sessions,
             parts.status == StatusCode::SWITCHING_PROTOCOLS,
         );
         Response::from_parts(parts, Either::Right(body))

@@ -9,7 +9,7 @@ use hyper::{
     header::{self, HeaderName, HeaderValue},
 };
 
-use crate::io::auth::SignIn;
+use crate::io::session::Sessions;
 
 /// Hop-by-hop headers: a proxy never passes them on (RFC 9110, 7.6.1).
 const HOP_BY_HOP: [&str; 8] = [
@@ -66,7 +66,7 @@ pub(super) fn upgrade_asked(headers: &HeaderMap) -> Option<HeaderValue> {
 /// forwarding headers set here.
 pub(super) fn prepare_headers(
     headers: &mut HeaderMap,
-    sign_in: &SignIn,
+    sessions: &Sessions,
     to: &Forwarded,
     peer: IpAddr,
     upgrade: Option<HeaderValue>,
@@ -93,7 +93,7 @@ pub(super) fn prepare_headers(
         .map(str::trim)
         .filter(|pair| {
             let name = pair.split('=').next().unwrap_or_default();
-            !pair.is_empty() && !sign_in.sessions.is_own_cookie(name)
+            !pair.is_empty() && !sessions.is_own_cookie(name)
         })
         .map(str::to_owned)
         .collect();
@@ -128,7 +128,7 @@ pub(super) fn prepare_headers(
 
 /// The pod's answer's headers as the client gets them: no hop-by-hop header (but a switch's
 /// `Connection` and `Upgrade`), and no cookie of outfit's name set by the app.
-pub(super) fn strip_answer_headers(headers: &mut HeaderMap, sign_in: &SignIn, switching: bool) {
+pub(super) fn strip_answer_headers(headers: &mut HeaderMap, sessions: &Sessions, switching: bool) {
     for name in HOP_BY_HOP {
         if !(switching && name == "connection") {
             headers.remove(name);
@@ -144,7 +144,7 @@ pub(super) fn strip_answer_headers(headers: &mut HeaderMap, sign_in: &SignIn, sw
                 .split('=')
                 .next()
                 .unwrap_or_default();
-            !sign_in.sessions.is_own_cookie(name.trim())
+            !sessions.is_own_cookie(name.trim())
         })
         .cloned()
         .collect();
@@ -158,8 +158,8 @@ pub(super) fn strip_answer_headers(headers: &mut HeaderMap, sign_in: &SignIn, sw
 mod tests {
     use super::*;
 
-    fn sign_in() -> SignIn {
-        SignIn::new(&crate::io::session::tests::oidc(
+    fn sessions() -> Sessions {
+        Sessions::new(&crate::io::session::tests::oidc(
             "https://workspaces.example.org/auth/callback",
             None,
         ))
@@ -200,7 +200,7 @@ mod tests {
         ]);
         prepare_headers(
             &mut request,
-            &sign_in(),
+            &sessions(),
             &to(),
             "192.0.2.9".parse().unwrap(),
             None,
@@ -232,7 +232,7 @@ mod tests {
         assert_eq!(asked, Some(HeaderValue::from_static("websocket")));
         prepare_headers(
             &mut request,
-            &sign_in(),
+            &sessions(),
             &to(),
             "192.0.2.9".parse().unwrap(),
             asked,
@@ -257,7 +257,7 @@ mod tests {
             ("transfer-encoding", "chunked"),
             ("connection", "close"),
         ]);
-        strip_answer_headers(&mut answer, &sign_in(), false);
+        strip_answer_headers(&mut answer, &sessions(), false);
         assert_eq!(
             answer.get_all("set-cookie").iter().collect::<Vec<_>>(),
             ["app=2; Path=/"]

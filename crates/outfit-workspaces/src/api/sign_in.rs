@@ -6,7 +6,7 @@
 //! host ([`proxy`](super::proxy)) as a ticket. Without `oidc` in the configuration each answers
 //! 404.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use hyper::{
     Method, Request, StatusCode,
@@ -23,7 +23,7 @@ use super::{
 };
 use crate::io::{
     auth::{SignIn, identity},
-    session::{Cleared, Pass, TICKET, TICKET_TIME, Ticket, unix_seconds},
+    session::{Cleared, Pass, TICKET, TICKET_TIME, Ticket, unix_millis, unix_seconds},
 };
 
 /// Where a browser starts signing in.
@@ -104,15 +104,15 @@ impl Api {
         let answer = match path {
             LOGIN_PATH => login(sign_in, return_path(query_value(query, "to")), now).await,
             CALLBACK_PATH => self.callback(sign_in, &request, now).await,
-            WORKSPACE_PATH => self.ticket(sign_in, &request, now),
-            _ => self.logout(sign_in, &request),
+            WORKSPACE_PATH => self.ticket(sign_in, &request, now).await,
+            _ => self.logout(sign_in, &request, now).await,
         };
         (name, answer)
     }
 
     /// A ticket to the workspace's host `to` names, for the session's user; without a session,
     /// a sign-in first that comes back here.
-    fn ticket(&self, sign_in: &SignIn, request: &Request<Incoming>, now: SystemTime) -> Answer {
+    async fn ticket(&self, sign_in: &SignIn, request: &Request<Incoming>, now: SystemTime) -> Answer {
         let to = query_value(request.uri().query(), "to").unwrap_or_default();
         let config = self.backend.config();
         let domain = config.proxy_domain.as_deref().unwrap_or_default();
@@ -131,7 +131,7 @@ impl Api {
                 format!("{to:?} is not a workspace's address here"),
             );
         };
-        let Some(session) = sign_in.sessions.session(request.headers(), now) else {
+        let Some(session) = sign_in.session(request.headers(), now).await else {
             let back = format!(
                 "{WORKSPACE_PATH}?to={}",
                 form_urlencoded::byte_serialize(to.as_bytes()).collect::<String>()
@@ -149,6 +149,7 @@ impl Api {
                 groups: session.groups,
                 host,
                 expires: session.expires,
+                issued: session.issued,
             },
             expires: unix_seconds(now) + TICKET_TIME.as_secs(),
             nonce: CsrfToken::new_random().secret().clone(),
@@ -161,15 +162,33 @@ impl Api {
         ))
     }
 
-    /// Ends the session: its cookie is removed.
-    fn logout(&self, sign_in: &SignIn, request: &Request<Incoming>) -> Answer {
+    /// Ends the session: its cookie is removed, and the sign-out recorded for every replica, so
+    /// that every session of the user and every workspace host's pass ends with it.
+    async fn logout(&self, sign_in: &SignIn, request: &Request<Incoming>, now: SystemTime) -> Answer {
         let config = self.backend.config();
         let allowed = &config.exposure.allowed_origins;
         if let Some((status, error)) = cross_site_refusal(request.method(), request.headers(), allowed) {
             return text(status, error);
         }
-        Answer::new(StatusCode::NO_CONTENT, Body::Empty)
-            .with_header(header::SET_COOKIE, sign_in.sessions.cleared(Cleared::Session))
+        let cleared = sign_in.sessions.cleared(Cleared::Session);
+        if let Some(session) = sign_in.sessions.session(request.headers(), now) {
+            let lifetime = config
+                .oidc
+                .as_ref()
+                .map_or(Duration::ZERO, |o| o.session_lifetime);
+            if let Err(error) = sign_in
+                .sign_outs
+                .record(&session.username, unix_millis(now), lifetime)
+                .await
+            {
+                tracing::warn!(user = %session.username, %error, "sign-out not recorded");
+                let message = "signed out in this browser, but the sign-out could not be recorded for the workspaces' hosts; try again";
+                return text(StatusCode::SERVICE_UNAVAILABLE, message)
+                    .with_header(header::SET_COOKIE, cleared);
+            }
+            tracing::info!(user = %session.username, "signed out");
+        }
+        Answer::new(StatusCode::NO_CONTENT, Body::Empty).with_header(header::SET_COOKIE, cleared)
     }
 
     /// The provider's answer: a session, and back to where the sign-in began; or why not.

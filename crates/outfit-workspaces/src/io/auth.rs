@@ -28,7 +28,8 @@ use outfit_workspaces_core::model::{
 
 use super::{
     oidc::Provider,
-    session::{Sessions, UsedOnce},
+    session::{Session, Sessions, UsedOnce},
+    sign_outs::SignOuts,
 };
 
 /// The header an authenticating proxy names the user in.
@@ -84,8 +85,8 @@ impl Via {
     }
 }
 
-/// Sign-in with the site's OpenID provider: the provider, the cookies, and the tickets spent on
-/// workspaces' hosts.
+/// Sign-in with the site's OpenID provider: the provider, the cookies, the tickets spent on
+/// workspaces' hosts, and the sign-outs every replica honours.
 #[derive(Debug)]
 pub struct SignIn {
     /// The provider.
@@ -94,16 +95,34 @@ pub struct SignIn {
     pub sessions: Sessions,
     /// Tickets already used (each is good once).
     pub spent: Mutex<UsedOnce>,
+    /// Who signed out when.
+    pub sign_outs: SignOuts,
 }
 
 impl SignIn {
-    /// Sign-in as `oidc` configures it.
-    pub fn new(oidc: &Oidc) -> Self {
+    /// Sign-in as `oidc` configures it, its sign-outs recorded in `namespace` through `client`.
+    pub fn new(oidc: &Oidc, client: kube::Client, namespace: &str) -> Self {
         Self {
             provider: Provider::new(oidc),
             sessions: Sessions::new(oidc),
             spent: Mutex::new(UsedOnce::default()),
+            sign_outs: SignOuts::new(client, namespace),
         }
+    }
+
+    /// Whether a session or pass of `username` begun at `issued` (Unix milliseconds) was ended
+    /// by a sign-out since.
+    pub async fn signed_out(&self, username: &str, issued: u64) -> bool {
+        self.sign_outs
+            .signed_out_at(username)
+            .await
+            .is_some_and(|at| at >= issued)
+    }
+
+    /// The session `headers` carry, if one is valid at `now` and not signed out.
+    pub async fn session(&self, headers: &HeaderMap, now: std::time::SystemTime) -> Option<Session> {
+        let session = self.sessions.session(headers, now)?;
+        (!self.signed_out(&session.username, session.issued).await).then_some(session)
     }
 }
 
@@ -393,7 +412,10 @@ impl Authenticator {
     /// An authenticator that reviews tokens through `client`, and reads the sessions of
     /// sign-ins when the configuration has `oidc`.
     pub fn new(client: kube::Client, config: Arc<Config>) -> Self {
-        let sign_in = config.oidc.as_ref().map(|oidc| Arc::new(SignIn::new(oidc)));
+        let sign_in = config
+            .oidc
+            .as_ref()
+            .map(|oidc| Arc::new(SignIn::new(oidc, client.clone(), &config.namespace)));
         Self {
             reviews: Api::all(client),
             config,
@@ -418,10 +440,10 @@ impl Authenticator {
             return self.proxy_identity(user, headers, peer).map(|i| (i, Via::Proxy));
         }
         if !headers.contains_key(header::AUTHORIZATION) {
-            let session = self
-                .sign_in
-                .as_ref()
-                .and_then(|s| s.sessions.session(headers, std::time::SystemTime::now()));
+            let session = match &self.sign_in {
+                Some(sign_in) => sign_in.session(headers, std::time::SystemTime::now()).await,
+                None => None,
+            };
             if let Some(session) = session {
                 let config = &self.config;
                 let identity = identity(

@@ -4,7 +4,7 @@
 //! pods changed since the lifecycle last looked; [`node_images`]: the images each node holds),
 //! manifests fetched over HTTP ([`fetch`]), what the native API offers ([`catalogue`]), who calls
 //! ([`auth`]: by TokenReview, a proxy's headers or a session), sign-in with an OpenID provider
-//! ([`oidc`]) and its cookies ([`session`]), the workspace proxy's connections to pods
+//! ([`oidc`]), its cookies ([`session`]) and sign-outs ([`sign_outs`]), the workspace proxy's connections to pods
 //! ([`upstream`]), and the counters `/metrics` serves ([`metrics`]).
 
 pub mod auth;
@@ -22,4 +22,5 @@ pub mod node_images;
 pub mod oidc;
 pub mod own_writes;
 pub mod session;
+pub mod sign_outs;
 pub mod upstream;

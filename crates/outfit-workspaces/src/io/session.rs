@@ -75,6 +75,9 @@ pub struct Session {
     /// Seconds since the Unix epoch when the session ends.
     #[serde(rename = "e")]
     pub expires: u64,
+    /// Milliseconds since the Unix epoch when the user signed in: a sign-out after it ends it.
+    #[serde(rename = "i", default)]
+    pub issued: u64,
 }
 
 /// A sign-in under way: what the answer from the provider must match.
@@ -113,6 +116,9 @@ pub struct Pass {
     /// Seconds since the Unix epoch when it ends: the session's end.
     #[serde(rename = "e")]
     pub expires: u64,
+    /// When the session it came from began ([`Session::issued`]).
+    #[serde(rename = "i", default)]
+    pub issued: u64,
 }
 
 /// A pass on its way to its workspace's host, in the URL of a redirect: good once, for a minute.
@@ -160,6 +166,12 @@ impl std::fmt::Debug for Sessions {
             .field("lifetime", &self.lifetime)
             .finish_non_exhaustive()
     }
+}
+
+/// Milliseconds since the Unix epoch at `time`.
+pub fn unix_millis(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Seconds since the Unix epoch at `time`.
@@ -309,6 +321,7 @@ impl Sessions {
             username,
             groups,
             expires: unix_seconds(now) + self.lifetime.as_secs(),
+            issued: unix_millis(now),
         }
     }
 
