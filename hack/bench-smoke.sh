@@ -51,6 +51,8 @@ stage hack/serve-huge-patch.py --smoke
 hack/serve-huge-patch.py --smoke
 stage hack/workspaces-attack.sh --smoke
 hack/workspaces-attack.sh --smoke
+stage hack/bench-proxy.sh --smoke
+hack/bench-proxy.sh --smoke
 stage "the soaks: waiting for them"
 soak_status=0
 wait "$soak_pid" || soak_status=$?
