@@ -4,14 +4,14 @@
 //! | byte | reader | invariants beyond "no panic" |
 //! |---:|---|---|
 //! | 0 | `Config::load` of a YAML file | an error names the file; the loaded config prepares a manifest |
-//! | 1 | the native API's launch body (`backend::Launch`, JSON) | every setting is applied to the env it names or warned about; the mandatory env (`SD_UID`, ...) is the backend's, whatever the settings say |
+//! | 1 | the native API's launch body (`workspace::requests::Launch`, JSON) | every setting is applied to the env it names or warned about; the mandatory env (`SD_UID`, ...) is the backend's, whatever the settings say |
 //! | 2 | a manifest (`manifest::prepare`, then `assemble`) | the mandatory env is the backend's in every container, as the container will see it; pod names and their objects' names fit 63 characters |
 //! | 3 | a Pod (JSON; `progress::report`, `culling`, `info`, `limits`, `progress`) | `percent` ≤ 100, and 100 exactly when ready or deleted |
 //! | 4 | a Pod, its claim and Events (`{"pod":…, "claim":…, "events":[…]}`) | as 3 |
 //! | 5 | a quantity (`quantity::cpu_millis`, `bytes`) | what `format_cpu` / `format_bytes` write reads back as the same amount |
-//! | 6 | a user name (`auth::owner_id`), folded and not | an owner id is a valid user id, maps to itself, ends in `.serviceaccount` only for a service account, and unfolded comes only from a name without upper-case letters |
+//! | 6 | a user name (`user::owner_id`), folded and not | an owner id is a valid user id, maps to itself, ends in `.serviceaccount` only for a service account, and unfolded comes only from a name without upper-case letters |
 //! | 7 | a Go duration (`duration::parse`, config values and culling annotations) | what `duration::format` writes parses back to the same duration |
-//! | 8 | deic-dk's `create_pod` body (`backend::CreateRequest`, JSON) | pod names for its user, deic-dk's and its own, fit 63 characters; its storage names fit 253 |
+//! | 8 | deic-dk's `create_pod` body (`workspace::requests::CreateRequest`, JSON) | pod names for its user, deic-dk's and its own, fit 63 characters; its storage names fit 253 |
 //! | 9 | a pod name from a request (`names::check_pod_name`) | an accepted name is one URL path segment: no `/`, `?`, `#`, `%`, `.`, at most 63 characters |
 //!
 //! Run: `hack/fuzz.sh run workspace_request 60`
@@ -24,8 +24,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
 use libfuzzer_sys::fuzz_target;
 use outfit_core::quantity;
-use outfit_workspaces::{Config, backend::{CreateRequest, Launch}, io::auth};
-use outfit_workspaces_core::{model::{duration, names, user::UserId}, policy::{culling, limits}, workspace::{ info::{self, ClusterState}, manifest::{self, MANDATORY_ENV, Placement, Prepared, Requester, Settings}, pod_needs::PodNeeds, progress::{self, Status}, }};
+use outfit_workspaces_core::{model::{config::Config, duration, names, user::{self, UserId}}, policy::{culling, limits}, workspace::{ info::{self, ClusterState}, manifest::{self, MANDATORY_ENV, Placement, Prepared, Requester, Settings}, pod_needs::PodNeeds, progress::{self, Status}, requests::{CreateRequest, Launch}, }};
 
 /// The manifest launches use: deic-dk's Jupyter manifest as the manifest tests have it.
 const JUPYTER: &str = r#"
@@ -341,7 +340,7 @@ fn owner(name: &str) {
 }
 
 fn owner_as(name: &str, fold_case: bool) {
-    let Ok(id) = auth::owner_id(name, fold_case) else {
+    let Ok(id) = user::owner_id(name, fold_case) else {
         return;
     };
     assert_eq!(UserId::parse(id.as_str()).as_ref(), Ok(&id));
@@ -357,7 +356,7 @@ fn owner_as(name: &str, fold_case: bool) {
                 fold_case || !name.bytes().any(|b| b.is_ascii_uppercase()),
                 "{name:?} → {id:?} without foldUserCase"
             );
-            assert_eq!(auth::owner_id(id.as_str(), false).as_ref(), Ok(&id), "{name:?}");
+            assert_eq!(user::owner_id(id.as_str(), false).as_ref(), Ok(&id), "{name:?}");
         }
     }
     for candidate in names::pod_name_candidates("jupyter", &id) {

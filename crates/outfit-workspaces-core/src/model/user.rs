@@ -105,6 +105,36 @@ impl fmt::Display for UserId {
     }
 }
 
+/// The owner id of the user `username`: service account `system:serviceaccount:<ns>:<name>`
+/// owns as `<name>@<ns>.serviceaccount`; any other name owns as itself. Owner ids are lower-case,
+/// and Kubernetes user names are case-sensitive: `Alice@x` and `ALICE@x` are two users, who would
+/// share the owner id `alice@x` and each other's workspaces. So a name with an upper-case letter
+/// is refused, unless `fold_case` (the config's `foldUserCase`, for a site whose identity
+/// provider gives one user one name whatever its case) lower-cases it. A non-service-account name
+/// in `.serviceaccount` is refused, so no one can take a service account's workspaces.
+pub fn owner_id(username: &str, fold_case: bool) -> Result<UserId, String> {
+    let mapped = match username.strip_prefix("system:serviceaccount:") {
+        Some(rest) => {
+            let (namespace, name) = rest.split_once(':').ok_or_else(|| {
+                "a service account name is system:serviceaccount:<namespace>:<name>".to_owned()
+            })?;
+            format!("{name}@{namespace}.serviceaccount")
+        }
+        None if username.to_ascii_lowercase().ends_with(".serviceaccount") => {
+            return Err("names ending in .serviceaccount stand for service accounts".to_owned());
+        }
+        None if fold_case => username.to_ascii_lowercase(),
+        None if username.bytes().any(|b| b.is_ascii_uppercase()) => {
+            return Err(
+                "it has upper-case letters: owner ids are lower-case and user names are case-sensitive, so another user who differs only in case would share its workspaces (foldUserCase: true treats them as one, for an identity provider that does)"
+                    .to_owned(),
+            );
+        }
+        None => username.to_owned(),
+    };
+    UserId::parse(&mapped).map_err(|e| e.reason.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,5 +191,38 @@ mod tests {
     fn error_names_the_id_and_the_rule() {
         let err = UserId::parse("Alice").unwrap_err().to_string();
         assert!(err.contains("\"Alice\"") && err.contains("lower-case"), "{err}");
+    }
+
+    #[test]
+    fn service_accounts_own_as_name_at_namespace() {
+        assert_eq!(
+            owner_id("system:serviceaccount:team-a:alice", false)
+                .unwrap()
+                .as_str(),
+            "alice@team-a.serviceaccount"
+        );
+        assert!(owner_id("system:serviceaccount:team-a", false).is_err());
+    }
+
+    #[test]
+    fn other_names_own_as_themselves_and_upper_case_only_when_folded() {
+        assert_eq!(owner_id("bob", false).unwrap().as_str(), "bob");
+        assert_eq!(
+            owner_id("alice@example.com", false).unwrap().as_str(),
+            "alice@example.com"
+        );
+        // Two Kubernetes users who differ in case never share an owner id, unless the site says
+        // its names are one user whatever their case.
+        for name in ["Alice@Example.com", "ALICE@example.com"] {
+            let refused = owner_id(name, false).unwrap_err();
+            assert!(refused.starts_with("it has upper-case letters"), "{refused}");
+            assert_eq!(owner_id(name, true).unwrap().as_str(), "alice@example.com");
+        }
+        // No one may pass as a service account.
+        assert!(owner_id("alice@team-a.serviceaccount", true).is_err());
+        assert!(owner_id("Alice@team-a.ServiceAccount", true).is_err());
+        // Names no owner id can hold are refused, not bent into one.
+        assert!(owner_id("oidc:alice", false).is_err());
+        assert!(owner_id("a b", true).is_err());
     }
 }

@@ -14,7 +14,9 @@ use super::{
     connection::Api,
     reading::{SYNC_WAIT, canonical, constant_time_eq, parse, read_body},
 };
-use crate::backend::{CreateRequest, RequestError};
+use outfit_workspaces_core::workspace::requests::CreateRequest;
+
+use crate::backend::RequestError;
 
 /// The endpoints, each with the method it takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,10 +14,10 @@ use super::{
     sse,
     streams::{StreamSlot, StreamsFull},
 };
-use outfit_workspaces_core::workspace::sharing::Sharing;
+use outfit_workspaces_core::workspace::{requests::Launch, sharing::Sharing};
 
 use crate::{
-    backend::{Launch, RequestError},
+    backend::RequestError,
     io::auth::{AuthError, Identity, Via},
 };
 

@@ -26,7 +26,7 @@ mod request;
 pub use self::{
     all_clusters::Backend,
     cluster_workspaces::ClusterWorkspaces,
-    request::{CreateOutcome, CreateRequest, Created, Launch, RequestError},
+    request::{CreateOutcome, Created, RequestError},
 };
 
 #[cfg(test)]

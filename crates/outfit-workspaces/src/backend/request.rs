@@ -1,19 +1,15 @@
-//! What the backend's operations take and answer, and why one fails: the vocabulary both types of
+//! What the backend's operations answer, and why one fails (what the creates take is the core's,
+//! `workspace::requests`): the vocabulary both types of
 //! [`backend`](super) share (one cluster's [`ClusterWorkspaces`](super::cluster_workspaces::ClusterWorkspaces), the
 //! set's [`Backend`](super::all_clusters::Backend)) and both APIs read. It imports nothing of theirs.
 
+use crate::io::{cluster::ClusterError, fetch::FetchError};
 use k8s_openapi::api::core::v1::Pod;
 use outfit_workspaces_core::{
     model::{self, user::InvalidUserId},
     policy::limits,
-    workspace::{
-        manifest::{ManifestError, Settings},
-        progress::Phase,
-    },
+    workspace::{manifest::ManifestError, progress::Phase},
 };
-use serde::Deserialize;
-
-use crate::io::{cluster::ClusterError, fetch::FetchError};
 
 /// Why a request could not be done. Each says what was wrong; the API answers it with the
 /// endpoint's compatible field and an `error` message.
@@ -218,18 +214,6 @@ impl RequestError {
     }
 }
 
-/// `create_pod`'s request.
-#[derive(Debug, Clone, Deserialize)]
-pub struct CreateRequest {
-    /// The manifest's URL.
-    pub yaml_url: String,
-    /// The user.
-    pub user_id: String,
-    /// Container name → env var → value.
-    #[serde(default)]
-    pub settings: Option<Settings>,
-}
-
 /// What a create answers.
 #[derive(Debug, Clone)]
 pub struct Created {
@@ -248,23 +232,4 @@ pub struct CreateOutcome {
     pub ready: bool,
     /// Why not, when the create failed or timed out (never about another user's pod).
     pub reason: Option<String>,
-}
-
-/// A launch request (the native API's create): a catalogue entry and the env to set.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Launch {
-    /// The catalogue entry's name.
-    pub manifest: String,
-    /// Container name → env var → value.
-    #[serde(default)]
-    pub settings: Settings,
-    /// The cluster to launch on, when the catalogue entry names none; the default one when
-    /// unset.
-    #[serde(default)]
-    pub cluster: Option<String>,
-    /// A snapshot of the user's to make the workspace's home from (`GET /api/v1/storage` lists
-    /// them); unset: the home as it is, or its newest ready snapshot when it is gone.
-    #[serde(default)]
-    pub snapshot: Option<String>,
 }

@@ -25,11 +25,13 @@ use outfit_workspaces_core::{
     },
 };
 
+use outfit_workspaces_core::workspace::requests::{CreateRequest, Launch};
+
 use super::Backend;
 use crate::{
     backend::{
         cluster_workspaces::ClusterWorkspaces,
-        request::{CreateRequest, Created, Launch, RequestError},
+        request::{Created, RequestError},
     },
     io::{auth::Identity, calls::ClusterCalls, catalogue},
 };

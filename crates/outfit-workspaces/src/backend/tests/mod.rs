@@ -14,6 +14,7 @@ use kube::ResourceExt;
 use outfit_workspaces_core::{
     model::{keys, names, user::UserId},
     resource,
+    workspace::requests::{CreateRequest, Launch},
     workspace::{
         info::WorkspaceInfo,
         manifest::{Requester, Settings},
