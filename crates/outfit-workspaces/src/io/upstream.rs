@@ -15,8 +15,9 @@ pub const CONNECT_TIME: Duration = Duration::from_secs(5);
 pub const ANSWER_TIME: Duration = Duration::from_secs(60);
 /// How long an idle connection to a pod is kept for the next request.
 const IDLE_KEPT: Duration = Duration::from_secs(30);
-/// Idle connections kept per pod.
-const IDLE_PER_POD: usize = 16;
+/// Idle connections kept per pod: as many as a busy page keeps requests in flight, so that a
+/// burst does not open and close a connection per request.
+const IDLE_PER_POD: usize = 256;
 /// How long a tunnel (a WebSocket) stays open without a byte either way.
 pub const TUNNEL_IDLE: Duration = Duration::from_secs(30 * 60);
 /// Bytes read at a time on each side of a tunnel.
