@@ -123,7 +123,7 @@ impl Api {
                 let (authority, path) = rest.find('/').map_or((rest, "/"), |i| rest.split_at(i));
                 (scheme, authority, path)
             });
-        let Some((scheme, authority, path)) = target.filter(|(_, authority, _)| {
+        let Some((_, authority, path)) = target.filter(|(_, authority, _)| {
             !domain.is_empty() && !authority.contains('@') && route_of(authority, domain).is_some()
         }) else {
             return text(
@@ -157,6 +157,13 @@ impl Api {
         let sealed: String =
             form_urlencoded::byte_serialize(sign_in.sessions.seal(TICKET, &ticket).as_bytes()).collect();
         let path: String = form_urlencoded::byte_serialize(path.as_bytes()).collect();
+        // The backend's own scheme, whatever `to` says: a ticket never travels in clear text
+        // from an HTTPS site.
+        let scheme = if sign_in.sessions.secure() {
+            "https"
+        } else {
+            "http"
+        };
         redirect(&format!(
             "{scheme}://{authority}/.outfit/ticket?t={sealed}&to={path}"
         ))

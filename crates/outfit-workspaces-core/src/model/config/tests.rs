@@ -574,3 +574,38 @@ fn streams_take_at_most_half_the_port_unless_set_below_it() {
     let (config, _) = Config::load(Some(&f.0), no_env).unwrap();
     assert_eq!(config.exposure.max_streams, 30);
 }
+
+#[test]
+fn the_proxy_domain_needs_sign_in_and_never_holds_the_backends_own_host() {
+    let secret = std::env::temp_dir().join(format!("outfit-proxy-domain-secret-{}", std::process::id()));
+    std::fs::write(&secret, "s").unwrap();
+    let oidc = format!(
+        r#"{{"issuerUrl": "https://login.example.org", "clientId": "outfit", "clientSecretFile": {:?},
+             "redirectUrl": "https://workspaces.example.org/auth/callback"}}"#,
+        secret.display().to_string()
+    );
+    let load = |domain: &str, with_oidc: bool| {
+        let env = |var: &str| match var {
+            "BACKEND_PROXYDOMAIN" => Some(domain.to_owned()),
+            "BACKEND_OIDC" if with_oidc => Some(oidc.clone()),
+            _ => None,
+        };
+        Config::load(None, env).map(|(config, _)| config.proxy_domain)
+    };
+    assert_eq!(
+        load("WS.example.org", true).unwrap().as_deref(),
+        Some("ws.example.org")
+    );
+    for (domain, with_oidc, said) in [
+        ("ws.example.org", false, "set oidc too"),
+        ("example.org", true, "the backend's host"),
+        ("not a domain", true, "not a DNS domain"),
+    ] {
+        let error = load(domain, with_oidc).unwrap_err().to_string();
+        assert!(
+            error.contains("proxyDomain") && error.contains(said),
+            "{domain}: {error}"
+        );
+    }
+    std::fs::remove_file(&secret).unwrap();
+}
