@@ -93,12 +93,20 @@ async fn serve_is_ready_without_gatekeeper_and_follows_its_crds_when_they_come()
     assert_eq!(installed, 1);
     // `start_with` waits (30 s at most) for /readyz to answer 200.
     let webhook = crate::e2e::Webhook::start_with(&["--from-cluster"], &[("KUBECONFIG", plane.kubeconfig())]);
-    let text = webhook.metrics();
-    assert_eq!(
-        metric(&text, "outfit_policy_kind_installed{kind=\"PodDefault\"}"),
-        Some(1.0),
-        "{text}"
-    );
+    // The API server may serve a CRD made a moment ago only a moment later (its discovery and
+    // the CRD's own readiness are caches too): outfit follows it when it comes.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let text = loop {
+        let text = webhook.metrics();
+        if metric(&text, "outfit_policy_kind_installed{kind=\"PodDefault\"}") == Some(1.0) {
+            break text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the PodDefault CRD was never seen: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     for kind in ["Assign", "AssignImage", "AssignMetadata", "ModifySet"] {
         let line = format!("outfit_policy_kind_installed{{kind=\"{kind}\"}}");
         assert_eq!(metric(&text, &line), Some(0.0), "{text}");
