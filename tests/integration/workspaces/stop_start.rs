@@ -294,10 +294,16 @@ async fn a_workspace_stops_and_starts_with_its_name_url_and_storage() {
     assert_eq!(status, 202, "{answer}");
     pod_until(&pods, &name, false).await;
     assert!(records.get_opt(&name).await.unwrap().is_none());
-    let (status, _) = backend
-        .call(erin, "GET", &format!("/api/v1/workspaces/{name}"), None)
-        .await;
-    assert_eq!(status, 404);
+    // The backend's cache may show the pod's and the record's end a moment after the API server.
+    eventually(
+        "the workspace gone from the API",
+        Duration::from_secs(10),
+        || async {
+            let path = format!("/api/v1/workspaces/{name}");
+            backend.call(erin, "GET", &path, None).await.0 == 404
+        },
+    )
+    .await;
 }
 
 /// `stoppedRetention`: a workspace stopped longer is deleted by the leader, with an Event on its
