@@ -329,7 +329,10 @@ impl Config {
                         format!("{domain:?} is not a DNS domain such as ws.example.org"),
                     ));
                 }
-                if let Some(label) = backend_host(s.oidc.as_ref())
+                if let Some(label) = s
+                    .oidc
+                    .as_ref()
+                    .map(Oidc::host)
                     .and_then(|h| h.strip_suffix(&format!(".{domain}")).map(str::to_owned))
                     && !label.contains('.')
                 {
@@ -502,12 +505,6 @@ impl Config {
             .or_else(|| self.hostname_list.iter().find(|e| e.address == data_net))
             .map(|e| e.hostname.as_str())
     }
-}
-
-/// The host browsers reach the backend at: `oidc.redirectUrl`'s, lower-case.
-fn backend_host(oidc: Option<&Oidc>) -> Option<String> {
-    let rest = oidc?.redirect_url.split_once("://")?.1;
-    Some(rest.split(['/', ':']).next()?.to_ascii_lowercase())
 }
 
 /// deic-dk's "data network" address of a silo: the first `10.0.` replaced by `10.2.`.

@@ -100,6 +100,15 @@ impl std::fmt::Debug for Oidc {
 }
 
 impl Oidc {
+    /// The host browsers reach the backend at: `redirectUrl`'s, lower-case, without a port.
+    pub fn host(&self) -> String {
+        let rest = self.redirect_url.split_once("://").map_or("", |(_, rest)| rest);
+        rest.split(['/', ':'])
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase()
+    }
+
     /// Whether the browser reaches the backend over HTTPS (its cookies are then `Secure`).
     pub fn secure(&self) -> bool {
         self.redirect_url.starts_with("https://")
