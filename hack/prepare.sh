@@ -12,9 +12,13 @@
 #   python3                                             the deic-dk compatibility client
 #   chromium, chromedriver, python3-selenium            the web page's browser test (Selenium
 #                                                       for Debian's /usr/bin/python3)
+#   containerd, runc, the CNI plugins, iptables, ipset,  the real node (hack/control-plane/
+#   busybox-static                                      real-node.sh) and its images
+#                                                       (tests/tools/node-images)
 # and from the Go module proxy, into ${OUTFIT_CACHE_DIR:-~/.cache/outfit} (once per version):
 #   kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok,
-#   the external-snapshotter's snapshot-controller and CRDs              hack/control-plane/build.sh
+#   the external-snapshotter's snapshot-controller and CRDs,
+#   the real node's kubelet, registry and kube-router                   hack/control-plane/build.sh
 #   helm                                                                 hack/helm/build.sh
 #   zitadel/oidc's example provider, the sign-in tests' (Go's build cache) tests/tools/oidc-provider
 # --benchmarks: Gatekeeper's engine for hack/bench-gatekeeper.sh        hack/gatekeeper-baseline/build.sh
@@ -40,10 +44,16 @@ for toolchain in cargo go; do
 done
 
 missing=()
-for tool in openssl curl setsid ss jq python3 chromium chromedriver; do
+packages=(openssl curl util-linux iproute2 jq python3 python3-selenium chromium chromium-driver
+          containerd runc containernetworking-plugins iptables ipset busybox-static)
+for tool in openssl curl setsid ss jq python3 chromium chromedriver containerd runc iptables ipset; do
   command -v "$tool" >/dev/null || missing+=("$tool")
 done
 /usr/bin/python3 -c 'import selenium' 2>/dev/null || missing+=(python3-selenium)
+[ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+# The node images are made of a static busybox (a dynamic one would need a libc in each image).
+{ [ -x /bin/busybox ] && ! LC_ALL=C readelf -l /bin/busybox 2>/dev/null | grep -q 'program interpreter'; } \
+  || missing+=(busybox-static)
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing the tools the tests use: ${missing[*]}"
   command -v apt-get >/dev/null || { log "error: missing ${missing[*]}, and no apt-get to install them: install them, then run this again"; exit 2; }
@@ -53,11 +63,10 @@ if [ ${#missing[@]} -gt 0 ]; then
     sudo=(sudo)
   fi
   "${sudo[@]}" apt-get update -qq
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-    openssl curl util-linux iproute2 jq python3 python3-selenium chromium chromium-driver >/dev/null
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null
 fi
 
-log "the test cluster (kube-apiserver, etcd, controller manager, scheduler, kwok, snapshot controller; built from Go modules, cached)"
+log "the test cluster (kube-apiserver, etcd, controller manager, scheduler, kwok, snapshot controller, the real node's kubelet, registry and kube-router; built from Go modules, cached)"
 hack/control-plane/build.sh
 log "helm, for the chart's tests (built from its Go module, cached)"
 hack/helm/build.sh >/dev/null

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Build a real kube-apiserver, kube-controller-manager, kube-scheduler, etcd
+# Build a real kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, etcd
 # and kwok from Go modules (no Docker, no downloads other than the Go module
 # proxy) into a version-keyed cache directory:
 #
 #   ${OUTFIT_CACHE_DIR:-$HOME/.cache/outfit}/control-plane/k8s-<ver>-etcd-<ver>-kwok-<ver>/bin/
-#     {kube-apiserver,kube-controller-manager,kube-scheduler,etcd,kwok,kwok-crds/,kwok-stages/}
+#     {kube-apiserver,kube-controller-manager,kube-scheduler,kubelet,etcd,kwok,kwok-crds/,kwok-stages/}
+#
+# the real node's image registry (tests/tools/registry) into .../control-plane/registry-<go.mod's hash>/bin/,
 #
 # and the external-snapshotter's snapshot-controller with its CRDs (node mode)
 # into a directory of their own, keyed by their version only:
@@ -117,15 +119,58 @@ build_snapshotter() {
 # shellcheck source-path=SCRIPTDIR source=../lib/go-align.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../lib/go-align.sh"
 
-# The snapshot controller is built after Kubernetes, aligned to its modules (below).
-build_snapshotter_if_missing() {
+# ---------------------------------------------------------------- registry
+# The real node's image registry: tests/tools/registry (the Distribution project's registry with
+# the filesystem storage only), copied into the cache so that aligning it to Kubernetes' modules
+# leaves the checked-in go.mod alone.
+build_registry() {
+  local t mod
+  t=$(cp_now_ms)
+  mod="$(dirname "$(dirname "$CP_REGISTRY")")/src"
+  rm -rf "$mod"; mkdir -p "$mod" "$(dirname "$CP_REGISTRY")"
+  cp "$CP_HERE/../../tests/tools/registry/"{go.mod,go.sum,main.go} "$mod/"
+  cp_log "building the registry (tests/tools/registry)"
+  GO_BUILD_WRAP=("${TIMEV[@]}" "${NICE[@]}")
+  go_aligned_build "$CP_VERSION_DIR/src/kubernetes" "$mod" registry -trimpath -ldflags "-s -w" \
+    -o "$CP_REGISTRY.tmp" .
+  mv "$CP_REGISTRY.tmp" "$CP_REGISTRY"
+  cp_log "  registry compiled in $(cp_elapsed "$t")"
+}
+
+# ---------------------------------------------------------------- kube-router
+# The real node's NetworkPolicy enforcement (real-node.sh runs its firewall alone).
+build_kube_router() {
+  local t mod
+  t=$(cp_now_ms)
+  mod="$(dirname "$(dirname "$CP_KUBE_ROUTER")")/src"
+  mkdir -p "$(dirname "$CP_KUBE_ROUTER")"
+  go_tool_module "$mod" kube-router "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@v$KUBE_ROUTER_VERSION" \
+    || cp_die "go get kube-router v$KUBE_ROUTER_VERSION failed (log: $mod/go-get.log)"
+  cp_log "building kube-router v$KUBE_ROUTER_VERSION"
+  GO_BUILD_WRAP=("${TIMEV[@]}" "${NICE[@]}")
+  go_aligned_build "$CP_VERSION_DIR/src/kubernetes" "$mod" kube-router -trimpath \
+    -ldflags "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=v$KUBE_ROUTER_VERSION" \
+    -o "$CP_KUBE_ROUTER.tmp" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
+  mv "$CP_KUBE_ROUTER.tmp" "$CP_KUBE_ROUTER"
+  cp_log "  kube-router compiled in $(cp_elapsed "$t")"
+}
+
+# The snapshot controller, the registry and kube-router are built after Kubernetes, aligned to its
+# modules (below).
+build_the_rest_if_missing() {
   if [ "$force" = 1 ] || ! cp_snapshotter_present; then
     build_snapshotter
+  fi
+  if [ "$force" = 1 ] || [ ! -x "$CP_REGISTRY" ]; then
+    build_registry
+  fi
+  if [ "$force" = 1 ] || [ ! -x "$CP_KUBE_ROUTER" ]; then
+    build_kube_router
   fi
 }
 if [ "$force" = 0 ] && cp_kubernetes_present; then
   cp_log "the Kubernetes binaries are present in $CP_BIN_DIR"
-  build_snapshotter_if_missing
+  build_the_rest_if_missing
   exit 0
 fi
 
@@ -145,7 +190,7 @@ cp_log "  GOMODCACHE=$(go env GOMODCACHE) GOCACHE=$(go env GOCACHE)"
 # upstream's go.mod replaces with ./staging/src/... to the published v0.X.Y.
 # kube-apiserver, kube-controller-manager and kube-scheduler are tools of the
 # same module, so they share one dependency graph and one compile cache.
-k8s_cmds=(kube-apiserver kube-controller-manager kube-scheduler)
+k8s_cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
 t=$(cp_now_ms)
 mod="$src_root/kubernetes"
 rm -rf "$mod"; mkdir -p "$mod"
@@ -300,4 +345,4 @@ rm -rf "$CP_BIN_DIR"
 mv "$stage" "$CP_BIN_DIR"
 cp_log "done in $(cp_elapsed "$t_all"):"
 ls -l "$CP_BIN_DIR" >&2
-build_snapshotter_if_missing
+build_the_rest_if_missing

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stop what up.sh STATE_DIR started (snapshot-controller, kwok, kube-scheduler,
+# Stop what up.sh STATE_DIR started (the real node, snapshot-controller, kwok, kube-scheduler,
 # kube-controller-manager, kube-apiserver, etcd): SIGTERM, then
 # SIGKILL after a bounded wait. Idempotent: a missing state dir, missing pid
 # files or already-dead processes are fine. Only a pid whose command line
@@ -19,10 +19,11 @@ STOP_TIMEOUT="${OUTFIT_CP_STOP_TIMEOUT:-10}"
 
 log() { printf '[control-plane] %s\n' "$*" >&2; }
 
-# ours PID: alive and started for this state dir.
+# ours PID: alive (not a zombie waiting for init to reap it) and started for this state dir.
 ours() {
-  local cmdline
-  kill -0 "$1" 2>/dev/null || return 1
+  local cmdline state
+  state="$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null)" || return 1
+  [ -n "$state" ] && [ "$state" != Z ] || return 1
   cmdline="$(tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline")" || return 1
   case "$cmdline" in *"$STATE_DIR/"*) return 0 ;; *) return 1 ;; esac
 }
@@ -61,6 +62,10 @@ stop() {   # NAME
 }
 
 rc=0
+# The real node first (real-node.sh), while the API server still answers its pod deletes.
+if [ -d "$STATE_DIR/node" ]; then
+  "$(dirname "${BASH_SOURCE[0]}")/real-node.sh" down "$STATE_DIR" || rc=1
+fi
 # Node-mode components first (their pid files exist only in node mode), then
 # the apiserver, so nothing spins on a vanished apiserver or etcd.
 stop snapshot-controller || rc=1

@@ -7,6 +7,7 @@ CP_HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # the oldest supported release this way); each version builds into its own cache directory.
 cp_env_kubernetes="${KUBERNETES_VERSION:-}" cp_env_etcd="${ETCD_VERSION:-}" cp_env_kwok="${KWOK_VERSION:-}"
 cp_env_snapshotter="${EXTERNAL_SNAPSHOTTER_VERSION:-}" cp_env_helm="${HELM_VERSION:-}"
+cp_env_kube_router="${KUBE_ROUTER_VERSION:-}"
 # shellcheck source-path=SCRIPTDIR source=versions.env
 . "$CP_HERE/versions.env"
 KUBERNETES_VERSION="${cp_env_kubernetes:-$KUBERNETES_VERSION}"
@@ -14,18 +15,21 @@ ETCD_VERSION="${cp_env_etcd:-$ETCD_VERSION}"
 KWOK_VERSION="${cp_env_kwok:-$KWOK_VERSION}"
 EXTERNAL_SNAPSHOTTER_VERSION="${cp_env_snapshotter:-$EXTERNAL_SNAPSHOTTER_VERSION}"
 HELM_VERSION="${cp_env_helm:-$HELM_VERSION}"
+KUBE_ROUTER_VERSION="${cp_env_kube_router:-$KUBE_ROUTER_VERSION}"
 : "${KUBERNETES_VERSION:?not set in versions.env}"
 : "${ETCD_VERSION:?not set in versions.env}"
 : "${KWOK_VERSION:?not set in versions.env}"
 : "${EXTERNAL_SNAPSHOTTER_VERSION:?not set in versions.env}"
 : "${HELM_VERSION:?not set in versions.env}"
+: "${KUBE_ROUTER_VERSION:?not set in versions.env}"
 # They name directories and module versions: release numbers only (1.37.2, not v1.37.2 or a path).
 for cp_pin in "KUBERNETES_VERSION=$KUBERNETES_VERSION" "ETCD_VERSION=$ETCD_VERSION" "KWOK_VERSION=$KWOK_VERSION" \
-              "EXTERNAL_SNAPSHOTTER_VERSION=$EXTERNAL_SNAPSHOTTER_VERSION" "HELM_VERSION=$HELM_VERSION"; do
+              "EXTERNAL_SNAPSHOTTER_VERSION=$EXTERNAL_SNAPSHOTTER_VERSION" "HELM_VERSION=$HELM_VERSION" \
+              "KUBE_ROUTER_VERSION=$KUBE_ROUTER_VERSION"; do
   [[ "${cp_pin#*=}" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] \
     || { printf '[control-plane] ERROR: %s: expected a release number such as 1.37.2\n' "$cp_pin" >&2; exit 2; }
 done
-unset cp_pin cp_env_kubernetes cp_env_etcd cp_env_kwok cp_env_snapshotter cp_env_helm
+unset cp_pin cp_env_kubernetes cp_env_etcd cp_env_kwok cp_env_snapshotter cp_env_helm cp_env_kube_router
 
 CP_CACHE_ROOT="${OUTFIT_CACHE_DIR:-$HOME/.cache/outfit}/control-plane"
 CP_VERSION_DIR="$CP_CACHE_ROOT/k8s-${KUBERNETES_VERSION}-etcd-${ETCD_VERSION}-kwok-${KWOK_VERSION}"
@@ -35,6 +39,13 @@ CP_KUBE_CONTROLLER_MANAGER="$CP_BIN_DIR/kube-controller-manager"
 CP_KUBE_SCHEDULER="$CP_BIN_DIR/kube-scheduler"
 CP_ETCD="$CP_BIN_DIR/etcd"
 CP_KWOK="$CP_BIN_DIR/kwok"
+# The real node's (real-node.sh): the kubelet of the same release, and the image registry
+# (tests/tools/registry, the Distribution project's registry with the filesystem storage only).
+CP_KUBELET="$CP_BIN_DIR/kubelet"
+# kube-router, its firewall alone: the real node's NetworkPolicies enforced.
+CP_KUBE_ROUTER="$CP_CACHE_ROOT/kube-router-${KUBE_ROUTER_VERSION}/bin/kube-router"
+# Keyed by its go.mod, which pins the registry's version.
+CP_REGISTRY="$CP_CACHE_ROOT/registry-$(sha256sum "$CP_HERE/../../tests/tools/registry/go.mod" | cut -c1-12)/bin/registry"
 # kwok's CRDs (kwok.x-k8s.io) and its "fast" stages (node-initialize,
 # node-heartbeat-with-lease, pod-ready, pod-complete, pod-delete), copied from
 # the module by build.sh.
@@ -60,12 +71,27 @@ cp_elapsed() {
   printf '%d.%03ds' $(( d / 1000 )) $(( d % 1000 ))
 }
 
+# cp_start_daemon PID_FILE LOG CMD...: CMD detached (in a session of its own, so it outlives the
+# script), its output appended to LOG, its own pid (written before exec) in PID_FILE.
+cp_start_daemon() {
+  local pid_file=$1 log=$2 _
+  shift 2
+  rm -f "$pid_file"
+  # shellcheck disable=SC2016 # $$ and $@ are for the inner bash
+  setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pid_file" "$@" </dev/null >>"$log" 2>&1 &
+  for _ in $(seq 1 100); do
+    [ -s "$pid_file" ] && return 0
+    sleep 0.05
+  done
+  cp_die "$(basename "$pid_file" .pid) did not write its pid file"
+}
+
 cp_binaries_present() {
-  cp_kubernetes_present && cp_snapshotter_present
+  cp_kubernetes_present && cp_snapshotter_present && [ -x "$CP_REGISTRY" ] && [ -x "$CP_KUBE_ROUTER" ]
 }
 cp_kubernetes_present() {
   [ -x "$CP_KUBE_APISERVER" ] && [ -x "$CP_KUBE_CONTROLLER_MANAGER" ] && [ -x "$CP_KUBE_SCHEDULER" ] \
-    && [ -x "$CP_ETCD" ] && [ -x "$CP_KWOK" ] && [ -d "$CP_KWOK_CRD_DIR" ] && [ -d "$CP_KWOK_STAGE_DIR" ]
+    && [ -x "$CP_KUBELET" ] && [ -x "$CP_ETCD" ] && [ -x "$CP_KWOK" ] && [ -d "$CP_KWOK_CRD_DIR" ] && [ -d "$CP_KWOK_STAGE_DIR" ]
 }
 cp_snapshotter_present() {
   [ -x "$CP_SNAPSHOT_CONTROLLER" ] && [ -s "$CP_SNAPSHOT_CRD_DIR/snapshot.storage.k8s.io_volumesnapshots.yaml" ]

@@ -7,7 +7,10 @@
 # mode also installs the VolumeSnapshot CRDs and runs the external-snapshotter's
 # snapshot-controller (the CSI side is outfit-test-support's stand-in).
 #
-# usage: up.sh [--nodes N] STATE_DIR
+# With --real-nodes 1 also a real node (real-node.sh): a kubelet running real containers through
+# containerd, pulling the project's images from a local registry (needs root; one per machine).
+#
+# usage: up.sh [--nodes N] [--real-nodes 0|1] STATE_DIR
 #
 # Writes into STATE_DIR:
 #   kubeconfig, kubeconfig-alice, kubeconfig-bob   (token auth, CA embedded)
@@ -23,6 +26,7 @@
 #
 # Environment:
 #   OUTFIT_CP_NODES            default for --nodes (default 0: no node mode)
+#   OUTFIT_CP_REAL_NODES       default for --real-nodes (default 0)
 #   OUTFIT_CP_START_TIMEOUT    seconds to wait for /readyz, and again for the
 #                              node-mode components (default 90)
 #   OUTFIT_CP_APISERVER_ARGS   extra kube-apiserver flags (word-split)
@@ -38,13 +42,16 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 
-usage() { sed -n '2,35p' "$0" >&2; exit 2; }
+usage() { sed -n '2,39p' "$0" >&2; exit 2; }
 NODES="${OUTFIT_CP_NODES:-0}"
+REAL_NODES="${OUTFIT_CP_REAL_NODES:-0}"
 positional=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --nodes) [ $# -ge 2 ] || usage; NODES="$2"; shift 2 ;;
     --nodes=*) NODES="${1#--nodes=}"; shift ;;
+    --real-nodes) [ $# -ge 2 ] || usage; REAL_NODES="$2"; shift 2 ;;
+    --real-nodes=*) REAL_NODES="${1#--real-nodes=}"; shift ;;
     -h|--help) usage ;;
     -*) cp_log "unknown flag: $1"; usage ;;
     *) positional+=("$1"); shift ;;
@@ -56,6 +63,14 @@ case "$NODES" in
 esac
 NODES=$((10#$NODES))
 [ "$NODES" -le 200 ] || cp_die "--nodes must be at most 200 (one /24 pod CIDR per node), got $NODES"
+case "$REAL_NODES" in
+  0|1) ;;
+  *) cp_die "--real-nodes / OUTFIT_CP_REAL_NODES must be 0 or 1 (one real node per machine), got '$REAL_NODES'" ;;
+esac
+# Node mode (the controller manager, the scheduler, kwok, the snapshot controller) runs for kwok's
+# nodes and for the real one alike.
+NODE_MODE=0
+[ "$NODES" -eq 0 ] && [ "$REAL_NODES" -eq 0 ] || NODE_MODE=1
 mkdir -p "${positional[0]}"
 STATE_DIR="$(cd "${positional[0]}" && pwd)"
 START_TIMEOUT="${OUTFIT_CP_START_TIMEOUT:-90}"
@@ -86,7 +101,7 @@ SNAPSHOT_CONTROLLER_TOKEN="outfit-snapshot-controller-token"
 for tool in curl openssl base64 setsid; do
   command -v "$tool" >/dev/null || cp_die "$tool is required"
 done
-if [ "$NODES" -gt 0 ]; then
+if [ "$NODE_MODE" = 1 ]; then
   command -v jq >/dev/null || cp_die "jq is required for --nodes"
 fi
 
@@ -123,20 +138,10 @@ free_port() {
   cp_die "no free port found"
 }
 
-# start_daemon NAME LOG CMD... : start detached (own session, survives this
-# script), write NAME.pid with the real pid of CMD.
+# start_daemon NAME LOG CMD... : CMD detached (survives this script), NAME.pid its pid.
 start_daemon() {
   local name="$1" log="$2"; shift 2
-  rm -f "$STATE_DIR/$name.pid"
-  # shellcheck disable=SC2016 # $$ and $@ are for the inner bash
-  setsid bash -c 'echo $$ >"$0"; exec "$@"' "$STATE_DIR/$name.pid" "$@" \
-    </dev/null >>"$log" 2>&1 &
-  local _
-  for _ in $(seq 1 100); do
-    [ -s "$STATE_DIR/$name.pid" ] && return 0
-    sleep 0.05
-  done
-  cp_die "$name did not write its pid file"
+  cp_start_daemon "$STATE_DIR/$name.pid" "$log" "$@"
 }
 
 pid_of() { cat "$STATE_DIR/$1.pid" 2>/dev/null || true; }
@@ -200,7 +205,7 @@ issue_cert() {
     chmod 644 "$name.crt"
   )
 }
-if [ "$NODES" -gt 0 ]; then
+if [ "$NODE_MODE" = 1 ]; then
   # kwok serves the kubelet API (exec, logs, ...) on 127.0.0.1 with this cert.
   # The apiserver verifies it (--kubelet-certificate-authority) and presents
   # the client cert (kwok accepts any client).
@@ -220,7 +225,7 @@ $ADMIN_TOKEN,outfit-admin,uid-outfit-admin,"system:masters"
 $ALICE_TOKEN,alice,uid-alice,"team-a"
 $BOB_TOKEN,bob,uid-bob,"team-b"
 EOF
-if [ "$NODES" -gt 0 ]; then
+if [ "$NODE_MODE" = 1 ]; then
   # kube-controller-manager runs every controller under its own identity
   # (--use-service-account-credentials=false), so it needs system:masters.
   # kube-scheduler gets its bootstrap RBAC roles through its user name.
@@ -231,6 +236,10 @@ $SCHEDULER_TOKEN,system:kube-scheduler,uid-kube-scheduler
 $KWOK_TOKEN,system:kwok-controller,uid-kwok-controller,"system:masters"
 $SNAPSHOT_CONTROLLER_TOKEN,system:snapshot-controller,uid-snapshot-controller,"system:masters"
 EOF
+fi
+if [ "$REAL_NODES" -gt 0 ]; then
+  # The real node's kubelet, as the Node authorizer knows nodes (real-node.sh).
+  printf '%s\n' 'outfit-node-0-token,system:node:outfit-node-0,uid-outfit-node-0,"system:nodes"' >>"$STATE_DIR/tokens.csv"
 fi
 chmod 600 "$STATE_DIR/tokens.csv"
 cp_log "certificates and token file ready in $(cp_elapsed "$t")"
@@ -277,7 +286,7 @@ cp_log "etcd (pid $etcd_pid) healthy at $ETCD_URL in $(cp_elapsed "$t")"
 # shellcheck disable=SC2206 # intentional word splitting of extra args
 extra_args=(${OUTFIT_CP_APISERVER_ARGS:-})
 node_mode_api_args=()
-if [ "$NODES" -gt 0 ]; then
+if [ "$NODE_MODE" = 1 ]; then
   # pods/exec, pods/log, port-forward: the apiserver dials the node's
   # InternalIP (127.0.0.1) at status.daemonEndpoints.kubeletEndpoint.Port,
   # where kwok serves the kubelet API.
@@ -370,7 +379,7 @@ write_kubeconfig "$STATE_DIR/kubeconfig-bob" bob "$BOB_TOKEN"
 
 # ---------------------------------------------------------------- node mode
 node_env=""
-if [ "$NODES" -gt 0 ]; then
+if [ "$NODE_MODE" = 1 ]; then
   t_nodes=$(cp_now_ms)
   write_kubeconfig "$STATE_DIR/kubeconfig-controller-manager" system:kube-controller-manager "$KCM_TOKEN"
   write_kubeconfig "$STATE_DIR/kubeconfig-scheduler" system:kube-scheduler "$SCHEDULER_TOKEN"
@@ -633,6 +642,13 @@ EOF
 )"
 fi
 
+# ---------------------------------------------------------------- real node
+if [ "$REAL_NODES" -gt 0 ]; then
+  "$CP_HERE/real-node.sh" up "$STATE_DIR"
+  node_env="$node_env
+$(cat "$STATE_DIR/node.env")"
+fi
+
 # ---------------------------------------------------------------- env
 {
   cat <<EOF
@@ -654,6 +670,7 @@ export KUBE_APISERVER_BIN='$CP_KUBE_APISERVER'
 export ETCD_BIN='$CP_ETCD'
 export SERVICE_CIDR='$SERVICE_CIDR'
 export CONTROL_PLANE_NODES='$NODES'
+export CONTROL_PLANE_REAL_NODES='$REAL_NODES'
 EOF
   [ -z "$node_env" ] || printf '%s\n' "$node_env"
 } >"$STATE_DIR/env"

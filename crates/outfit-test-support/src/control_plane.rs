@@ -74,22 +74,30 @@ impl ControlPlane {
     /// and the garbage collector and the volume binder run. Started on first use.
     pub fn with_nodes() -> &'static ControlPlane {
         static PLANE: OnceLock<ControlPlane> = OnceLock::new();
-        PLANE.get_or_init(|| ControlPlane::start_for_test_binary("nodes", 1))
+        PLANE.get_or_init(|| ControlPlane::start_for_test_binary("nodes", 1, 0))
+    }
+
+    /// The test binary's shared control plane with a real node (`hack/control-plane/real-node.sh`)
+    /// and no kwok node: every pod is pulled from the plane's registry and runs in containerd, on
+    /// a network this machine reaches. Started on first use; one per machine.
+    pub fn with_real_node() -> &'static ControlPlane {
+        static PLANE: OnceLock<ControlPlane> = OnceLock::new();
+        PLANE.get_or_init(|| ControlPlane::start_for_test_binary("real-node", 0, 1))
     }
 
     /// A control plane of the test's own, for a test that stops and restarts parts of it. Like
     /// the shared one, it is stopped when the test binary exits.
     pub fn start(name: &str) -> ControlPlane {
-        ControlPlane::start_for_test_binary(name, 0)
+        ControlPlane::start_for_test_binary(name, 0, 0)
     }
 
     /// As [`Self::start`], with a controller manager, a scheduler and `nodes` kwok nodes (as
     /// [`Self::with_nodes`]), for a test that needs pods to run on a cluster of its own.
     pub fn start_with_nodes(name: &str, nodes: u32) -> ControlPlane {
-        ControlPlane::start_for_test_binary(name, nodes)
+        ControlPlane::start_for_test_binary(name, nodes, 0)
     }
 
-    fn start_for_test_binary(name: &str, nodes: u32) -> ControlPlane {
+    fn start_for_test_binary(name: &str, nodes: u32, real_nodes: u32) -> ControlPlane {
         let state_dir = scratch_dir().join(format!("control-plane-{}-{name}", std::process::id()));
         // Stop the processes and remove the state when this binary exits, however it exits: up.sh
         // starts them in their own session, so nothing else would. The watchdog outlives this
@@ -107,7 +115,7 @@ impl ControlPlane {
             .stderr(Stdio::null())
             .spawn()
             .expect("start the control-plane watchdog");
-        up(&state_dir, nodes).unwrap_or_else(|error| panic!("{error}"));
+        up(&state_dir, nodes, real_nodes).unwrap_or_else(|error| panic!("{error}"));
         ControlPlane {
             state_dir,
             own: false,
@@ -129,7 +137,7 @@ impl ControlPlane {
             return Ok(Self::at(dir));
         }
         let state_dir = work.join("control-plane");
-        up(&state_dir, nodes)?;
+        up(&state_dir, nodes, 0)?;
         Ok(Self { state_dir, own: true })
     }
 
@@ -346,12 +354,14 @@ impl Daemon {
     }
 }
 
-/// Runs `hack/control-plane/up.sh --nodes nodes state_dir`.
-fn up(state_dir: &Path, nodes: u32) -> Result<()> {
+/// Runs `hack/control-plane/up.sh --nodes nodes --real-nodes real_nodes state_dir`.
+fn up(state_dir: &Path, nodes: u32, real_nodes: u32) -> Result<()> {
     run(
         Command::new(repo_root().join("hack/control-plane/up.sh"))
             .arg("--nodes")
             .arg(nodes.to_string())
+            .arg("--real-nodes")
+            .arg(real_nodes.to_string())
             .arg(state_dir),
         "hack/control-plane/up.sh",
         state_dir,

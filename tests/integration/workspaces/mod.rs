@@ -26,6 +26,8 @@
 //! - `pre_pull`: a catalogue entry's image pulled ahead onto nodes the image kubelet stand-in
 //!   plays, and a launch that then starts without a pull;
 //! - `stop_start`: workspaces that keep their state: stop, start, kubectl's edits, restarts;
+//! - `real_nodes`: on the cluster's real node (a kubelet, containerd, the project's images pulled
+//!   from the cluster's registry): real pulls, probes, processes and tokens read in containers;
 //! - `attacks`: hostile callers: huge tokens, slow bodies, connection floods, cross-site posts,
 //!   names that are paths, squatted names.
 
@@ -41,6 +43,7 @@ mod placeholders;
 mod placement;
 mod pre_pull;
 mod proxy;
+mod real_nodes;
 mod replicas;
 mod requests;
 mod resource;

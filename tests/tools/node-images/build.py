@@ -1,0 +1,454 @@
+#!/usr/bin/env python3
+"""The project's own small container images for tests on a real kubelet node, built from this
+machine's Debian packages (busybox-static, gcc) and this directory alone: no base image, no
+Docker. Each image is one gzip layer; the same inputs give the same digests (sorted tar entries,
+fixed owners and mtimes, gzip without name or time).
+
+Images (see IMAGES below; adding one is adding an entry):
+  pause   /pause (pause.c, static): a pod sandbox that exits 0 on TERM/INT and reaps children
+  web     busybox; /usr/local/bin/serve, as 1000:100, copies /srv to $WEB_ROOT (/tmp/www),
+          serves it on $PORT (8888) and writes ready ("ok") there once httpd answers, after
+          whoami (`id`) and hostname
+  tokens  web, plus a fresh random 32-hex-char token in /tmp/key (mode 600) before serving
+          ($TOKEN_FILES), which is where the backend reads it (by exec) from a deic-dk image's
+          first container
+
+usage: build.py --registry HOST:PORT [--name-prefix PREFIX] [--only NAME ...]
+       build.py --oci-archive DIR [--name-prefix PREFIX] [--only NAME ...]
+
+  --registry HOST:PORT  push each image as <prefix>/<name>:1 to http://HOST:PORT (Distribution API,
+                        plain HTTP, no auth)
+  --oci-archive DIR     write DIR/<name>.tar, an OCI image layout for `ctr -n k8s.io images import`
+                        (the image is named <prefix>/<name>:1, normalized as the kubelet looks it
+                        up: outfit-test/web:1 becomes docker.io/outfit-test/web:1)
+  --name-prefix PREFIX  repository prefix, default outfit-test
+  --only NAME ...       build only these images (default: all)
+
+Both --registry and --oci-archive may be given. SOURCE_DATE_EPOCH sets the files' mtime (default
+0). Each image's manifest digest is printed on stdout, one line per image.
+"""
+
+import argparse
+import dataclasses
+import functools
+import gzip
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BUSYBOX = "/bin/busybox"  # Debian's busybox-static: statically linked, needs nothing else
+TAG = "1"
+HTTP_TIMEOUT = 10  # seconds, per request
+
+MEDIA_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+MEDIA_INDEX = "application/vnd.oci.image.index.v1+json"
+MEDIA_CONFIG = "application/vnd.oci.image.config.v1+json"
+MEDIA_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
+
+PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+JOVYAN = (1000, 100)  # uid, gid (group "users"), as in Jupyter's docker-stacks images
+
+PASSWD = """\
+root:x:0:0:root:/root:/bin/sh
+jovyan:x:1000:100:jovyan:/home/jovyan:/bin/sh
+"""
+GROUP = """\
+root:x:0:
+users:x:100:jovyan
+"""
+
+# The entrypoint of web and tokens. PID 1 ignores TERM and INT without a handler, hence the
+# trap: without it a pod would wait out its whole grace period before being killed.
+SERVE = r"""#!/bin/sh
+# Serves a copy of /srv over HTTP on $PORT and writes $root/ready once httpd listens. Each file
+# named in TOKEN_FILES (space-separated) first gets a fresh random token, readable only by us.
+set -eu
+port="${PORT:-8888}"
+root="${WEB_ROOT:-/tmp/www}"
+
+for file in ${TOKEN_FILES:-}; do
+    token=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+    rm -f "$file"
+    (umask 077 && printf '%s' "$token" >"$file")
+done
+
+mkdir -p "$root"
+rm -f "$root/ready"
+cp -R /srv/. "$root/"
+id >"$root/whoami"
+hostname >"$root/hostname"
+
+busybox httpd -f -p "$port" -h "$root" &
+pid=$!
+trap 'kill "$pid" 2>/dev/null; exit 0' TERM INT
+
+# Ready once a fresh file comes back over HTTP: a bare connect could reach another listener on
+# the same port (host network, or another container of the pod) while our httpd fails to bind,
+# and `timeout` is for such a listener that never answers.
+probe=$(od -An -tx1 -N8 /dev/urandom | tr -d ' \n')
+printf '%s' "$probe" >"$root/.probe"
+until printf 'GET /.probe HTTP/1.0\r\n\r\n' | timeout 1 nc 127.0.0.1 "$port" 2>/dev/null |
+    grep -q "$probe"; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+        echo "serve: httpd on port $port exited" >&2
+        exit 1
+    fi
+    sleep 0.05
+done
+rm -f "$root/.probe"
+printf ok >"$root/ready"
+echo "serve: $root on port $port, ready"
+wait "$pid"
+"""
+
+
+def index_page(image, what):
+    return f"""<!doctype html>
+<title>outfit test image: {image}</title>
+<h1>outfit test image: {image}</h1>
+<p>{what}</p>
+<p>Built by tests/tools/node-images/build.py. <a href="ready">ready</a>,
+<a href="whoami">whoami</a>, <a href="hostname">hostname</a>.</p>
+"""
+
+
+class Tree:
+    """Files by path (no leading slash), written as a deterministic tar: a layer, or an OCI
+    layout."""
+
+    def __init__(self, mtime):
+        self.mtime = mtime
+        self.entries = {}  # path -> (TarInfo, bytes or None)
+
+    def _add(self, path, kind, mode, owner, data=None, link=None):
+        info = tarfile.TarInfo(path.lstrip("/"))
+        info.type = kind
+        info.mode = mode
+        info.uid, info.gid = owner
+        info.uname = info.gname = ""
+        info.mtime = self.mtime
+        if data is not None:
+            info.size = len(data)
+        if link is not None:
+            info.linkname = link
+        self.entries[info.name] = (info, data)
+
+    def dir(self, path, mode=0o755, owner=(0, 0)):
+        self._add(path, tarfile.DIRTYPE, mode, owner)
+
+    def file(self, path, data, mode=0o644, owner=(0, 0)):
+        if isinstance(data, str):
+            data = data.encode()
+        self._add(path, tarfile.REGTYPE, mode, owner, data=data)
+
+    def symlink(self, path, target):
+        self._add(path, tarfile.SYMTYPE, 0o777, (0, 0), link=target)
+
+    def tar(self):
+        # Sorting by path also puts each directory before what it holds.
+        return deterministic_tar((self.entries[path] for path in sorted(self.entries)))
+
+
+def deterministic_tar(entries):
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for info, data in entries:
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    return buffer.getvalue()
+
+
+def base_tree(layer, image):
+    """What every image holds: the usual directories, and users root and jovyan."""
+    for path in ("/bin", "/dev", "/etc", "/home", "/proc", "/run", "/srv", "/sys", "/usr",
+                 "/usr/local", "/usr/local/bin", "/var"):
+        layer.dir(path)
+    layer.dir("/root", mode=0o700)
+    layer.dir("/tmp", mode=0o1777)
+    layer.dir("/var/tmp", mode=0o1777)
+    layer.dir("/home/jovyan", owner=JOVYAN)
+    layer.file("/etc/passwd", PASSWD)
+    layer.file("/etc/group", GROUP)
+
+
+@functools.cache
+def pause_binary():
+    with tempfile.TemporaryDirectory(prefix="node-images-") as scratch:
+        output = os.path.join(scratch, "pause")
+        subprocess.run(["gcc", "-static", "-Os", "-s", "-o", output,
+                        os.path.join(HERE, "pause.c")], check=True)
+        with open(output, "rb") as binary:
+            return binary.read()
+
+
+@functools.cache
+def busybox():
+    """The binary and its applets' names."""
+    with open(BUSYBOX, "rb") as binary:
+        data = binary.read()
+    listed = subprocess.run([BUSYBOX, "--list"], check=True, capture_output=True, text=True)
+    # A symlink /bin/busybox -> busybox would replace the binary itself.
+    applets = sorted(name for name in listed.stdout.split() if name != "busybox")
+    return data, applets
+
+
+def with_pause(layer, image):
+    layer.file("/pause", pause_binary(), mode=0o755)
+
+
+def with_busybox(layer, image):
+    data, applets = busybox()
+    layer.file("/bin/busybox", data, mode=0o755)
+    for applet in applets:
+        layer.symlink(f"/bin/{applet}", "busybox")
+
+
+def with_web(what):
+    """busybox, the serve script, and an index page saying which image this is and what."""
+    def add(layer, image):
+        with_busybox(layer, image)
+        layer.file("/usr/local/bin/serve", SERVE, mode=0o755)
+        layer.file("/srv/index.html", index_page(image, what))
+    return add
+
+
+@dataclasses.dataclass(frozen=True)
+class Image:
+    contents: tuple  # functions (layer, image name) adding files, after base_tree
+    entrypoint: list
+    cmd: list = None
+    env: dict = dataclasses.field(default_factory=dict)  # besides PATH
+    user: str = ""
+    workdir: str = ""
+    ports: tuple = ()  # "8888/tcp"
+
+
+WEB_SERVING = dict(entrypoint=["/usr/local/bin/serve"], user="%d:%d" % JOVYAN,
+                   workdir="/home/jovyan", ports=("8888/tcp",))
+
+IMAGES = {
+    "pause": Image(contents=(with_pause,), entrypoint=["/pause"], user="65535:65535"),
+    "web": Image(contents=(with_web("busybox httpd serving a copy of /srv."),), **WEB_SERVING),
+    "tokens": Image(
+        contents=(with_web("busybox httpd serving a copy of /srv; a fresh token in /tmp/key, "
+                           "served nowhere."),),
+        env={"TOKEN_FILES": "/tmp/key"}, **WEB_SERVING),
+}
+
+
+def digest_of(data):
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def canonical_json(value):
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+
+
+@dataclasses.dataclass
+class Built:
+    name: str
+    layer: bytes  # gzipped tar
+    config: bytes
+    manifest: bytes
+
+    @property
+    def digest(self):
+        return digest_of(self.manifest)
+
+    @property
+    def blobs(self):
+        """What the manifest refers to, by digest."""
+        return {digest_of(self.layer): self.layer, digest_of(self.config): self.config}
+
+
+def build(name, mtime):
+    spec = IMAGES[name]
+    layer = Tree(mtime)
+    for add in (base_tree, *spec.contents):
+        add(layer, name)
+    layer_tar = layer.tar()
+
+    compressed = io.BytesIO()
+    # No file name and mtime 0 in the gzip header, so the digest depends on the contents only.
+    with gzip.GzipFile(filename="", mode="wb", fileobj=compressed, mtime=0) as gz:
+        gz.write(layer_tar)
+    layer_blob = compressed.getvalue()
+
+    runtime = {"Entrypoint": spec.entrypoint,
+               "Env": [PATH_ENV] + [f"{key}={value}" for key, value in spec.env.items()]}
+    if spec.cmd is not None:
+        runtime["Cmd"] = spec.cmd
+    if spec.user:
+        runtime["User"] = spec.user
+    if spec.workdir:
+        runtime["WorkingDir"] = spec.workdir
+    if spec.ports:
+        runtime["ExposedPorts"] = {port: {} for port in spec.ports}
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(mtime))
+    config = canonical_json({
+        "architecture": "amd64",
+        "os": "linux",
+        "created": created,
+        "config": runtime,
+        "rootfs": {"type": "layers", "diff_ids": [digest_of(layer_tar)]},
+        "history": [{"created": created, "created_by": "tests/tools/node-images/build.py"}],
+    })
+    manifest = canonical_json({
+        "schemaVersion": 2,
+        "mediaType": MEDIA_MANIFEST,
+        "config": {"mediaType": MEDIA_CONFIG, "digest": digest_of(config), "size": len(config)},
+        "layers": [{"mediaType": MEDIA_LAYER, "digest": digest_of(layer_blob),
+                    "size": len(layer_blob)}],
+    })
+    return Built(name, layer_blob, config, manifest)
+
+
+def normalized(reference):
+    """The reference as the kubelet's CRI looks it up in containerd: a first component that is
+    no registry host (no "." or ":", not localhost) means Docker Hub, as in `docker.io/x/y:1`."""
+    if "/" not in reference:
+        return "docker.io/library/" + reference
+    first = reference.split("/", 1)[0]
+    if "." in first or ":" in first or first == "localhost":
+        return reference
+    return "docker.io/" + reference
+
+
+def write_oci_archive(image, reference, directory, mtime):
+    """DIR/<name>.tar: an OCI image layout. ctr names the image by io.containerd.image.name,
+    normalized, since a pod's `outfit-test/web:1` is found only as `docker.io/outfit-test/web:1`."""
+    index = canonical_json({
+        "schemaVersion": 2,
+        "mediaType": MEDIA_INDEX,
+        "manifests": [{
+            "mediaType": MEDIA_MANIFEST,
+            "digest": image.digest,
+            "size": len(image.manifest),
+            "platform": {"architecture": "amd64", "os": "linux"},
+            "annotations": {"io.containerd.image.name": normalized(reference),
+                            "org.opencontainers.image.ref.name": TAG},
+        }],
+    })
+    files = {"oci-layout": canonical_json({"imageLayoutVersion": "1.0.0"}), "index.json": index}
+    for digest, blob in [*image.blobs.items(), (image.digest, image.manifest)]:
+        files["blobs/sha256/" + digest.removeprefix("sha256:")] = blob
+
+    layout = Tree(mtime)
+    layout.dir("blobs")
+    layout.dir("blobs/sha256")
+    for path, data in files.items():
+        layout.file(path, data)
+    path = os.path.join(directory, f"{image.name}.tar")
+    with open(path + ".partial", "wb") as archive:
+        archive.write(layout.tar())
+    os.replace(path + ".partial", path)
+    return path
+
+
+class PushError(Exception):
+    pass
+
+
+class Registry:
+    """Just enough of the Distribution API to push, over plain HTTP."""
+
+    def __init__(self, host_port):
+        self.base = f"http://{host_port}"
+        # Never through an http_proxy from the environment: test registries are local.
+        self.opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def request(self, image, step, method, url, body=None, headers=None, expect=(200,)):
+        """The reply's status and headers if the status is one of expect, else PushError."""
+        request = urllib.request.Request(urllib.parse.urljoin(self.base, url), data=body,
+                                         method=method, headers=headers or {})
+        try:
+            with self.opener.open(request, timeout=HTTP_TIMEOUT) as response:
+                status, reply_headers, reply = response.status, response.headers, response.read(300)
+        except urllib.error.HTTPError as error:  # any status but 2xx, a reply all the same
+            status, reply_headers, reply = error.code, error.headers, error.read(300)
+        except (urllib.error.URLError, OSError) as error:
+            raise PushError(f"{image}: {step}: {method} {request.full_url}: {error}") from None
+        if status not in expect:
+            raise PushError(f"{image}: {step}: {method} {request.full_url}: HTTP {status}: "
+                            f"{reply!r}")
+        return status, reply_headers
+
+    def push_blob(self, image, repo, digest, blob):
+        status, _ = self.request(image, f"check blob {digest}", "HEAD",
+                                 f"/v2/{repo}/blobs/{digest}", expect=(200, 404))
+        if status == 200:
+            return False
+        _, headers = self.request(image, f"start upload of {digest}", "POST",
+                                  f"/v2/{repo}/blobs/uploads/", body=b"", expect=(202,))
+        location = headers.get("Location")
+        if not location:
+            raise PushError(f"{image}: start upload of {digest}: HTTP 202 without Location")
+        # Location may be relative, and may already hold a query (a state token, say).
+        location = urllib.parse.urljoin(f"{self.base}/v2/{repo}/blobs/uploads/", location)
+        separator = "&" if "?" in location else "?"
+        self.request(image, f"upload {digest}", "PUT",
+                     f"{location}{separator}digest={urllib.parse.quote(digest, safe=':')}",
+                     body=blob, headers={"Content-Type": "application/octet-stream"},
+                     expect=(201,))
+        return True
+
+    def push(self, image, repo):
+        uploaded = 0
+        for digest, blob in image.blobs.items():
+            uploaded += self.push_blob(image.name, repo, digest, blob)
+        self.request(image.name, "put manifest", "PUT", f"/v2/{repo}/manifests/{TAG}",
+                     body=image.manifest, headers={"Content-Type": MEDIA_MANIFEST},
+                     expect=(201,))
+        return uploaded
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--registry", metavar="HOST:PORT",
+                        help="push to this registry over plain HTTP")
+    parser.add_argument("--oci-archive", metavar="DIR", help="write DIR/<name>.tar")
+    parser.add_argument("--name-prefix", default="outfit-test", metavar="PREFIX",
+                        help="repository prefix (default: outfit-test)")
+    parser.add_argument("--only", nargs="+", choices=sorted(IMAGES), metavar="NAME",
+                        help=f"build only these images, of: {', '.join(IMAGES)}")
+    args = parser.parse_args()
+    if not args.registry and not args.oci_archive:
+        parser.error("give --registry HOST:PORT, --oci-archive DIR, or both")
+    if args.registry and "/" in args.registry:
+        parser.error("--registry is HOST:PORT, without scheme or path")
+    prefix = args.name_prefix.strip("/")
+    mtime = int(os.environ.get("SOURCE_DATE_EPOCH", "0"))
+    registry = Registry(args.registry) if args.registry else None
+    if args.oci_archive:
+        os.makedirs(args.oci_archive, exist_ok=True)
+
+    started = time.monotonic()
+    for name in args.only or IMAGES:
+        image = build(name, mtime)
+        repo = f"{prefix}/{name}" if prefix else name
+        done = []
+        if args.oci_archive:
+            done.append(write_oci_archive(image, f"{repo}:{TAG}", args.oci_archive, mtime))
+        if registry:
+            try:
+                uploaded = registry.push(image, repo)
+            except PushError as error:
+                sys.exit(f"build.py: push failed: {error}")
+            done.append(f"{args.registry}/{repo}:{TAG} ({uploaded} blobs uploaded)")
+        print(f"{name}\t{image.digest}\tlayer {len(image.layer)} bytes\t{', '.join(done)}",
+              flush=True)
+    print(f"build.py: done in {time.monotonic() - started:.2f} s", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
