@@ -11,6 +11,13 @@
 //! [`STUCK_SNAPSHOT_CLASS`], [`FAILING_SNAPSHOT_CLASS`]; a restored volume is annotated
 //! [`RESTORED_FROM`]).
 //!
+//! [`NODE_LOCAL_CLASS`] is for the test cluster's real node (`up.sh --real-nodes 1`), whose kubelet
+//! mounts what it is given: its volumes are `hostPath` directories the stand-in makes under the
+//! plane's state directory (as Rancher's local-path-provisioner makes them on a node), so a home
+//! there holds real files, mounted into the workspace by the real kubelet. It stands in for a CSI
+//! driver because none can be built here (csi-driver-host-path is not on the Go module proxy);
+//! its volumes have no snapshots.
+//!
 //! It runs in the test process, on a thread of its own (a test's runtime ends with the test), once
 //! per process and API server, polling every 200 ms.
 
@@ -38,6 +45,9 @@ pub use snapshots::{FAILING_SNAPSHOT_CLASS, REFUSAL, RESTORED_FROM, SNAPSHOT_CLA
 pub const CLASS: &str = "outfit-test-provisioned";
 /// A class of the same provisioner that does not allow expansion.
 pub const FIXED_CLASS: &str = "outfit-test-fixed";
+/// A class of the same provisioner whose volumes are directories on this machine, which the real
+/// node mounts.
+pub const NODE_LOCAL_CLASS: &str = "outfit-test-node-local";
 /// Its provisioner's name, which is also its CSI driver's (as with real CSI drivers; a driver's
 /// name is a DNS subdomain, so no `/`).
 pub const PROVISIONER: &str = "provisioner.outfit.test";
@@ -49,7 +59,7 @@ pub async fn ensure(plane: &ControlPlane) {
     let kubeconfig = plane.kubeconfig();
     let client = plane.admin_client().await;
     let classes = resource("storage.k8s.io", "v1", "StorageClass", "storageclasses");
-    for (name, expands) in [(CLASS, true), (FIXED_CLASS, false)] {
+    for (name, expands) in [(CLASS, true), (FIXED_CLASS, false), (NODE_LOCAL_CLASS, false)] {
         let class = json!({
             "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
             "metadata": {"name": name},
@@ -83,6 +93,7 @@ pub async fn ensure(plane: &ControlPlane) {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     if started.insert(kubeconfig.clone()) {
+        let node_local = NodeLocal(plane.state_dir.join("node-local-volumes"));
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -94,7 +105,7 @@ pub async fn ensure(plane: &ControlPlane) {
                 loop {
                     // A pass that fails (the API server restarting) is tried again. Apart, so
                     // that volumes are made on a plane without the snapshot CRDs too.
-                    if let Err(error) = pass(&client, &mut notes).await {
+                    if let Err(error) = pass(&client, &node_local, &mut notes).await {
                         notes.error("a pass over claims and volumes", &error);
                     }
                     if let Err(error) = snapshots::pass(&client, PROVISIONER).await {
@@ -164,9 +175,27 @@ impl Notes {
     }
 }
 
+/// Where the volumes of [`NODE_LOCAL_CLASS`] are made: one directory each, named for the volume.
+struct NodeLocal(PathBuf);
+
+impl NodeLocal {
+    fn path(&self, volume: &str) -> PathBuf {
+        self.0.join(volume)
+    }
+
+    /// A directory anyone may write, as the workspace's user (not root) writes its home.
+    fn make(&self, volume: &str) -> std::io::Result<PathBuf> {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.path(volume);
+        std::fs::create_dir_all(&path)?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777))?;
+        Ok(path)
+    }
+}
+
 /// One look at every claim and volume of the class. A claim whose turn fails does not hold up
 /// the others.
-async fn pass(client: &Client, notes: &mut Notes) -> Result<(), kube::Error> {
+async fn pass(client: &Client, node_local: &NodeLocal, notes: &mut Notes) -> Result<(), kube::Error> {
     let claims = api(
         client,
         None,
@@ -192,7 +221,7 @@ async fn pass(client: &Client, notes: &mut Notes) -> Result<(), kube::Error> {
             .items
             .iter()
             .find(|v| v.data["spec"]["claimRef"]["uid"] == uid);
-        match serve(client, &volumes, claim, bound).await {
+        match serve(client, &volumes, node_local, claim, bound).await {
             Ok(Some(why)) => notes.wait(uid, &name, why),
             Ok(None) => notes.served(uid, &name),
             Err(error) => notes.error(&format!("claim {name}"), &error),
@@ -213,6 +242,9 @@ async fn pass(client: &Client, notes: &mut Notes) -> Result<(), kube::Error> {
                 Err(kube::Error::Api(status)) if status.code == 404 => {}
                 Err(error) => return Err(error),
             }
+            if volume.data["spec"]["storageClassName"] == NODE_LOCAL_CLASS {
+                let _ = std::fs::remove_dir_all(node_local.path(&name));
+            }
         }
     }
     Ok(())
@@ -220,7 +252,7 @@ async fn pass(client: &Client, notes: &mut Notes) -> Result<(), kube::Error> {
 
 fn ours(object: &DynamicObject) -> bool {
     let class = &object.data["spec"]["storageClassName"];
-    class == CLASS || class == FIXED_CLASS
+    class == CLASS || class == FIXED_CLASS || class == NODE_LOCAL_CLASS
 }
 
 /// One claim's turn: a volume made for it (from its snapshot), or grown to what it asks. Why it
@@ -228,6 +260,7 @@ fn ours(object: &DynamicObject) -> bool {
 async fn serve(
     client: &Client,
     volumes: &Api<DynamicObject>,
+    node_local: &NodeLocal,
     claim: &DynamicObject,
     bound: Option<&DynamicObject>,
 ) -> Result<Option<String>, kube::Error> {
@@ -241,20 +274,32 @@ async fn serve(
                 Restore::Wait(why) => return Ok(Some(why)),
                 Restore::From(snapshot) => annotations[RESTORED_FROM] = json!(snapshot),
             }
-            let volume = json!({
+            let name = format!("pvc-{uid}");
+            let source = if claim.data["spec"]["storageClassName"] == NODE_LOCAL_CLASS {
+                let Ok(path) = node_local.make(&name) else {
+                    return Ok(Some(format!("cannot make {}", node_local.path(&name).display())));
+                };
+                json!({"hostPath": {"path": path, "type": "Directory"}})
+            } else {
+                json!({"csi": {"driver": PROVISIONER, "volumeHandle": format!("outfit-test-{uid}")}})
+            };
+            let mut volume = json!({
                 "apiVersion": "v1", "kind": "PersistentVolume",
-                "metadata": {"name": format!("pvc-{uid}"), "annotations": annotations},
+                "metadata": {"name": name, "annotations": annotations},
                 "spec": {
                     "storageClassName": claim.data["spec"]["storageClassName"],
                     "capacity": {"storage": wanted},
                     "accessModes": claim.data["spec"]["accessModes"],
                     "persistentVolumeReclaimPolicy": "Delete",
-                    "csi": {"driver": PROVISIONER, "volumeHandle": format!("outfit-test-{uid}")},
                     "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                                  "namespace": claim.metadata.namespace, "name": claim.metadata.name,
                                  "uid": uid}
                 }
             });
+            volume["spec"]
+                .as_object_mut()
+                .expect("a spec")
+                .extend(source.as_object().expect("a source").clone());
             let volume: DynamicObject = serde_json::from_value(volume).expect("a volume");
             match volumes.create(&PostParams::default(), &volume).await {
                 Ok(_) => {}

@@ -11,6 +11,7 @@ use kube::{
     Api,
     api::{AttachParams, ListParams},
 };
+use outfit_test_support::provisioner;
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 
@@ -360,4 +361,105 @@ async fn a_workspace_reaches_no_other_workspace_while_the_ingress_namespace_reac
         "bob's workspace reached alice's: {answered}"
     );
     assert!(fetch_from(&doors, "door", alice_ip).await.contains("200 OK"));
+}
+
+/// Fails on kwok, where a pod with `hostUsers: false` turns Ready like any other. On this node's
+/// runtime (containerd 1.6, no user namespaces) the kubelet can never make its sandbox and retries
+/// for ever: the backend fails the start at once, saying why, rather than at the create deadline
+/// with a pod stuck in ContainerCreating.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_namespace_on_a_runtime_without_them_fails_the_start_and_says_why() {
+    let plane = ControlPlane::with_real_node();
+    let client = plane.admin_client().await;
+    let ns = "rn-userns";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let url = manifests.put("web.yaml", WEB);
+    let extra = format!(
+        "{}hostUsers: false\ncatalogue:\n- {{name: web, url: '{url}'}}\n",
+        real_node_config(plane)
+    );
+    let backend = Backend::start(plane, ns, &manifests, &extra).await;
+    let alice_token = plane.env("ALICE_TOKEN");
+    let alice = Caller::Token(&alice_token);
+
+    let (status, created) = backend.launch(alice, "web").await;
+    assert_eq!(status, 201, "{created}");
+    let name = created["name"].as_str().unwrap().to_owned();
+    let events = backend.follow(alice, &name).await;
+    let (last, report) = events.last().expect("events");
+    assert_eq!(last, "failed", "{events:?}");
+    let message = report["message"].as_str().unwrap();
+    assert!(
+        message.contains("hostUsers: false") && message.contains("does not support user namespaces"),
+        "{report}"
+    );
+    // Failed on the kubelet's word, not at the deadline (timeoutCreate is 100 s here).
+    assert!(!message.contains("create deadline"), "{report}");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    eventually("the failed pod removed", Duration::from_secs(30), || async {
+        pods.list(&ListParams::default()).await.unwrap().items.is_empty()
+    })
+    .await;
+}
+
+/// Fails on kwok: no kubelet mounts the claim there, and `exec` runs on this machine, where
+/// `/home/jovyan/work` does not exist. Here the real kubelet mounts the user's claim (a directory
+/// of the provisioner stand-in's node-local class) into the container; a file written in it by
+/// the workspace's user outlives the pod, and the next start mounts it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_in_the_home_survives_a_stop_and_a_start() {
+    let plane = ControlPlane::with_real_node();
+    let client = plane.admin_client().await;
+    provisioner::ensure(plane).await;
+    let ns = "rn-home";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    // The catalogue entry mounts the home where deic-dk's manifests do.
+    let url = manifests.put(
+        "web.yaml",
+        &deic_manifest("web", "").replace("LOCALREGISTRY", "registry.outfit.test"),
+    );
+    let extra = format!(
+        "{}storageStrategy: per-user\nstorageClassName: {}\ncatalogue:\n- {{name: web, url: '{url}'}}\n",
+        real_node_config(plane).replace("storageStrategy: ephemeral\n", ""),
+        provisioner::NODE_LOCAL_CLASS,
+    );
+    let backend = Backend::start(plane, ns, &manifests, &extra).await;
+    let alice_token = plane.env("ALICE_TOKEN");
+    let alice = Caller::Token(&alice_token);
+    let (status, created) = backend.launch(alice, "web").await;
+    assert_eq!(status, 201, "{created}");
+    let name = created["name"].as_str().unwrap().to_owned();
+    backend.follow_to_ready(alice, &name).await;
+
+    // Written by the workspace's user (1000, the image's), in the home the kubelet mounted.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let written = exec(
+        &pods,
+        &name,
+        &[
+            "sh",
+            "-c",
+            "id -u > /home/jovyan/work/kept && cat /home/jovyan/work/kept",
+        ],
+    )
+    .await;
+    assert_eq!(written.trim(), "1000");
+
+    let (status, answer) = backend
+        .call(alice, "POST", &format!("/api/v1/workspaces/{name}/stop"), None)
+        .await;
+    assert_eq!(status, 202, "{answer}");
+    eventually("the pod gone", Duration::from_secs(60), || async {
+        pods.get_opt(&name).await.unwrap().is_none()
+    })
+    .await;
+    let (status, answer) = backend
+        .call(alice, "POST", &format!("/api/v1/workspaces/{name}/start"), None)
+        .await;
+    assert_eq!(status, 202, "{answer}");
+    backend.follow_to_ready(alice, &name).await;
+    let kept = exec(&pods, &name, &["cat", "/home/jovyan/work/kept"]).await;
+    assert_eq!(kept.trim(), "1000", "the file written before the stop");
 }

@@ -30,7 +30,7 @@ use std::{
 };
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::ResourceExt;
 use outfit_workspaces_core::{
     model::{self, config::Config, duration, keys},
@@ -114,10 +114,12 @@ enum Unfinished {
     Failed(Phase, String),
 }
 
-/// Decides what a creating pod needs, from the pod, its storage claim's state and the time.
+/// Decides what a creating pod needs, from the pod, its storage claim's state, the Events about
+/// it and the time.
 pub fn next_step(
     pod: &Pod,
     claim: Option<&k8s_openapi::api::core::v1::PersistentVolumeClaim>,
+    events: &[Arc<Event>],
     now: Timestamp,
 ) -> Next {
     // Failed or culled: only the delete is left to do (again, if it did not go through).
@@ -144,6 +146,10 @@ pub fn next_step(
             why
         };
         return Next::Fail(phase, why);
+    }
+    // Placed on a node that can never run it: failed now rather than at the deadline.
+    if let Some(why) = progress::permanent_failure(events) {
+        return Next::Fail(Phase::Scheduling, why);
     }
     Next::Wait
 }
@@ -305,7 +311,11 @@ impl<C: ClusterCalls> Lifecycle<C> {
         let mut due = Vec::new();
         for pod in pods {
             let claim = storage_claim_of(&pod).and_then(|name| self.cache.claim(name));
-            let next = match next_step(&pod, claim.as_deref(), now) {
+            let events = pod
+                .uid()
+                .map(|uid| self.cache.events_of(&uid))
+                .unwrap_or_default();
+            let next = match next_step(&pod, claim.as_deref(), &events, now) {
                 Next::Wait => match culling::due(&pod, &self.config, now) {
                     Some(cull) => Next::Cull(cull),
                     None => continue,

@@ -25,14 +25,17 @@ const DEADLINE: &str = "2026-01-01T00:01:30Z";
 fn a_ready_creating_pod_is_finished() {
     let ready = json!({"conditions": [{"type": "Ready", "status": "True"}]});
     let pod = pod(json!({keys::ANNOTATION_CREATE_DEADLINE: DEADLINE}), ready);
-    assert_eq!(next_step(&pod, None, at("2026-01-01T00:00:10Z")), Next::Finish);
+    assert_eq!(
+        next_step(&pod, None, &[], at("2026-01-01T00:00:10Z")),
+        Next::Finish
+    );
 }
 
 #[test]
 fn a_pod_past_its_deadline_fails_with_its_phase() {
     let pod = pod(json!({keys::ANNOTATION_CREATE_DEADLINE: DEADLINE}), json!({}));
-    assert_eq!(next_step(&pod, None, at("2026-01-01T00:01:00Z")), Next::Wait);
-    let Next::Fail(phase, why) = next_step(&pod, None, at("2026-01-01T00:01:30Z")) else {
+    assert_eq!(next_step(&pod, None, &[], at("2026-01-01T00:01:00Z")), Next::Wait);
+    let Next::Fail(phase, why) = next_step(&pod, None, &[], at("2026-01-01T00:01:30Z")) else {
         panic!("expected a failure");
     };
     assert_eq!(phase, Phase::Scheduling);
@@ -44,9 +47,43 @@ fn a_pod_that_ended_fails_before_its_deadline() {
     let ended = json!({"phase": "Failed", "conditions": [{"type": "PodScheduled", "status": "True"}]});
     let pod = pod(json!({keys::ANNOTATION_CREATE_DEADLINE: DEADLINE}), ended);
     assert!(matches!(
-        next_step(&pod, None, at("2026-01-01T00:00:01Z")),
+        next_step(&pod, None, &[], at("2026-01-01T00:00:01Z")),
         Next::Fail(Phase::Readiness, _)
     ));
+}
+
+/// What a real kubelet (1.37, on containerd 1.6) says of a pod with `hostUsers: false`, again and
+/// again, while the pod stays in ContainerCreating (seen on the test cluster's real node).
+fn sandbox_event(message: &str) -> Arc<Event> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "metadata": {"name": "p.1"}, "involvedObject": {"kind": "Pod", "name": "p"},
+            "reason": "FailedCreatePodSandBox", "type": "Warning", "message": message,
+            "source": {"component": "kubelet"}
+        }))
+        .unwrap(),
+    )
+}
+
+#[test]
+fn a_pod_on_a_runtime_without_user_namespaces_fails_at_once_and_says_so() {
+    let pod = pod(json!({keys::ANNOTATION_CREATE_DEADLINE: DEADLINE}), json!({}));
+    let early = at("2026-01-01T00:00:05Z");
+    let no_user_namespaces = sandbox_event(
+        "Failed to create pod sandbox: can't set `spec.hostUsers: false`, runtime does not support user namespaces",
+    );
+    let Next::Fail(phase, why) = next_step(&pod, None, &[no_user_namespaces], early) else {
+        panic!("expected a failure before the deadline");
+    };
+    assert_eq!(phase, Phase::Scheduling);
+    assert!(
+        why.contains("hostUsers: false") && why.contains("does not support user namespaces"),
+        "{why}"
+    );
+    // A sandbox failure the kubelet gets past by retrying waits for the deadline as before.
+    let network_not_ready =
+        sandbox_event("Failed to create pod sandbox: plugin type=\"bridge\" failed: not ready");
+    assert_eq!(next_step(&pod, None, &[network_not_ready], early), Next::Wait);
 }
 
 #[test]
@@ -63,18 +100,18 @@ fn started_failed_and_foreign_pods_are_left_alone() {
     let foreign = pod(json!({}), ready);
     let late = at("2030-01-01T00:00:00Z");
     for pod in [started, foreign] {
-        assert_eq!(next_step(&pod, None, late), Next::Wait);
+        assert_eq!(next_step(&pod, None, &[], late), Next::Wait);
     }
     // A failed pod whose delete did not go through is deleted again, until it is going.
-    assert_eq!(next_step(&failed, None, late), Next::Remove);
+    assert_eq!(next_step(&failed, None, &[], late), Next::Remove);
     let culled = pod(
         json!({keys::ANNOTATION_STARTED: "x", keys::ANNOTATION_CULLED: "idle"}),
         json!({}),
     );
-    assert_eq!(next_step(&culled, None, late), Next::Remove);
+    assert_eq!(next_step(&culled, None, &[], late), Next::Remove);
     let mut going = failed;
     going.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(late));
-    assert_eq!(next_step(&going, None, late), Next::Wait);
+    assert_eq!(next_step(&going, None, &[], late), Next::Wait);
 }
 
 /// A lifecycle over a fake cluster, configured by `env` (`BACKEND_*` variables).

@@ -35,6 +35,30 @@ pub fn last_warning(events: &[Arc<Event>]) -> Option<String> {
         })
 }
 
+/// What the kubelet said among `events` that no retry of its will change, as "Reason: message":
+/// a sandbox the node's runtime can never make. The kubelet retries it for ever, so the pod would
+/// sit in ContainerCreating until the create deadline, saying nothing of why. Only a user
+/// namespace asked of a runtime without them (containerd before 2.0, runc before 1.2) is known to
+/// be such; other sandbox failures (the network not ready yet, say) pass.
+pub fn permanent_failure(events: &[Arc<Event>]) -> Option<String> {
+    const NO_USER_NAMESPACES: &str = "runtime does not support user namespaces";
+    events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("FailedCreatePodSandBox"))
+        .find(|e| {
+            e.message
+                .as_deref()
+                .is_some_and(|m| m.contains(NO_USER_NAMESPACES))
+        })
+        .map(|e| {
+            format!(
+                "the node's container runtime cannot run it: it asks for a user namespace of its own \
+                 (hostUsers: false), which the runtime does not support (FailedCreatePodSandBox: {})",
+                e.message.as_deref().unwrap_or_default()
+            )
+        })
+}
+
 /// The latest Event among `events` with one of `reasons`.
 pub(super) fn latest<'a>(events: &'a [Arc<Event>], reasons: &[&str]) -> Option<&'a Event> {
     events

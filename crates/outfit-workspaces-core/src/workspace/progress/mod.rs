@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
 
 use self::steps::{create_steps, delete_steps};
 pub use self::{
-    events::{event_time, last_warning},
+    events::{event_time, last_warning, permanent_failure},
     phase::{
         IMAGE_REASONS, Phase, Stage, deadline, failure, has_ended, is_ready, stage, storage_claim_of, stuck,
     },
