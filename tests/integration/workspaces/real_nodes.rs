@@ -463,3 +463,141 @@ async fn a_file_in_the_home_survives_a_stop_and_a_start() {
     let kept = exec(&pods, &name, &["cat", "/home/jovyan/work/kept"]).await;
     assert_eq!(kept.trim(), "1000", "the file written before the stop");
 }
+
+/// Fails on kwok: its nodes list no images and pull nothing. Here the planner's pull pod makes the
+/// real kubelet pull the entry's image before anyone launches it, the node then lists it, and the
+/// launch's container starts from the image already on the node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pre_pull_planner_pulls_onto_the_node_before_the_launch() {
+    const IMAGE: &str = "registry.outfit.test/outfit-test/ahead:1";
+    let plane = ControlPlane::with_real_node();
+    let client = plane.admin_client().await;
+    let ns = "rn-pre-pull";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let url = manifests.put(
+        "ahead.yaml",
+        &WEB.replace("outfit-test/web:1", "outfit-test/ahead:1"),
+    );
+    let extra = format!(
+        "{}catalogue:\n- {{name: ahead, url: '{url}'}}\nprePull: {{enabled: true, nodesPerImage: 1}}\n",
+        real_node_config(plane)
+    );
+    let backend = Backend::start(plane, ns, &manifests, &extra).await;
+
+    // Before any launch: pulled by a pull pod, which the kubelet says, and listed by the node.
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let node = plane.env("REAL_NODE_NAMES");
+    eventually("the node listing the image", Duration::from_secs(90), || async {
+        let listed = nodes.get(&node).await.unwrap().status.and_then(|s| s.images);
+        listed
+            .iter()
+            .flatten()
+            .any(|i| i.names.iter().flatten().any(|n| n == IMAGE))
+    })
+    .await;
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    let pulled_by = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|e| {
+            e.reason.as_deref() == Some("Pulled")
+                && e.message
+                    .as_deref()
+                    .is_some_and(|m| m.contains("Successfully pulled") && m.contains(IMAGE))
+        })
+        .map(|e| e.involved_object.name.unwrap_or_default())
+        .expect("the kubelet's Pulled event");
+    assert!(pulled_by.starts_with("outfit-pull-"), "pulled by {pulled_by}");
+
+    // The launch's container starts from the image on the node: no pull.
+    let alice_token = plane.env("ALICE_TOKEN");
+    let alice = Caller::Token(&alice_token);
+    let (status, created) = backend.launch(alice, "ahead").await;
+    assert_eq!(status, 201, "{created}");
+    let name = created["name"].as_str().unwrap().to_owned();
+    backend.follow_to_ready(alice, &name).await;
+    let said = kubelet_events(&client, ns, &name).await;
+    assert!(
+        said.iter()
+            .any(|e| e.starts_with("Pulled: ") && e.contains("already present on machine")),
+        "{said:?}"
+    );
+    assert!(!said.iter().any(|e| e.starts_with("Pulling: ")), "{said:?}");
+}
+
+/// Fails on kwok: nothing answers at a kwok pod's address, so the busy workspace would be culled
+/// as idle too. Here each workspace's own server reports its last activity (Jupyter Server's
+/// `/api/status`, at the `outfit.dev/activity-url` of its manifest): the one whose server keeps
+/// reporting activity stays, the one whose activity ended at its start is stopped as idle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_culling_follows_what_the_workspace_itself_reports() {
+    let plane = ControlPlane::with_real_node();
+    let client = plane.admin_client().await;
+    let ns = "rn-cull";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let reporting = WEB.replace(
+        "annotations: {",
+        "annotations: {outfit.dev/activity-url: 'http://{ip}:8888/api/status', ",
+    );
+    let idle = manifests.put("idle.yaml", &reporting);
+    let busy = manifests.put(
+        "busy.yaml",
+        &reporting.replace("ports: [", "env: [{name: BUSY, value: '1'}]\n    ports: ["),
+    );
+    let extra = format!(
+        "{}idleTimeout: 20s\nactivityCheckInterval: 2s\n\
+         catalogue:\n- {{name: idle, url: '{idle}'}}\n- {{name: busy, url: '{busy}'}}\n",
+        real_node_config(plane)
+    );
+    let backend = Backend::start(plane, ns, &manifests, &extra).await;
+    let alice_token = plane.env("ALICE_TOKEN");
+    let alice = Caller::Token(&alice_token);
+    let mut names = Vec::new();
+    for entry in ["idle", "busy"] {
+        let (status, created) = backend.launch(alice, entry).await;
+        assert_eq!(status, 201, "{created}");
+        let name = created["name"].as_str().unwrap().to_owned();
+        backend.follow_to_ready(alice, &name).await;
+        names.push(name);
+    }
+    let busy_ready = tokio::time::Instant::now();
+    let [idle, busy] = &names[..] else { unreachable!() };
+
+    let shown = |name: String| {
+        let backend = &backend;
+        async move {
+            let (_, shown) = backend
+                .call(alice, "GET", &format!("/api/v1/workspaces/{name}"), None)
+                .await;
+            shown
+        }
+    };
+    eventually(
+        "the idle workspace stopped as idle",
+        Duration::from_secs(120),
+        || async {
+            let shown = shown(idle.clone()).await;
+            shown["stopped"]["reason"] == "idle"
+        },
+    )
+    .await;
+    // Half as long again as the idle timeout since its start, the busy one is still up: its own
+    // reports kept it, recorded on its pod.
+    tokio::time::sleep_until(busy_ready + Duration::from_secs(30)).await;
+    let shown = shown(busy.clone()).await;
+    assert_eq!(shown["status"], "ready", "{shown}");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pod = pods.get(busy).await.unwrap();
+    assert!(
+        pod.metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key("outfit.dev/last-activity"),
+        "the busy workspace's activity recorded"
+    );
+}

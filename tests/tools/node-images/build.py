@@ -9,6 +9,7 @@ Images (see IMAGES below; adding one is adding an entry):
   web     busybox; /usr/local/bin/serve, as 1000:100, copies /srv to $WEB_ROOT (/tmp/www),
           serves it on $PORT (8888) and writes ready ("ok") there once httpd answers, after
           whoami (`id`) and hostname
+  ahead   web under another name and digest (the pre-pull test's, pulled by no other test)
   tokens  web, plus a fresh random 32-hex-char token in /tmp/key (mode 600) before serving
           ($TOKEN_FILES), which is where the backend reads it (by exec) from a deic-dk image's
           first container
@@ -70,8 +71,9 @@ users:x:100:jovyan
 # The entrypoint of web and tokens. PID 1 ignores TERM and INT without a handler, hence the
 # trap: without it a pod would wait out its whole grace period before being killed.
 SERVE = r"""#!/bin/sh
-# Serves a copy of /srv over HTTP on $PORT and writes $root/ready once httpd listens. Each file
-# named in TOKEN_FILES (space-separated) first gets a fresh random token, readable only by us.
+# Serves a copy of /srv over HTTP on $PORT and writes $root/ready once httpd listens, then
+# $root/api/status as Jupyter Server's. Each file named in TOKEN_FILES (space-separated) first
+# gets a fresh random token, readable only by us.
 set -eu
 port="${PORT:-8888}"
 root="${WEB_ROOT:-/tmp/www}"
@@ -107,6 +109,18 @@ until printf 'GET /.probe HTTP/1.0\r\n\r\n' | timeout 1 nc 127.0.0.1 "$port" 2>/
 done
 rm -f "$root/.probe"
 printf ok >"$root/ready"
+
+# Jupyter Server's /api/status, which the backend's idle culling asks (outfit.dev/activity-url):
+# last_activity is when the server started, or now, every second, while BUSY is set.
+mkdir -p "$root/api"
+status() {
+    printf '{"last_activity": "%s"}' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >"$root/api/status.new"
+    mv "$root/api/status.new" "$root/api/status"
+}
+status
+if [ -n "${BUSY:-}" ]; then
+    while kill -0 "$pid" 2>/dev/null; do sleep 1; status; done &
+fi
 echo "serve: $root on port $port, ready"
 wait "$pid"
 """
@@ -238,6 +252,10 @@ WEB_SERVING = dict(entrypoint=["/usr/local/bin/serve"], user="%d:%d" % JOVYAN,
 IMAGES = {
     "pause": Image(contents=(with_pause,), entrypoint=["/pause"], user="65535:65535"),
     "web": Image(contents=(with_web("busybox httpd serving a copy of /srv."),), **WEB_SERVING),
+    # The web image again under another name and digest, which only the pre-pull test launches:
+    # no other test has had it pulled onto the node before the planner does.
+    "ahead": Image(contents=(with_web("busybox httpd serving a copy of /srv; pulled ahead."),),
+                   **WEB_SERVING),
     "tokens": Image(
         contents=(with_web("busybox httpd serving a copy of /srv; a fresh token in /tmp/key, "
                            "served nowhere."),),
