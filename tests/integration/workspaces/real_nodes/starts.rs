@@ -1,0 +1,297 @@
+//! Starts on the real node: what is pulled, probed, read and refused there.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::{Api, api::ListParams};
+use serde_json::{Value, json};
+
+use super::{super::storage::launched_ready, *};
+
+/// Fails on kwok: there the token would be read from this machine's `/tmp/key` (kwok runs
+/// `exec` here), no image is pulled and nothing listens at the pod's address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deic_dk_tokens_are_read_from_the_running_container_of_a_pulled_image() {
+    let ns = "rn-deic";
+    let tokens = deic_manifest("tokens", ", sciencedata.dk/copy-token: key");
+    let OnRealNode {
+        client,
+        backend,
+        urls,
+        ..
+    } = on_real_node(ns, &[("tokens", &tokens)], "").await;
+    let url = &urls[0];
+
+    let (status, created) = backend
+        .post("/create_pod", json!({"yaml_url": url, "user_id": "alice@dtu.dk"}))
+        .await;
+    assert_eq!(status, 200, "{created}");
+    let pod_name = created["pod_name"].as_str().unwrap().to_owned();
+    // Ready only once the kubelet's probe found the server listening in the container.
+    let (status, ready) = backend
+        .post(
+            "/watch_create_pod",
+            json!({"user_id": "alice@dtu.dk", "pod_name": pod_name}),
+        )
+        .await;
+    assert_eq!((status, &ready), (200, &json!({"ready": true})));
+
+    // The image came from the cluster's registry under deic-dk's rewritten name, pulled by the
+    // kubelet.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pod = pods.get(&pod_name).await.unwrap();
+    let status = pod.status.as_ref().unwrap();
+    let container = &status.container_statuses.as_ref().unwrap()[0];
+    assert_eq!(container.image, "registry.outfit.test/outfit-test/tokens:1");
+    assert!(
+        container
+            .image_id
+            .starts_with("registry.outfit.test/outfit-test/tokens@sha256:"),
+        "{container:?}"
+    );
+    let events = kubelet_events(&client, ns, &pod_name).await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.starts_with("Pulled: Successfully pulled image")),
+        "{events:?}"
+    );
+
+    // get_pods hands out the token the container wrote, which exec shows in the container.
+    let (_, listed) = backend
+        .post("/get_pods", json!({"user_id": "alice@dtu.dk"}))
+        .await;
+    let token = listed[0]["tokens"]["key"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a token: {listed}"))
+        .to_owned();
+    assert_eq!(token.len(), 32, "{token}");
+    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{token}");
+    assert_eq!(exec(&pods, &pod_name, &["cat", "/tmp/key"]).await.trim(), token);
+    // The process serves at the pod's address, as the user the image names, with its home
+    // mounted where the manifest asks.
+    let pod_ip = listed[0]["pod_ip"].as_str().unwrap().to_owned();
+    assert_eq!(get(&pod_ip, 8888, "/ready").await.trim(), "ok");
+    assert!(
+        get(&pod_ip, 8888, "/whoami").await.starts_with("uid=1000"),
+        "the image's user"
+    );
+    let mounts = exec(&pods, &pod_name, &["cat", "/proc/self/mounts"]).await;
+    assert!(mounts.contains(" /home/jovyan/work "), "{mounts}");
+
+    // Deleted: the container is gone from the node, not only from the API server.
+    let (status, _) = backend
+        .post(
+            "/delete_pod",
+            json!({"user_id": "alice@dtu.dk", "pod_name": pod_name}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    eventually(
+        "the pod's server to stop answering",
+        Duration::from_secs(60),
+        || async {
+            tokio::time::timeout(
+                Duration::from_secs(1),
+                tokio::net::TcpStream::connect((pod_ip.as_str(), 8888)),
+            )
+            .await
+            .map_or(true, |connected| connected.is_err())
+        },
+    )
+    .await;
+}
+
+/// Fails on kwok: its pods have no kubelet Events, so the progress stream's pull step never says
+/// what was pulled, and nothing serves at the pod's address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_native_launch_streams_the_real_pull_and_serves_from_the_node() {
+    let ns = "rn-native";
+    let OnRealNode { client, backend, .. } = on_real_node(ns, &[("web", WEB)], "").await;
+    let alice = ALICE;
+
+    let (status, created) = backend.launch(alice, "web").await;
+    assert_eq!(status, 201, "{created}");
+    let name = created["name"].as_str().unwrap().to_owned();
+    let events = backend.follow(alice, &name).await;
+    let (last, report) = events.last().expect("events");
+    assert_eq!(last, "ready", "{events:?}");
+    let pull = report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "image pull")
+        .unwrap_or_else(|| panic!("an image pull step: {report}"));
+    assert_eq!(pull["state"], "done", "{pull}");
+    assert!(
+        pull["message"]
+            .as_str()
+            .unwrap()
+            .contains("registry.outfit.test/outfit-test/web:1"),
+        "{pull}"
+    );
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pod = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .next()
+        .expect("the workspace's pod");
+    let pod_ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap();
+    assert!(get(&pod_ip, 8888, "/").await.contains("web"), "the image's page");
+    let (status, _): (u16, Value) = backend
+        .call(alice, "DELETE", &format!("/api/v1/workspaces/{name}"), None)
+        .await;
+    assert!(matches!(status, 200 | 202 | 204), "{status}");
+}
+
+/// Fails on kwok, where a pod with `hostUsers: false` turns Ready like any other. On this node's
+/// runtime (containerd 1.6, no user namespaces) the kubelet can never make its sandbox and retries
+/// for ever: the backend fails the start at once, saying why, rather than at the create deadline
+/// with a pod stuck in ContainerCreating.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_namespace_on_a_runtime_without_them_fails_the_start_and_says_why() {
+    let ns = "rn-userns";
+    let OnRealNode { client, backend, .. } = on_real_node(ns, &[("web", WEB)], "hostUsers: false\n").await;
+    let alice = ALICE;
+
+    let (status, created) = backend.launch(alice, "web").await;
+    assert_eq!(status, 201, "{created}");
+    let name = created["name"].as_str().unwrap().to_owned();
+    let events = backend.follow(alice, &name).await;
+    let (last, report) = events.last().expect("events");
+    assert_eq!(last, "failed", "{events:?}");
+    let message = report["message"].as_str().unwrap();
+    assert!(
+        message.contains("hostUsers: false") && message.contains("does not support user namespaces"),
+        "{report}"
+    );
+    // Failed on the kubelet's word, not at the deadline (timeoutCreate is 100 s here).
+    assert!(!message.contains("create deadline"), "{report}");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    eventually("the failed pod removed", Duration::from_secs(30), || async {
+        pods.list(&ListParams::default()).await.unwrap().items.is_empty()
+    })
+    .await;
+}
+
+/// Fails on kwok: the pod would be stored mutated, but no kubelet would mount the ConfigMap nor
+/// start a process with the env, and `exec` would run on this machine. Here `outfit serve`, from
+/// the cluster's PodDefaults, mutates the workspace pod the backend creates, and the real kubelet
+/// runs it so: the env in the process, the PodDefault's volume mounted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poddefault_mutates_the_workspace_on_the_way_in_and_the_node_runs_it_so() {
+    use crate::e2e::{Webhook, register};
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    let ns = "rn-poddefault";
+    let OnRealNode {
+        plane,
+        client,
+        backend,
+        ..
+    } = on_real_node(ns, &[("web", WEB)], "").await;
+    crate::support::install_crds(&client).await;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let datasets: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "datasets"}, "data": {"README": "mounted by a PodDefault"}
+    }))
+    .unwrap();
+    config_maps.create(&Default::default(), &datasets).await.unwrap();
+    let pod_defaults = outfit_test_support::control_plane::api(
+        &client,
+        Some(ns),
+        &outfit_test_support::control_plane::resource(
+            "kubeflow.org",
+            "v1alpha1",
+            "PodDefault",
+            "poddefaults",
+        ),
+    );
+    let datasets: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "kubeflow.org/v1alpha1", "kind": "PodDefault", "metadata": {"name": "datasets"},
+        "spec": {"selector": {}, "desc": "the site's datasets",
+                 "env": [{"name": "DATASETS", "value": "/data"}],
+                 "volumes": [{"name": "datasets", "configMap": {"name": "datasets"}}],
+                 "volumeMounts": [{"name": "datasets", "mountPath": "/data"}]}
+    }))
+    .unwrap();
+    pod_defaults.create(&Default::default(), &datasets).await.unwrap();
+    let webhook = Webhook::start_with(&["--from-cluster"], &[("KUBECONFIG", plane.kubeconfig())]);
+    register(&client, &webhook, "rn-poddefault", ns).await;
+
+    let name = launched_ready(&backend, ALICE, "web").await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let seen = exec(
+        &pods,
+        &name,
+        &["sh", "-c", "echo \"$DATASETS\"; cat /data/README"],
+    )
+    .await;
+    assert_eq!(seen, "/data\nmounted by a PodDefault", "{seen}");
+    webhook.assert_running();
+}
+
+/// Fails on kwok: its nodes list no images and pull nothing. Here the planner's pull pod makes the
+/// real kubelet pull the entry's image before anyone launches it, the node then lists it, and the
+/// launch's container starts from the image already on the node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pre_pull_planner_pulls_onto_the_node_before_the_launch() {
+    const IMAGE: &str = "registry.outfit.test/outfit-test/ahead:1";
+    let ns = "rn-pre-pull";
+    let ahead = WEB.replace("outfit-test/web:1", "outfit-test/ahead:1");
+    let OnRealNode {
+        plane,
+        client,
+        backend,
+        ..
+    } = on_real_node(
+        ns,
+        &[("ahead", &ahead)],
+        "prePull: {enabled: true, nodesPerImage: 1}\n",
+    )
+    .await;
+    // Pull pods take the placeholders' priority, as `outfit manifests --pre-pull` installs it.
+    placeholder_class(&client).await;
+
+    // Before any launch: pulled by a pull pod, which the kubelet says, and listed by the node.
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let node = plane.env("REAL_NODE_NAMES");
+    eventually("the node listing the image", Duration::from_secs(90), || async {
+        let listed = nodes.get(&node).await.unwrap().status.and_then(|s| s.images);
+        listed
+            .iter()
+            .flatten()
+            .any(|i| i.names.iter().flatten().any(|n| n == IMAGE))
+    })
+    .await;
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    let pulled_by = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|e| {
+            e.reason.as_deref() == Some("Pulled")
+                && e.message
+                    .as_deref()
+                    .is_some_and(|m| m.contains("Successfully pulled") && m.contains(IMAGE))
+        })
+        .map(|e| e.involved_object.name.unwrap_or_default())
+        .expect("the kubelet's Pulled event");
+    assert!(pulled_by.starts_with("outfit-pull-"), "pulled by {pulled_by}");
+
+    // The launch's container starts from the image on the node: no pull.
+    let name = launched_ready(&backend, ALICE, "ahead").await;
+    let said = kubelet_events(&client, ns, &name).await;
+    assert!(
+        said.iter()
+            .any(|e| e.starts_with("Pulled: ") && e.contains("already present on machine")),
+        "{said:?}"
+    );
+    assert!(!said.iter().any(|e| e.starts_with("Pulling: ")), "{said:?}");
+}
