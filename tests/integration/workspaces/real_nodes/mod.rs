@@ -113,6 +113,16 @@ spec:
     readinessProbe: {httpGet: {path: /ready, port: 8888}, periodSeconds: 1}
 "#;
 
+/// Launches the catalogue entry `entry` as alice and follows its progress stream to its end: the
+/// workspace's name and the stream's events.
+async fn launch_and_follow(backend: &Backend, entry: &str) -> (String, Vec<(String, serde_json::Value)>) {
+    let (status, created) = backend.launch(ALICE, entry).await;
+    assert_eq!(status, 201, "{created}");
+    let name = created["name"].as_str().unwrap().to_owned();
+    let events = backend.follow(ALICE, &name).await;
+    (name, events)
+}
+
 /// What `command` prints in the first container of the pod `name`, run through the API server
 /// and the kubelet as `kubectl exec` runs it.
 async fn exec(pods: &Api<Pod>, name: &str, command: &[&str]) -> String {

@@ -110,10 +110,7 @@ async fn a_native_launch_streams_the_real_pull_and_serves_from_the_node() {
     let OnRealNode { client, backend, .. } = on_real_node(ns, &[("web", WEB)], "").await;
     let alice = ALICE;
 
-    let (status, created) = backend.launch(alice, "web").await;
-    assert_eq!(status, 201, "{created}");
-    let name = created["name"].as_str().unwrap().to_owned();
-    let events = backend.follow(alice, &name).await;
+    let (name, events) = launch_and_follow(&backend, "web").await;
     let (last, report) = events.last().expect("events");
     assert_eq!(last, "ready", "{events:?}");
     let pull = report["steps"]
@@ -156,12 +153,8 @@ async fn a_native_launch_streams_the_real_pull_and_serves_from_the_node() {
 async fn a_user_namespace_on_a_runtime_without_them_fails_the_start_and_says_why() {
     let ns = "rn-userns";
     let OnRealNode { client, backend, .. } = on_real_node(ns, &[("web", WEB)], "hostUsers: false\n").await;
-    let alice = ALICE;
 
-    let (status, created) = backend.launch(alice, "web").await;
-    assert_eq!(status, 201, "{created}");
-    let name = created["name"].as_str().unwrap().to_owned();
-    let events = backend.follow(alice, &name).await;
+    let (_, events) = launch_and_follow(&backend, "web").await;
     let (last, report) = events.last().expect("events");
     assert_eq!(last, "failed", "{events:?}");
     let message = report["message"].as_str().unwrap();
