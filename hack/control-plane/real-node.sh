@@ -176,6 +176,7 @@ state = "$RUN/containerd"
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+        Root = "$RUN/runc"                  # runc's state, not /run/containerd/runc
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$NODE_DIR/net.d"
@@ -364,6 +365,21 @@ down() {
   if [ -s "$NODE_DIR/sysctl.before" ]; then
     sysctl -q -p "$NODE_DIR/sysctl.before" >/dev/null 2>&1 || true
   fi
+  # What the kubelet, containerd and CNI write outside the directories they are given: the
+  # kubelet's links to the pods' logs (/var/log/containers) and its device-plugin socket
+  # (/var/lib/kubelet/device-plugins, a fixed path), CNI's cache of results (/var/lib/cni), the
+  # shims' sockets (/run/containerd/s): ours go, and each directory if that left it empty.
+  local link
+  for link in /var/log/containers/*; do
+    [ -L "$link" ] || continue
+    case "$(readlink "$link")" in "$NODE_DIR/"*) rm -f "$link" ;; esac
+  done
+  local other_kubelet=0
+  for pid in $(pgrep -x kubelet || true); do running "$pid" && other_kubelet=1; done
+  [ "$other_kubelet" = 1 ] || rm -f /var/lib/kubelet/device-plugins/kubelet.sock
+  rm -f /var/lib/cni/results/outfit-* 2>/dev/null || true
+  rmdir /var/log/containers /var/lib/kubelet/device-plugins /var/lib/kubelet /var/lib/cni/results \
+    /var/lib/cni /run/containerd/s /run/containerd/runc/k8s.io /run/containerd/runc /run/containerd 2>/dev/null || true
   rm -rf "$RUN"
   cp_log "real node stopped and the host restored ($NODE_DIR)"
 }
