@@ -65,8 +65,10 @@ go_raise() {
   local dir=$1 name=$2 from=$3 raises
   raises="$(go_raises "$dir")" || raises=""
   [ -n "$raises" ] || return 0
-  cp "$dir/go.mod" "$dir/go.mod.published"
-  cp "$dir/go.sum" "$dir/go.sum.published"
+  if [ ! -f "$dir/go.mod.published" ]; then
+    cp "$dir/go.mod" "$dir/go.mod.published"
+    cp "$dir/go.sum" "$dir/go.sum.published"
+  fi
   # shellcheck disable=SC2086 # one -require flag per line
   (cd "$dir" && go mod edit $raises)
   printf '[go-align] %s: %s modules raised to the versions of %s\n' "$name" "$(wc -l <<<"$raises")" "$from" >&2
@@ -98,8 +100,17 @@ go_aligned_build() {
   shift 3
   local wrap=("${GO_BUILD_WRAP[@]+"${GO_BUILD_WRAP[@]}"}")
   if [ -f "$reference/go.mod" ]; then
-    (cd "$reference" && go list -mod=mod -m -f '{{if not .Main}}{{.Path}} {{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}' all) \
-      | go_raise "$dir" "$name" "$reference"
+    # Raised modules bring requirements of their own, which may come in older than the
+    # reference's (a tool on client-go 0.29 raised to 0.37 then needs fxamacker/cbor, at the
+    # version client-go asks, older than Kubernetes' wrapper has): raise again until nothing is
+    # left to raise (three passes at most).
+    local reference_versions before _
+    reference_versions="$(cd "$reference" && go list -mod=mod -m -f '{{if not .Main}}{{.Path}} {{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}' all)"
+    for _ in 1 2 3; do
+      before="$(cat "$dir/go.mod")"
+      go_raise "$dir" "$name" "$reference" <<<"$reference_versions"
+      [ "$(cat "$dir/go.mod")" != "$before" ] || break
+    done
     if [ -f "$dir/go.mod.published" ]; then
       if (cd "$dir" && "${wrap[@]}" go build -mod=mod "$@" 2>"$dir/aligned-build.log"); then
         grep -F 'wall ' "$dir/aligned-build.log" >&2 || true
