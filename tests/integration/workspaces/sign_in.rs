@@ -43,11 +43,14 @@ pub(super) struct Provider {
     child: tokio::process::Child,
     pub(super) issuer: String,
     pub(super) port: u16,
+    /// Its users' file and the client secret the backend reads ([`oidc_config`]).
+    dir: std::path::PathBuf,
 }
 
 impl Drop for Provider {
     fn drop(&mut self) {
         let _ = self.child.start_kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -86,7 +89,12 @@ impl Provider {
             .next()
             .and_then(|p| p.parse().ok())
             .expect("the issuer names its port");
-        Provider { child, issuer, port }
+        Provider {
+            child,
+            issuer,
+            port,
+            dir,
+        }
     }
 }
 
@@ -100,7 +108,7 @@ async fn eventually_line(lines: &mut tokio::io::Lines<BufReader<tokio::process::
 
 /// The `oidc` configuration of a backend on `port` signing in with `provider`.
 pub(super) fn oidc_config(provider: &Provider, port: u16, name: &str) -> String {
-    let secret = std::env::temp_dir().join(format!("outfit-oidc-{name}-{}/secret", std::process::id()));
+    let secret = provider.dir.join(format!("secret-{name}"));
     std::fs::write(&secret, "the-client-secret\n").unwrap();
     format!(
         "oidc:\n  issuerUrl: '{}'\n  clientId: outfit\n  clientSecretFile: '{}'\n  redirectUrl: 'http://127.0.0.1:{port}/auth/callback'\n",
