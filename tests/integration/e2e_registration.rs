@@ -380,13 +380,22 @@ async fn two_replicas_elect_one_writer_and_the_other_takes_over_when_it_dies() {
     })
     .await;
     let failover = killed.elapsed();
-    let mut edited = configuration(&client, name).await;
-    edited["webhooks"][0]["rules"][0]["operations"] = json!(["CREATE"]);
-    let edited: DynamicObject = serde_json::from_value(edited).unwrap();
-    api(&client, None, &configurations())
-        .replace(name, &PostParams::default(), &edited)
-        .await
-        .expect("edit by hand");
+    // Edited by hand as `kubectl edit` does: read, change, replace, and again on a conflict (the
+    // new leader's own first write may land between the read and the replace: seen in CI).
+    eventually("an edit by hand", Duration::from_secs(20), || async {
+        let mut edited = configuration(&client, name).await;
+        edited["webhooks"][0]["rules"][0]["operations"] = json!(["CREATE"]);
+        let edited: DynamicObject = serde_json::from_value(edited).unwrap();
+        match api(&client, None, &configurations())
+            .replace(name, &PostParams::default(), &edited)
+            .await
+        {
+            Ok(_) => Some(()),
+            Err(kube::Error::Api(status)) if status.code == 409 => None,
+            Err(error) => panic!("edit by hand: {error}"),
+        }
+    })
+    .await;
     eventually(
         "the new leader to undo the edit",
         Duration::from_secs(20),
