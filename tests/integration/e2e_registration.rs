@@ -605,22 +605,8 @@ async fn outfit_runs_on_exactly_the_rights_outfit_manifests_grants() {
     // Its own, as that identity, tried with dry runs (the API server admits a dry run as it
     // would the write, and stores nothing).
     let own = api(&as_outfit, None, &configurations());
-    let stored = own.get("outfit").await.unwrap();
-    let dry_update = |change: &dyn Fn(&mut Value)| {
-        let mut changed = serde_json::to_value(&stored).unwrap();
-        change(&mut changed);
-        let changed: DynamicObject = serde_json::from_value(changed).unwrap();
-        let own = own.clone();
-        async move {
-            let dry = PostParams {
-                dry_run: true,
-                ..PostParams::default()
-            };
-            own.replace("outfit", &dry, &changed).await
-        }
-    };
     // Its own kind of change passes: a new CA bundle.
-    dry_update(&|c| {
+    dry_update(&own, |c: &mut Value| {
         c["webhooks"][0]["clientConfig"]["caBundle"] = json!(BASE64_STANDARD.encode("another CA"))
     })
     .await
@@ -637,7 +623,7 @@ async fn outfit_runs_on_exactly_the_rights_outfit_manifests_grants() {
         "the registration guard in force",
         Duration::from_secs(30),
         || async {
-            dry_update(&|c| {
+            dry_update(&own, |c: &mut Value| {
                 c["webhooks"][0]["clientConfig"]["url"] = json!("https://attacker.example/mutate");
             })
             .await
@@ -650,16 +636,19 @@ async fn outfit_runs_on_exactly_the_rights_outfit_manifests_grants() {
         message.contains("may change only its webhooks' rules and clientConfig.caBundle"),
         "{message}"
     );
-    let ignored = dry_update(&|c| c["webhooks"][0]["failurePolicy"] = json!("Ignore")).await;
+    let ignored = dry_update(&own, |c: &mut Value| {
+        c["webhooks"][0]["failurePolicy"] = json!("Ignore")
+    })
+    .await;
     refused(ignored, "failurePolicy Ignore");
-    let narrowed = dry_update(&|c| {
+    let narrowed = dry_update(&own, |c: &mut Value| {
         c["webhooks"][0]["rules"] = json!([{"apiGroups": [""], "apiVersions": ["v1"],
                                             "operations": ["CREATE"], "resources": ["services"]}]);
     })
     .await;
     let message = refused(narrowed, "rules without pods");
     assert!(message.contains("seeing pod creates"), "{message}");
-    let annotated = dry_update(&|c| {
+    let annotated = dry_update(&own, |c: &mut Value| {
         c["metadata"]["annotations"] = json!({"cert-manager.io/inject-ca-from": "evil/ca"});
     })
     .await;
@@ -710,6 +699,30 @@ async fn until_granted(client: &Client, account: &str, groups: &str, namespace: 
                 answer["status"]["allowed"].as_bool().filter(|allowed| *allowed)
             })
             .await;
+        }
+    }
+}
+
+/// A dry run of `change` to the configuration `outfit` as stored now. outfit, which leads,
+/// writes it too (its CA, its rules): a replace of a version it has just written over is refused
+/// as a conflict (409, seen in CI) before the guard is asked, so such a refusal is tried again on
+/// the newer version (webhook configurations take no update without a resourceVersion).
+async fn dry_update(
+    own: &kube::Api<DynamicObject>,
+    change: impl Fn(&mut Value),
+) -> Result<DynamicObject, kube::Error> {
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let mut tries = 0;
+    loop {
+        let mut value = serde_json::to_value(own.get("outfit").await.unwrap()).unwrap();
+        change(&mut value);
+        let changed: DynamicObject = serde_json::from_value(value).unwrap();
+        match own.replace("outfit", &dry, &changed).await {
+            Err(kube::Error::Api(status)) if status.code == 409 && tries < 10 => tries += 1,
+            result => return result,
         }
     }
 }
