@@ -9,6 +9,9 @@
 # Environment: OUTFIT_CP_STOP_TIMEOUT  seconds to wait after SIGTERM (default 10)
 set -euo pipefail
 
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
+
 [ $# -eq 1 ] || { sed -n '2,9p' "$0" >&2; exit 2; }
 if [ ! -d "$1" ]; then
   printf '[control-plane] %s does not exist; nothing to stop\n' "$1" >&2
@@ -21,9 +24,8 @@ log() { printf '[control-plane] %s\n' "$*" >&2; }
 
 # ours PID: alive (not a zombie waiting for init to reap it) and started for this state dir.
 ours() {
-  local cmdline state
-  state="$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null)" || return 1
-  [ -n "$state" ] && [ "$state" != Z ] || return 1
+  local cmdline
+  cp_running "$1" || return 1
   cmdline="$(tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline")" || return 1
   case "$cmdline" in *"$STATE_DIR/"*) return 0 ;; *) return 1 ;; esac
 }

@@ -86,6 +86,14 @@ cp_start_daemon() {
   cp_die "$(basename "$pid_file" .pid) did not write its pid file"
 }
 
+# cp_running PID: alive and not a zombie (one that has exited waits for init to reap it, which
+# on this VM can take seconds: kill -0 alone would count it alive).
+cp_running() {
+  local state
+  state="$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null)" || return 1
+  [ -n "$state" ] && [ "$state" != Z ]
+}
+
 cp_binaries_present() {
   cp_kubernetes_present && cp_snapshotter_present && [ -x "$CP_REGISTRY" ] && [ -x "$CP_KUBE_ROUTER" ]
 }

@@ -277,13 +277,6 @@ free_port() {
 }
 
 # ----------------------------------------------------------------------------------------- down
-# running PID: alive and not a zombie (one that has exited waits for init to reap it).
-running() {
-  local state
-  state="$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null)" || return 1
-  [ -n "$state" ] && [ "$state" != Z ]
-}
-
 # stop NAME: TERM, then KILL after 10 s, if the pid file's process still names NODE_DIR.
 stop() {
   local pid cmdline _
@@ -291,7 +284,7 @@ stop() {
   cmdline="$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline")" || true
   case "$cmdline" in *"$STATE_DIR/"*|*"$RUN/"*) ;; *) rm -f "$NODE_DIR/$1.pid"; return 0 ;; esac
   kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 100); do running "$pid" || break; sleep 0.1; done
+  for _ in $(seq 1 100); do cp_running "$pid" || break; sleep 0.1; done
   kill -KILL "$pid" 2>/dev/null || true
   rm -f "$NODE_DIR/$1.pid"
 }
@@ -375,7 +368,7 @@ down() {
     case "$(readlink "$link")" in "$NODE_DIR/"*) rm -f "$link" ;; esac
   done
   local other_kubelet=0
-  for pid in $(pgrep -x kubelet || true); do running "$pid" && other_kubelet=1; done
+  for pid in $(pgrep -x kubelet || true); do cp_running "$pid" && other_kubelet=1; done
   [ "$other_kubelet" = 1 ] || rm -f /var/lib/kubelet/device-plugins/kubelet.sock
   rm -f /var/lib/cni/results/outfit-* 2>/dev/null || true
   rmdir /var/log/containers /var/lib/kubelet/device-plugins /var/lib/kubelet /var/lib/cni/results \

@@ -311,10 +311,12 @@ impl<C: ClusterCalls> Lifecycle<C> {
         let mut due = Vec::new();
         for pod in pods {
             let claim = storage_claim_of(&pod).and_then(|name| self.cache.claim(name));
-            let events = pod
-                .uid()
-                .map(|uid| self.cache.events_of(&uid))
-                .unwrap_or_default();
+            // Only a start under way reads its Events (next_step asks them of no other pod), so
+            // the pass over every pod each second collects and sorts none for the started ones.
+            let events = match pod.uid() {
+                Some(uid) if progress::stage(&pod) == progress::Stage::Creating => self.cache.events_of(&uid),
+                _ => Vec::new(),
+            };
             let next = match next_step(&pod, claim.as_deref(), &events, now) {
                 Next::Wait => match culling::due(&pod, &self.config, now) {
                     Some(cull) => Next::Cull(cull),

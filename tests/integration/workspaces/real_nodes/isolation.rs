@@ -71,18 +71,7 @@ async fn a_workspace_is_reached_by_the_ingress_and_the_backend_alone_and_reaches
     let url = &urls[0];
     let mut ips = Vec::new();
     for user in ["alice", "bob"] {
-        let (status, created) = backend
-            .post("/create_pod", json!({"yaml_url": url, "user_id": user}))
-            .await;
-        assert_eq!(status, 200, "{created}");
-        let pod_name = created["pod_name"].as_str().unwrap().to_owned();
-        let (_, ready) = backend
-            .post(
-                "/watch_create_pod",
-                json!({"user_id": user, "pod_name": pod_name}),
-            )
-            .await;
-        assert_eq!(ready, json!({"ready": true}), "{user}");
+        let pod_name = deic_ready(&backend, url, user).await;
         let (_, listed) = backend.post("/get_pods", json!({"user_id": user})).await;
         ips.push((pod_name, listed[0]["pod_ip"].as_str().unwrap().to_owned()));
     }

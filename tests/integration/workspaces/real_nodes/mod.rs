@@ -113,6 +113,31 @@ spec:
     readinessProbe: {httpGet: {path: /ready, port: 8888}, periodSeconds: 1}
 "#;
 
+/// Creates a pod of the manifest at `url` for `user` through deic-dk's API and waits until it is
+/// ready (which takes the kubelet's probe finding the server listening): the pod's name.
+async fn deic_ready(backend: &Backend, url: &str, user: &str) -> String {
+    let (status, created) = backend
+        .post(
+            "/create_pod",
+            serde_json::json!({"yaml_url": url, "user_id": user}),
+        )
+        .await;
+    assert_eq!(status, 200, "{created}");
+    let pod_name = created["pod_name"].as_str().unwrap().to_owned();
+    let (status, ready) = backend
+        .post(
+            "/watch_create_pod",
+            serde_json::json!({"user_id": user, "pod_name": pod_name}),
+        )
+        .await;
+    assert_eq!(
+        (status, &ready),
+        (200, &serde_json::json!({"ready": true})),
+        "{user}"
+    );
+    pod_name
+}
+
 /// Launches the catalogue entry `entry` as alice and follows its progress stream to its end: the
 /// workspace's name and the stream's events.
 async fn launch_and_follow(backend: &Backend, entry: &str) -> (String, Vec<(String, serde_json::Value)>) {

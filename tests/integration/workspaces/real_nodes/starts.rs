@@ -22,19 +22,7 @@ async fn deic_dk_tokens_are_read_from_the_running_container_of_a_pulled_image() 
     } = on_real_node(ns, &[("tokens", &tokens)], "").await;
     let url = &urls[0];
 
-    let (status, created) = backend
-        .post("/create_pod", json!({"yaml_url": url, "user_id": "alice@dtu.dk"}))
-        .await;
-    assert_eq!(status, 200, "{created}");
-    let pod_name = created["pod_name"].as_str().unwrap().to_owned();
-    // Ready only once the kubelet's probe found the server listening in the container.
-    let (status, ready) = backend
-        .post(
-            "/watch_create_pod",
-            json!({"user_id": "alice@dtu.dk", "pod_name": pod_name}),
-        )
-        .await;
-    assert_eq!((status, &ready), (200, &json!({"ready": true})));
+    let pod_name = deic_ready(&backend, url, "alice@dtu.dk").await;
 
     // The image came from the cluster's registry under deic-dk's rewritten name, pulled by the
     // kubelet.
@@ -129,14 +117,7 @@ async fn a_native_launch_streams_the_real_pull_and_serves_from_the_node() {
     );
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let pod = pods
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .next()
-        .expect("the workspace's pod");
+    let pod = pods.get(&name).await.unwrap();
     let pod_ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap();
     assert!(get(&pod_ip, 8888, "/").await.contains("web"), "the image's page");
     let (status, _): (u16, Value) = backend
