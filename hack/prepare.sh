@@ -13,8 +13,9 @@
 #   chromium, chromedriver, python3-selenium            the web page's browser test (Selenium
 #                                                       for Debian's /usr/bin/python3)
 #   containerd, runc, the CNI plugins, iptables, ipset,  the real node (hack/control-plane/
-#   busybox-static                                      real-node.sh) and its images
-#                                                       (tests/tools/node-images)
+#   busybox-static, socat                               real-node.sh) and its images
+#                                                       (tests/tools/node-images); socat carries
+#                                                       the pods' API server address to it
 # and from the Go module proxy, into ${OUTFIT_CACHE_DIR:-~/.cache/outfit} (once per version):
 #   kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok,
 #   the external-snapshotter's snapshot-controller and CRDs,
@@ -45,8 +46,8 @@ done
 
 missing=()
 packages=(openssl curl util-linux iproute2 jq python3 python3-selenium chromium chromium-driver
-          containerd runc containernetworking-plugins iptables ipset busybox-static)
-for tool in openssl curl setsid ss jq python3 chromium chromedriver containerd runc iptables ipset; do
+          containerd runc containernetworking-plugins iptables ipset busybox-static socat)
+for tool in openssl curl setsid ss jq python3 chromium chromedriver containerd runc iptables ipset socat; do
   command -v "$tool" >/dev/null || missing+=("$tool")
 done
 /usr/bin/python3 -c 'import selenium' 2>/dev/null || missing+=(python3-selenium)

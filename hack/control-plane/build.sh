@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Build a real kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, etcd
+# Build a real kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, etcd
 # and kwok from Go modules (no Docker, no downloads other than the Go module
 # proxy) into a version-keyed cache directory:
 #
 #   ${OUTFIT_CACHE_DIR:-$HOME/.cache/outfit}/control-plane/k8s-<ver>-etcd-<ver>-kwok-<ver>/bin/
-#     {kube-apiserver,kube-controller-manager,kube-scheduler,kubelet,etcd,kwok,kwok-crds/,kwok-stages/}
+#     {kube-apiserver,kube-controller-manager,kube-scheduler,kubelet,kube-proxy,etcd,kwok,kwok-crds/,kwok-stages/}
 #
 # the real node's image registry (tests/tools/registry) into .../control-plane/registry-<go.mod's hash>/bin/,
 #
@@ -182,7 +182,7 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$src_root" "$stage"
 
 t_all=$(cp_now_ms)
-cp_log "building kube-apiserver, kube-controller-manager, kube-scheduler v$KUBERNETES_VERSION, etcd v$ETCD_VERSION and kwok v$KWOK_VERSION ($(go version | cut -d' ' -f3), $(nproc) cores)"
+cp_log "building kube-apiserver, kube-controller-manager, kube-scheduler, the kubelet and kube-proxy v$KUBERNETES_VERSION, etcd v$ETCD_VERSION and kwok v$KWOK_VERSION ($(go version | cut -d' ' -f3), $(nproc) cores)"
 cp_log "  GOMODCACHE=$(go env GOMODCACHE) GOCACHE=$(go env GOCACHE)"
 
 # ---------------------------------------------------------------- kubernetes
@@ -190,7 +190,7 @@ cp_log "  GOMODCACHE=$(go env GOMODCACHE) GOCACHE=$(go env GOCACHE)"
 # upstream's go.mod replaces with ./staging/src/... to the published v0.X.Y.
 # kube-apiserver, kube-controller-manager and kube-scheduler are tools of the
 # same module, so they share one dependency graph and one compile cache.
-k8s_cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
+k8s_cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 t=$(cp_now_ms)
 mod="$src_root/kubernetes"
 rm -rf "$mod"; mkdir -p "$mod"

@@ -42,6 +42,8 @@ CP_KWOK="$CP_BIN_DIR/kwok"
 # The real node's (real-node.sh): the kubelet of the same release, and the image registry
 # (tests/tools/registry, the Distribution project's registry with the filesystem storage only).
 CP_KUBELET="$CP_BIN_DIR/kubelet"
+# kube-proxy (iptables mode): Services, and the API server's in-cluster address, for its pods.
+CP_KUBE_PROXY="$CP_BIN_DIR/kube-proxy"
 # kube-router, its firewall alone: the real node's NetworkPolicies enforced.
 CP_KUBE_ROUTER="$CP_CACHE_ROOT/kube-router-${KUBE_ROUTER_VERSION}/bin/kube-router"
 # Keyed by its go.mod, which pins the registry's version.
@@ -99,7 +101,7 @@ cp_binaries_present() {
 }
 cp_kubernetes_present() {
   [ -x "$CP_KUBE_APISERVER" ] && [ -x "$CP_KUBE_CONTROLLER_MANAGER" ] && [ -x "$CP_KUBE_SCHEDULER" ] \
-    && [ -x "$CP_KUBELET" ] && [ -x "$CP_ETCD" ] && [ -x "$CP_KWOK" ] && [ -d "$CP_KWOK_CRD_DIR" ] && [ -d "$CP_KWOK_STAGE_DIR" ]
+    && [ -x "$CP_KUBELET" ] && [ -x "$CP_KUBE_PROXY" ] && [ -x "$CP_ETCD" ] && [ -x "$CP_KWOK" ] && [ -d "$CP_KWOK_CRD_DIR" ] && [ -d "$CP_KWOK_STAGE_DIR" ]
 }
 cp_snapshotter_present() {
   [ -x "$CP_SNAPSHOT_CONTROLLER" ] && [ -s "$CP_SNAPSHOT_CRD_DIR/snapshot.storage.k8s.io_volumesnapshots.yaml" ]

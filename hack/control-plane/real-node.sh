@@ -37,6 +37,7 @@ NODE_POD_CIDR=10.88.0.0/24
 KUBELET_PORT=10250
 REGISTRY_HOST=registry.outfit.test   # images are named for it; containerd maps it to the registry
 NODE_TOKEN="outfit-node-0-token"     # in up.sh's tokens.csv with --real-nodes
+PROXY_TOKEN="outfit-kube-proxy-token" # likewise, for system:kube-proxy
 START_TIMEOUT="${OUTFIT_CP_START_TIMEOUT:-90}"
 REPO="$(cd "$CP_HERE/../.." && pwd)"
 # The kubelet's changes to the host's sysctls (pitfall 3) and the bridge's ip_forward, restored
@@ -67,13 +68,13 @@ wait_for() {
 
 # ------------------------------------------------------------------------------------------- up
 up() {
-  for tool in containerd ctr runc iptables ipset ip openssl curl python3 jq; do
+  for tool in containerd ctr runc iptables ipset ip openssl curl python3 jq socat; do
     command -v "$tool" >/dev/null || cp_die "$tool is required for a real node (hack/prepare.sh installs it)"
   done
   [ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] \
     || cp_die "the CNI plugins are required for a real node (Debian's containernetworking-plugins)"
   [ "$(id -u)" = 0 ] || cp_die "a real node runs containers: it needs root"
-  for bin in "$CP_KUBELET" "$CP_REGISTRY" "$CP_KUBE_ROUTER"; do
+  for bin in "$CP_KUBELET" "$CP_KUBE_PROXY" "$CP_REGISTRY" "$CP_KUBE_ROUTER"; do
     [ -x "$bin" ] || cp_die "no $bin (hack/control-plane/build.sh builds it)"
   done
   [ -f "$STATE_DIR/env" ] || [ -f "$STATE_DIR/kubeconfig" ] || cp_die "no control plane in $STATE_DIR (up.sh first)"
@@ -251,6 +252,57 @@ EOF
   wait_for kube-router 30 "$NODE_DIR/kube-router.log" curl -fsS --max-time 1 "http://127.0.0.1:$router_health/healthz"
   cp_log "kube-router (pid $(pid_of kube-router)) enforcing NetworkPolicies in $(cp_elapsed "$t")"
 
+  # ---- the API server's in-cluster address (the Service default/kubernetes, 10.96.0.1:443), for
+  # pods such as outfit's own: the API server listens on 127.0.0.1 alone, which no pod reaches, so
+  # socat carries the node's address to it, and the Service's endpoints (which the API server,
+  # with --endpoint-reconciler-type=none, leaves to us) name the node's address. TLS passes
+  # through: the API server's certificate names 10.96.0.1.
+  t=$(cp_now_ms)
+  local api_port=${api_url##*:}
+  : >"$NODE_DIR/api-forward.log"
+  start_daemon api-forward socat "TCP-LISTEN:$api_port,bind=$NODE_IP,fork,reuseaddr" "TCP:127.0.0.1:$api_port"
+  kapi POST /api/v1/namespaces/default/endpoints "$(jq -cn --arg ip "$NODE_IP" --argjson port "$api_port" '{
+    apiVersion: "v1", kind: "Endpoints",
+    metadata: {name: "kubernetes", labels: {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+    subsets: [{addresses: [{ip: $ip}], ports: [{name: "https", port: $port, protocol: "TCP"}]}]}')" >/dev/null
+  kapi POST /apis/discovery.k8s.io/v1/namespaces/default/endpointslices "$(jq -cn --arg ip "$NODE_IP" --argjson port "$api_port" '{
+    apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice",
+    metadata: {name: "kubernetes", labels: {"kubernetes.io/service-name": "kubernetes",
+                                            "endpointslice.kubernetes.io/managed-by": "real-node.sh.outfit.dev"}},
+    addressType: "IPv4",
+    endpoints: [{addresses: [$ip], conditions: {ready: true}}],
+    ports: [{name: "https", port: $port, protocol: "TCP"}]}')" >/dev/null
+
+  # ---- kube-proxy (iptables): Services' addresses, for pods and for this machine (the API server
+  # calls a webhook at its Service's address). As system:kube-proxy, whose rights (the bootstrap
+  # role system:node-proxier) are all it needs.
+  local proxy_health proxy_metrics
+  proxy_health=$(free_port)
+  proxy_metrics=$(free_port)
+  sed -e "s/^- name: outfit-admin$/- name: system:kube-proxy/" \
+      -e "s/^    user: outfit-admin$/    user: system:kube-proxy/" \
+      -e "s/^    token: .*/    token: $PROXY_TOKEN/" "$STATE_DIR/kubeconfig" >"$NODE_DIR/kube-proxy.kubeconfig"
+  chmod 600 "$NODE_DIR/kube-proxy.kubeconfig"
+  cat >"$NODE_DIR/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+clientConnection: {kubeconfig: $NODE_DIR/kube-proxy.kubeconfig}
+hostnameOverride: $NODE_NAME
+clusterCIDR: $NODE_POD_CIDR
+healthzBindAddress: 127.0.0.1:$proxy_health
+metricsBindAddress: 127.0.0.1:$proxy_metrics
+# NodePorts on the node's address only, not on 127.0.0.1 (which would set route_localnet); the
+# host's conntrack table and timeouts left as they are.
+nodePortAddresses: ["$NODE_IP/32"]
+iptables: {localhostNodePorts: false}
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+EOF
+  : >"$NODE_DIR/kube-proxy.log"
+  start_daemon kube-proxy "$CP_KUBE_PROXY" --config="$NODE_DIR/kube-proxy.yaml" --v=1
+  wait_for kube-proxy 30 "$NODE_DIR/kube-proxy.log" curl -fsS --max-time 1 "http://127.0.0.1:$proxy_health/healthz"
+  cp_log "kube-proxy (pid $(pid_of kube-proxy)) and the API server at $NODE_IP:$api_port for pods in $(cp_elapsed "$t")"
+
   cat >"$STATE_DIR/node.env" <<EOF
 export REAL_NODE_NAMES='$NODE_NAME'
 export REAL_NODE_IP='$NODE_IP'
@@ -282,7 +334,8 @@ stop() {
   local pid cmdline _
   pid=$(pid_of "$1"); [ -n "$pid" ] || return 0
   cmdline="$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline")" || true
-  case "$cmdline" in *"$STATE_DIR/"*|*"$RUN/"*) ;; *) rm -f "$NODE_DIR/$1.pid"; return 0 ;; esac
+  # Ours if it names the node's directories, or (socat) listens on the node's address.
+  case "$cmdline" in *"$STATE_DIR/"*|*"$RUN/"*|*"bind=$NODE_IP,"*) ;; *) rm -f "$NODE_DIR/$1.pid"; return 0 ;; esac
   kill -TERM "$pid" 2>/dev/null || true
   for _ in $(seq 1 100); do cp_running "$pid" || break; sleep 0.1; done
   kill -KILL "$pid" 2>/dev/null || true
@@ -324,6 +377,8 @@ down() {
     for id in $("${ctr[@]}" containers ls -q 2>/dev/null); do "${ctr[@]}" containers delete "$id" >/dev/null 2>&1 || true; done
   fi
   stop kube-router
+  stop kube-proxy
+  stop api-forward
   stop kubelet
   stop containerd
   stop registry
@@ -343,11 +398,16 @@ down() {
   # The kubelet's and kube-router's iptables chains (pitfall 4; kube-router's --cleanup-config
   # panics in v2.1.0): each table restored without the KUBE- chains and the rules that jump to
   # them, everything else as it is. Rules carry quoted comments, which a shell loop would split.
-  local table
-  for table in filter nat mangle raw; do
-    iptables-save -t "$table" 2>/dev/null | grep -q -- 'KUBE-' || continue
-    iptables-save -t "$table" | grep -v -E -- '^:KUBE-|^-A KUBE-|-j KUBE-' | iptables-restore -T "$table" \
-      || cp_log "could not remove the KUBE- chains of the $table table"
+  # IPv6's tables too: the kubelet and kube-proxy make their chains in both families.
+  local table family
+  for family in ip ip6; do
+    command -v "${family}tables-save" >/dev/null || continue
+    for table in filter nat mangle raw; do
+      "${family}tables-save" -t "$table" 2>/dev/null | grep -q -- 'KUBE-' || continue
+      "${family}tables-save" -t "$table" | grep -v -E -- '^:KUBE-|^-A KUBE-|-j KUBE-' \
+        | "${family}tables-restore" -T "$table" \
+        || cp_log "could not remove the KUBE- chains of the $family $table table"
+    done
   done
   # kube-router's ipsets (its --cleanup-config panics in v2.1.0: the reference's pitfall), once no
   # rule refers to them.

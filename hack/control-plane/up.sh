@@ -240,6 +240,8 @@ fi
 if [ "$REAL_NODES" -gt 0 ]; then
   # The real node's kubelet, as the Node authorizer knows nodes (real-node.sh).
   printf '%s\n' 'outfit-node-0-token,system:node:outfit-node-0,uid-outfit-node-0,"system:nodes"' >>"$STATE_DIR/tokens.csv"
+  # Its kube-proxy, which the bootstrap RBAC (system:node-proxier) knows by this name.
+  printf '%s\n' 'outfit-kube-proxy-token,system:kube-proxy,uid-kube-proxy' >>"$STATE_DIR/tokens.csv"
 fi
 chmod 600 "$STATE_DIR/tokens.csv"
 cp_log "certificates and token file ready in $(cp_elapsed "$t")"

@@ -22,14 +22,14 @@ use crate::{
 };
 
 /// Real Helm, with its configuration, cache and data under the test binary's tmp directory.
-struct Helm {
+pub(crate) struct Helm {
     binary: PathBuf,
     home: PathBuf,
 }
 
 impl Helm {
     /// Helm, built on first use (a few minutes the first time, cached in ~/.cache/outfit).
-    fn get() -> &'static Helm {
+    pub(crate) fn get() -> &'static Helm {
         static HELM: OnceLock<Helm> = OnceLock::new();
         HELM.get_or_init(|| {
             let output = Command::new(repo_root().join("hack/helm/build.sh"))
@@ -68,7 +68,7 @@ impl Helm {
     }
 
     /// Runs `helm ARGS` and returns its stdout, failing the test with helm's stderr otherwise.
-    fn ok(&self, args: &[&str], kubeconfig: Option<&Path>) -> String {
+    pub(crate) fn ok(&self, args: &[&str], kubeconfig: Option<&Path>) -> String {
         let output = self.run(args, kubeconfig);
         assert!(
             output.status.success(),

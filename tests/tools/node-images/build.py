@@ -13,9 +13,12 @@ Images (see IMAGES below; adding one is adding an entry):
   tokens  web, plus a fresh random 32-hex-char token in /tmp/key (mode 600) before serving
           ($TOKEN_FILES), which is where the backend reads it (by exec) from a deic-dk image's
           first container
+  outfit  with --outfit-binary PATH only: that outfit binary as /usr/local/bin/outfit (the
+          entrypoint, as in hack/image's image), the shared libraries `ldd` names for it (a test
+          build is dynamic; the release image's is static), and the CA bundle; user 65532
 
-usage: build.py --registry HOST:PORT [--name-prefix PREFIX] [--only NAME ...]
-       build.py --oci-archive DIR [--name-prefix PREFIX] [--only NAME ...]
+usage: build.py --registry HOST:PORT [--name-prefix PREFIX] [--only NAME ...] [--outfit-binary PATH]
+       build.py --oci-archive DIR [--name-prefix PREFIX] [--only NAME ...] [--outfit-binary PATH]
 
   --registry HOST:PORT  push each image as <prefix>/<name>:1 to http://HOST:PORT (Distribution API,
                         plain HTTP, no auth)
@@ -23,7 +26,8 @@ usage: build.py --registry HOST:PORT [--name-prefix PREFIX] [--only NAME ...]
                         (the image is named <prefix>/<name>:1, normalized as the kubelet looks it
                         up: outfit-test/web:1 becomes docker.io/outfit-test/web:1)
   --name-prefix PREFIX  repository prefix, default outfit-test
-  --only NAME ...       build only these images (default: all)
+  --only NAME ...       build only these images (default: all, outfit only with --outfit-binary)
+  --outfit-binary PATH  the binary of the outfit image
 
 Both --registry and --oci-archive may be given. SOURCE_DATE_EPOCH sets the files' mtime (default
 0). Each image's manifest digest is printed on stdout, one line per image.
@@ -235,6 +239,48 @@ def with_web(what):
     return add
 
 
+CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+
+
+def shared_libraries(binary):
+    """The files the dynamic loader maps for `binary`, the loader itself among them, by the paths
+    `ldd` prints (which are where the binary and the loader look for them)."""
+    listed = subprocess.run(["ldd", binary], check=True, capture_output=True, text=True).stdout
+    paths = []
+    for line in listed.splitlines():
+        words = line.split()
+        if "=>" in words and len(words) > words.index("=>") + 1:
+            path = words[words.index("=>") + 1]
+        elif words and words[0].startswith("/"):
+            path = words[0]  # the loader: "/lib64/ld-linux-x86-64.so.2 (0x...)"
+        else:
+            continue  # linux-vdso.so.1, which the kernel provides
+        if path.startswith("/"):
+            paths.append(path)
+    return sorted(set(paths))
+
+
+def with_outfit(binary):
+    """outfit as a test build makes it, with what a dynamic binary needs to start."""
+    def add(layer, image):
+        def file_with_parents(path, data, mode):
+            parts = path.strip("/").split("/")
+            for depth in range(1, len(parts)):
+                directory = "/" + "/".join(parts[:depth])
+                if directory.lstrip("/") not in layer.entries:
+                    layer.dir(directory)
+            layer.file(path, data, mode=mode)
+
+        with open(binary, "rb") as f:
+            file_with_parents("/usr/local/bin/outfit", f.read(), 0o755)
+        for library in shared_libraries(binary):
+            with open(library, "rb") as f:  # through any symlink: the file itself
+                file_with_parents(library, f.read(), 0o755)
+        with open(CA_BUNDLE, "rb") as f:
+            file_with_parents(CA_BUNDLE, f.read(), 0o644)
+    return add
+
+
 @dataclasses.dataclass(frozen=True)
 class Image:
     contents: tuple  # functions (layer, image name) adding files, after base_tree
@@ -244,6 +290,9 @@ class Image:
     user: str = ""
     workdir: str = ""
     ports: tuple = ()  # "8888/tcp"
+    # gzip's level: 9 for the small images; 1 for outfit's, a hundred megabytes of test build
+    # that level 9 takes seconds over
+    compression: int = 9
 
 
 WEB_SERVING = dict(entrypoint=["/usr/local/bin/serve"], user="%d:%d" % JOVYAN,
@@ -288,8 +337,12 @@ class Built:
         return {digest_of(self.layer): self.layer, digest_of(self.config): self.config}
 
 
-def build(name, mtime):
-    spec = IMAGES[name]
+def outfit_image(binary):
+    return Image(contents=(with_outfit(binary),), entrypoint=["/usr/local/bin/outfit"],
+                 user="65532:65532", compression=1)
+
+
+def build(name, mtime, spec):
     layer = Tree(mtime)
     for add in (base_tree, *spec.contents):
         add(layer, name)
@@ -297,7 +350,8 @@ def build(name, mtime):
 
     compressed = io.BytesIO()
     # No file name and mtime 0 in the gzip header, so the digest depends on the contents only.
-    with gzip.GzipFile(filename="", mode="wb", fileobj=compressed, mtime=0) as gz:
+    with gzip.GzipFile(filename="", mode="wb", fileobj=compressed, mtime=0,
+                       compresslevel=spec.compression) as gz:
         gz.write(layer_tar)
     layer_blob = compressed.getvalue()
 
@@ -437,9 +491,17 @@ def main():
     parser.add_argument("--oci-archive", metavar="DIR", help="write DIR/<name>.tar")
     parser.add_argument("--name-prefix", default="outfit-test", metavar="PREFIX",
                         help="repository prefix (default: outfit-test)")
-    parser.add_argument("--only", nargs="+", choices=sorted(IMAGES), metavar="NAME",
-                        help=f"build only these images, of: {', '.join(IMAGES)}")
+    parser.add_argument("--only", nargs="+", choices=sorted([*IMAGES, "outfit"]), metavar="NAME",
+                        help=f"build only these images, of: {', '.join(IMAGES)}, outfit")
+    parser.add_argument("--outfit-binary", metavar="PATH", help="the outfit image's binary")
     args = parser.parse_args()
+    images = dict(IMAGES)
+    if args.outfit_binary:
+        if not os.access(args.outfit_binary, os.X_OK):
+            parser.error(f"--outfit-binary {args.outfit_binary}: not an executable file")
+        images["outfit"] = outfit_image(args.outfit_binary)
+    elif args.only and "outfit" in args.only:
+        parser.error("the outfit image needs --outfit-binary PATH")
     if not args.registry and not args.oci_archive:
         parser.error("give --registry HOST:PORT, --oci-archive DIR, or both")
     if args.registry and "/" in args.registry:
@@ -451,8 +513,8 @@ def main():
         os.makedirs(args.oci_archive, exist_ok=True)
 
     started = time.monotonic()
-    for name in args.only or IMAGES:
-        image = build(name, mtime)
+    for name in args.only or images:
+        image = build(name, mtime, images[name])
         repo = f"{prefix}/{name}" if prefix else name
         done = []
         if args.oci_archive:

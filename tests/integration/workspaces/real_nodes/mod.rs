@@ -5,10 +5,12 @@
 //! container, a NetworkPolicy that drops packets. Each test names what it checks that a kwok node
 //! cannot show.
 //!
-//! - `starts`: pulls, probes, deic-dk's tokens, user namespaces, PodDefaults, pulls planned ahead;
+//! - `starts`: pulls, probes, deic-dk's tokens, user namespaces, pulls planned ahead;
+//! - `install`: outfit installed from its own image, its webhook mutating a workspace;
 //! - `isolation`: the NetworkPolicy of each workspace, enforced;
 //! - `lifecycle`: a home across a stop and a start, idle culling on what the workspace reports.
 
+mod install;
 mod isolation;
 mod lifecycle;
 mod starts;

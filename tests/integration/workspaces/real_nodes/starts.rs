@@ -152,63 +152,6 @@ async fn a_user_namespace_on_a_runtime_without_them_fails_the_start_and_says_why
     .await;
 }
 
-/// Fails on kwok: the pod would be stored mutated, but no kubelet would mount the ConfigMap nor
-/// start a process with the env, and `exec` would run on this machine. Here `outfit serve`, from
-/// the cluster's PodDefaults, mutates the workspace pod the backend creates, and the real kubelet
-/// runs it so: the env in the process, the PodDefault's volume mounted.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_poddefault_mutates_the_workspace_on_the_way_in_and_the_node_runs_it_so() {
-    use crate::e2e::{Webhook, register};
-    use k8s_openapi::api::core::v1::ConfigMap;
-
-    let ns = "rn-poddefault";
-    let OnRealNode {
-        plane,
-        client,
-        backend,
-        ..
-    } = on_real_node(ns, &[("web", WEB)], "").await;
-    crate::support::install_crds(&client).await;
-    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let datasets: ConfigMap = serde_json::from_value(json!({
-        "metadata": {"name": "datasets"}, "data": {"README": "mounted by a PodDefault"}
-    }))
-    .unwrap();
-    config_maps.create(&Default::default(), &datasets).await.unwrap();
-    let pod_defaults = outfit_test_support::control_plane::api(
-        &client,
-        Some(ns),
-        &outfit_test_support::control_plane::resource(
-            "kubeflow.org",
-            "v1alpha1",
-            "PodDefault",
-            "poddefaults",
-        ),
-    );
-    let datasets: kube::api::DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "kubeflow.org/v1alpha1", "kind": "PodDefault", "metadata": {"name": "datasets"},
-        "spec": {"selector": {}, "desc": "the site's datasets",
-                 "env": [{"name": "DATASETS", "value": "/data"}],
-                 "volumes": [{"name": "datasets", "configMap": {"name": "datasets"}}],
-                 "volumeMounts": [{"name": "datasets", "mountPath": "/data"}]}
-    }))
-    .unwrap();
-    pod_defaults.create(&Default::default(), &datasets).await.unwrap();
-    let webhook = Webhook::start_with(&["--from-cluster"], &[("KUBECONFIG", plane.kubeconfig())]);
-    register(&client, &webhook, "rn-poddefault", ns).await;
-
-    let name = launched_ready(&backend, ALICE, "web").await;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let seen = exec(
-        &pods,
-        &name,
-        &["sh", "-c", "echo \"$DATASETS\"; cat /data/README"],
-    )
-    .await;
-    assert_eq!(seen, "/data\nmounted by a PodDefault", "{seen}");
-    webhook.assert_running();
-}
-
 /// Fails on kwok: its nodes list no images and pull nothing. Here the planner's pull pod makes the
 /// real kubelet pull the entry's image before anyone launches it, the node then lists it, and the
 /// launch's container starts from the image already on the node.
