@@ -7,6 +7,7 @@
 #     {kube-apiserver,kube-controller-manager,kube-scheduler,kubelet,kube-proxy,etcd,kwok,kwok-crds/,kwok-stages/}
 #
 # the real node's image registry (tests/tools/registry) into .../control-plane/registry-<go.mod's hash>/bin/,
+# its CSI driver's node side (tests/tools/csi-node) into .../control-plane/csi-node-<its hash>/bin/,
 #
 # and the external-snapshotter's snapshot-controller with its CRDs (node mode)
 # into a directory of their own, keyed by their version only:
@@ -137,6 +138,22 @@ build_registry() {
   cp_log "  registry compiled in $(cp_elapsed "$t")"
 }
 
+# ---------------------------------------------------------------- csi-node
+# The node side of the real node's CSI driver (tests/tools/csi-node), built as the registry is.
+build_csi_node() {
+  local t mod
+  t=$(cp_now_ms)
+  mod="$(dirname "$(dirname "$CP_CSI_NODE")")/src"
+  rm -rf "$mod"; mkdir -p "$mod" "$(dirname "$CP_CSI_NODE")"
+  cp "$CP_HERE/../../tests/tools/csi-node/"{go.mod,go.sum,main.go} "$mod/"
+  cp_log "building csi-node (tests/tools/csi-node)"
+  GO_BUILD_WRAP=("${TIMEV[@]}" "${NICE[@]}")
+  go_aligned_build "$CP_VERSION_DIR/src/kubernetes" "$mod" csi-node -trimpath -ldflags "-s -w" \
+    -o "$CP_CSI_NODE.tmp" .
+  mv "$CP_CSI_NODE.tmp" "$CP_CSI_NODE"
+  cp_log "  csi-node compiled in $(cp_elapsed "$t")"
+}
+
 # ---------------------------------------------------------------- kube-router
 # The real node's NetworkPolicy enforcement (real-node.sh runs its firewall alone).
 build_kube_router() {
@@ -166,6 +183,9 @@ build_the_rest_if_missing() {
   fi
   if [ "$force" = 1 ] || [ ! -x "$CP_KUBE_ROUTER" ]; then
     build_kube_router
+  fi
+  if [ "$force" = 1 ] || [ ! -x "$CP_CSI_NODE" ]; then
+    build_csi_node
   fi
 }
 if [ "$force" = 0 ] && cp_kubernetes_present; then

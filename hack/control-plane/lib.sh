@@ -44,6 +44,8 @@ CP_KWOK="$CP_BIN_DIR/kwok"
 CP_KUBELET="$CP_BIN_DIR/kubelet"
 # kube-proxy (iptables mode): Services, and the API server's in-cluster address, for its pods.
 CP_KUBE_PROXY="$CP_BIN_DIR/kube-proxy"
+# The node side of the real node's CSI driver (tests/tools/csi-node), keyed by its source.
+CP_CSI_NODE="$CP_CACHE_ROOT/csi-node-$(cat "$CP_HERE/../../tests/tools/csi-node/"{go.mod,main.go} | sha256sum | cut -c1-12)/bin/csi-node"
 # kube-router, its firewall alone: the real node's NetworkPolicies enforced.
 CP_KUBE_ROUTER="$CP_CACHE_ROOT/kube-router-${KUBE_ROUTER_VERSION}/bin/kube-router"
 # Keyed by its go.mod, which pins the registry's version.
@@ -97,7 +99,8 @@ cp_running() {
 }
 
 cp_binaries_present() {
-  cp_kubernetes_present && cp_snapshotter_present && [ -x "$CP_REGISTRY" ] && [ -x "$CP_KUBE_ROUTER" ]
+  cp_kubernetes_present && cp_snapshotter_present && [ -x "$CP_REGISTRY" ] && [ -x "$CP_KUBE_ROUTER" ] \
+    && [ -x "$CP_CSI_NODE" ]
 }
 cp_kubernetes_present() {
   [ -x "$CP_KUBE_APISERVER" ] && [ -x "$CP_KUBE_CONTROLLER_MANAGER" ] && [ -x "$CP_KUBE_SCHEDULER" ] \

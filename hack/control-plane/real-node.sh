@@ -38,6 +38,7 @@ KUBELET_PORT=10250
 REGISTRY_HOST=registry.outfit.test   # images are named for it; containerd maps it to the registry
 NODE_TOKEN="outfit-node-0-token"     # in up.sh's tokens.csv with --real-nodes
 PROXY_TOKEN="outfit-kube-proxy-token" # likewise, for system:kube-proxy
+CSI_DRIVER=provisioner.outfit.test   # the provisioner stand-in's (outfit-test-support)
 START_TIMEOUT="${OUTFIT_CP_START_TIMEOUT:-90}"
 REPO="$(cd "$CP_HERE/../.." && pwd)"
 # The kubelet's changes to the host's sysctls (pitfall 3) and the bridge's ip_forward, restored
@@ -74,7 +75,7 @@ up() {
   [ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] \
     || cp_die "the CNI plugins are required for a real node (Debian's containernetworking-plugins)"
   [ "$(id -u)" = 0 ] || cp_die "a real node runs containers: it needs root"
-  for bin in "$CP_KUBELET" "$CP_KUBE_PROXY" "$CP_REGISTRY" "$CP_KUBE_ROUTER"; do
+  for bin in "$CP_KUBELET" "$CP_KUBE_PROXY" "$CP_REGISTRY" "$CP_KUBE_ROUTER" "$CP_CSI_NODE"; do
     [ -x "$bin" ] || cp_die "no $bin (hack/control-plane/build.sh builds it)"
   done
   [ -f "$STATE_DIR/env" ] || [ -f "$STATE_DIR/kubeconfig" ] || cp_die "no control plane in $STATE_DIR (up.sh first)"
@@ -237,6 +238,25 @@ EOF
   wait_for "the kubelet's node $NODE_NAME" "$START_TIMEOUT" "$NODE_DIR/kubelet.log" node_ready
   cp_log "kubelet (pid $(pid_of kubelet)) with node $NODE_NAME Ready in $(cp_elapsed "$t")"
 
+  # ---- the node side of the CSI driver provisioner.outfit.test (tests/tools/csi-node): the
+  # kubelet mounts a claim's volume by bind-mounting its directory of STATE_DIR/node-local-volumes,
+  # which the provisioner stand-in (in the test process) makes, copies for snapshots and restores.
+  t=$(cp_now_ms)
+  local registration="$NODE_DIR/kubelet/plugins_registry/outfit-csi.sock"
+  # A unix socket's path holds at most 107 bytes.
+  [ "${#registration}" -le 107 ] \
+    || cp_die "the CSI registration socket's path is too long for a unix socket (${#registration} bytes): $registration; use a shorter STATE_DIR"
+  mkdir -p "$STATE_DIR/node-local-volumes" "$(dirname "$registration")"
+  : >"$NODE_DIR/csi-node.log"
+  start_daemon csi-node "$CP_CSI_NODE" --driver="$CSI_DRIVER" --node-id="$NODE_NAME" \
+    --volumes-dir="$STATE_DIR/node-local-volumes" --endpoint="$RUN/csi.sock" --registration="$registration"
+  csi_registered() {
+    kapi GET "/apis/storage.k8s.io/v1/csinodes/$NODE_NAME" \
+      | jq -e --arg d "$CSI_DRIVER" 'any(.spec.drivers[]?; .name == $d)'
+  }
+  wait_for "the CSI driver's registration with the kubelet" 30 "$NODE_DIR/csi-node.log" csi_registered
+  cp_log "csi-node (pid $(pid_of csi-node)) registered as $CSI_DRIVER in $(cp_elapsed "$t")"
+
   # ---- kube-router's firewall: NetworkPolicies enforced (the bridge CNI enforces none). Pod to
   # pod traffic on one bridge crosses iptables only with bridge-nf-call-iptables.
   t=$(cp_now_ms)
@@ -377,6 +397,7 @@ down() {
     for id in $("${ctr[@]}" containers ls -q 2>/dev/null); do "${ctr[@]}" containers delete "$id" >/dev/null 2>&1 || true; done
   fi
   stop kube-router
+  stop csi-node
   stop kube-proxy
   stop api-forward
   stop kubelet

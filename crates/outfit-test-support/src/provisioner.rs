@@ -12,15 +12,18 @@
 //! [`RESTORED_FROM`]).
 //!
 //! [`NODE_LOCAL_CLASS`] is for the test cluster's real node (`up.sh --real-nodes 1`), whose kubelet
-//! mounts what it is given: its volumes are `hostPath` directories the stand-in makes under the
-//! plane's state directory (as Rancher's local-path-provisioner makes them on a node), so a home
-//! there holds real files, mounted into the workspace by the real kubelet. It stands in for a CSI
-//! driver because none can be built here (csi-driver-host-path is not on the Go module proxy);
-//! its volumes have no snapshots.
+//! mounts what it is given: its volumes are CSI volumes of the same driver whose data is a
+//! directory the stand-in makes under the plane's state directory, which the real node's CSI
+//! driver (`tests/tools/csi-node`) bind-mounts into pods; a snapshot is a copy of that directory,
+//! and a volume restored from it starts as a copy of the copy (`provisioner/node_local.rs`). So a
+//! home there holds real files, mounted into the workspace by the real kubelet, and comes back
+//! from a snapshot with them. The stand-in's part is a CSI driver's controller side (no CSI driver
+//! can be built here: csi-driver-host-path is not on the Go module proxy).
 //!
 //! It runs in the test process, on a thread of its own (a test's runtime ends with the test), once
 //! per process and API server, polling every 200 ms.
 
+mod node_local;
 mod snapshots;
 
 use std::{
@@ -38,6 +41,7 @@ use kube::{
 use serde_json::json;
 
 use crate::control_plane::{ControlPlane, api, client_from, resource};
+use node_local::NodeLocal;
 use snapshots::Restore;
 pub use snapshots::{FAILING_SNAPSHOT_CLASS, REFUSAL, RESTORED_FROM, SNAPSHOT_CLASS, STUCK_SNAPSHOT_CLASS};
 
@@ -46,7 +50,7 @@ pub const CLASS: &str = "outfit-test-provisioned";
 /// A class of the same provisioner that does not allow expansion.
 pub const FIXED_CLASS: &str = "outfit-test-fixed";
 /// A class of the same provisioner whose volumes are directories on this machine, which the real
-/// node mounts.
+/// node's CSI driver mounts, with snapshots that copy them.
 pub const NODE_LOCAL_CLASS: &str = "outfit-test-node-local";
 /// Its provisioner's name, which is also its CSI driver's (as with real CSI drivers; a driver's
 /// name is a DNS subdomain, so no `/`).
@@ -93,7 +97,7 @@ pub async fn ensure(plane: &ControlPlane) {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     if started.insert(kubeconfig.clone()) {
-        let node_local = NodeLocal(plane.state_dir.join("node-local-volumes"));
+        let node_local = NodeLocal::of(&plane.state_dir);
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -108,7 +112,7 @@ pub async fn ensure(plane: &ControlPlane) {
                     if let Err(error) = pass(&client, &node_local, &mut notes).await {
                         notes.error("a pass over claims and volumes", &error);
                     }
-                    if let Err(error) = snapshots::pass(&client, PROVISIONER).await {
+                    if let Err(error) = snapshots::pass(&client, PROVISIONER, &node_local).await {
                         notes.error("a pass over VolumeSnapshotContents", &error);
                     }
                     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -175,24 +179,6 @@ impl Notes {
     }
 }
 
-/// Where the volumes of [`NODE_LOCAL_CLASS`] are made: one directory each, named for the volume.
-struct NodeLocal(PathBuf);
-
-impl NodeLocal {
-    fn path(&self, volume: &str) -> PathBuf {
-        self.0.join(volume)
-    }
-
-    /// A directory anyone may write, as the workspace's user (not root) writes its home.
-    fn make(&self, volume: &str) -> std::io::Result<PathBuf> {
-        use std::os::unix::fs::PermissionsExt;
-        let path = self.path(volume);
-        std::fs::create_dir_all(&path)?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777))?;
-        Ok(path)
-    }
-}
-
 /// One look at every claim and volume of the class. A claim whose turn fails does not hold up
 /// the others.
 async fn pass(client: &Client, node_local: &NodeLocal, notes: &mut Notes) -> Result<(), kube::Error> {
@@ -242,8 +228,10 @@ async fn pass(client: &Client, node_local: &NodeLocal, notes: &mut Notes) -> Res
                 Err(kube::Error::Api(status)) if status.code == 404 => {}
                 Err(error) => return Err(error),
             }
-            if volume.data["spec"]["storageClassName"] == NODE_LOCAL_CLASS {
-                let _ = std::fs::remove_dir_all(node_local.path(&name));
+            if volume.data["spec"]["storageClassName"] == NODE_LOCAL_CLASS
+                && let Some(handle) = volume.data["spec"]["csi"]["volumeHandle"].as_str()
+            {
+                node_local.remove_volume(handle);
             }
         }
     }
@@ -269,21 +257,24 @@ async fn serve(
     match bound {
         None if claim.metadata.deletion_timestamp.is_none() => {
             let mut annotations = json!({"pv.kubernetes.io/provisioned-by": PROVISIONER});
+            let mut from = None;
             match snapshots::restore(client, claim, PROVISIONER).await? {
                 Restore::Empty => {}
                 Restore::Wait(why) => return Ok(Some(why)),
-                Restore::From(snapshot) => annotations[RESTORED_FROM] = json!(snapshot),
+                Restore::From { snapshot, handle } => {
+                    annotations[RESTORED_FROM] = json!(snapshot);
+                    from = Some(handle);
+                }
             }
             let name = format!("pvc-{uid}");
-            let source = if claim.data["spec"]["storageClassName"] == NODE_LOCAL_CLASS {
-                let Ok(path) = node_local.make(&name) else {
-                    return Ok(Some(format!("cannot make {}", node_local.path(&name).display())));
-                };
-                json!({"hostPath": {"path": path, "type": "Directory"}})
-            } else {
-                json!({"csi": {"driver": PROVISIONER, "volumeHandle": format!("outfit-test-{uid}")}})
-            };
-            let mut volume = json!({
+            let handle = format!("outfit-test-{uid}");
+            if claim.data["spec"]["storageClassName"] == NODE_LOCAL_CLASS
+                && let Err(error) = node_local.make(&handle, from.as_deref())
+            {
+                let path = node_local.volume(&handle);
+                return Ok(Some(format!("cannot make {}: {error}", path.display())));
+            }
+            let volume = json!({
                 "apiVersion": "v1", "kind": "PersistentVolume",
                 "metadata": {"name": name, "annotations": annotations},
                 "spec": {
@@ -293,13 +284,10 @@ async fn serve(
                     "persistentVolumeReclaimPolicy": "Delete",
                     "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                                  "namespace": claim.metadata.namespace, "name": claim.metadata.name,
-                                 "uid": uid}
+                                 "uid": uid},
+                    "csi": {"driver": PROVISIONER, "volumeHandle": handle}
                 }
             });
-            volume["spec"]
-                .as_object_mut()
-                .expect("a spec")
-                .extend(source.as_object().expect("a source").clone());
             let volume: DynamicObject = serde_json::from_value(volume).expect("a volume");
             match volumes.create(&PostParams::default(), &volume).await {
                 Ok(_) => {}

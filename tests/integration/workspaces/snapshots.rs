@@ -41,7 +41,7 @@ async fn snapshots(client: &Client, ns: &str) -> Vec<VolumeSnapshot> {
 /// Follows `name` to ready; if it ends elsewhere, the failure says where every snapshot and claim
 /// of `ns` stood (a start from a snapshot waits on the snapshot controller, the stand-in driver and
 /// the controller manager's binder, and the events alone don't say which held it).
-async fn follow_restore_to_ready(
+pub(super) async fn follow_restore_to_ready(
     backend: &Backend,
     (client, ns): (&Client, &str),
     caller: Caller<'_>,
@@ -85,7 +85,7 @@ fn home_snapshot(workspace: &Workspace) -> Option<(String, String)> {
 }
 
 /// Stops `name` as `caller` and waits for the snapshot of that stop to say `reason`; its message.
-async fn stop_until_snapshot(
+pub(super) async fn stop_until_snapshot(
     backend: &Backend,
     (client, ns): (&Client, &str),
     caller: Caller<'_>,
@@ -236,7 +236,7 @@ async fn every_stop_snapshots_the_home_and_a_removed_home_comes_back_from_its_ne
 }
 
 /// Where `claim` came from: outfit's mark on it, and the stand-in driver's on its volume.
-async fn restored_from(client: &Client, claim: &PersistentVolumeClaim) -> (String, String) {
+pub(super) async fn restored_from(client: &Client, claim: &PersistentVolumeClaim) -> (String, String) {
     let mark = claim.metadata.annotations.as_ref().unwrap()["outfit.dev/restored-from"].clone();
     let volume = claim.spec.as_ref().unwrap().volume_name.clone().expect("bound");
     let volume = Api::<PersistentVolume>::all(client.clone())

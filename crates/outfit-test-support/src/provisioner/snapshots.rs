@@ -18,6 +18,8 @@
 //! snapshot holds (a driver refuses that; the claim just stays Pending, with no Event, and the
 //! snapshot-controller refuses to delete a snapshot a Pending claim restores from).
 
+use std::io::Write;
+
 use kube::{
     Client,
     api::{Api, DynamicObject, ListParams, Patch, PatchParams},
@@ -26,6 +28,7 @@ use kube::{
 use outfit_core::quantity;
 use serde_json::{Value, json};
 
+use super::node_local::NodeLocal;
 use crate::control_plane::{api, create, resource};
 
 /// A VolumeSnapshotClass of the stand-in whose snapshots are ready at once.
@@ -73,8 +76,9 @@ pub(crate) async fn ensure_classes(client: &Client, driver: &str) {
     }
 }
 
-/// One look at every VolumeSnapshotContent of `driver`, answering as its sidecar would.
-pub(crate) async fn pass(client: &Client, driver: &str) -> Result<(), kube::Error> {
+/// One look at every VolumeSnapshotContent of `driver`, answering as its sidecar would; a
+/// snapshot of a volume of `node_local` is a copy of its directory.
+pub(crate) async fn pass(client: &Client, driver: &str, node_local: &NodeLocal) -> Result<(), kube::Error> {
     let contents = contents(client);
     for content in contents.list(&ListParams::default()).await?.items {
         if content.data["spec"]["driver"] != driver {
@@ -82,7 +86,7 @@ pub(crate) async fn pass(client: &Client, driver: &str) -> Result<(), kube::Erro
         }
         if content.metadata.deletion_timestamp.is_some() {
             if should_delete(&content) {
-                delete(&contents, &content).await?;
+                delete(&contents, &content, node_local).await?;
             }
             continue;
         }
@@ -101,8 +105,20 @@ pub(crate) async fn pass(client: &Client, driver: &str) -> Result<(), kube::Erro
             }),
             _ => {
                 let uid = content.metadata.uid.as_deref().unwrap_or_default();
+                let handle = format!("snapshot-{uid}");
+                if node_local.holds(volume_handle)
+                    && let Err(error) = node_local.cut(volume_handle, &handle)
+                {
+                    // Not ready, and the next pass tries again, as a driver's sidecar retries.
+                    let name = content.metadata.name.as_deref().unwrap_or_default();
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "[provisioner stand-in] cutting {name} of {volume_handle}: {error}"
+                    );
+                    continue;
+                }
                 let mut status = json!({
-                    "snapshotHandle": format!("snapshot-{uid}"),
+                    "snapshotHandle": handle,
                     "creationTime": i64::try_from(jiff::Timestamp::now().as_nanosecond()).unwrap_or(i64::MAX),
                     "readyToUse": true
                 });
@@ -144,11 +160,16 @@ fn should_delete(content: &DynamicObject) -> bool {
 
 /// Deletes the snapshot (with `deletionPolicy: Delete`: the status loses its handle, as the
 /// sidecar clears it after the driver's DeleteSnapshot), then takes the finalizer off.
-async fn delete(contents: &Api<DynamicObject>, content: &DynamicObject) -> Result<(), kube::Error> {
+async fn delete(
+    contents: &Api<DynamicObject>,
+    content: &DynamicObject,
+    node_local: &NodeLocal,
+) -> Result<(), kube::Error> {
     let name = content.metadata.name.as_deref().unwrap_or_default();
     if content.data["spec"]["deletionPolicy"] == "Delete"
-        && content.data["status"]["snapshotHandle"].is_string()
+        && let Some(handle) = content.data["status"]["snapshotHandle"].as_str()
     {
+        node_local.remove_snapshot(handle);
         let cleared = json!({"status": {"snapshotHandle": null, "readyToUse": null,
                                         "creationTime": null, "restoreSize": null}});
         contents
@@ -202,8 +223,8 @@ pub(crate) enum Restore {
     Empty,
     /// A snapshot not (yet) fit to restore from (why): no volume for now.
     Wait(String),
-    /// The named VolumeSnapshot of the claim's namespace.
-    From(String),
+    /// The VolumeSnapshot `snapshot` of the claim's namespace, whose driver's handle is `handle`.
+    From { snapshot: String, handle: String },
 }
 
 /// Whether `claim` restores from a VolumeSnapshot (its `dataSourceRef`, else its `dataSource`),
@@ -242,15 +263,18 @@ pub(crate) async fn restore(
     let content_name = status["boundVolumeSnapshotContentName"]
         .as_str()
         .unwrap_or_default();
-    match contents(client).get_opt(content_name).await? {
-        Some(content) if content.data["spec"]["driver"] == driver => {}
+    let handle = match contents(client).get_opt(content_name).await? {
+        Some(content) if content.data["spec"]["driver"] == driver => content.data["status"]["snapshotHandle"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
         Some(_) => return Ok(Restore::Wait(format!("{content_name} is another driver's"))),
         None => {
             return Ok(Restore::Wait(format!(
                 "no VolumeSnapshotContent {content_name:?}"
             )));
         }
-    }
+    };
     let wanted = spec["resources"]["requests"]["storage"].as_str().map_or(0, bytes);
     let holds = status["restoreSize"].as_str().map_or(0, bytes);
     if wanted < holds {
@@ -258,5 +282,8 @@ pub(crate) async fn restore(
             "the claim asks for {wanted} bytes, VolumeSnapshot {name} holds {holds}"
         )));
     }
-    Ok(Restore::From(name.to_owned()))
+    Ok(Restore::From {
+        snapshot: name.to_owned(),
+        handle,
+    })
 }

@@ -1,27 +1,37 @@
 //! What a workspace keeps and loses over time on the real node: its home across a stop and a
-//! start, and its pod when its own server says it is idle.
+//! start and back from a snapshot, and its pod when its own server says it is idle.
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::Api;
 use outfit_test_support::provisioner;
+use outfit_workspaces_core::resource::Workspace;
 
-use super::{super::storage::launched_ready, *};
+use super::{
+    super::{
+        snapshots::{follow_restore_to_ready, restored_from, stop_until_snapshot},
+        storage::{claims_gone, launched_ready, only_claim, uid},
+    },
+    *,
+};
 
 /// Fails on kwok: no kubelet mounts the claim there, and `exec` runs on this machine, where
-/// `/home/jovyan/work` does not exist. Here the real kubelet mounts the user's claim (a directory
-/// of the provisioner stand-in's node-local class) into the container; a file written in it by
-/// the workspace's user outlives the pod, and the next start mounts it again.
+/// `/home/jovyan/work` does not exist. Here the real kubelet mounts the user's claim (a CSI volume
+/// of the provisioner stand-in's node-local class, bind-mounted by the node's CSI driver) into the
+/// container; a file written in it by the workspace's user outlives the pod, the next start mounts
+/// it again, and when the claim is lost while the workspace is stopped, the start makes the home
+/// again from the snapshot of that stop, the file in it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_file_in_the_home_survives_a_stop_and_a_start() {
+async fn a_file_in_the_home_survives_a_stop_and_a_start_and_comes_back_from_its_snapshot() {
     provisioner::ensure(ControlPlane::with_real_node()).await;
     let ns = "rn-home";
     // The catalogue entry mounts the home where deic-dk's manifests do.
     let web = deic_manifest("web", "").replace("LOCALREGISTRY", "registry.outfit.test");
     let extra = format!(
-        "storageStrategy: per-user\nstorageClassName: {}\n",
-        provisioner::NODE_LOCAL_CLASS
+        "storageStrategy: per-user\nstorageClassName: {}\nsnapshotClassName: {}\nsnapshotTimeout: 60s\n",
+        provisioner::NODE_LOCAL_CLASS,
+        provisioner::SNAPSHOT_CLASS
     );
     let OnRealNode { client, backend, .. } = on_real_node(ns, &[("web", &web)], &extra).await;
     let alice = ALICE;
@@ -29,33 +39,51 @@ async fn a_file_in_the_home_survives_a_stop_and_a_start() {
 
     // Written by the workspace's user (1000, the image's), in the home the kubelet mounted.
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let written = exec(
-        &pods,
-        &name,
-        &[
-            "sh",
-            "-c",
-            "id -u > /home/jovyan/work/kept && cat /home/jovyan/work/kept",
-        ],
-    )
-    .await;
+    let write = "id -u > /home/jovyan/work/kept && cat /home/jovyan/work/kept";
+    let written = exec(&pods, &name, &["sh", "-c", write]).await;
     assert_eq!(written.trim(), "1000");
 
-    let (status, answer) = backend
-        .call(alice, "POST", &format!("/api/v1/workspaces/{name}/stop"), None)
-        .await;
-    assert_eq!(status, 202, "{answer}");
-    eventually("the pod gone", Duration::from_secs(60), || async {
-        pods.get_opt(&name).await.unwrap().is_none()
-    })
-    .await;
-    let (status, answer) = backend
-        .call(alice, "POST", &format!("/api/v1/workspaces/{name}/start"), None)
-        .await;
-    assert_eq!(status, 202, "{answer}");
+    let start = |name: &str| {
+        let path = format!("/api/v1/workspaces/{name}/start");
+        let backend = &backend;
+        async move {
+            let (status, answer) = backend.call(alice, "POST", &path, None).await;
+            assert_eq!(status, 202, "{answer}");
+        }
+    };
+    let pod_gone = || async {
+        eventually("the pod gone", Duration::from_secs(60), || async {
+            pods.get_opt(&name).await.unwrap().is_none()
+        })
+        .await
+    };
+    stop_until_snapshot(&backend, (&client, ns), alice, (&name, "SnapshotReady")).await;
+    pod_gone().await;
+    start(&name).await;
     backend.follow_to_ready(alice, &name).await;
     let kept = exec(&pods, &name, &["cat", "/home/jovyan/work/kept"]).await;
     assert_eq!(kept.trim(), "1000", "the file written before the stop");
+
+    // Lost while stopped (its claim deleted by hand): the start makes it again from the newest
+    // snapshot, the one of that stop, and the file is in it.
+    stop_until_snapshot(&backend, (&client, ns), alice, (&name, "SnapshotReady")).await;
+    pod_gone().await;
+    let records: Api<Workspace> = Api::namespaced(client.clone(), ns);
+    let record = records.get(&name).await.unwrap();
+    let newest = record.metadata.annotations.as_ref().unwrap()["outfit.dev/snapshot"].clone();
+    let lost = only_claim(&client, ns).await;
+    Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns)
+        .delete(lost.metadata.name.as_deref().unwrap(), &Default::default())
+        .await
+        .unwrap();
+    claims_gone(&client, ns, "the home lost").await;
+    start(&name).await;
+    follow_restore_to_ready(&backend, (&client, ns), alice, &name).await;
+    let again = only_claim(&client, ns).await;
+    assert_ne!(uid(&again), uid(&lost));
+    assert_eq!(restored_from(&client, &again).await, (newest.clone(), newest));
+    let restored = exec(&pods, &name, &["cat", "/home/jovyan/work/kept"]).await;
+    assert_eq!(restored.trim(), "1000", "the file, from the snapshot");
 }
 
 /// Fails on kwok: nothing answers at a kwok pod's address, so the busy workspace would be culled
