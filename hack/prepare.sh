@@ -12,14 +12,18 @@
 #   python3                                             the deic-dk compatibility client
 #   chromium, chromedriver, python3-selenium            the web page's browser test (Selenium
 #                                                       for Debian's /usr/bin/python3)
-#   containerd, runc, the CNI plugins, iptables, ipset,  the real node (hack/control-plane/
+#   runc, the CNI plugins, iptables, ipset,             the real node (hack/control-plane/
 #   busybox-static, socat                               real-node.sh) and its images
 #                                                       (tests/tools/node-images); socat carries
-#                                                       the pods' API server address to it
+#                                                       the pods' API server address to it;
+#                                                       Debian's runc (1.1) is the node's
+#                                                       runtime handler without user namespaces
+#   gcc, pkg-config, libseccomp-dev                     the real node's runc, built with cgo
 # and from the Go module proxy, into ${OUTFIT_CACHE_DIR:-~/.cache/outfit} (once per version):
 #   kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok,
 #   the external-snapshotter's snapshot-controller and CRDs,
-#   the real node's kubelet, registry and kube-router                   hack/control-plane/build.sh
+#   the real node's kubelet, kube-proxy, containerd, runc, CSI driver,
+#   registry and kube-router                                            hack/control-plane/build.sh
 #   helm                                                                 hack/helm/build.sh
 #   zitadel/oidc's example provider, the sign-in tests' (Go's build cache) tests/tools/oidc-provider
 # --benchmarks: Gatekeeper's engine for hack/bench-gatekeeper.sh        hack/gatekeeper-baseline/build.sh
@@ -46,12 +50,16 @@ done
 
 missing=()
 packages=(openssl curl util-linux iproute2 jq python3 python3-selenium chromium chromium-driver
-          containerd runc containernetworking-plugins iptables ipset busybox-static socat)
-for tool in openssl curl setsid ss jq python3 chromium chromedriver containerd runc iptables ipset socat; do
+          runc containernetworking-plugins iptables ipset busybox-static socat gcc pkg-config
+          libseccomp-dev)
+for tool in openssl curl setsid ss jq python3 chromium chromedriver runc iptables ipset socat; do
   command -v "$tool" >/dev/null || missing+=("$tool")
 done
 /usr/bin/python3 -c 'import selenium' 2>/dev/null || missing+=(python3-selenium)
 [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+# runc (built by hack/control-plane/build.sh) is cgo, with libseccomp.
+command -v gcc >/dev/null || missing+=(gcc)
+pkg-config --exists libseccomp 2>/dev/null || missing+=(libseccomp-dev)
 # The node images are made of a static busybox (a dynamic one would need a libc in each image).
 { [ -x /bin/busybox ] && ! LC_ALL=C readelf -l /bin/busybox 2>/dev/null | grep -q 'program interpreter'; } \
   || missing+=(busybox-static)

@@ -8,6 +8,7 @@
 #
 # the real node's image registry (tests/tools/registry) into .../control-plane/registry-<go.mod's hash>/bin/,
 # its CSI driver's node side (tests/tools/csi-node) into .../control-plane/csi-node-<its hash>/bin/,
+# its containerd and runc into .../control-plane/containerd-<ver>-runc-<ver>/bin/,
 #
 # and the external-snapshotter's snapshot-controller with its CRDs (node mode)
 # into a directory of their own, keyed by their version only:
@@ -154,6 +155,37 @@ build_csi_node() {
   cp_log "  csi-node compiled in $(cp_elapsed "$t")"
 }
 
+# ---------------------------------------------------------------- containerd 2 and runc
+# The real node's runtime: containerd (with its runc shim and ctr), aligned to Kubernetes' modules
+# (the CRI and client-go are shared), and runc, with cgo (its nsenter is C) and libseccomp (the
+# RuntimeDefault seccomp profile pods ask for).
+build_runtime() {
+  local t mod stage_r cmd
+  t=$(cp_now_ms)
+  mod="$(dirname "$CP_RUNTIME_DIR")/src"
+  stage_r="$(dirname "$CP_RUNTIME_DIR")/bin.tmp.$$"
+  rm -rf "$stage_r"; mkdir -p "$stage_r"
+  go_tool_module "$mod/containerd" containerd "github.com/containerd/containerd/v2/cmd/containerd@v$CONTAINERD_VERSION" \
+    || cp_die "go get containerd v$CONTAINERD_VERSION failed (log: $mod/containerd/go-get.log)"
+  cp_log "building containerd v$CONTAINERD_VERSION (containerd, containerd-shim-runc-v2, ctr) and runc v$RUNC_VERSION"
+  GO_BUILD_WRAP=("${TIMEV[@]}" "${NICE[@]}")
+  for cmd in containerd containerd-shim-runc-v2 ctr; do
+    go_aligned_build "$CP_VERSION_DIR/src/kubernetes" "$mod/containerd" "$cmd" -trimpath \
+      -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=v$CONTAINERD_VERSION" \
+      -o "$stage_r/$cmd" "github.com/containerd/containerd/v2/cmd/$cmd"
+  done
+  go_tool_module "$mod/runc" runc "github.com/opencontainers/runc@v$RUNC_VERSION" \
+    || cp_die "go get runc v$RUNC_VERSION failed (log: $mod/runc/go-get.log)"
+  ( cd "$mod/runc" && CGO_ENABLED=1 "${GO_BUILD_WRAP[@]}" go build -tags seccomp -trimpath \
+      -ldflags "-s -w -X main.version=$RUNC_VERSION" -o "$stage_r/runc" github.com/opencontainers/runc ) \
+    || cp_die "building runc v$RUNC_VERSION failed (above; it needs gcc and libseccomp-dev)"
+  cp_reports "$stage_r/containerd" "v$CONTAINERD_VERSION"
+  cp_reports "$stage_r/runc" "runc version $RUNC_VERSION"
+  rm -rf "$CP_RUNTIME_DIR"
+  mv "$stage_r" "$CP_RUNTIME_DIR"
+  cp_log "  containerd and runc compiled in $(cp_elapsed "$t")"
+}
+
 # ---------------------------------------------------------------- kube-router
 # The real node's NetworkPolicy enforcement (real-node.sh runs its firewall alone).
 build_kube_router() {
@@ -186,6 +218,9 @@ build_the_rest_if_missing() {
   fi
   if [ "$force" = 1 ] || [ ! -x "$CP_CSI_NODE" ]; then
     build_csi_node
+  fi
+  if [ "$force" = 1 ] || ! cp_runtime_present; then
+    build_runtime
   fi
 }
 if [ "$force" = 0 ] && cp_kubernetes_present; then

@@ -8,6 +8,7 @@ CP_HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cp_env_kubernetes="${KUBERNETES_VERSION:-}" cp_env_etcd="${ETCD_VERSION:-}" cp_env_kwok="${KWOK_VERSION:-}"
 cp_env_snapshotter="${EXTERNAL_SNAPSHOTTER_VERSION:-}" cp_env_helm="${HELM_VERSION:-}"
 cp_env_kube_router="${KUBE_ROUTER_VERSION:-}"
+cp_env_containerd="${CONTAINERD_VERSION:-}" cp_env_runc="${RUNC_VERSION:-}"
 # shellcheck source-path=SCRIPTDIR source=versions.env
 . "$CP_HERE/versions.env"
 KUBERNETES_VERSION="${cp_env_kubernetes:-$KUBERNETES_VERSION}"
@@ -16,20 +17,26 @@ KWOK_VERSION="${cp_env_kwok:-$KWOK_VERSION}"
 EXTERNAL_SNAPSHOTTER_VERSION="${cp_env_snapshotter:-$EXTERNAL_SNAPSHOTTER_VERSION}"
 HELM_VERSION="${cp_env_helm:-$HELM_VERSION}"
 KUBE_ROUTER_VERSION="${cp_env_kube_router:-$KUBE_ROUTER_VERSION}"
+CONTAINERD_VERSION="${cp_env_containerd:-$CONTAINERD_VERSION}"
+RUNC_VERSION="${cp_env_runc:-$RUNC_VERSION}"
 : "${KUBERNETES_VERSION:?not set in versions.env}"
 : "${ETCD_VERSION:?not set in versions.env}"
 : "${KWOK_VERSION:?not set in versions.env}"
 : "${EXTERNAL_SNAPSHOTTER_VERSION:?not set in versions.env}"
 : "${HELM_VERSION:?not set in versions.env}"
 : "${KUBE_ROUTER_VERSION:?not set in versions.env}"
+: "${CONTAINERD_VERSION:?not set in versions.env}"
+: "${RUNC_VERSION:?not set in versions.env}"
 # They name directories and module versions: release numbers only (1.37.2, not v1.37.2 or a path).
 for cp_pin in "KUBERNETES_VERSION=$KUBERNETES_VERSION" "ETCD_VERSION=$ETCD_VERSION" "KWOK_VERSION=$KWOK_VERSION" \
               "EXTERNAL_SNAPSHOTTER_VERSION=$EXTERNAL_SNAPSHOTTER_VERSION" "HELM_VERSION=$HELM_VERSION" \
-              "KUBE_ROUTER_VERSION=$KUBE_ROUTER_VERSION"; do
+              "KUBE_ROUTER_VERSION=$KUBE_ROUTER_VERSION" "CONTAINERD_VERSION=$CONTAINERD_VERSION" \
+              "RUNC_VERSION=$RUNC_VERSION"; do
   [[ "${cp_pin#*=}" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] \
     || { printf '[control-plane] ERROR: %s: expected a release number such as 1.37.2\n' "$cp_pin" >&2; exit 2; }
 done
-unset cp_pin cp_env_kubernetes cp_env_etcd cp_env_kwok cp_env_snapshotter cp_env_helm cp_env_kube_router
+unset cp_pin cp_env_kubernetes cp_env_etcd cp_env_kwok cp_env_snapshotter cp_env_helm cp_env_kube_router \
+  cp_env_containerd cp_env_runc
 
 CP_CACHE_ROOT="${OUTFIT_CACHE_DIR:-$HOME/.cache/outfit}/control-plane"
 CP_VERSION_DIR="$CP_CACHE_ROOT/k8s-${KUBERNETES_VERSION}-etcd-${ETCD_VERSION}-kwok-${KWOK_VERSION}"
@@ -44,6 +51,12 @@ CP_KWOK="$CP_BIN_DIR/kwok"
 CP_KUBELET="$CP_BIN_DIR/kubelet"
 # kube-proxy (iptables mode): Services, and the API server's in-cluster address, for its pods.
 CP_KUBE_PROXY="$CP_BIN_DIR/kube-proxy"
+# The real node's container runtime: containerd 2 (with its runc shim and ctr) and runc, which run
+# user namespaces.
+CP_RUNTIME_DIR="$CP_CACHE_ROOT/containerd-${CONTAINERD_VERSION}-runc-${RUNC_VERSION}/bin"
+CP_CONTAINERD="$CP_RUNTIME_DIR/containerd"
+CP_CTR="$CP_RUNTIME_DIR/ctr"
+CP_RUNC="$CP_RUNTIME_DIR/runc"
 # The node side of the real node's CSI driver (tests/tools/csi-node), keyed by its source.
 CP_CSI_NODE="$CP_CACHE_ROOT/csi-node-$(cat "$CP_HERE/../../tests/tools/csi-node/"{go.mod,main.go} | sha256sum | cut -c1-12)/bin/csi-node"
 # kube-router, its firewall alone: the real node's NetworkPolicies enforced.
@@ -100,11 +113,14 @@ cp_running() {
 
 cp_binaries_present() {
   cp_kubernetes_present && cp_snapshotter_present && [ -x "$CP_REGISTRY" ] && [ -x "$CP_KUBE_ROUTER" ] \
-    && [ -x "$CP_CSI_NODE" ]
+    && [ -x "$CP_CSI_NODE" ] && cp_runtime_present
 }
 cp_kubernetes_present() {
   [ -x "$CP_KUBE_APISERVER" ] && [ -x "$CP_KUBE_CONTROLLER_MANAGER" ] && [ -x "$CP_KUBE_SCHEDULER" ] \
     && [ -x "$CP_KUBELET" ] && [ -x "$CP_KUBE_PROXY" ] && [ -x "$CP_ETCD" ] && [ -x "$CP_KWOK" ] && [ -d "$CP_KWOK_CRD_DIR" ] && [ -d "$CP_KWOK_STAGE_DIR" ]
+}
+cp_runtime_present() {
+  [ -x "$CP_CONTAINERD" ] && [ -x "$CP_RUNTIME_DIR/containerd-shim-runc-v2" ] && [ -x "$CP_CTR" ] && [ -x "$CP_RUNC" ]
 }
 cp_snapshotter_present() {
   [ -x "$CP_SNAPSHOT_CONTROLLER" ] && [ -s "$CP_SNAPSHOT_CRD_DIR/snapshot.storage.k8s.io_volumesnapshots.yaml" ]

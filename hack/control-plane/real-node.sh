@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A real node for the test cluster: a kubelet of the cluster's release that runs real containers
-# through containerd and runc (Debian's), with a CNI bridge whose pod addresses this machine
+# through containerd 2 and runc (built by build.sh), with a CNI bridge whose pod addresses this machine
 # reaches, pulling the project's own images from a local registry (the Distribution project's,
 # tests/tools/registry). up.sh runs it for --real-nodes 1, down.sh stops it; by hand:
 #
@@ -39,6 +39,7 @@ REGISTRY_HOST=registry.outfit.test   # images are named for it; containerd maps 
 NODE_TOKEN="outfit-node-0-token"     # in up.sh's tokens.csv with --real-nodes
 PROXY_TOKEN="outfit-kube-proxy-token" # likewise, for system:kube-proxy
 CSI_DRIVER=provisioner.outfit.test   # the provisioner stand-in's (outfit-test-support)
+NO_USERNS_HANDLER=runc-without-userns  # a runtime handler (and RuntimeClass) of Debian's runc 1.1
 START_TIMEOUT="${OUTFIT_CP_START_TIMEOUT:-90}"
 REPO="$(cd "$CP_HERE/../.." && pwd)"
 # The kubelet's changes to the host's sysctls (pitfall 3) and the bridge's ip_forward, restored
@@ -69,13 +70,13 @@ wait_for() {
 
 # ------------------------------------------------------------------------------------------- up
 up() {
-  for tool in containerd ctr runc iptables ipset ip openssl curl python3 jq socat; do
+  for tool in runc iptables ipset ip openssl curl python3 jq socat; do
     command -v "$tool" >/dev/null || cp_die "$tool is required for a real node (hack/prepare.sh installs it)"
   done
   [ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] \
     || cp_die "the CNI plugins are required for a real node (Debian's containernetworking-plugins)"
   [ "$(id -u)" = 0 ] || cp_die "a real node runs containers: it needs root"
-  for bin in "$CP_KUBELET" "$CP_KUBE_PROXY" "$CP_REGISTRY" "$CP_KUBE_ROUTER" "$CP_CSI_NODE"; do
+  for bin in "$CP_KUBELET" "$CP_KUBE_PROXY" "$CP_REGISTRY" "$CP_KUBE_ROUTER" "$CP_CSI_NODE" "$CP_CONTAINERD" "$CP_CTR" "$CP_RUNC"; do
     [ -x "$bin" ] || cp_die "no $bin (hack/control-plane/build.sh builds it)"
   done
   [ -f "$STATE_DIR/env" ] || [ -f "$STATE_DIR/kubeconfig" ] || cp_die "no control plane in $STATE_DIR (up.sh first)"
@@ -155,40 +156,52 @@ EOF
             "routes": [{"dst": "0.0.0.0/0"}]}}
 ]}
 EOF
+  # containerd 2 and runc 1.5 (built): user namespaces (hostUsers: false), with idmapped mounts.
+  # Its second runtime handler, $NO_USERNS_HANDLER, runs Debian's runc 1.1, which has no idmapped
+  # mounts, so containerd reports that handler without user namespaces, as a node of containerd
+  # 1.6 or runc 1.1 is: the RuntimeClass of the same name shows what such a node answers.
   cat >"$NODE_DIR/containerd.toml" <<EOF
-version = 2
+version = 3
 root = "$NODE_DIR/containerd"
 state = "$RUN/containerd"
 [grpc]
   address = "$RUN/containerd.sock"
 [ttrpc]
   address = "$RUN/containerd.sock.ttrpc"
-[plugins."io.containerd.internal.v1.opt"]
-  path = "$NODE_DIR/containerd-opt"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "$REGISTRY_HOST/outfit-test/pause:1"
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = "$REGISTRY_HOST/outfit-test/pause:1"
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = "$NODE_DIR/certs.d"
+[plugins.'io.containerd.cri.v1.runtime']
   # Network namespaces under the state directory, not /var/run/netns (pitfall 10).
   netns_mounts_under_state_dir = true
   # Root here lacks CAP_SYS_RESOURCE: runc cannot lower oom_score_adj (pitfall 1).
   restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
     default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        BinaryName = "$CP_RUNC"
         SystemdCgroup = false
         Root = "$RUN/runc"                  # runc's state, not /run/containerd/runc
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.$NO_USERNS_HANDLER]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.$NO_USERNS_HANDLER.options]
+        BinaryName = "$(command -v runc)"
+        SystemdCgroup = false
+        Root = "$RUN/runc"
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ["/usr/lib/cni"]
     conf_dir = "$NODE_DIR/net.d"
-  [plugins."io.containerd.grpc.v1.cri".registry]
-    config_path = "$NODE_DIR/certs.d"
 EOF
   : >"$NODE_DIR/containerd.log"
-  start_daemon containerd containerd --config "$NODE_DIR/containerd.toml" --log-level warn
-  wait_for containerd 30 "$NODE_DIR/containerd.log" ctr --address "$RUN/containerd.sock" version
-  cp_log "containerd (pid $(pid_of containerd)) in $(cp_elapsed "$t")"
+  # Its shim from beside it, not a containerd-shim-runc-v2 of the machine's.
+  start_daemon containerd env "PATH=$CP_RUNTIME_DIR:$PATH" "$CP_CONTAINERD" --config "$NODE_DIR/containerd.toml" --log-level warn
+  wait_for containerd 30 "$NODE_DIR/containerd.log" "$CP_CTR" --address "$RUN/containerd.sock" version
+  cp_log "containerd v$CONTAINERD_VERSION (pid $(pid_of containerd)) in $(cp_elapsed "$t")"
 
   # ---- kubelet
   t=$(cp_now_ms)
@@ -236,6 +249,8 @@ EOF
       and all(.spec.taints[]?; .key != "node.kubernetes.io/not-ready")'
   }
   wait_for "the kubelet's node $NODE_NAME" "$START_TIMEOUT" "$NODE_DIR/kubelet.log" node_ready
+  kapi POST /apis/node.k8s.io/v1/runtimeclasses "$(jq -cn --arg h "$NO_USERNS_HANDLER" '{
+    apiVersion: "node.k8s.io/v1", kind: "RuntimeClass", metadata: {name: $h}, handler: $h}')" >/dev/null
   cp_log "kubelet (pid $(pid_of kubelet)) with node $NODE_NAME Ready in $(cp_elapsed "$t")"
 
   # ---- the node side of the CSI driver provisioner.outfit.test (tests/tools/csi-node): the
@@ -333,6 +348,7 @@ export REGISTRY_HOST='$REGISTRY_HOST'
 export CONTAINERD_ADDRESS='$RUN/containerd.sock'
 export KUBELET_BIN='$CP_KUBELET'
 export KUBELET_PID='$(pid_of kubelet)'
+export RUNTIME_CLASS_WITHOUT_USERNS='$NO_USERNS_HANDLER'
 EOF
   node_started=1
   cp_log "real node up in $(cp_elapsed "$t_up")"
@@ -363,7 +379,7 @@ stop() {
 }
 
 down() {
-  local ctr=(ctr --address "$RUN/containerd.sock" -n k8s.io) id pid
+  local ctr=("$CP_CTR" --address "$RUN/containerd.sock" -n k8s.io) id pid
   [ -d "$NODE_DIR" ] || return 0
   if [ -e "$OWNER" ] && [ "$(cat "$OWNER")" != "$STATE_DIR" ]; then
     cp_log "this machine's real node belongs to $(cat "$OWNER"), not $STATE_DIR: left alone"

@@ -80,6 +80,15 @@ fn a_pod_on_a_runtime_without_user_namespaces_fails_at_once_and_says_so() {
         why.contains("hostUsers: false") && why.contains("does not support user namespaces"),
         "{why}"
     );
+    // The same of the pod's RuntimeClass (seen on the test cluster's real node, whose handler of
+    // runc 1.1 has no user namespaces).
+    let handler_without = sandbox_event(
+        "Failed to create pod sandbox: can't set `spec.hostUsers: false`, RuntimeClass handler \"runc-without-userns\" does not support user namespaces",
+    );
+    let Next::Fail(_, why) = next_step(&pod, None, &[handler_without], early) else {
+        panic!("expected a failure before the deadline, for a RuntimeClass too");
+    };
+    assert!(why.contains("RuntimeClass handler"), "{why}");
     // A sandbox failure the kubelet gets past by retrying waits for the deadline as before.
     let network_not_ready =
         sandbox_event("Failed to create pod sandbox: plugin type=\"bridge\" failed: not ready");

@@ -5,15 +5,18 @@
 //! container, a NetworkPolicy that drops packets. Each test names what it checks that a kwok node
 //! cannot show.
 //!
-//! - `starts`: pulls, probes, deic-dk's tokens, user namespaces, pulls planned ahead;
+//! - `starts`: pulls, probes, deic-dk's tokens, pulls planned ahead;
 //! - `install`: outfit installed from its own image, its webhook mutating a workspace;
 //! - `isolation`: the NetworkPolicy of each workspace, enforced;
-//! - `lifecycle`: a home across a stop and a start, idle culling on what the workspace reports.
+//! - `lifecycle`: a home across a stop and a start and back from a snapshot, idle culling on what
+//!   the workspace reports;
+//! - `userns`: root in the workspace without root on the node, and a runtime that cannot.
 
 mod install;
 mod isolation;
 mod lifecycle;
 mod starts;
+mod userns;
 
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::{

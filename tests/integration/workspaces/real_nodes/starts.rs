@@ -1,4 +1,4 @@
-//! Starts on the real node: what is pulled, probed, read and refused there.
+//! Starts on the real node: what is pulled, probed and read there.
 
 use std::time::Duration;
 
@@ -124,32 +124,6 @@ async fn a_native_launch_streams_the_real_pull_and_serves_from_the_node() {
         .call(alice, "DELETE", &format!("/api/v1/workspaces/{name}"), None)
         .await;
     assert!(matches!(status, 200 | 202 | 204), "{status}");
-}
-
-/// Fails on kwok, where a pod with `hostUsers: false` turns Ready like any other. On this node's
-/// runtime (containerd 1.6, no user namespaces) the kubelet can never make its sandbox and retries
-/// for ever: the backend fails the start at once, saying why, rather than at the create deadline
-/// with a pod stuck in ContainerCreating.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_user_namespace_on_a_runtime_without_them_fails_the_start_and_says_why() {
-    let ns = "rn-userns";
-    let OnRealNode { client, backend, .. } = on_real_node(ns, &[("web", WEB)], "hostUsers: false\n").await;
-
-    let (_, events) = launch_and_follow(&backend, "web").await;
-    let (last, report) = events.last().expect("events");
-    assert_eq!(last, "failed", "{events:?}");
-    let message = report["message"].as_str().unwrap();
-    assert!(
-        message.contains("hostUsers: false") && message.contains("does not support user namespaces"),
-        "{report}"
-    );
-    // Failed on the kubelet's word, not at the deadline (timeoutCreate is 100 s here).
-    assert!(!message.contains("create deadline"), "{report}");
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    eventually("the failed pod removed", Duration::from_secs(30), || async {
-        pods.list(&ListParams::default()).await.unwrap().items.is_empty()
-    })
-    .await;
 }
 
 /// Fails on kwok: its nodes list no images and pull nothing. Here the planner's pull pod makes the

@@ -38,10 +38,13 @@ pub fn last_warning(events: &[Arc<Event>]) -> Option<String> {
 /// What the kubelet said among `events` that no retry of its will change, as "Reason: message":
 /// a sandbox the node's runtime can never make. The kubelet retries it for ever, so the pod would
 /// sit in ContainerCreating until the create deadline, saying nothing of why. Only a user
-/// namespace asked of a runtime without them (containerd before 2.0, runc before 1.2) is known to
-/// be such; other sandbox failures (the network not ready yet, say) pass.
+/// namespace asked of a runtime without them is known to be such: the kubelet says "runtime does
+/// not support user namespaces" of a node's runtime (containerd before 2.0) and "RuntimeClass
+/// handler \"…\" does not support user namespaces" of a pod's RuntimeClass whose handler has none
+/// (runc before 1.2, a sandboxed runtime). Other sandbox failures (the network not ready yet, say)
+/// pass.
 pub fn permanent_failure(events: &[Arc<Event>]) -> Option<String> {
-    const NO_USER_NAMESPACES: &str = "runtime does not support user namespaces";
+    const NO_USER_NAMESPACES: &str = "does not support user namespaces";
     events
         .iter()
         .filter(|e| e.reason.as_deref() == Some("FailedCreatePodSandBox"))
