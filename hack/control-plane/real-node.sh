@@ -139,14 +139,24 @@ EOF
   python3 "$REPO/tests/tools/node-images/build.py" --registry "127.0.0.1:$registry_port" \
     >"$NODE_DIR/images.log" 2>&1 || { cat "$NODE_DIR/images.log" >&2; cp_die "building or pushing the node images failed"; }
   cp_log "registry (pid $(pid_of registry)) at 127.0.0.1:$registry_port with the project's images in $(cp_elapsed "$t")"
+  # The node pulls through a link of OUTFIT_CP_REGISTRY_MBPS megabytes a second, if set (the
+  # start-time benchmark: pulls cost what they do on a site); pushes go to the registry directly.
+  local pull_port=$registry_port
+  if [ -n "${OUTFIT_CP_REGISTRY_MBPS:-}" ]; then
+    pull_port=$(free_port)
+    : >"$NODE_DIR/throttle.log"
+    start_daemon throttle python3 "$CP_HERE/throttle.py" "$pull_port" "$registry_port" "$OUTFIT_CP_REGISTRY_MBPS"
+    wait_for "the registry's throttle" 10 "$NODE_DIR/throttle.log" curl -fsS --max-time 1 "http://127.0.0.1:$pull_port/v2/"
+    cp_log "pulls through 127.0.0.1:$pull_port at $OUTFIT_CP_REGISTRY_MBPS MB/s"
+  fi
 
   # ---- containerd
   t=$(cp_now_ms)
   mkdir -p "$NODE_DIR/cni" "$NODE_DIR/net.d" "$NODE_DIR/certs.d/$REGISTRY_HOST"
   # The registry by its stable name, over plain HTTP (the CRI's pulls, the sandbox's too).
   cat >"$NODE_DIR/certs.d/$REGISTRY_HOST/hosts.toml" <<EOF
-server = "http://127.0.0.1:$registry_port"
-[host."http://127.0.0.1:$registry_port"]
+server = "http://127.0.0.1:$pull_port"
+[host."http://127.0.0.1:$pull_port"]
   capabilities = ["pull", "resolve"]
 EOF
   cat >"$NODE_DIR/net.d/10-outfit.conflist" <<EOF
@@ -349,6 +359,8 @@ export CONTAINERD_ADDRESS='$RUN/containerd.sock'
 export KUBELET_BIN='$CP_KUBELET'
 export KUBELET_PID='$(pid_of kubelet)'
 export RUNTIME_CLASS_WITHOUT_USERNS='$NO_USERNS_HANDLER'
+export CTR_BIN='$CP_CTR'
+export REGISTRY_PULL_MBPS='${OUTFIT_CP_REGISTRY_MBPS:-}'
 EOF
   node_started=1
   cp_log "real node up in $(cp_elapsed "$t_up")"
@@ -419,6 +431,7 @@ down() {
   stop kubelet
   stop containerd
   stop registry
+  stop throttle
   # Shims outlive containerd (pitfall 6).
   for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $RUN/containerd.sock" || true); do
     kill -KILL "$pid" 2>/dev/null || true

@@ -35,6 +35,8 @@
 #   OUTFIT_CP_KCM_ARGS, OUTFIT_CP_SCHEDULER_ARGS, OUTFIT_CP_KWOK_ARGS,
 #   OUTFIT_CP_SNAPSHOT_CONTROLLER_ARGS
 #                              node mode: extra flags (word-split)
+#   OUTFIT_CP_REGISTRY_MBPS    the real node pulls from its registry at this many MB/s in
+#                              all (hack/control-plane/throttle.py; default: no limit)
 #   OUTFIT_CACHE_DIR           see build.sh
 # Stop with: down.sh STATE_DIR
 set -euo pipefail

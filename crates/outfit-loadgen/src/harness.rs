@@ -55,11 +55,13 @@ impl Places {
 
 /// Serves `manifest(name)` at `/<name>.yaml` on loopback (`name` of lowercase letters and
 /// digits; anything else is `web`); returns the port.
-pub async fn serve_manifests(manifest: fn(&str) -> String) -> Result<u16> {
+pub async fn serve_manifests(manifest: impl Fn(&str) -> String + Send + Sync + 'static) -> Result<u16> {
+    let manifest = std::sync::Arc::new(manifest);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let port = listener.local_addr()?.port();
     tokio::spawn(async move {
         while let Ok((mut tcp, _)) = listener.accept().await {
+            let manifest = manifest.clone();
             tokio::spawn(async move {
                 let mut buffer = vec![0u8; 4096];
                 let read = tcp.read(&mut buffer).await.unwrap_or(0);

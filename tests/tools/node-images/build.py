@@ -13,6 +13,9 @@ Images (see IMAGES below; adding one is adding an entry):
   tokens  web, plus a fresh random 32-hex-char token in /tmp/key (mode 600) before serving
           ($TOKEN_FILES), which is where the backend reads it (by exec) from a deic-dk image's
           first container
+  NAME    with --bench-image NAME=BYTES only (outfit-bench/NAME:1 with --name-prefix outfit-bench):
+          web serving on $PORT 80, plus a second layer of BYTES incompressible bytes
+          (/var/filler, stored uncompressed), for the start-time benchmark's real pulls
   outfit  with --outfit-binary PATH only: that outfit binary as /usr/local/bin/outfit (the
           entrypoint, as in hack/image's image), the shared libraries `ldd` names for it (a test
           build is dynamic; the release image's is static), and the CA bundle; user 65532
@@ -28,6 +31,7 @@ usage: build.py --registry HOST:PORT [--name-prefix PREFIX] [--only NAME ...] [-
   --name-prefix PREFIX  repository prefix, default outfit-test
   --only NAME ...       build only these images (default: all, outfit only with --outfit-binary)
   --outfit-binary PATH  the binary of the outfit image
+  --bench-image NAME=BYTES  an image of that name and size (repeatable)
 
 Both --registry and --oci-archive may be given. SOURCE_DATE_EPOCH sets the files' mtime (default
 0). Each image's manifest digest is printed on stdout, one line per image.
@@ -59,6 +63,7 @@ MEDIA_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 MEDIA_INDEX = "application/vnd.oci.image.index.v1+json"
 MEDIA_CONFIG = "application/vnd.oci.image.config.v1+json"
 MEDIA_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
+MEDIA_LAYER_PLAIN = "application/vnd.oci.image.layer.v1.tar"
 
 PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 JOVYAN = (1000, 100)  # uid, gid (group "users"), as in Jupyter's docker-stacks images
@@ -293,6 +298,9 @@ class Image:
     # gzip's level: 9 for the small images; 1 for outfit's, a hundred megabytes of test build
     # that level 9 takes seconds over
     compression: int = 9
+    # Bytes of a second layer of random data, stored uncompressed (gzip would gain nothing), so
+    # that a pull moves that much: the start-time benchmark's images.
+    filler: int = 0
 
 
 WEB_SERVING = dict(entrypoint=["/usr/local/bin/serve"], user="%d:%d" % JOVYAN,
@@ -323,7 +331,7 @@ def canonical_json(value):
 @dataclasses.dataclass
 class Built:
     name: str
-    layer: bytes  # gzipped tar
+    layers: list  # blobs: a gzipped tar, then any uncompressed one
     config: bytes
     manifest: bytes
 
@@ -334,7 +342,24 @@ class Built:
     @property
     def blobs(self):
         """What the manifest refers to, by digest."""
-        return {digest_of(self.layer): self.layer, digest_of(self.config): self.config}
+        blobs = {digest_of(layer): layer for layer in self.layers}
+        blobs[digest_of(self.config)] = self.config
+        return blobs
+
+
+def bench_image(size):
+    return Image(contents=(with_web("busybox httpd serving a copy of /srv; a filler layer."),),
+                 entrypoint=["/usr/local/bin/serve"], env={"PORT": "80"}, user="%d:%d" % JOVYAN,
+                 workdir="/home/jovyan", ports=("80/tcp",), filler=size)
+
+
+def filler_layer(name, size, mtime):
+    """/var/filler: `size` bytes from a generator seeded by the image's name (the same image, the
+    same digest)."""
+    import random
+    layer = Tree(mtime)
+    layer.file("/var/filler", random.Random(name).randbytes(size))
+    return layer.tar()
 
 
 def outfit_image(binary):
@@ -354,6 +379,10 @@ def build(name, mtime, spec):
                        compresslevel=spec.compression) as gz:
         gz.write(layer_tar)
     layer_blob = compressed.getvalue()
+    layers = [(MEDIA_LAYER, layer_blob, layer_tar)]
+    if spec.filler:
+        filler = filler_layer(name, spec.filler, mtime)
+        layers.append((MEDIA_LAYER_PLAIN, filler, filler))
 
     runtime = {"Entrypoint": spec.entrypoint,
                "Env": [PATH_ENV] + [f"{key}={value}" for key, value in spec.env.items()]}
@@ -371,17 +400,17 @@ def build(name, mtime, spec):
         "os": "linux",
         "created": created,
         "config": runtime,
-        "rootfs": {"type": "layers", "diff_ids": [digest_of(layer_tar)]},
+        "rootfs": {"type": "layers", "diff_ids": [digest_of(tar) for _, _, tar in layers]},
         "history": [{"created": created, "created_by": "tests/tools/node-images/build.py"}],
     })
     manifest = canonical_json({
         "schemaVersion": 2,
         "mediaType": MEDIA_MANIFEST,
         "config": {"mediaType": MEDIA_CONFIG, "digest": digest_of(config), "size": len(config)},
-        "layers": [{"mediaType": MEDIA_LAYER, "digest": digest_of(layer_blob),
-                    "size": len(layer_blob)}],
+        "layers": [{"mediaType": media, "digest": digest_of(blob), "size": len(blob)}
+                   for media, blob, _ in layers],
     })
-    return Built(name, layer_blob, config, manifest)
+    return Built(name, [blob for _, blob, _ in layers], config, manifest)
 
 
 def normalized(reference):
@@ -494,8 +523,17 @@ def main():
     parser.add_argument("--only", nargs="+", choices=sorted([*IMAGES, "outfit"]), metavar="NAME",
                         help=f"build only these images, of: {', '.join(IMAGES)}, outfit")
     parser.add_argument("--outfit-binary", metavar="PATH", help="the outfit image's binary")
+    parser.add_argument("--bench-image", action="append", default=[], metavar="NAME=BYTES",
+                        help="an image of the start-time benchmark (repeatable)")
     args = parser.parse_args()
     images = dict(IMAGES)
+    if args.bench_image:
+        images = {}  # only those
+        for spec in args.bench_image:
+            name, _, size = spec.partition("=")
+            if not name or not size.isdigit():
+                parser.error(f"--bench-image {spec}: expected NAME=BYTES")
+            images[name] = bench_image(int(size))
     if args.outfit_binary:
         if not os.access(args.outfit_binary, os.X_OK):
             parser.error(f"--outfit-binary {args.outfit_binary}: not an executable file")
@@ -525,7 +563,8 @@ def main():
             except PushError as error:
                 sys.exit(f"build.py: push failed: {error}")
             done.append(f"{args.registry}/{repo}:{TAG} ({uploaded} blobs uploaded)")
-        print(f"{name}\t{image.digest}\tlayer {len(image.layer)} bytes\t{', '.join(done)}",
+        size = sum(len(layer) for layer in image.layers)
+        print(f"{name}\t{image.digest}\tlayers {size} bytes\t{', '.join(done)}",
               flush=True)
     print(f"build.py: done in {time.monotonic() - started:.2f} s", file=sys.stderr)
 

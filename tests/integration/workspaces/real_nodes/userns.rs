@@ -38,19 +38,24 @@ async fn a_workspace_in_a_user_namespace_is_unprivileged_on_the_node_and_writes_
 
     // "inside outside count": uid 0 of the workspace is an unprivileged uid of the node.
     let map = exec(&pods, &name, &["cat", "/proc/self/uid_map"]).await;
-    let fields: Vec<u64> = map
-        .split_whitespace()
-        .map(|f| f.parse().unwrap())
-        .collect();
+    let fields: Vec<u64> = map.split_whitespace().map(|f| f.parse().unwrap()).collect();
     assert_eq!(fields.len(), 3, "one range: {map}");
     assert_eq!(fields[0], 0, "{map}");
-    assert!(fields[1] >= 65_536, "uid 0 inside is {} outside: {map}", fields[1]);
+    assert!(
+        fields[1] >= 65_536,
+        "uid 0 inside is {} outside: {map}",
+        fields[1]
+    );
 
     // The user (1000 inside) writes the home; on the node's disk the file is 1000's too.
     let written = exec(
         &pods,
         &name,
-        &["sh", "-c", "id -u > /home/jovyan/work/mine && cat /home/jovyan/work/mine"],
+        &[
+            "sh",
+            "-c",
+            "id -u > /home/jovyan/work/mine && cat /home/jovyan/work/mine",
+        ],
     )
     .await;
     assert_eq!(written.trim(), "1000");

@@ -21,6 +21,12 @@ pub(crate) struct Args {
         default_value = "none,everywhere,planner"
     )]
     pub(crate) arms: Vec<Arm>,
+    /// Run on the cluster's real node (`up.sh --real-nodes 1`) instead of the image kubelet's
+    /// nodes: the catalogue's images are built at the table's sizes and pulled for real from the
+    /// node's registry (at `OUTFIT_CP_REGISTRY_MBPS`, the script's `--registry-mbps`); one node,
+    /// none added, so `--nodes`, `--add-nodes`, `--bandwidth` and `--latency-ms` do not apply.
+    #[arg(long)]
+    pub(crate) real_node: bool,
     /// The image kubelet's nodes at the start of each arm.
     #[arg(long, default_value_t = 4)]
     pub(crate) nodes: u32,

@@ -1,6 +1,6 @@
-//! One arm: fresh nodes of the image kubelet, a fresh namespace and backend, the pre-pull the
-//! arm says, the warm-up, then the trace's launches as users through the native API, each timed
-//! to its final progress event.
+//! One arm: fresh nodes of the image kubelet (or the real node, its catalogue images removed), a
+//! fresh namespace and backend, the pre-pull the arm says, the warm-up, then the trace's launches
+//! as users through the native API, each timed to its final progress event.
 
 use std::{
     path::Path,
@@ -26,7 +26,8 @@ use serde_json::json;
 
 use crate::{
     args::{Args, Arm},
-    trace::{self, Launch, NODES_ADDED_AT, POOL},
+    real,
+    trace::{self, Launch, NODES_ADDED_AT, POOL, REAL_NODE},
 };
 
 /// How a launch ended, and when (from its first request).
@@ -57,9 +58,22 @@ pub(crate) async fn run(
     let ns = format!("start-{}", arm.name());
     make_namespace(client, &ns).await?;
     let plane = ControlPlane::at(&args.cluster.state_dir);
+    if args.real_node {
+        real::clear_images(&plane)?;
+        let result = measure(args, arm, client, None, (&ns, manifests), work).await;
+        let records = real::records(client, &ns).await;
+        let _ = Api::<DaemonSet>::namespaced(client.clone(), &ns)
+            .delete("pre-pull", &DeleteParams::default())
+            .await;
+        real::remove_pods(client, &ns).await?;
+        return Ok(Measured {
+            outcomes: result?,
+            records: records?,
+        });
+    }
     let kubelet = ImageKubelet::start(&plane, trace::model(args, &format!("{}-", arm.name())));
     kubelet.wait_ready(Duration::from_secs(120)).await;
-    let result = measure(args, arm, client, &kubelet, (&ns, manifests), work).await;
+    let result = measure(args, arm, client, Some(&kubelet), (&ns, manifests), work).await;
     let nodes = kubelet.node_names();
     let records = kubelet.stop();
     // The next arm starts on fresh nodes: these go, with their pods.
@@ -76,12 +90,13 @@ pub(crate) async fn run(
     })
 }
 
-/// The backend started, the pre-pull made, the warm-up waited, the trace launched and followed.
+/// The backend started, the pre-pull made, the warm-up waited, the trace launched and followed;
+/// nodes added to the image kubelet's, if it is the arm's.
 async fn measure(
     args: &Args,
     arm: Arm,
     client: &Client,
-    kubelet: &ImageKubelet,
+    kubelet: Option<&ImageKubelet>,
     (ns, manifests): (&str, u16),
     work: &Path,
 ) -> Result<Vec<Outcome>> {
@@ -108,7 +123,9 @@ async fn measure(
         let add_at = Duration::from_secs_f64(args.seconds * NODES_ADDED_AT);
         if !added && at >= add_at {
             tokio::time::sleep(add_at.saturating_sub(started.elapsed())).await;
-            kubelet.add_nodes(args.add_nodes);
+            if let Some(kubelet) = kubelet {
+                kubelet.add_nodes(args.add_nodes);
+            }
             added = true;
         }
         tokio::time::sleep(at.saturating_sub(started.elapsed())).await;
@@ -126,7 +143,7 @@ async fn measure(
             )
         });
     }
-    if !added {
+    if !added && let Some(kubelet) = kubelet {
         kubelet.add_nodes(args.add_nodes);
     }
     let mut outcomes = vec![Outcome::Error; count];
@@ -184,12 +201,22 @@ async fn launch(port: u16, user: &str, entry: &str) -> Result<Outcome> {
     })
 }
 
-/// The anchors' pre-pull: a DaemonSet on the pool's nodes whose init containers pull every
+/// The anchors' pre-pull: a DaemonSet on the arm's nodes whose init containers pull every
 /// catalogue image (each running `true`), its one container the pause image every node holds.
 async fn daemon_set(args: &Args, client: &Client, ns: &str) -> Result<()> {
+    let real = args.real_node;
     let init: Vec<_> = (0..args.entries)
-        .map(|i| json!({"name": trace::entry(i), "image": trace::image(&trace::entry(i)), "command": ["true"]}))
+        .map(|i| json!({"name": trace::entry(i), "image": trace::image(&trace::entry(i), real), "command": ["true"]}))
         .collect();
+    let (selector, tolerations, pause) = if real {
+        (json!({REAL_NODE: "real"}), json!([]), REAL_PAUSE_IMAGE)
+    } else {
+        (
+            json!({POOL: "yes"}),
+            json!([{"key": POOL, "operator": "Exists", "effect": "NoSchedule"}]),
+            PAUSE_IMAGE,
+        )
+    };
     let daemon_set: DaemonSet = serde_json::from_value(json!({
         "metadata": {"name": "pre-pull"},
         "spec": {
@@ -197,10 +224,10 @@ async fn daemon_set(args: &Args, client: &Client, ns: &str) -> Result<()> {
             "template": {
                 "metadata": {"labels": {"app": "pre-pull"}},
                 "spec": {
-                    "nodeSelector": {POOL: "yes"},
-                    "tolerations": [{"key": POOL, "operator": "Exists", "effect": "NoSchedule"}],
+                    "nodeSelector": selector,
+                    "tolerations": tolerations,
                     "initContainers": init,
-                    "containers": [{"name": "pause", "image": PAUSE_IMAGE}]
+                    "containers": [{"name": "pause", "image": pause}]
                 }
             }
         }
@@ -211,9 +238,12 @@ async fn daemon_set(args: &Args, client: &Client, ns: &str) -> Result<()> {
     Ok(())
 }
 
+/// The pause image of the real node's registry (`tests/tools/node-images`), its sandbox image.
+const REAL_PAUSE_IMAGE: &str = "registry.outfit.test/outfit-test/pause:1";
+
 /// The backend's configuration: the arm's namespace, the catalogue, a `timeoutCreate` at the
 /// model's scale, no placeholders, homes in `emptyDir`s, and for the planner `prePull` on the
-/// pool's nodes.
+/// arm's nodes.
 fn settings(args: &Args, arm: Arm, ns: &str, manifests: u16) -> String {
     let entries: String = (0..args.entries)
         .map(|i| {
@@ -221,11 +251,18 @@ fn settings(args: &Args, arm: Arm, ns: &str, manifests: u16) -> String {
             format!("- {{name: {name}, url: 'http://127.0.0.1:{manifests}/{name}.yaml'}}\n")
         })
         .collect();
+    let placement = if args.real_node {
+        format!("nodeSelector: {{{REAL_NODE}: real}}")
+    } else {
+        format!(
+            "nodeSelector: {{{POOL}: 'yes'}}, \
+             tolerations: [{{key: {POOL}, operator: Exists, effect: NoSchedule}}]"
+        )
+    };
     let pre_pull = if arm == Arm::Planner {
         format!(
             "prePull: {{enabled: true, pullsPerNode: 1, nodesPerImage: 2, window: 1h, timeout: 10m, \
-             nodeSelector: {{{POOL}: 'yes'}}, \
-             tolerations: [{{key: {POOL}, operator: Exists, effect: NoSchedule}}]}}\n"
+             {placement}}}\n"
         )
     } else {
         String::new()

@@ -32,6 +32,7 @@ use outfit_test_support::control_plane::try_client_from;
 
 mod args;
 mod arm;
+mod real;
 mod report;
 mod trace;
 
@@ -51,7 +52,14 @@ async fn main() -> Result<()> {
     let client = try_client_from(&args.cluster.state_dir.join("kubeconfig")).await?;
     install_workspace_crd(&client, &args.cluster.outfit).await?;
     priority_class(&client, &args).await?;
-    let manifests = serve_manifests(trace::manifest).await?;
+    if args.real_node {
+        real::push_images(
+            &args,
+            &outfit_test_support::control_plane::ControlPlane::at(&args.cluster.state_dir),
+        )?;
+    }
+    let real = args.real_node;
+    let manifests = serve_manifests(move |name| trace::manifest(name, real)).await?;
     report::model(&args);
     let mut rows = Vec::new();
     for &arm in &args.arms {

@@ -3,7 +3,10 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use outfit_test_support::kubelet::{PAUSE_IMAGE, Percentiles};
+use outfit_test_support::{
+    control_plane::ControlPlane,
+    kubelet::{PAUSE_IMAGE, Percentiles},
+};
 
 use crate::{
     args::{Args, Arm},
@@ -16,14 +19,28 @@ pub(crate) fn model(args: &Args) {
     let sizes: Vec<String> = (0..args.entries)
         .map(|i| format!("{} {:.2} GB", trace::entry(i), trace::size(args, i) as f64 / 1e9))
         .collect();
-    println!(
-        "model: {} nodes (+{} at {:.0} % of the trace), each {} MB/s shared by its pulls at once, {} ms per pull, only {PAUSE_IMAGE} on a node at first",
-        args.nodes,
-        args.add_nodes,
-        NODES_ADDED_AT * 100.0,
-        args.bandwidth,
-        args.latency_ms,
-    );
+    if args.real_node {
+        let plane = ControlPlane::at(&args.cluster.state_dir);
+        let rate = plane.env("REGISTRY_PULL_MBPS");
+        let rate = if rate.is_empty() {
+            "no limit".to_owned()
+        } else {
+            format!("{rate} MB/s in all")
+        };
+        println!(
+            "real node: the cluster's ({}), its pulls from its registry at {rate}, none of the catalogue's images on it at each arm's start; no nodes added",
+            plane.env("REAL_NODE_NAMES")
+        );
+    } else {
+        println!(
+            "model: {} nodes (+{} at {:.0} % of the trace), each {} MB/s shared by its pulls at once, {} ms per pull, only {PAUSE_IMAGE} on a node at first",
+            args.nodes,
+            args.add_nodes,
+            NODES_ADDED_AT * 100.0,
+            args.bandwidth,
+            args.latency_ms,
+        );
+    }
     println!(
         "catalogue: {} entries, launched Zipf-like (e0 most), the last one a new image launched from {:.0} % of the trace: {}",
         args.entries,
@@ -88,7 +105,7 @@ pub(crate) fn table(args: &Args, rows: &[(Arm, Result<Measured>)]) {
             .map(|p| p.bytes)
             .sum();
         println!(
-            "| {} | {} | {quantiles} | {waited} | {past} | {failed} | {} | {} ({ahead}) | {:.1} |",
+            "| {} | {} | {quantiles} | {waited} | {past} | {failed} | {} | {} ({ahead}) | {:.2} |",
             arm.name(),
             measured.outcomes.len(),
             records.overlapping_pulls(),
@@ -101,8 +118,13 @@ pub(crate) fn table(args: &Args, rows: &[(Arm, Result<Measured>)]) {
             && let Some(p) = measured.records.bound_to_ready()
         {
             println!(
-                "{}: the stand-in's bound-to-ready of the workspaces' pods: p50 {} s, p95 {} s, p99 {} s (n = {})",
+                "{}: {} bound-to-ready of the workspaces' pods: p50 {} s, p95 {} s, p99 {} s (n = {})",
                 arm.name(),
+                if args.real_node {
+                    "the kubelet's"
+                } else {
+                    "the stand-in's"
+                },
                 secs(p.p50),
                 secs(p.p95),
                 secs(p.p99),

@@ -26,9 +26,30 @@ pub(crate) fn entry(i: usize) -> String {
     format!("e{i}")
 }
 
-/// The image entry `name` runs.
-pub(crate) fn image(name: &str) -> String {
-    format!("outfit-bench/{name}:1")
+/// The label of the cluster's real node (`hack/control-plane/real-node.sh`).
+pub(crate) const REAL_NODE: &str = "outfit.dev/node";
+
+/// The image entry `name` runs: the image kubelet's name, or on the real node the one in its
+/// registry.
+pub(crate) fn image(name: &str, real: bool) -> String {
+    if real {
+        format!("registry.outfit.test/outfit-bench/{name}:1")
+    } else {
+        format!("outfit-bench/{name}:1")
+    }
+}
+
+/// The scheduling lines of the arm's pods (YAML flow, at a pod spec's indentation): the pool's
+/// nodes (selected and tolerated), or the real node.
+pub(crate) fn placement(real: bool) -> String {
+    if real {
+        format!("  nodeSelector: {{{REAL_NODE}: real}}\n")
+    } else {
+        format!(
+            "  nodeSelector: {{{POOL}: \"yes\"}}\n  \
+             tolerations: [{{key: {POOL}, operator: Exists, effect: NoSchedule}}]\n"
+        )
+    }
 }
 
 /// Entry `i`'s modelled size in bytes.
@@ -36,13 +57,9 @@ pub(crate) fn size(args: &Args, i: usize) -> u64 {
     (SIZES_GB[i % SIZES_GB.len()] * 1e9 * args.size_scale) as u64
 }
 
-/// The manifest served for entry `name`: its image, on the pool's nodes.
-pub(crate) fn manifest(name: &str) -> String {
-    let spec_lines = format!(
-        "  nodeSelector: {{{POOL}: \"yes\"}}\n  \
-         tolerations: [{{key: {POOL}, operator: Exists, effect: NoSchedule}}]\n"
-    );
-    image_manifest(name, &image(name), &spec_lines)
+/// The manifest served for entry `name`: its image, on the arm's nodes.
+pub(crate) fn manifest(name: &str, real: bool) -> String {
+    image_manifest(name, &image(name, real), &placement(real))
 }
 
 /// The image kubelet's model for an arm: `prefix`'s nodes of [`POOL`], the args' bandwidth and
@@ -53,7 +70,7 @@ pub(crate) fn model(args: &Args, prefix: &str) -> ModelConfig {
     config.bandwidth = args.bandwidth * 1_000_000;
     config.latency = Duration::from_millis(args.latency_ms);
     config.sizes = (0..args.entries)
-        .map(|i| (image(&entry(i)), size(args, i)))
+        .map(|i| (image(&entry(i), false), size(args, i)))
         .collect();
     config
 }
