@@ -59,7 +59,7 @@ pub(crate) async fn run(
     make_namespace(client, &ns).await?;
     let plane = ControlPlane::at(&args.cluster.state_dir);
     if args.real_node {
-        real::clear_images(&plane)?;
+        real::clear_images(client, &plane).await?;
         let result = measure(args, arm, client, None, (&ns, manifests), work).await;
         let records = real::records(client, &ns).await;
         let _ = Api::<DaemonSet>::namespaced(client.clone(), &ns)

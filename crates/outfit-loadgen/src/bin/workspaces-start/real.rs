@@ -6,7 +6,7 @@
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::{
     Api, Client,
@@ -46,8 +46,10 @@ pub(crate) fn push_images(args: &Args, plane: &ControlPlane) -> Result<()> {
 
 /// Removes the catalogue's images from the node, every name of each (containerd's CRI keeps an
 /// image under its tag, its digest and its id), their content with them (`--sync`), so that the
-/// arm's pulls move every byte again.
-pub(crate) fn clear_images(plane: &ControlPlane) -> Result<()> {
+/// arm's pulls move every byte again; then waits until the Node no longer lists them (the kubelet
+/// reports its images every 10 s), or the planner and the placement of the next arm would take
+/// the last arm's images for present.
+pub(crate) async fn clear_images(client: &Client, plane: &ControlPlane) -> Result<()> {
     let ctr = plane.env("CTR_BIN");
     let address = plane.env("CONTAINERD_ADDRESS");
     let ctr = |args: &[&str]| {
@@ -83,7 +85,21 @@ pub(crate) fn clear_images(plane: &ControlPlane) -> Result<()> {
             bail!("ctr images rm: {}", String::from_utf8_lossy(&removed.stderr));
         }
     }
-    Ok(())
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = plane.env("REAL_NODE_NAMES");
+    for _ in 0..600 {
+        let listed = nodes.get(&node).await?.status.and_then(|s| s.images);
+        let ours = listed
+            .iter()
+            .flatten()
+            .flat_map(|i| i.names.iter().flatten())
+            .any(|n| n.contains("/outfit-bench/"));
+        if !ours {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    bail!("node {node} still lists the catalogue's images a minute after their removal")
 }
 
 /// Deletes the pods of `ns` at once and waits until the node has stopped them, so that the next
@@ -126,15 +142,21 @@ fn quoted(message: &str) -> Option<&str> {
 }
 
 /// What the arm in `ns` saw on the node, from the kubelet's Events (a `Pulling` and its
-/// `Successfully pulled ... Image size: N bytes` per pod that pulled: containerd shares one
-/// download among pods pulling an image at once, each is a pull here) and the pods' conditions
-/// (bound: `PodScheduled`; ready: `Ready`, to the second).
+/// `Successfully pulled ... Image size: N bytes` per pod that pulled; containerd shares one
+/// download among the pods pulling an image at once, so a pod whose pull began while another's
+/// of the same image ran waited for that one, as the image kubelet records it) and the pods'
+/// conditions (bound: `PodScheduled`; ready: `Ready`, to the second).
 pub(crate) async fn records(client: &Client, ns: &str) -> Result<Records> {
     let events: Api<Event> = Api::namespaced(client.clone(), ns);
     let events = events.list(&ListParams::default()).await?.items;
     let pod_of = |e: &Event| e.involved_object.name.clone().unwrap_or_default();
-    let mut pulls = Vec::new();
-    for pulling in events.iter().filter(|e| e.reason.as_deref() == Some("Pulling")) {
+    let mut pulls: Vec<PullRecord> = Vec::new();
+    let mut pulling_events: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("Pulling"))
+        .collect();
+    pulling_events.sort_by_key(|e| when(e));
+    for pulling in pulling_events {
         let pod = pod_of(pulling);
         let message = pulling.message.as_deref().unwrap_or_default();
         let (Some(image), Some(started)) = (quoted(message), when(pulling)) else {
@@ -147,6 +169,17 @@ pub(crate) async fn records(client: &Client, ns: &str) -> Result<Records> {
                     .as_deref()
                     .is_some_and(|m| m.starts_with("Successfully pulled") && quoted(m) == Some(image))
         });
+        let waiter = Waiter {
+            pod: format!("{ns}/{pod}"),
+            kind: kind(&pod),
+        };
+        if let Some(shared) = pulls
+            .iter_mut()
+            .find(|p| p.image == image && p.started <= started && p.finished.is_none_or(|f| started <= f))
+        {
+            shared.waiters.push(waiter);
+            continue;
+        }
         let bytes = pulled
             .and_then(|e| e.message.as_deref())
             .and_then(|m| m.split("Image size: ").nth(1))
@@ -164,10 +197,7 @@ pub(crate) async fn records(client: &Client, ns: &str) -> Result<Records> {
             started,
             finished: pulled.and_then(when),
             started_for: kind(&pod),
-            waiters: vec![Waiter {
-                pod: format!("{ns}/{pod}"),
-                kind: kind(&pod),
-            }],
+            waiters: vec![waiter],
         });
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
@@ -192,7 +222,9 @@ pub(crate) async fn records(client: &Client, ns: &str) -> Result<Records> {
             kind: kind(&name),
             bound,
             ready: condition("Ready"),
-            waited_for_pull: pulls.iter().any(|p| p.waiters[0].pod == format!("{ns}/{name}")),
+            waited_for_pull: pulls
+                .iter()
+                .any(|p| p.waiters.iter().any(|w| w.pod == format!("{ns}/{name}"))),
             unpullable: false,
             name,
         });
