@@ -19,6 +19,7 @@
 #                                                       Debian's runc (1.1) is the node's
 #                                                       runtime handler without user namespaces
 #   gcc, pkg-config, libseccomp-dev                     the real node's runc, built with cgo
+#   dropbear-bin, openssh-client                        the ssh image's server and its test's client
 # and from the Go module proxy, into ${OUTFIT_CACHE_DIR:-~/.cache/outfit} (once per version):
 #   kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok,
 #   the external-snapshotter's snapshot-controller and CRDs,
@@ -51,7 +52,7 @@ done
 missing=()
 packages=(openssl curl util-linux iproute2 jq python3 python3-selenium chromium chromium-driver
           runc containernetworking-plugins iptables ipset busybox-static socat gcc pkg-config
-          libseccomp-dev)
+          libseccomp-dev dropbear-bin openssh-client)
 for tool in openssl curl setsid ss jq python3 chromium chromedriver runc iptables ipset socat; do
   command -v "$tool" >/dev/null || missing+=("$tool")
 done
@@ -60,6 +61,9 @@ done
 # runc (built by hack/control-plane/build.sh) is cgo, with libseccomp.
 command -v gcc >/dev/null || missing+=(gcc)
 pkg-config --exists libseccomp 2>/dev/null || missing+=(libseccomp-dev)
+# The ssh image's server, and the client its test logs in with.
+[ -x /usr/sbin/dropbear ] || missing+=(dropbear-bin)
+command -v ssh-keygen >/dev/null || missing+=(openssh-client)
 # The node images are made of a static busybox (a dynamic one would need a libc in each image).
 { [ -x /bin/busybox ] && ! LC_ALL=C readelf -l /bin/busybox 2>/dev/null | grep -q 'program interpreter'; } \
   || missing+=(busybox-static)

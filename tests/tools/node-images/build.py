@@ -16,6 +16,8 @@ Images (see IMAGES below; adding one is adding an entry):
   NAME    with --bench-image NAME=BYTES only (outfit-bench/NAME:1 with --name-prefix outfit-bench):
           web serving on $PORT 80, plus a second layer of BYTES incompressible bytes
           (/var/filler, stored uncompressed), for the start-time benchmark's real pulls
+  ssh     busybox and Debian's dropbear (with the libraries it loads): root logs in on 22 with a
+          key of $AUTHORIZED_KEYS, never a password; host keys made at the first connection
   outfit  with --outfit-binary PATH only: that outfit binary as /usr/local/bin/outfit (the
           entrypoint, as in hack/image's image), the shared libraries `ldd` names for it (a test
           build is dynamic; the release image's is static), and the CA bundle; user 65532
@@ -265,25 +267,59 @@ def shared_libraries(binary):
     return sorted(set(paths))
 
 
+def file_with_parents(layer, path, data, mode):
+    """`path` in `layer`, and each of its directories not there yet."""
+    parts = path.strip("/").split("/")
+    for depth in range(1, len(parts)):
+        directory = "/" + "/".join(parts[:depth])
+        if directory.lstrip("/") not in layer.entries:
+            layer.dir(directory)
+    layer.file(path, data, mode=mode)
+
+
+def with_dynamic(binaries):
+    """Each dynamic binary (host path, image path), with the shared libraries it loads."""
+    def add(layer, image):
+        libraries = set()
+        for host, path in binaries:
+            with open(host, "rb") as f:
+                file_with_parents(layer, path, f.read(), 0o755)
+            libraries.update(shared_libraries(host))
+        for library in sorted(libraries):
+            with open(library, "rb") as f:  # through any symlink: the file itself
+                file_with_parents(layer, library, f.read(), 0o755)
+    return add
+
+
 def with_outfit(binary):
     """outfit as a test build makes it, with what a dynamic binary needs to start."""
     def add(layer, image):
-        def file_with_parents(path, data, mode):
-            parts = path.strip("/").split("/")
-            for depth in range(1, len(parts)):
-                directory = "/" + "/".join(parts[:depth])
-                if directory.lstrip("/") not in layer.entries:
-                    layer.dir(directory)
-            layer.file(path, data, mode=mode)
-
-        with open(binary, "rb") as f:
-            file_with_parents("/usr/local/bin/outfit", f.read(), 0o755)
-        for library in shared_libraries(binary):
-            with open(library, "rb") as f:  # through any symlink: the file itself
-                file_with_parents(library, f.read(), 0o755)
+        with_dynamic([(binary, "/usr/local/bin/outfit")])(layer, image)
         with open(CA_BUNDLE, "rb") as f:
-            file_with_parents(CA_BUNDLE, f.read(), 0o644)
+            file_with_parents(layer, CA_BUNDLE, f.read(), 0o644)
     return add
+
+
+DROPBEAR = "/usr/sbin/dropbear"  # Debian's dropbear-bin
+
+# The entrypoint of ssh: root logs in with a key of $AUTHORIZED_KEYS, never a password; the host
+# keys are made at the first connection (-R).
+SSHD = r"""#!/bin/sh
+set -eu
+mkdir -p /root/.ssh /etc/dropbear
+chmod 700 /root/.ssh
+printf '%s\n' "${AUTHORIZED_KEYS:-}" >/root/.ssh/authorized_keys
+chmod 600 /root/.ssh/authorized_keys
+echo "sshd: dropbear on port ${PORT:-22}"
+exec dropbear -R -F -E -s -p "${PORT:-22}"
+"""
+
+
+def with_ssh(layer, image):
+    with_busybox(layer, image)
+    with_dynamic([(DROPBEAR, DROPBEAR)])(layer, image)
+    layer.file("/usr/local/bin/sshd", SSHD, mode=0o755)
+    layer.file("/etc/shells", "/bin/sh\n")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -317,6 +353,9 @@ IMAGES = {
         contents=(with_web("busybox httpd serving a copy of /srv; a fresh token in /tmp/key, "
                            "served nowhere."),),
         env={"TOKEN_FILES": "/tmp/key"}, **WEB_SERVING),
+    # deic-dk's ssh: dropbear as root on 22, its keys from the pod's env.
+    "ssh": Image(contents=(with_ssh,), entrypoint=["/usr/local/bin/sshd"], user="0:0",
+                 workdir="/root", ports=("22/tcp",)),
 }
 
 

@@ -5,7 +5,7 @@
 //! container, a NetworkPolicy that drops packets. Each test names what it checks that a kwok node
 //! cannot show.
 //!
-//! - `starts`: pulls, probes, deic-dk's tokens, pulls planned ahead;
+//! - `starts`: pulls, probes, deic-dk's tokens and ssh, pulls planned ahead;
 //! - `install`: outfit installed from its own image, its webhook mutating a workspace;
 //! - `isolation`: the NetworkPolicy of each workspace, enforced;
 //! - `lifecycle`: a home across a stop and a start and back from a snapshot, idle culling on what

@@ -186,3 +186,98 @@ async fn the_pre_pull_planner_pulls_onto_the_node_before_the_launch() {
     );
     assert!(!said.iter().any(|e| e.starts_with("Pulling: ")), "{said:?}");
 }
+
+/// A deic-dk manifest of the project's `ssh` image: dropbear on 22 (so the backend gives the pod
+/// an ssh NodePort Service), letting in root with `key`.
+fn ssh_manifest(key: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: ssh
+spec:
+  containers:
+  - name: ssh
+    image: LOCALREGISTRY/outfit-test/ssh:1
+    env: [{{name: AUTHORIZED_KEYS, value: "{key}"}}]
+    ports: [{{containerPort: 22}}]
+    readinessProbe: {{tcpSocket: {{port: 22}}, periodSeconds: 1}}
+"#
+    )
+}
+
+/// Fails on kwok: a NodePort there leads nowhere (no kube-proxy, no process in the pod). Here the
+/// `ssh_url` deic-dk's `get_pods` hands out, its node port on the node's address, reaches the
+/// workspace's own ssh server through kube-proxy and past the workspace's NetworkPolicy (port 22
+/// from anywhere), and a key login runs a command in the workspace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deic_dk_s_ssh_url_logs_in_to_the_workspace() {
+    let ns = "rn-ssh";
+    let dir = std::env::temp_dir().join(format!("outfit-rn-ssh-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("key");
+    let made = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "rn-ssh", "-f"])
+        .arg(&key)
+        .status()
+        .expect("ssh-keygen (openssh-client)");
+    assert!(made.success());
+    let public = std::fs::read_to_string(dir.join("key.pub")).unwrap();
+    let manifest = ssh_manifest(public.trim());
+    let OnRealNode {
+        plane, backend, urls, ..
+    } = on_real_node(ns, &[("ssh", &manifest)], "").await;
+    let pod_name = deic_ready(&backend, &urls[0], "alice@dtu.dk").await;
+
+    let (_, listed) = backend
+        .post("/get_pods", json!({"user_id": "alice@dtu.dk"}))
+        .await;
+    let port = listed[0]["k8s_pod_info"]["sshPort"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an ssh port: {listed}"))
+        .to_owned();
+    assert!(
+        listed[0]["ssh_url"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!(":{port}")),
+        "{listed}"
+    );
+    // The site's ingress domain names its nodes; here, the node's address. Ready is not yet
+    // reachable: kube-proxy rejects the node port until it has synced the pod's endpoint, about
+    // a second after the pod turned ready.
+    let node = plane.env("REAL_NODE_IP");
+    let login = || {
+        std::process::Command::new("ssh")
+            .arg("-i")
+            .arg(&key)
+            .args(["-p", &port, "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"])
+            .args([
+                "-o",
+                "StrictHostKeyChecking=no",
+                "-o",
+                "UserKnownHostsFile=/dev/null",
+            ])
+            .args(["-o", "LogLevel=ERROR", &format!("root@{node}"), "hostname; id -u"])
+            .output()
+            .expect("ssh")
+    };
+    let mut tries = 0;
+    let said = loop {
+        let output = login();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        if output.status.success() {
+            break String::from_utf8_lossy(&output.stdout).into_owned();
+        }
+        tries += 1;
+        assert!(
+            tries < 30 && stderr.contains("Connection refused"),
+            "ssh (try {tries}): {stderr}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    assert_eq!(said, format!("{pod_name}\n0\n"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
