@@ -54,6 +54,13 @@ start_daemon() {
   cp_start_daemon "$NODE_DIR/$name.pid" "$NODE_DIR/$name.log" "$@"
 }
 
+# kubeconfig_as USER TOKEN FILE: the plane's admin kubeconfig, as USER by its static TOKEN.
+kubeconfig_as() {
+  sed -e "s/^- name: outfit-admin$/- name: $1/" -e "s/^    user: outfit-admin$/    user: $1/" \
+      -e "s/^    token: .*/    token: $2/" "$STATE_DIR/kubeconfig" >"$3"
+  chmod 600 "$3"
+}
+
 # wait_for WHAT SECONDS CMD...: until CMD succeeds, or dies naming WHAT and the log to read.
 wait_for() {
   local what=$1 seconds=$2 log=$3; shift 3
@@ -111,10 +118,7 @@ up() {
       chmod 644 "$NODE_NAME.crt"
     )
   fi
-  sed -e "s/^- name: outfit-admin$/- name: system:node:$NODE_NAME/" \
-      -e "s/^    user: outfit-admin$/    user: system:node:$NODE_NAME/" \
-      -e "s/^    token: .*/    token: $NODE_TOKEN/" "$STATE_DIR/kubeconfig" >"$NODE_DIR/kubeconfig"
-  chmod 600 "$NODE_DIR/kubeconfig"
+  kubeconfig_as "system:node:$NODE_NAME" "$NODE_TOKEN" "$NODE_DIR/kubeconfig"
 
   # The bridge with the node's address, before the kubelet binds it; CNI's bridge plugin takes it
   # over as the pods' gateway.
@@ -324,10 +328,7 @@ EOF
   local proxy_health proxy_metrics
   proxy_health=$(free_port)
   proxy_metrics=$(free_port)
-  sed -e "s/^- name: outfit-admin$/- name: system:kube-proxy/" \
-      -e "s/^    user: outfit-admin$/    user: system:kube-proxy/" \
-      -e "s/^    token: .*/    token: $PROXY_TOKEN/" "$STATE_DIR/kubeconfig" >"$NODE_DIR/kube-proxy.kubeconfig"
-  chmod 600 "$NODE_DIR/kube-proxy.kubeconfig"
+  kubeconfig_as system:kube-proxy "$PROXY_TOKEN" "$NODE_DIR/kube-proxy.kubeconfig"
   cat >"$NODE_DIR/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
