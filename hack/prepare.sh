@@ -79,7 +79,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null
 fi
 
-log "the test cluster (kube-apiserver, etcd, controller manager, scheduler, kwok, snapshot controller, the real node's kubelet, registry and kube-router; built from Go modules, cached)"
+log "the test cluster (kube-apiserver, etcd, controller manager, scheduler, kwok, snapshot controller, the real node's kubelet, kube-proxy, containerd, runc, CSI driver, registry and kube-router; built from Go modules, cached)"
 hack/control-plane/build.sh
 log "helm, for the chart's tests (built from its Go module, cached)"
 hack/helm/build.sh >/dev/null
