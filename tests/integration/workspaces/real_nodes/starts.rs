@@ -214,7 +214,8 @@ spec:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deic_dk_s_ssh_url_logs_in_to_the_workspace() {
     let ns = "rn-ssh";
-    let dir = std::env::temp_dir().join(format!("outfit-rn-ssh-{}", std::process::id()));
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("rn-ssh-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let key = dir.join("key");
