@@ -52,11 +52,14 @@ run_target() {
   local target=$1 seconds=$2 work=$3
   shift 3
   mkdir -p "$work" "fuzz/corpus/$target" "fuzz/artifacts/$target"
-  local marker
+  local marker scratch
   marker=$(mktemp)
+  # The targets' own files (the config target writes one per process), removed with the run.
+  scratch=$(mktemp -d)
   local status=0
-  (cd fuzz && cargo +nightly fuzz run "${BUILD_FLAGS[@]}" "$target" "$work" "corpus/$target" -- \
+  (cd fuzz && TMPDIR="$scratch" cargo +nightly fuzz run "${BUILD_FLAGS[@]}" "$target" "$work" "corpus/$target" -- \
     "${RUN_FLAGS[@]}" -max_total_time="$seconds" "$@") || status=$?
+  rm -rf "$scratch"
   if [ "$status" -ne 0 ]; then
     echo "FUZZ FAILURE: target $target exited with status $status" >&2
     local found=0

@@ -206,10 +206,30 @@ impl OidcGiven {
 mod tests {
     use super::*;
 
-    /// The settings with `extra` over the required fields, and the folder their files are in.
-    fn given(extra: serde_json::Value, secret: &str) -> (Result<Oidc, String>, PathBuf) {
-        let dir = std::env::temp_dir().join(format!("outfit-oidc-config-{}", std::process::id()));
+    /// A folder of the test's files, removed when dropped.
+    struct Folder(PathBuf);
+
+    impl Drop for Folder {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    impl std::ops::Deref for Folder {
+        type Target = PathBuf;
+        fn deref(&self) -> &PathBuf {
+            &self.0
+        }
+    }
+
+    /// The settings with `extra` over the required fields, and the folder their files are in
+    /// (one per call: the tests run at once).
+    fn given(extra: serde_json::Value, secret: &str) -> (Result<Oidc, String>, Folder) {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let next = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("outfit-oidc-config-{}-{next}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
+        let dir = Folder(dir);
         let secret_file = dir.join(format!("secret-{}", secret.len()));
         std::fs::write(&secret_file, secret).unwrap();
         let mut value = serde_json::json!({
