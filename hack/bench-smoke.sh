@@ -35,7 +35,7 @@ soak_pid=$!
 real_log=$(mktemp)
 hack/bench-workspaces-start.sh --smoke --real-nodes >"$real_log" 2>&1 &
 real_pid=$!
-trap 'kill "$soak_pid" "$real_pid" 2>/dev/null || true' EXIT
+trap 'kill "$soak_pid" "$real_pid" 2>/dev/null || true; rm -f "$soak_log" "$real_log"' EXIT
 echo "started (output printed at the end)"
 stage "the load generator against outfit serve and a ceiling server"
 SMOKE=1 build_bins
@@ -63,7 +63,7 @@ soak_status=0
 wait "$soak_pid" || soak_status=$?
 real_status=0
 wait "$real_pid" || real_status=$?
-trap - EXIT
+trap 'rm -f "$soak_log" "$real_log"' EXIT
 echo "== hack/bench-workspaces-start.sh --smoke --real-nodes"
 cat "$real_log"
 [ "$real_status" = 0 ] || { echo "hack/bench-workspaces-start.sh --smoke --real-nodes failed (status $real_status)" >&2; exit 1; }

@@ -48,7 +48,8 @@ async fn the_page_launches_follows_and_deletes_a_workspace() {
 
     let screenshot = match std::env::var_os("OUTFIT_DOCS_SCREENSHOT") {
         Some(_) => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/images/workspaces-page.png"),
-        None => std::env::temp_dir().join(format!("outfit-workspaces-page-{}.png", std::process::id())),
+        None => PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("outfit-workspaces-page-{}.png", std::process::id())),
     };
     // What the form sets must reach the pod: the API server's copy is watched while the browser
     // works, since the browser deletes the workspace at the end.

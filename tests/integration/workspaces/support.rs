@@ -3,7 +3,7 @@
 
 use std::{
     collections::BTreeMap,
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     sync::{Arc, Mutex, PoisonError},
     time::{Duration, Instant},
@@ -165,7 +165,9 @@ impl Backend {
 
     /// A backend on the whole configuration `text`, which listens on `port`.
     pub(super) async fn start_with_config(text: &str, port: u16, kubeconfig: PathBuf) -> Backend {
-        let config = std::env::temp_dir().join(format!("outfit-ws-{}-{port}.yaml", std::process::id()));
+        // Under the test build's tmp directory, which goes with the build, not /tmp.
+        let config = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("outfit-ws-{}-{port}.yaml", std::process::id()));
         std::fs::write(&config, text).unwrap();
         let backend = Backend {
             child: Mutex::new(spawn(&config, &kubeconfig)),
@@ -455,7 +457,7 @@ pub(super) async fn least_privilege_with(
         .await
         .expect("a token for the backend's ServiceAccount");
     let token = answer["status"]["token"].as_str().expect("a token").to_owned();
-    let path = std::env::temp_dir().join(format!(
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
         "outfit-ws-kubeconfig-{}-{workspaces}",
         std::process::id()
     ));
