@@ -88,6 +88,10 @@ async fn remove(client: &Client, applied: Vec<(kube::discovery::ApiResource, Dyn
             Err(error) => panic!("deleting {} {name}: {error}", resource.kind),
         }
     }
+    // Its pods at once (the namespace waits for them, and their grace is the webhook's drain).
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "outfit-system");
+    let now = DeleteParams::default().grace_period(0);
+    let _ = pods.delete_collection(&now, &Default::default()).await;
     let namespaces = resource("", "v1", "Namespace", "namespaces");
     eventually("outfit's namespace gone", Duration::from_secs(90), || async {
         api(client, None, &namespaces)
