@@ -34,14 +34,14 @@ while [ $# -gt 0 ]; do
   esac
 done
 flags=()
-if [ "$real" = 1 ]; then
-  flags=(--real-node --size-scale 0.05)
-fi
+scale=1
+[ "$real" = 0 ] || { flags=(--real-node); scale=0.05; }
 if [ "$SMOKE" = 1 ]; then
   flags+=(--arms none,everywhere,planner --nodes 2 --add-nodes 1 --entries 2 --launches 6 --users 3
-    --seconds 6 --warm-up 2 --latency-ms 200 --size-scale 0.1)
-  [ "$real" = 0 ] || flags+=(--size-scale 0.01)
+    --seconds 6 --warm-up 2 --latency-ms 200)
+  scale=$([ "$real" = 0 ] && echo 0.1 || echo 0.01)
 fi
+flags+=(--size-scale "$scale")
 build_bins
 state="$(mktemp -d)"
 trap 'hack/control-plane/down.sh "$state" >/dev/null 2>&1 || true; rm -rf "$state"' EXIT

@@ -121,38 +121,23 @@ build_snapshotter() {
 # shellcheck source-path=SCRIPTDIR source=../lib/go-align.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../lib/go-align.sh"
 
-# ---------------------------------------------------------------- registry
-# The real node's image registry: tests/tools/registry (the Distribution project's registry with
-# the filesystem storage only), copied into the cache so that aligning it to Kubernetes' modules
-# leaves the checked-in go.mod alone.
-build_registry() {
-  local t mod
+# ---------------------------------------------------------------- the project's own tools
+# build_project_tool NAME BINARY: tests/tools/NAME (go.mod, go.sum, main.go) into BINARY, copied
+# into the cache beside it so that aligning it to Kubernetes' modules leaves the checked-in go.mod
+# alone. The real node's image registry (the Distribution project's registry with the filesystem
+# storage only) and its CSI driver's node side.
+build_project_tool() {
+  local name=$1 binary=$2 t mod
   t=$(cp_now_ms)
-  mod="$(dirname "$(dirname "$CP_REGISTRY")")/src"
-  rm -rf "$mod"; mkdir -p "$mod" "$(dirname "$CP_REGISTRY")"
-  cp "$CP_HERE/../../tests/tools/registry/"{go.mod,go.sum,main.go} "$mod/"
-  cp_log "building the registry (tests/tools/registry)"
+  mod="$(dirname "$(dirname "$binary")")/src"
+  rm -rf "$mod"; mkdir -p "$mod" "$(dirname "$binary")"
+  cp "$CP_HERE/../../tests/tools/$name/"{go.mod,go.sum,main.go} "$mod/"
+  cp_log "building $name (tests/tools/$name)"
   GO_BUILD_WRAP=("${TIMEV[@]}" "${NICE[@]}")
-  go_aligned_build "$CP_VERSION_DIR/src/kubernetes" "$mod" registry -trimpath -ldflags "-s -w" \
-    -o "$CP_REGISTRY.tmp" .
-  mv "$CP_REGISTRY.tmp" "$CP_REGISTRY"
-  cp_log "  registry compiled in $(cp_elapsed "$t")"
-}
-
-# ---------------------------------------------------------------- csi-node
-# The node side of the real node's CSI driver (tests/tools/csi-node), built as the registry is.
-build_csi_node() {
-  local t mod
-  t=$(cp_now_ms)
-  mod="$(dirname "$(dirname "$CP_CSI_NODE")")/src"
-  rm -rf "$mod"; mkdir -p "$mod" "$(dirname "$CP_CSI_NODE")"
-  cp "$CP_HERE/../../tests/tools/csi-node/"{go.mod,go.sum,main.go} "$mod/"
-  cp_log "building csi-node (tests/tools/csi-node)"
-  GO_BUILD_WRAP=("${TIMEV[@]}" "${NICE[@]}")
-  go_aligned_build "$CP_VERSION_DIR/src/kubernetes" "$mod" csi-node -trimpath -ldflags "-s -w" \
-    -o "$CP_CSI_NODE.tmp" .
-  mv "$CP_CSI_NODE.tmp" "$CP_CSI_NODE"
-  cp_log "  csi-node compiled in $(cp_elapsed "$t")"
+  go_aligned_build "$CP_VERSION_DIR/src/kubernetes" "$mod" "$name" -trimpath -ldflags "-s -w" \
+    -o "$binary.tmp" .
+  mv "$binary.tmp" "$binary"
+  cp_log "  $name compiled in $(cp_elapsed "$t")"
 }
 
 # ---------------------------------------------------------------- containerd 2 and runc
@@ -211,13 +196,13 @@ build_the_rest_if_missing() {
     build_snapshotter
   fi
   if [ "$force" = 1 ] || [ ! -x "$CP_REGISTRY" ]; then
-    build_registry
+    build_project_tool registry "$CP_REGISTRY"
   fi
   if [ "$force" = 1 ] || [ ! -x "$CP_KUBE_ROUTER" ]; then
     build_kube_router
   fi
   if [ "$force" = 1 ] || [ ! -x "$CP_CSI_NODE" ]; then
-    build_csi_node
+    build_project_tool csi-node "$CP_CSI_NODE"
   fi
   if [ "$force" = 1 ] || ! cp_runtime_present; then
     build_runtime

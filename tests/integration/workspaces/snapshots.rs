@@ -235,6 +235,22 @@ async fn every_stop_snapshots_the_home_and_a_removed_home_comes_back_from_its_ne
     backend.assert_running();
 }
 
+/// Deletes the home of the stopped workspace `name` by hand and waits until it is gone: the claim
+/// lost, and the newest snapshot the workspace's record names (where its next start restores it
+/// from).
+pub(super) async fn lose_home(client: &Client, ns: &str, name: &str) -> (PersistentVolumeClaim, String) {
+    let records: Api<Workspace> = Api::namespaced(client.clone(), ns);
+    let record = records.get(name).await.unwrap();
+    let newest = record.metadata.annotations.as_ref().unwrap()["outfit.dev/snapshot"].clone();
+    let lost = only_claim(client, ns).await;
+    Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns)
+        .delete(lost.metadata.name.as_deref().unwrap(), &Default::default())
+        .await
+        .unwrap();
+    claims_gone(client, ns, "the home lost").await;
+    (lost, newest)
+}
+
 /// Where `claim` came from: outfit's mark on it, and the stand-in driver's on its volume.
 pub(super) async fn restored_from(client: &Client, claim: &PersistentVolumeClaim) -> (String, String) {
     let mark = claim.metadata.annotations.as_ref().unwrap()["outfit.dev/restored-from"].clone();
@@ -386,14 +402,7 @@ async fn a_start_may_name_the_snapshot_its_home_is_made_from() {
     // newest snapshot, the one of that stop.
     stop_until_snapshot(&backend, (&client, ns), noor, (&name, "SnapshotReady")).await;
     let records: Api<Workspace> = Api::namespaced(client.clone(), ns);
-    let record = records.get(&name).await.unwrap();
-    let newest = record.metadata.annotations.as_ref().unwrap()["outfit.dev/snapshot"].clone();
-    let lost = only_claim(&client, ns).await;
-    Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns)
-        .delete(lost.metadata.name.as_deref().unwrap(), &Default::default())
-        .await
-        .unwrap();
-    claims_gone(&client, ns, "the home lost").await;
+    let (lost, newest) = lose_home(&client, ns, &name).await;
     let (status, _) = backend.call(noor, "POST", &format!("{path}/start"), None).await;
     assert_eq!(status, 202);
     follow_restore_to_ready(&backend, (&client, ns), noor, &name).await;

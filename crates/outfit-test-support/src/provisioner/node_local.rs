@@ -36,15 +36,14 @@ impl NodeLocal {
 
     /// The volume `handle`'s directory, which anyone may write, as the workspace's user (not
     /// root) writes its home; a copy of the snapshot `from` if given.
-    pub(crate) fn make(&self, handle: &str, from: Option<&str>) -> io::Result<PathBuf> {
+    pub(crate) fn make(&self, handle: &str, from: Option<&str>) -> io::Result<()> {
         use std::os::unix::fs::PermissionsExt;
         let path = self.volume(handle);
         std::fs::create_dir_all(&path)?;
         if let Some(snapshot) = from {
             copy(&self.snapshot(snapshot), &path)?;
         }
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777))?;
-        Ok(path)
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777))
     }
 
     /// Whether the volume `handle` is one of these (a directory here).

@@ -48,21 +48,17 @@ fn push_outfit_image(plane: &ControlPlane) -> String {
 async fn apply(client: &Client, objects: &[Value]) -> Vec<(kube::discovery::ApiResource, DynamicObject)> {
     let mut applied = Vec::new();
     for object in objects {
-        let (group, version) = match object["apiVersion"].as_str().unwrap().split_once('/') {
-            Some((group, version)) => (group, version),
-            None => ("", object["apiVersion"].as_str().unwrap()),
-        };
-        let kind = object["kind"].as_str().unwrap();
-        let (resource, capabilities) =
-            discovery::pinned_kind(client, &GroupVersionKind::gvk(group, version, kind))
-                .await
-                .unwrap_or_else(|e| panic!("discovering {kind}: {e}"));
+        let object: DynamicObject = serde_json::from_value(object.clone()).unwrap();
+        let gvk = GroupVersionKind::try_from(object.types.as_ref().expect("apiVersion and kind")).unwrap();
+        let kind = &gvk.kind;
+        let (resource, capabilities) = discovery::pinned_kind(client, &gvk)
+            .await
+            .unwrap_or_else(|e| panic!("discovering {kind}: {e}"));
         let namespace = match capabilities.scope {
-            Scope::Namespaced => object["metadata"]["namespace"].as_str(),
+            Scope::Namespaced => object.metadata.namespace.as_deref(),
             Scope::Cluster => None,
         };
-        let name = object["metadata"]["name"].as_str().unwrap();
-        let object: DynamicObject = serde_json::from_value(object.clone()).unwrap();
+        let name = object.metadata.name.as_deref().unwrap();
         let params = PatchParams::apply("kubectl").force();
         let stored = api(client, namespace, &resource)
             .patch(name, &params, &Patch::Apply(&object))

@@ -3,15 +3,14 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use outfit_test_support::provisioner;
-use outfit_workspaces_core::resource::Workspace;
 
 use super::{
     super::{
-        snapshots::{follow_restore_to_ready, restored_from, stop_until_snapshot},
-        storage::{claims_gone, launched_ready, only_claim, uid},
+        snapshots::{follow_restore_to_ready, lose_home, restored_from, stop_until_snapshot},
+        storage::{launched_ready, only_claim, uid},
     },
     *,
 };
@@ -68,15 +67,7 @@ async fn a_file_in_the_home_survives_a_stop_and_a_start_and_comes_back_from_its_
     // snapshot, the one of that stop, and the file is in it.
     stop_until_snapshot(&backend, (&client, ns), alice, (&name, "SnapshotReady")).await;
     pod_gone().await;
-    let records: Api<Workspace> = Api::namespaced(client.clone(), ns);
-    let record = records.get(&name).await.unwrap();
-    let newest = record.metadata.annotations.as_ref().unwrap()["outfit.dev/snapshot"].clone();
-    let lost = only_claim(&client, ns).await;
-    Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns)
-        .delete(lost.metadata.name.as_deref().unwrap(), &Default::default())
-        .await
-        .unwrap();
-    claims_gone(&client, ns, "the home lost").await;
+    let (lost, newest) = lose_home(&client, ns, &name).await;
     start(&name).await;
     follow_restore_to_ready(&backend, (&client, ns), alice, &name).await;
     let again = only_claim(&client, ns).await;

@@ -27,7 +27,7 @@ use serde_json::json;
 use crate::{
     args::{Args, Arm},
     real,
-    trace::{self, Launch, NODES_ADDED_AT, POOL, REAL_NODE},
+    trace::{self, Launch, NODES_ADDED_AT},
 };
 
 /// How a launch ended, and when (from its first request).
@@ -58,35 +58,33 @@ pub(crate) async fn run(
     let ns = format!("start-{}", arm.name());
     make_namespace(client, &ns).await?;
     let plane = ControlPlane::at(&args.cluster.state_dir);
-    if args.real_node {
+    let (result, records) = if args.real_node {
         real::clear_images(client, &plane).await?;
         let result = measure(args, arm, client, None, (&ns, manifests), work).await;
-        let records = real::records(client, &ns).await;
-        let _ = Api::<DaemonSet>::namespaced(client.clone(), &ns)
-            .delete("pre-pull", &DeleteParams::default())
-            .await;
-        real::remove_pods(client, &ns).await?;
-        return Ok(Measured {
-            outcomes: result?,
-            records: records?,
-        });
-    }
-    let kubelet = ImageKubelet::start(&plane, trace::model(args, &format!("{}-", arm.name())));
-    kubelet.wait_ready(Duration::from_secs(120)).await;
-    let result = measure(args, arm, client, Some(&kubelet), (&ns, manifests), work).await;
-    let nodes = kubelet.node_names();
-    let records = kubelet.stop();
-    // The next arm starts on fresh nodes: these go, with their pods.
-    let node_api: Api<Node> = Api::all(client.clone());
-    for node in nodes {
-        let _ = node_api.delete(&node, &DeleteParams::default()).await;
-    }
+        (result, real::records(client, &ns).await)
+    } else {
+        let kubelet = ImageKubelet::start(&plane, trace::model(args, &format!("{}-", arm.name())));
+        kubelet.wait_ready(Duration::from_secs(120)).await;
+        let result = measure(args, arm, client, Some(&kubelet), (&ns, manifests), work).await;
+        let nodes = kubelet.node_names();
+        let records = kubelet.stop();
+        // The next arm starts on fresh nodes: these go, with their pods.
+        let node_api: Api<Node> = Api::all(client.clone());
+        for node in nodes {
+            let _ = node_api.delete(&node, &DeleteParams::default()).await;
+        }
+        (result, Ok(records))
+    };
+    // The DaemonSet before the pods, or it would make its pod again.
     let _ = Api::<DaemonSet>::namespaced(client.clone(), &ns)
         .delete("pre-pull", &DeleteParams::default())
         .await;
+    if args.real_node {
+        real::remove_pods(client, &ns).await?;
+    }
     Ok(Measured {
         outcomes: result?,
-        records,
+        records: records?,
     })
 }
 
@@ -208,15 +206,8 @@ async fn daemon_set(args: &Args, client: &Client, ns: &str) -> Result<()> {
     let init: Vec<_> = (0..args.entries)
         .map(|i| json!({"name": trace::entry(i), "image": trace::image(&trace::entry(i), real), "command": ["true"]}))
         .collect();
-    let (selector, tolerations, pause) = if real {
-        (json!({REAL_NODE: "real"}), json!([]), REAL_PAUSE_IMAGE)
-    } else {
-        (
-            json!({POOL: "yes"}),
-            json!([{"key": POOL, "operator": "Exists", "effect": "NoSchedule"}]),
-            PAUSE_IMAGE,
-        )
-    };
+    let placement = trace::placement(real);
+    let pause = if real { REAL_PAUSE_IMAGE } else { PAUSE_IMAGE };
     let daemon_set: DaemonSet = serde_json::from_value(json!({
         "metadata": {"name": "pre-pull"},
         "spec": {
@@ -224,8 +215,8 @@ async fn daemon_set(args: &Args, client: &Client, ns: &str) -> Result<()> {
             "template": {
                 "metadata": {"labels": {"app": "pre-pull"}},
                 "spec": {
-                    "nodeSelector": selector,
-                    "tolerations": tolerations,
+                    "nodeSelector": placement["nodeSelector"],
+                    "tolerations": placement["tolerations"],
                     "initContainers": init,
                     "containers": [{"name": "pause", "image": pause}]
                 }
@@ -251,18 +242,12 @@ fn settings(args: &Args, arm: Arm, ns: &str, manifests: u16) -> String {
             format!("- {{name: {name}, url: 'http://127.0.0.1:{manifests}/{name}.yaml'}}\n")
         })
         .collect();
-    let placement = if args.real_node {
-        format!("nodeSelector: {{{REAL_NODE}: real}}")
-    } else {
-        format!(
-            "nodeSelector: {{{POOL}: 'yes'}}, \
-             tolerations: [{{key: {POOL}, operator: Exists, effect: NoSchedule}}]"
-        )
-    };
+    let placement = trace::placement(args.real_node);
     let pre_pull = if arm == Arm::Planner {
         format!(
             "prePull: {{enabled: true, pullsPerNode: 1, nodesPerImage: 2, window: 1h, timeout: 10m, \
-             {placement}}}\n"
+             nodeSelector: {}, tolerations: {}}}\n",
+            placement["nodeSelector"], placement["tolerations"]
         )
     } else {
         String::new()

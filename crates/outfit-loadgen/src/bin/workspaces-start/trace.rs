@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use outfit_loadgen::workspaces::image_manifest;
 use outfit_test_support::kubelet::ModelConfig;
+use serde_json::{Value, json};
 
 use crate::args::Args;
 
@@ -27,7 +28,7 @@ pub(crate) fn entry(i: usize) -> String {
 }
 
 /// The label of the cluster's real node (`hack/control-plane/real-node.sh`).
-pub(crate) const REAL_NODE: &str = "outfit.dev/node";
+const REAL_NODE: &str = "outfit.dev/node";
 
 /// The image entry `name` runs: the image kubelet's name, or on the real node the one in its
 /// registry.
@@ -39,16 +40,15 @@ pub(crate) fn image(name: &str, real: bool) -> String {
     }
 }
 
-/// The scheduling lines of the arm's pods (YAML flow, at a pod spec's indentation): the pool's
-/// nodes (selected and tolerated), or the real node.
-pub(crate) fn placement(real: bool) -> String {
+/// Where the arm's pods go, as a pod spec's `nodeSelector` and `tolerations`: the pool's nodes
+/// (selected and tolerated), or the real node. One value for the catalogue's manifests, the
+/// planner's `prePull` and the DaemonSet (JSON is YAML's flow style, so it is written as it is).
+pub(crate) fn placement(real: bool) -> Value {
     if real {
-        format!("  nodeSelector: {{{REAL_NODE}: real}}\n")
+        json!({"nodeSelector": {REAL_NODE: "real"}, "tolerations": []})
     } else {
-        format!(
-            "  nodeSelector: {{{POOL}: \"yes\"}}\n  \
-             tolerations: [{{key: {POOL}, operator: Exists, effect: NoSchedule}}]\n"
-        )
+        json!({"nodeSelector": {POOL: "yes"},
+               "tolerations": [{"key": POOL, "operator": "Exists", "effect": "NoSchedule"}]})
     }
 }
 
@@ -59,7 +59,12 @@ pub(crate) fn size(args: &Args, i: usize) -> u64 {
 
 /// The manifest served for entry `name`: its image, on the arm's nodes.
 pub(crate) fn manifest(name: &str, real: bool) -> String {
-    image_manifest(name, &image(name, real), &placement(real))
+    let placement = placement(real);
+    let spec_lines = format!(
+        "  nodeSelector: {}\n  tolerations: {}\n",
+        placement["nodeSelector"], placement["tolerations"]
+    );
+    image_manifest(name, &image(name, real), &spec_lines)
 }
 
 /// The image kubelet's model for an arm: `prefix`'s nodes of [`POOL`], the args' bandwidth and
