@@ -270,7 +270,7 @@ async fn the_proxy_lets_the_owner_in_and_nobody_else() {
             None,
         )
         .await;
-    assert_eq!(view["url"], format!("http://{host}"), "{view}");
+    assert_eq!(view["url"], format!("http://{host}:{port}"), "{view}");
 
     // The owner: to the backend for a ticket, the ticket traded for this host's pass, once.
     let (pass, ticket_path) = pass_for(port, host, alice).await;

@@ -106,26 +106,12 @@ fn groups(value: Option<&Value>, claim: &str) -> Result<Vec<String>, SignInRefus
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use serde_json::json;
 
     use super::*;
 
     fn oidc() -> Oidc {
-        Oidc {
-            issuer_url: "https://login.example.org".to_owned(),
-            client_id: "outfit".to_owned(),
-            client_secret: "s".to_owned(),
-            redirect_url: "https://w.example.org/auth/callback".to_owned(),
-            scopes: vec!["openid".to_owned()],
-            username_claim: "preferred_username".to_owned(),
-            groups_claim: "groups".to_owned(),
-            allowed_groups: Vec::new(),
-            allowed_email_domains: Vec::new(),
-            session_lifetime: Duration::from_secs(3600),
-            cookie_key: None,
-        }
+        Oidc::example("https://w.example.org/auth/callback")
     }
 
     fn claims(value: Value) -> Map<String, Value> {

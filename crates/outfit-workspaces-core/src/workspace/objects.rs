@@ -128,8 +128,17 @@ pub fn app_url(pod: &Pod, config: &Config) -> String {
     let name = pod.metadata.name.as_deref().unwrap_or_default();
     match &config.proxy_domain {
         Some(domain) if proxied(pod, config) => {
-            let secure = config.oidc.as_ref().is_none_or(|oidc| oidc.secure());
-            format!("{}://{name}.{domain}", if secure { "https" } else { "http" })
+            let oidc = config.oidc.as_ref();
+            let scheme = if oidc.is_none_or(|oidc| oidc.secure()) {
+                "https"
+            } else {
+                "http"
+            };
+            let port = oidc
+                .and_then(|oidc| oidc.port())
+                .map(|port| format!(":{port}"))
+                .unwrap_or_default();
+            format!("{scheme}://{name}.{domain}{port}")
         }
         _ => format!("https://{}", ingress_host(name, config)),
     }
@@ -394,6 +403,7 @@ impl Storage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::config::Oidc;
 
     fn config() -> Config {
         let env = |var: &str| (var == "BACKEND_INGRESSDOMAIN").then(|| "pods.example".to_owned());
@@ -427,6 +437,25 @@ mod tests {
             app_url(&deic_dk, &config),
             "https://jupyter-alice-dtu-dk.pods.example"
         );
+        // The backend's own port and scheme, as its sign-in's redirect names them: the proxy
+        // serves the workspaces' hosts on the same listener.
+        for (redirect, url) in [
+            (
+                "http://127.0.0.1:8080/auth/callback",
+                "http://jupyter-alice-dtu-dk.ws.example:8080",
+            ),
+            (
+                "https://[::1]/auth/callback",
+                "https://jupyter-alice-dtu-dk.ws.example",
+            ),
+            (
+                "https://w.example.org:8443/auth/callback",
+                "https://jupyter-alice-dtu-dk.ws.example:8443",
+            ),
+        ] {
+            config.oidc = Some(Oidc::example(redirect));
+            assert_eq!(app_url(&native, &config), url, "{redirect}");
+        }
     }
 
     fn pod() -> Pod {

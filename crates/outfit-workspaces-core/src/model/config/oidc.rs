@@ -113,6 +113,34 @@ impl Oidc {
     pub fn secure(&self) -> bool {
         self.redirect_url.starts_with("https://")
     }
+
+    /// The port browsers reach the backend at when `redirectUrl` names one. The backend serves
+    /// the workspaces' hosts (`proxyDomain`) on the same listener, behind the same route, so
+    /// their links carry the same port.
+    pub fn port(&self) -> Option<u16> {
+        let rest = self.redirect_url.split_once("://").map_or("", |(_, rest)| rest);
+        let authority = rest.split('/').next().unwrap_or_default();
+        // `[::1]` alone has colons but no port: what follows the last one is then no number.
+        authority.rsplit_once(':').and_then(|(_, port)| port.parse().ok())
+    }
+
+    /// Settings for tests: sign-in at `login.example.org`, back at `redirect_url`.
+    #[cfg(test)]
+    pub(crate) fn example(redirect_url: &str) -> Oidc {
+        Oidc {
+            issuer_url: "https://login.example.org".to_owned(),
+            client_id: "outfit".to_owned(),
+            client_secret: "s".to_owned(),
+            redirect_url: redirect_url.to_owned(),
+            scopes: vec!["openid".to_owned()],
+            username_claim: "preferred_username".to_owned(),
+            groups_claim: "groups".to_owned(),
+            allowed_groups: Vec::new(),
+            allowed_email_domains: Vec::new(),
+            session_lifetime: std::time::Duration::from_secs(3600),
+            cookie_key: None,
+        }
+    }
 }
 
 /// `text` as an http(s) URL with a host: what follows the scheme, or what is wrong.
