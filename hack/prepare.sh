@@ -10,6 +10,7 @@
 #   openssl, curl, setsid (util-linux), ss (iproute2)  the control plane's scripts (up.sh)
 #   jq                                                  up.sh's node mode
 #   python3                                             the deic-dk compatibility client
+#   python3-venv                                        the jupyterlab image's venv
 #   chromium, chromedriver, python3-selenium            the web page's browser test (Selenium
 #                                                       for Debian's /usr/bin/python3)
 #   runc, the CNI plugins, iptables, ipset,             the real node (hack/control-plane/
@@ -25,6 +26,8 @@
 #   the external-snapshotter's snapshot-controller and CRDs,
 #   the real node's kubelet, kube-proxy, containerd, runc, CSI driver,
 #   registry and kube-router                                            hack/control-plane/build.sh
+# and from PyPI: JupyterLab for the real node's jupyterlab image, in a venv of Debian's python3.11
+#   (tests/tools/node-images/jupyterlab.txt)                            hack/control-plane/build.sh
 #   helm                                                                 hack/helm/build.sh
 #   zitadel/oidc's example provider, the sign-in tests' (Go's build cache) tests/tools/oidc-provider
 # --benchmarks: Gatekeeper's engine for hack/bench-gatekeeper.sh        hack/gatekeeper-baseline/build.sh
@@ -50,13 +53,14 @@ for toolchain in cargo go; do
 done
 
 missing=()
-packages=(openssl curl util-linux iproute2 jq python3 python3-selenium chromium chromium-driver
+packages=(openssl curl util-linux iproute2 jq python3 python3-venv python3-selenium chromium chromium-driver
           runc containernetworking-plugins iptables ipset busybox-static socat gcc pkg-config
           libseccomp-dev dropbear-bin openssh-client)
 for tool in openssl curl setsid ss jq python3 chromium chromedriver runc iptables ipset socat; do
   command -v "$tool" >/dev/null || missing+=("$tool")
 done
 /usr/bin/python3 -c 'import selenium' 2>/dev/null || missing+=(python3-selenium)
+/usr/bin/python3 -c 'import ensurepip' 2>/dev/null || missing+=(python3-venv)
 [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
 # runc (built by hack/control-plane/build.sh) is cgo, with libseccomp.
 command -v gcc >/dev/null || missing+=(gcc)
@@ -79,7 +83,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null
 fi
 
-log "the test cluster (kube-apiserver, etcd, controller manager, scheduler, kwok, snapshot controller, the real node's kubelet, kube-proxy, containerd, runc, CSI driver, registry and kube-router; built from Go modules, cached)"
+log "the test cluster (kube-apiserver, etcd, controller manager, scheduler, kwok, snapshot controller, the real node's kubelet, kube-proxy, containerd, runc, CSI driver, registry and kube-router; built from Go modules, cached; JupyterLab's venv from PyPI)"
 hack/control-plane/build.sh
 log "helm, for the chart's tests (built from its Go module, cached)"
 hack/helm/build.sh >/dev/null

@@ -9,6 +9,7 @@
 # the real node's image registry (tests/tools/registry) into .../control-plane/registry-<go.mod's hash>/bin/,
 # its CSI driver's node side (tests/tools/csi-node) into .../control-plane/csi-node-<its hash>/bin/,
 # its containerd and runc into .../control-plane/containerd-<ver>-runc-<ver>/bin/,
+# the jupyterlab image's venv (JupyterLab from PyPI) into .../control-plane/jupyterlab-<lock's hash>/venv,
 #
 # and the external-snapshotter's snapshot-controller with its CRDs (node mode)
 # into a directory of their own, keyed by their version only:
@@ -189,6 +190,18 @@ build_kube_router() {
   cp_log "  kube-router compiled in $(cp_elapsed "$t")"
 }
 
+# The jupyterlab image's venv: Debian's python3.11 with JupyterLab from PyPI, by the hashes of its
+# lock (tests/tools/node-images/jupyterlab.txt); the tests build the image from it.
+build_jupyterlab_venv() {
+  local t
+  t=$(cp_now_ms)
+  cp_log "making the jupyterlab image's venv (JupyterLab from PyPI, tests/tools/node-images/jupyterlab.txt)"
+  [ "$force" = 0 ] || rm -rf "$CP_JUPYTERLAB_VENV"
+  "${NICE[@]}" python3 "$CP_HERE/../../tests/tools/node-images/build.py" --jupyterlab-venv "$CP_JUPYTERLAB_VENV" \
+    || cp_die "making the jupyterlab venv failed (above)"
+  cp_log "  the jupyterlab venv made in $(cp_elapsed "$t")"
+}
+
 # The snapshot controller, the registry and kube-router are built after Kubernetes, aligned to its
 # modules (below).
 build_the_rest_if_missing() {
@@ -206,6 +219,9 @@ build_the_rest_if_missing() {
   fi
   if [ "$force" = 1 ] || ! cp_runtime_present; then
     build_runtime
+  fi
+  if [ "$force" = 1 ] || [ ! -f "$CP_JUPYTERLAB_VENV/.outfit-lock" ]; then
+    build_jupyterlab_venv
   fi
 }
 if [ "$force" = 0 ] && cp_kubernetes_present; then

@@ -59,6 +59,9 @@ CP_CTR="$CP_RUNTIME_DIR/ctr"
 CP_RUNC="$CP_RUNTIME_DIR/runc"
 # The node side of the real node's CSI driver (tests/tools/csi-node), keyed by its source.
 CP_CSI_NODE="$CP_CACHE_ROOT/csi-node-$(cat "$CP_HERE/../../tests/tools/csi-node/"{go.mod,main.go} | sha256sum | cut -c1-12)/bin/csi-node"
+# The jupyterlab image's venv (tests/tools/node-images/jupyterlab.py), keyed by its lock of PyPI
+# packages.
+CP_JUPYTERLAB_VENV="$CP_CACHE_ROOT/jupyterlab-$(sha256sum "$CP_HERE/../../tests/tools/node-images/jupyterlab.txt" | cut -c1-12)/venv"
 # kube-router, its firewall alone: the real node's NetworkPolicies enforced.
 CP_KUBE_ROUTER="$CP_CACHE_ROOT/kube-router-${KUBE_ROUTER_VERSION}/bin/kube-router"
 # Keyed by its go.mod, which pins the registry's version.
@@ -113,7 +116,7 @@ cp_running() {
 
 cp_binaries_present() {
   cp_kubernetes_present && cp_snapshotter_present && [ -x "$CP_REGISTRY" ] && [ -x "$CP_KUBE_ROUTER" ] \
-    && [ -x "$CP_CSI_NODE" ] && cp_runtime_present
+    && [ -x "$CP_CSI_NODE" ] && cp_runtime_present && [ -f "$CP_JUPYTERLAB_VENV/.outfit-lock" ]
 }
 cp_kubernetes_present() {
   [ -x "$CP_KUBE_APISERVER" ] && [ -x "$CP_KUBE_CONTROLLER_MANAGER" ] && [ -x "$CP_KUBE_SCHEDULER" ] \

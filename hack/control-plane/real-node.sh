@@ -362,6 +362,7 @@ export KUBELET_PID='$(pid_of kubelet)'
 export RUNTIME_CLASS_WITHOUT_USERNS='$NO_USERNS_HANDLER'
 export CTR_BIN='$CP_CTR'
 export REGISTRY_PULL_MBPS='${OUTFIT_CP_REGISTRY_MBPS:-}'
+export JUPYTERLAB_VENV='$CP_JUPYTERLAB_VENV'
 EOF
   node_started=1
   cp_log "real node up in $(cp_elapsed "$t_up")"

@@ -21,9 +21,15 @@ Images (see IMAGES below; adding one is adding an entry):
   outfit  with --outfit-binary PATH only: that outfit binary as /usr/local/bin/outfit (the
           entrypoint, as in hack/image's image), the shared libraries `ldd` names for it (a test
           build is dynamic; the release image's is static), and the CA bundle; user 65532
+  jupyterlab  with --jupyterlab-venv DIR only: JupyterLab from PyPI (jupyterlab.txt, by hash) in
+          a venv of Debian's python3.11 at /opt/jupyter, with busybox; serves on 8888 with no
+          token of its own, as 1000:100 (jupyterlab.py says why and what it holds)
 
 usage: build.py --registry HOST:PORT [--name-prefix PREFIX] [--only NAME ...] [--outfit-binary PATH]
+                [--jupyterlab-venv DIR]
        build.py --oci-archive DIR [--name-prefix PREFIX] [--only NAME ...] [--outfit-binary PATH]
+                [--jupyterlab-venv DIR]
+       build.py --jupyterlab-venv DIR      (only make the venv, from PyPI, if it is missing)
 
   --registry HOST:PORT  push each image as <prefix>/<name>:1 to http://HOST:PORT (Distribution API,
                         plain HTTP, no auth)
@@ -33,6 +39,8 @@ usage: build.py --registry HOST:PORT [--name-prefix PREFIX] [--only NAME ...] [-
   --name-prefix PREFIX  repository prefix, default outfit-test
   --only NAME ...       build only these images (default: all, outfit only with --outfit-binary)
   --outfit-binary PATH  the binary of the outfit image
+  --jupyterlab-venv DIR the jupyterlab image's venv, made there first if missing or of another
+                        lock (hack/control-plane/build.sh makes it in its cache)
   --bench-image NAME=BYTES  an image of that name and size (repeatable)
 
 Both --registry and --oci-archive may be given. SOURCE_DATE_EPOCH sets the files' mtime (default
@@ -49,12 +57,14 @@ import json
 import os
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+
+from jupyterlab import PREFIX as JUPYTER_PREFIX, make_venv, with_jupyterlab
+from tree import Tree, file_with_parents, shared_libraries
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUSYBOX = "/bin/busybox"  # Debian's busybox-static: statically linked, needs nothing else
@@ -147,51 +157,6 @@ def index_page(image, what):
 """
 
 
-class Tree:
-    """Files by path (no leading slash), written as a deterministic tar: a layer, or an OCI
-    layout."""
-
-    def __init__(self, mtime):
-        self.mtime = mtime
-        self.entries = {}  # path -> (TarInfo, bytes or None)
-
-    def _add(self, path, kind, mode, owner, data=None, link=None):
-        info = tarfile.TarInfo(path.lstrip("/"))
-        info.type = kind
-        info.mode = mode
-        info.uid, info.gid = owner
-        info.uname = info.gname = ""
-        info.mtime = self.mtime
-        if data is not None:
-            info.size = len(data)
-        if link is not None:
-            info.linkname = link
-        self.entries[info.name] = (info, data)
-
-    def dir(self, path, mode=0o755, owner=(0, 0)):
-        self._add(path, tarfile.DIRTYPE, mode, owner)
-
-    def file(self, path, data, mode=0o644, owner=(0, 0)):
-        if isinstance(data, str):
-            data = data.encode()
-        self._add(path, tarfile.REGTYPE, mode, owner, data=data)
-
-    def symlink(self, path, target):
-        self._add(path, tarfile.SYMTYPE, 0o777, (0, 0), link=target)
-
-    def tar(self):
-        # Sorting by path also puts each directory before what it holds.
-        return deterministic_tar((self.entries[path] for path in sorted(self.entries)))
-
-
-def deterministic_tar(entries):
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for info, data in entries:
-            tar.addfile(info, io.BytesIO(data) if data is not None else None)
-    return buffer.getvalue()
-
-
 def base_tree(layer, image):
     """What every image holds: the usual directories, and users root and jovyan."""
     for path in ("/bin", "/dev", "/etc", "/home", "/proc", "/run", "/srv", "/sys", "/usr",
@@ -247,34 +212,6 @@ def with_web(what):
 
 
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
-
-
-def shared_libraries(binary):
-    """The files the dynamic loader maps for `binary`, the loader itself among them, by the paths
-    `ldd` prints (which are where the binary and the loader look for them)."""
-    listed = subprocess.run(["ldd", binary], check=True, capture_output=True, text=True).stdout
-    paths = []
-    for line in listed.splitlines():
-        words = line.split()
-        if "=>" in words and len(words) > words.index("=>") + 1:
-            path = words[words.index("=>") + 1]
-        elif words and words[0].startswith("/"):
-            path = words[0]  # the loader: "/lib64/ld-linux-x86-64.so.2 (0x...)"
-        else:
-            continue  # linux-vdso.so.1, which the kernel provides
-        if path.startswith("/"):
-            paths.append(path)
-    return sorted(set(paths))
-
-
-def file_with_parents(layer, path, data, mode):
-    """`path` in `layer`, and each of its directories not there yet."""
-    parts = path.strip("/").split("/")
-    for depth in range(1, len(parts)):
-        directory = "/" + "/".join(parts[:depth])
-        if directory.lstrip("/") not in layer.entries:
-            layer.dir(directory)
-    layer.file(path, data, mode=mode)
 
 
 def with_dynamic(binaries):
@@ -399,6 +336,13 @@ def filler_layer(name, size, mtime):
     layer = Tree(mtime)
     layer.file("/var/filler", random.Random(name).randbytes(size))
     return layer.tar()
+
+
+def jupyterlab_image(venv):
+    return Image(contents=(with_busybox, with_jupyterlab(venv)),
+                 entrypoint=[f"{JUPYTER_PREFIX}/bin/python", "-m", "jupyterlab"],
+                 env={"HOME": "/home/jovyan", "SHELL": "/bin/sh"}, user="%d:%d" % JOVYAN,
+                 workdir="/home/jovyan", ports=("8888/tcp",), compression=1)
 
 
 def outfit_image(binary):
@@ -559,9 +503,12 @@ def main():
     parser.add_argument("--oci-archive", metavar="DIR", help="write DIR/<name>.tar")
     parser.add_argument("--name-prefix", default="outfit-test", metavar="PREFIX",
                         help="repository prefix (default: outfit-test)")
-    parser.add_argument("--only", nargs="+", choices=sorted([*IMAGES, "outfit"]), metavar="NAME",
-                        help=f"build only these images, of: {', '.join(IMAGES)}, outfit")
+    parser.add_argument("--only", nargs="+", choices=sorted([*IMAGES, "outfit", "jupyterlab"]),
+                        metavar="NAME",
+                        help=f"build only these images, of: {', '.join(IMAGES)}, outfit, jupyterlab")
     parser.add_argument("--outfit-binary", metavar="PATH", help="the outfit image's binary")
+    parser.add_argument("--jupyterlab-venv", metavar="DIR",
+                        help="the jupyterlab image's venv, made there if missing")
     parser.add_argument("--bench-image", action="append", default=[], metavar="NAME=BYTES",
                         help="an image of the start-time benchmark (repeatable)")
     args = parser.parse_args()
@@ -579,6 +526,16 @@ def main():
         images["outfit"] = outfit_image(args.outfit_binary)
     elif args.only and "outfit" in args.only:
         parser.error("the outfit image needs --outfit-binary PATH")
+    if args.jupyterlab_venv:
+        started = time.monotonic()
+        make_venv(args.jupyterlab_venv)
+        print(f"build.py: the venv {args.jupyterlab_venv} in {time.monotonic() - started:.2f} s",
+              file=sys.stderr)
+        if not args.registry and not args.oci_archive:
+            return  # the venv alone (hack/control-plane/build.sh makes it ahead)
+        images["jupyterlab"] = jupyterlab_image(args.jupyterlab_venv)
+    elif args.only and "jupyterlab" in args.only:
+        parser.error("the jupyterlab image needs --jupyterlab-venv DIR")
     if not args.registry and not args.oci_archive:
         parser.error("give --registry HOST:PORT, --oci-archive DIR, or both")
     if args.registry and "/" in args.registry:

@@ -23,22 +23,14 @@ use super::{super::storage::launched_ready, *};
 /// The image of the test build's `outfit`, pushed to the plane's registry (as
 /// `tests/tools/node-images/build.py` makes it: the binary and the shared libraries it loads).
 fn push_outfit_image(plane: &ControlPlane) -> String {
-    let registry = plane.env("REGISTRY_URL");
-    let output = std::process::Command::new("python3")
-        .arg(crate::support::repo_root().join("tests/tools/node-images/build.py"))
-        .args(["--registry", registry.trim_start_matches("http://")])
-        .args([
+    push_images(
+        plane,
+        &[
             "--only",
             "outfit",
             "--outfit-binary",
             env!("CARGO_BIN_EXE_outfit"),
-        ])
-        .output()
-        .expect("run build.py");
-    assert!(
-        output.status.success(),
-        "pushing outfit's image: {}",
-        String::from_utf8_lossy(&output.stderr)
+        ],
     );
     format!("{}/outfit-test/outfit:1", plane.env("REGISTRY_HOST"))
 }

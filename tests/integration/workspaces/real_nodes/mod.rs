@@ -8,12 +8,15 @@
 //! - `starts`: pulls, probes, deic-dk's tokens and ssh, pulls planned ahead;
 //! - `install`: outfit installed from its own image, its webhook mutating a workspace;
 //! - `isolation`: the NetworkPolicy of each workspace, enforced;
+//! - `jupyterlab`: a notebook server opened through the proxy, a cell run over its kernel's
+//!   WebSocket;
 //! - `lifecycle`: a home across a stop and a start and back from a snapshot, idle culling on what
 //!   the workspace reports;
 //! - `userns`: root in the workspace without root on the node, and a runtime that cannot.
 
 mod install;
 mod isolation;
+mod jupyterlab;
 mod lifecycle;
 mod starts;
 mod userns;
@@ -42,8 +45,7 @@ struct OnRealNode {
 }
 
 /// Starts a backend for `ns` (made here) on the real node, with the catalogue `entries` (name,
-/// manifest) and the configuration lines `extra`, which win over the node's: its images'
-/// registry, its pod network, and homes it can mount (`ephemeral`: its kernel has no NFS client).
+/// manifest) and the configuration lines `extra` (see [`node_config`]).
 async fn on_real_node(ns: &str, entries: &[(&str, &str)], extra: &str) -> OnRealNode {
     let plane = ControlPlane::with_real_node();
     let client = plane.admin_client().await;
@@ -53,17 +55,7 @@ async fn on_real_node(ns: &str, entries: &[(&str, &str)], extra: &str) -> OnReal
         .iter()
         .map(|(name, text)| manifests.put(&format!("{name}.yaml"), text))
         .collect();
-    let node = [
-        ("localRegistryURL", plane.env("REGISTRY_HOST")),
-        ("podSubnetCidr", plane.env("REAL_NODE_POD_CIDR")),
-        ("storageStrategy", "ephemeral".to_owned()),
-    ];
-    let mut config: String = node
-        .iter()
-        .filter(|(key, _)| !extra.lines().any(|l| l.starts_with(&format!("{key}:"))))
-        .map(|(key, value)| format!("{key}: {value}\n"))
-        .collect();
-    config.push_str(extra);
+    let mut config = node_config(plane, extra);
     if !entries.is_empty() {
         config.push_str("catalogue:\n");
         for ((name, _), url) in entries.iter().zip(&urls) {
@@ -77,6 +69,41 @@ async fn on_real_node(ns: &str, entries: &[(&str, &str)], extra: &str) -> OnReal
         backend,
         urls,
     }
+}
+
+/// A backend's configuration lines for the real node, then `extra`, whose keys win over the
+/// node's: its images' registry, its pod network, and homes it can mount (`ephemeral`: its
+/// kernel has no NFS client).
+fn node_config(plane: &ControlPlane, extra: &str) -> String {
+    let node = [
+        ("localRegistryURL", plane.env("REGISTRY_HOST")),
+        ("podSubnetCidr", plane.env("REAL_NODE_POD_CIDR")),
+        ("storageStrategy", "ephemeral".to_owned()),
+    ];
+    let mut config: String = node
+        .iter()
+        .filter(|(key, _)| !extra.lines().any(|l| l.starts_with(&format!("{key}:"))))
+        .map(|(key, value)| format!("{key}: {value}\n"))
+        .collect();
+    config.push_str(extra);
+    config
+}
+
+/// Builds images of `tests/tools/node-images/build.py` (its arguments `args`, after the
+/// registry's) and pushes them to the plane's registry.
+fn push_images(plane: &ControlPlane, args: &[&str]) {
+    let registry = plane.env("REGISTRY_URL");
+    let output = std::process::Command::new("python3")
+        .arg(crate::support::repo_root().join("tests/tools/node-images/build.py"))
+        .args(["--registry", registry.trim_start_matches("http://")])
+        .args(args)
+        .output()
+        .expect("run build.py");
+    assert!(
+        output.status.success(),
+        "build.py {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 /// deic-dk's kind of manifest on the project's image `image` (`web` or `tokens`), named as deic-dk
