@@ -12,6 +12,11 @@
 # raised, within what a module's go.mod allows: a build that fails raised is built as published.
 #
 # GO_BUILD_WRAP (an array: nice, /usr/bin/time) is put before `go build` when set.
+#
+# The compiler and linker collect garbage four times less often than Go's default (GOGC=400):
+# building etcd on a new machine took 50 user-s instead of 62 (wall 33 s instead of 39), its
+# largest process 390 MB instead of 310; GOGC=off gained 4 user-s more for 620 MB.
+export GOGC="${GOGC:-400}"
 
 # go_tool_module DIR NAME PACKAGE@VERSION: DIR (made anew) a wrapper module named for NAME whose
 # tool is PACKAGE at VERSION, resolved and downloaded as `go install PACKAGE@VERSION` would (its
