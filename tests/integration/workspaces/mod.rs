@@ -35,6 +35,7 @@ mod attacks;
 mod cleanup;
 mod clusters;
 mod example;
+mod groups_claim;
 mod guards;
 mod lifecycle;
 mod native;

@@ -46,7 +46,7 @@ pub(super) fn phase(workspace: &Workspace) -> Option<Phase> {
 }
 
 /// Waits (up to a minute) until the pod `name` is gone (`false`) or there and not going.
-async fn pod_until(pods: &Api<Pod>, name: &str, there: bool) -> Option<Pod> {
+pub(super) async fn pod_until(pods: &Api<Pod>, name: &str, there: bool) -> Option<Pod> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let pod = pods.get_opt(name).await.expect("reading the pod");

@@ -161,6 +161,8 @@ impl fmt::Display for Identities {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Owner {
     pub(crate) field: OwnerField,
+    /// The annotation holding the owner's groups, one per line (`groupsAnnotation`).
+    pub(crate) groups: Option<String>,
     /// The identities whose requests may name an owner (a provisioner's service account).
     pub(crate) provisioners: Identities,
 }
@@ -196,11 +198,34 @@ impl fmt::Display for OwnerField {
     }
 }
 
+/// A requester's groups: the request's (`userInfo.groups`), or those a trusted provisioner
+/// recorded on the pod for its owner, one per line (read where they are, not copied).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Groups<'a> {
+    Request(&'a [Cow<'a, str>]),
+    Recorded(&'a str),
+}
+
+impl<'a> Groups<'a> {
+    pub(crate) fn iter(self) -> impl Iterator<Item = &'a str> {
+        let (request, recorded) = match self {
+            Groups::Request(groups) => (groups, ""),
+            Groups::Recorded(lines) => (&[][..], lines),
+        };
+        let recorded = recorded.lines().map(str::trim).filter(|g| !g.is_empty());
+        request.iter().map(|g| &**g).chain(recorded)
+    }
+
+    pub(crate) fn is_empty(self) -> bool {
+        self.iter().next().is_none()
+    }
+}
+
 /// The requester a PodPolicy matches: the request's user, or the owner a provisioner names.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Who<'a> {
     pub(crate) name: &'a str,
-    pub(crate) groups: &'a [Cow<'a, str>],
+    pub(crate) groups: Groups<'a>,
     /// Set when `name` is the owner recorded on the pod: the field, and the provisioner.
     pub(crate) owner: Option<(&'a OwnerField, &'a str)>,
 }
@@ -210,7 +235,7 @@ impl<'a> Who<'a> {
     pub(crate) fn user(user: &'a UserInfo<'a>) -> Self {
         Self {
             name: &user.username,
-            groups: &user.groups,
+            groups: Groups::Request(&user.groups),
             owner: None,
         }
     }
@@ -226,17 +251,26 @@ impl<'a> Who<'a> {
 
 impl fmt::Display for Who<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let groups: Vec<&str> = self.groups.iter().collect();
+        let groups = match groups.is_empty() {
+            true => String::new(),
+            false => format!("groups {}", groups.join(", ")),
+        };
         match self.owner {
-            Some((field, provisioner)) => write!(
-                f,
-                "owner {:?} ({field}, trusted from provisioner {provisioner:?})",
-                self.name
-            ),
-            None if self.groups.is_empty() => write!(f, "user {:?}", self.name),
-            None => {
-                let groups: Vec<&str> = self.groups.iter().map(|g| &**g).collect();
-                write!(f, "user {:?} (groups {})", self.name, groups.join(", "))
+            Some((field, provisioner)) => {
+                let groups = if groups.is_empty() {
+                    groups
+                } else {
+                    format!("{groups}; ")
+                };
+                write!(
+                    f,
+                    "owner {:?} ({groups}{field}, trusted from provisioner {provisioner:?})",
+                    self.name
+                )
             }
+            None if groups.is_empty() => write!(f, "user {:?}", self.name),
+            None => write!(f, "user {:?} ({groups})", self.name),
         }
     }
 }
@@ -280,9 +314,13 @@ pub(crate) fn requester<'a>(
     };
     match real {
         Some(sender) if owner.provisioners.find(&sender).is_some() => {
+            let recorded = owner.groups.as_ref().and_then(|key| {
+                let annotations = metadata?.get("annotations")?;
+                annotations.get(key)?.as_str()
+            });
             let who = Who {
                 name: named,
-                groups: &[],
+                groups: Groups::Recorded(recorded.unwrap_or_default()),
                 owner: Some((&owner.field, sender.name)),
             };
             (Some(who), None)

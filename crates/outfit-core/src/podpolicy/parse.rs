@@ -269,7 +269,12 @@ fn requesters(r: &Reader<'_>, value: Option<&Value>, path: &FieldPath) -> Result
 }
 
 fn owner(r: &Reader<'_>, value: Option<&Value>, path: &FieldPath) -> Result<Option<Owner>, PolicyError> {
-    let Some(object) = r.object(value, path, &["label", "annotation", "provisioners"])? else {
+    let Some(object) = r.object(
+        value,
+        path,
+        &["label", "annotation", "groupsAnnotation", "provisioners"],
+    )?
+    else {
         return Ok(None);
     };
     let key = |name: &str| -> Result<Option<String>, PolicyError> {
@@ -288,6 +293,7 @@ fn owner(r: &Reader<'_>, value: Option<&Value>, path: &FieldPath) -> Result<Opti
         }
         (None, None) => return Err(r.error(&path.field("label"), Problem::Missing)),
     };
+    let groups = key("groupsAnnotation")?;
     let provisioners_path = path.field("provisioners");
     let provisioners = r.object(
         object.get("provisioners"),
@@ -299,7 +305,11 @@ fn owner(r: &Reader<'_>, value: Option<&Value>, path: &FieldPath) -> Result<Opti
         // Trusting every requester to name the owner would let anyone claim to be anyone.
         return Err(r.error(&provisioners_path, Problem::Missing));
     }
-    Ok(Some(Owner { field, provisioners }))
+    Ok(Some(Owner {
+        field,
+        groups,
+        provisioners,
+    }))
 }
 
 const ADD_FIELDS: &[&str] = &[

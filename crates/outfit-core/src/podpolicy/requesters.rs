@@ -99,10 +99,9 @@ impl Requesters {
         who: Option<&Who<'_>>,
         audiences: AudienceLookup<'_>,
     ) -> (&'static str, String) {
-        // An owner named by a provisioner comes with no groups.
-        let owner_without_groups = who.is_some_and(|w| w.owner.is_some())
-            && self.include.users.is_empty()
-            && self.audiences.is_empty();
+        // An owner named by a provisioner comes with the groups the provisioner recorded, if any.
+        let owner_without_groups =
+            who.is_some_and(|w| w.owner.is_some() && w.groups.is_empty()) && !self.include.groups.is_empty();
         let who = who.map_or_else(|| "the requester".to_owned(), ToString::to_string);
         match left {
             Left::Excluded(entry) => (
@@ -133,7 +132,7 @@ impl Requesters {
                     ));
                 }
                 if owner_without_groups {
-                    detail.push_str("; an owner named by a provisioner has no groups: list owners in users or an Audience");
+                    detail.push_str("; the owner named by a provisioner has no groups recorded (spec.match.owner.groupsAnnotation names where they are)");
                 }
                 ("spec.match.requesters", detail)
             }

@@ -472,6 +472,81 @@ fn the_workspace_backends_owner_annotation_and_excluded_audiences() {
     );
 }
 
+/// The backend records its owner's groups (from the sign-in's groups claim) in a second
+/// annotation; they count only when the owner does, from a provisioner.
+const OWNER_GROUPS: &str = r#"
+apiVersion: outfit.dev/v1alpha1
+kind: PodPolicy
+metadata: {name: gpus-for-gpu-users}
+spec:
+  match:
+    requesters: {groups: [gpu-users]}
+    owner:
+      annotation: outfit.dev/user-id
+      groupsAnnotation: outfit.dev/user-groups
+      provisioners: {serviceAccounts: [outfit-system/outfit-workspaces]}
+  add: {resources: {limits: {nvidia.com/gpu: 1}}}
+"#;
+
+#[test]
+fn an_owners_groups_recorded_by_a_provisioner_decide_as_the_requests_would() {
+    let set = set(OWNER_GROUPS);
+    let backend = user(
+        "system:serviceaccount:outfit-system:outfit-workspaces",
+        &["system:serviceaccounts"],
+    );
+    let owned = |owner: &str, groups: Option<&str>| {
+        let mut pod = pod();
+        pod["metadata"]["annotations"] = json!({"outfit.dev/user-id": owner});
+        if let Some(groups) = groups {
+            pod["metadata"]["annotations"]["outfit.dev/user-groups"] = json!(groups);
+        }
+        pod
+    };
+    let gpus = |pod: &Value| pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"].clone();
+
+    let alices = owned("alice@dtu.dk", Some("staff\ngpu-users\n"));
+    assert_eq!(gpus(&admit(&set, &alices, Some(&backend)).unwrap()), "1");
+    let explanation = set.explain(&request(&alices, Some(&backend)));
+    let Verdict::ChangedFor { requester, .. } = &explanation.policies[0].verdict else {
+        panic!("{:?}", explanation.policies[0].verdict)
+    };
+    assert_eq!(requester.field, "spec.match.requesters.groups");
+    let who = r#"owner "alice@dtu.dk" (groups staff, gpu-users; annotation outfit.dev/user-id"#;
+    assert!(requester.detail.starts_with(who), "{}", requester.detail);
+
+    // Bob's groups do not have it; the clause says whose groups were read.
+    let (field, detail) = clause(&set, &owned("bob@dtu.dk", Some("staff")), Some(&backend));
+    assert_eq!(field, "spec.match.requesters");
+    assert!(
+        detail.contains(r#"owner "bob@dtu.dk" (groups staff; "#),
+        "{detail}"
+    );
+
+    // Recorded by someone else, neither the owner nor the groups count: mallory is who sent it.
+    let mallory = user("mallory", &["students"]);
+    let (field, detail) = clause(&set, &alices, Some(&mallory));
+    assert_eq!(field, "spec.match.owner");
+    assert!(detail.contains("is not trusted"), "{detail}");
+
+    // No groups recorded: the clause says where they would be.
+    let (_, detail) = clause(&set, &owned("alice@dtu.dk", None), Some(&backend));
+    assert!(
+        detail.contains("no groups recorded (spec.match.owner.groupsAnnotation"),
+        "{detail}"
+    );
+
+    // Only an annotation key is taken, as for the owner's own field.
+    let (_, report) = load(&OWNER_GROUPS.replace(
+        "groupsAnnotation: outfit.dev/user-groups",
+        "groupsAnnotation: 'not a key'",
+    ));
+    assert_eq!(
+        report.errors[0].field.as_str(),
+        "spec.match.owner.groupsAnnotation"
+    );
+}
+
 #[test]
 fn a_policy_without_requesters_applies_to_everyone_and_says_why_it_changed_nothing() {
     let set = set(r#"

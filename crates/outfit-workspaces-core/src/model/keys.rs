@@ -31,6 +31,9 @@ pub const ANNOTATION_INGRESS_PORT: &str = "sciencedata.dk/ingress-port";
 /// The exact user id. Labels can't hold it (`a.b@x` and `a-b@x` share a user string, and label
 /// values are capped at 63 characters), so ownership is checked on this annotation.
 pub const ANNOTATION_USER_ID: &str = "outfit.dev/user-id";
+/// The owner's groups as they launched or last started it, one per line: on the Workspace, and
+/// on its pod for PodPolicies (`spec.match.owner.groupsAnnotation`) to match them.
+pub const ANNOTATION_USER_GROUPS: &str = "outfit.dev/user-groups";
 /// When an unfinished create is given up and its pod removed (RFC 3339). Stored on the pod so a
 /// restarted backend, or another replica, enforces the same deadline.
 pub const ANNOTATION_CREATE_DEADLINE: &str = "outfit.dev/create-deadline";

@@ -83,6 +83,20 @@ impl UserId {
     }
 }
 
+/// The most groups [`recorded_groups`] keeps (as many as a sign-in may carry).
+pub const MAX_RECORDED_GROUPS: usize = 100;
+
+/// `groups` as the [`keys::ANNOTATION_USER_GROUPS`] annotation holds them: one per line, the
+/// first [`MAX_RECORDED_GROUPS`] only (an annotation is bounded). A group with a line break
+/// could be read as two, so it is left out.
+pub fn recorded_groups(groups: &[String]) -> String {
+    let usable = groups
+        .iter()
+        .filter(|g| !g.is_empty() && !g.contains(['\n', '\r']))
+        .take(MAX_RECORDED_GROUPS);
+    usable.map(String::as_str).collect::<Vec<_>>().join("\n")
+}
+
 /// The exact user id an object the backend made belongs to (its `outfit.dev/user-id`
 /// annotation; labels can't hold it, see [`keys::ANNOTATION_USER_ID`]).
 pub fn owner_of<K: Resource>(object: &K) -> Option<&str> {
@@ -138,6 +152,23 @@ pub fn owner_id(username: &str, fold_case: bool) -> Result<UserId, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recorded_groups_are_one_per_line_bounded_and_unambiguous() {
+        let groups = |names: &[&str]| names.iter().map(|g| (*g).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            recorded_groups(&groups(&["gpu-users", "staff"])),
+            "gpu-users\nstaff"
+        );
+        // A group that would read as two, or as none, is left out.
+        assert_eq!(
+            recorded_groups(&groups(&["a\ngpu-users", "", "b\r", "staff"])),
+            "staff"
+        );
+        let many: Vec<String> = (0..=MAX_RECORDED_GROUPS).map(|i| format!("g{i}")).collect();
+        assert_eq!(recorded_groups(&many).lines().count(), MAX_RECORDED_GROUPS);
+        assert_eq!(recorded_groups(&[]), "");
+    }
 
     /// deic-dk's own test vectors (util_test.go, §1.1 of the reference).
     #[test]

@@ -82,6 +82,9 @@ pub struct Prepared {
 pub struct Requester<'a> {
     /// The user the workspace is for.
     pub user: &'a UserId,
+    /// Their groups as recorded on the Workspace ([`crate::model::user::recorded_groups`]),
+    /// given to the pod for PodPolicies; none for deic-dk's `create_pod`, which names no groups.
+    pub groups: Option<&'a str>,
     /// The silo address the request came from (loopback mapped to `testingHost`).
     pub silo_ip: &'a str,
     /// The snapshot (a VolumeSnapshot of the user's) the request asks the home to be made from;
@@ -307,6 +310,11 @@ pub fn assemble(prepared: Prepared, requester: Requester<'_>, placement: &Placem
     ] {
         annotations.insert(key.to_owned(), value.to_owned());
     }
+    // Set by the backend, never by the manifest: a PodPolicy trusts it from the backend.
+    match requester.groups.filter(|groups| !groups.is_empty()) {
+        Some(groups) => annotations.insert(keys::ANNOTATION_USER_GROUPS.to_owned(), groups.to_owned()),
+        None => annotations.remove(keys::ANNOTATION_USER_GROUPS),
+    };
     if let Some(spec) = pod.spec.as_mut() {
         let mut added: Vec<Volume> = Vec::new();
         for mount in spec

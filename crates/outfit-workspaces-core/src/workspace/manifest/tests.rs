@@ -43,13 +43,29 @@ fn alice() -> UserId {
     UserId::parse("alice@dtu.dk").unwrap()
 }
 
+/// `user` asking from `silo_ip`, with no groups and no snapshot to restore.
+fn requester<'a>(user: &'a UserId, silo_ip: &'a str) -> Requester<'a> {
+    Requester {
+        user,
+        groups: None,
+        silo_ip,
+        restore: None,
+    }
+}
+
+/// Where alice's jupyter pod goes, with its home in `storage_claim`.
+fn placement(storage_claim: Option<&str>) -> Placement<'_> {
+    Placement {
+        name: "jupyter-alice-dtu-dk",
+        storage_claim,
+        deadline: "2026-01-01T00:00:00Z",
+        manifest_url: "https://example/jupyter.yaml",
+    }
+}
+
 fn prepare_jupyter(settings: &Settings) -> Result<Prepared, ManifestError> {
     let user = alice();
-    let requester = Requester {
-        user: &user,
-        silo_ip: "10.0.0.11",
-        restore: None,
-    };
+    let requester = requester(&user, "10.0.0.11");
     prepare(JUPYTER, requester, settings, &config())
 }
 
@@ -105,11 +121,7 @@ fn mandatory_env_in_every_container() {
 #[test]
 fn unknown_silo_leaves_the_hostname_out_with_a_warning() {
     let user = alice();
-    let requester = Requester {
-        user: &user,
-        silo_ip: "10.0.0.99",
-        restore: None,
-    };
+    let requester = requester(&user, "10.0.0.99");
     let prepared = prepare(JUPYTER, requester, &Settings::new(), &config()).unwrap();
     assert!(!env_of(&prepared.pod, 0).contains_key("HOME_SERVER_HOSTNAME"));
     assert!(prepared.warnings[0].contains("10.0.0.99"));
@@ -137,11 +149,7 @@ fn restart_policy_defaults_only_when_unset() {
     );
     let always = JUPYTER.replace("spec:\n", "spec:\n  restartPolicy: Always\n");
     let user = alice();
-    let requester = Requester {
-        user: &user,
-        silo_ip: "10.0.0.11",
-        restore: None,
-    };
+    let requester = requester(&user, "10.0.0.11");
     let prepared = prepare(&always, requester, &Settings::new(), &config()).unwrap();
     assert_eq!(
         prepared.pod.spec.as_ref().unwrap().restart_policy.as_deref(),
@@ -162,11 +170,7 @@ fn service_links_and_the_account_token_are_off_unless_the_manifest_sets_them() {
         "spec:\n  automountServiceAccountToken: true\n  enableServiceLinks: true\n",
     );
     let user = alice();
-    let requester = Requester {
-        user: &user,
-        silo_ip: "10.0.0.11",
-        restore: None,
-    };
+    let requester = requester(&user, "10.0.0.11");
     let prepared = prepare(&explicit, requester, &Settings::new(), &config()).unwrap();
     let spec = prepared.pod.spec.as_ref().unwrap();
     assert_eq!(spec.automount_service_account_token, Some(true));
@@ -178,17 +182,13 @@ fn assembled_pod_has_deic_dk_labels_owner_and_provided_volumes() {
     let user = alice();
     let requester = Requester {
         user: &user,
+        groups: Some("gpu-users\nstaff"),
         silo_ip: "10.0.0.11",
         restore: None,
     };
     let prepared = prepare_jupyter(&Settings::new()).unwrap();
     assert!(prepared.needs_user_storage);
-    let placement = Placement {
-        name: "jupyter-alice-dtu-dk",
-        storage_claim: Some("user-storage-alice-dtu-dk"),
-        deadline: "2026-01-01T00:00:00Z",
-        manifest_url: "https://example/jupyter.yaml",
-    };
+    let placement = placement(Some("user-storage-alice-dtu-dk"));
     let pod = assemble(prepared, requester, &placement);
     let labels = pod.metadata.labels.as_ref().unwrap();
     // deic-dk replaces the manifest's labels (app: jupyter is gone).
@@ -201,6 +201,7 @@ fn assembled_pod_has_deic_dk_labels_owner_and_provided_volumes() {
     assert!(!labels.contains_key("app"));
     let annotations = pod.metadata.annotations.as_ref().unwrap();
     assert_eq!(annotations[keys::ANNOTATION_USER_ID], "alice@dtu.dk");
+    assert_eq!(annotations[keys::ANNOTATION_USER_GROUPS], "gpu-users\nstaff");
     assert_eq!(annotations[keys::ANNOTATION_COPY_TOKEN], "appendURL");
     let volumes = pod.spec.as_ref().unwrap().volumes.as_ref().unwrap();
     let claim = |name: &str| {
@@ -221,18 +222,9 @@ fn assembled_pod_has_deic_dk_labels_owner_and_provided_volumes() {
 #[test]
 fn an_ephemeral_home_is_an_empty_dir() {
     let user = alice();
-    let requester = Requester {
-        user: &user,
-        silo_ip: "10.0.0.11",
-        restore: None,
-    };
+    let requester = requester(&user, "10.0.0.11");
     let prepared = prepare_jupyter(&Settings::new()).unwrap();
-    let placement = Placement {
-        name: "jupyter-alice-dtu-dk",
-        storage_claim: None,
-        deadline: "2026-01-01T00:00:00Z",
-        manifest_url: "https://example/jupyter.yaml",
-    };
+    let placement = placement(None);
     let pod = assemble(prepared, requester, &placement);
     let volumes = pod.spec.unwrap().volumes.unwrap();
     let home = volumes.iter().find(|v| v.name == "sciencedata").unwrap();
@@ -247,11 +239,7 @@ fn an_ephemeral_home_is_an_empty_dir() {
 #[test]
 fn refusals_say_what_is_wrong() {
     let user = alice();
-    let requester = Requester {
-        user: &user,
-        silo_ip: "10.0.0.11",
-        restore: None,
-    };
+    let requester = requester(&user, "10.0.0.11");
     let cases: &[(&str, &str)] = &[
         (
             "kind: Deployment\napiVersion: apps/v1\nmetadata: {name: x}\n",
@@ -304,13 +292,29 @@ fn ssh_and_tokens_are_read_from_the_manifest() {
     assert_eq!(needs.ingress_port, Some(8888));
     let ssh = "kind: Pod\napiVersion: v1\nmetadata: {name: u, annotations: {sciencedata.dk/copy-token: 'a, b'}}\nspec: {containers: [{name: c, ports: [{containerPort: 22}]}]}\n";
     let user = alice();
-    let requester = Requester {
-        user: &user,
-        silo_ip: "10.0.0.11",
-        restore: None,
-    };
+    let requester = requester(&user, "10.0.0.11");
     let prepared = prepare(ssh, requester, &Settings::new(), &config()).unwrap();
     let needs = PodNeeds::read(&prepared.pod).unwrap();
     assert!(needs.ssh);
     assert_eq!(needs.token_keys, vec!["a".to_owned(), "b".to_owned()]);
+}
+
+#[test]
+fn a_manifest_cannot_name_the_owners_groups() {
+    let user = alice();
+    let requester = requester(&user, "10.0.0.11");
+    let claiming = JUPYTER.replacen(
+        "annotations:\n",
+        "annotations:\n    outfit.dev/user-groups: gpu-users\n",
+        1,
+    );
+    assert_ne!(claiming, JUPYTER, "the manifest has annotations to add to");
+    let prepared = prepare(&claiming, requester, &Settings::new(), &config()).unwrap();
+    let placement = placement(None);
+    let pod = assemble(prepared, requester, &placement);
+    let annotations = pod.metadata.annotations.unwrap();
+    assert!(
+        !annotations.contains_key(keys::ANNOTATION_USER_GROUPS),
+        "{annotations:?}"
+    );
 }

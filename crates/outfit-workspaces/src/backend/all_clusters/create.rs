@@ -52,6 +52,7 @@ impl<C: ClusterCalls> Backend<C> {
         let silo_ip = silo_ip.to_string();
         let requester = Requester {
             user: &user,
+            groups: None,
             silo_ip: &silo_ip,
             restore: None,
         };
@@ -69,7 +70,7 @@ impl<C: ClusterCalls> Backend<C> {
             silo_ip: Some(silo_ip.clone()),
         };
         let record = self
-            .record_launch(member, &spec, (&manifest_name, &user), None)
+            .record_launch(member, &spec, &manifest_name, requester)
             .await?;
         self.await_made_or_undo(member, &record).await?;
         tracing::info!(pod = record.name_any(), user = %user, "pod created");
@@ -106,8 +107,10 @@ impl<C: ClusterCalls> Backend<C> {
         // manifest that can't be fetched or read, a setting it does not take); the controller
         // reads it again to make the pod.
         let silo_ip = silo_ip.to_string();
+        let groups = model::user::recorded_groups(&identity.groups);
         let requester = Requester {
             user,
+            groups: Some(&groups),
             silo_ip: &silo_ip,
             restore: launch.snapshot.as_deref(),
         };
@@ -126,7 +129,7 @@ impl<C: ClusterCalls> Backend<C> {
             silo_ip: None,
         };
         let record = self
-            .record_launch(member, &spec, (&manifest_name, user), requester.restore)
+            .record_launch(member, &spec, &manifest_name, requester)
             .await?;
         let view = self.launched(member, &record, identity).await?;
         Ok((view, warnings))
@@ -201,9 +204,10 @@ impl<C: ClusterCalls> Backend<C> {
         &self,
         member: &ClusterWorkspaces<C>,
         spec: &WorkspaceSpec,
-        (manifest_name, user): (&str, &UserId),
-        restore: Option<&str>,
+        manifest_name: &str,
+        requester: Requester<'_>,
     ) -> Result<resource::Workspace, RequestError> {
+        let user = requester.user;
         let plain = names::pod_name_candidates(manifest_name, user);
         let (mut own, mut others) = (0, 0);
         for candidates in [plain.clone(), names::own_pod_name_candidates(manifest_name, user)] {
@@ -219,7 +223,7 @@ impl<C: ClusterCalls> Backend<C> {
                     }
                     continue;
                 }
-                match member.record_workspace(name, spec, restore).await {
+                match member.record_workspace(name, spec, requester).await {
                     Ok(made) => return Ok(made),
                     // Taken since the cache last looked (another replica).
                     Err(error) if error.is_conflict() => others += 1,

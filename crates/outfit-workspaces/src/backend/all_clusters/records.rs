@@ -10,7 +10,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use outfit_workspaces_core::{
-    model::{self, names, user::belongs_to},
+    model::{self, keys, names, user::belongs_to},
     resource::{
         self, Phase,
         reconcile::{self, owns},
@@ -205,9 +205,18 @@ impl<C: ClusterCalls> Backend<C> {
                 .await?;
         }
         let uid = workspace.uid().unwrap_or_default();
+        let mut marks = reconcile::start_marks(restore);
+        // The owner's groups as they are now; an admin's start keeps the owner's last.
+        if identity.user.as_str() == workspace.spec.owner {
+            let groups = model::user::recorded_groups(&identity.groups);
+            marks.insert(
+                keys::ANNOTATION_USER_GROUPS,
+                Some(groups).filter(|g| !g.is_empty()),
+            );
+        }
         let started = member
             .cluster
-            .set_started(name, &uid, true, reconcile::start_marks(restore))
+            .set_started(name, &uid, true, marks)
             .await
             .map_err(|error| gone_or(error, identity, name))?;
         tracing::info!(workspace = name, user = %identity.user, by = identity.username, "workspace start requested");
@@ -300,6 +309,10 @@ impl<C: ClusterCalls> Backend<C> {
             .unwrap_or_else(|| member.config.testing_host.to_string());
         let requester = Requester {
             user: &user,
+            groups: workspace
+                .annotations()
+                .get(keys::ANNOTATION_USER_GROUPS)
+                .map(String::as_str),
             silo_ip: &silo_ip,
             restore,
         };

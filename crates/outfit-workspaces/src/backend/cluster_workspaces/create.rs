@@ -134,19 +134,22 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
         })
     }
 
-    /// Makes the Workspace `name` of a launch, with its home made from the snapshot `restore`
-    /// when one is named; the controller makes its pod.
+    /// Makes the Workspace `name` of a launch by `requester`: their groups recorded for its pods,
+    /// its home made from the snapshot they name, if any; the controller makes its pod.
     pub(crate) async fn record_workspace(
         &self,
         name: &str,
         spec: &WorkspaceSpec,
-        restore: Option<&str>,
+        requester: Requester<'_>,
     ) -> Result<Workspace, ClusterError> {
         let mut workspace = Workspace::new(name, &self.config.namespace, spec.clone());
         let mut annotations =
             std::collections::BTreeMap::from([(keys::ANNOTATION_USER_ID.to_owned(), spec.owner.clone())]);
-        if let Some(restore) = restore {
+        if let Some(restore) = requester.restore {
             annotations.insert(keys::ANNOTATION_RESTORE_FROM.to_owned(), restore.to_owned());
+        }
+        if let Some(groups) = requester.groups.filter(|groups| !groups.is_empty()) {
+            annotations.insert(keys::ANNOTATION_USER_GROUPS.to_owned(), groups.to_owned());
         }
         workspace.metadata.annotations = Some(annotations);
         workspace.metadata.labels =

@@ -44,6 +44,7 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
             user,
             silo_ip,
             restore,
+            ..
         } = requester;
         if restore.is_some() && self.config.storage_strategy.writes_volumes() {
             return Err(RequestError::UnknownSnapshot(

@@ -361,6 +361,7 @@ async fn another_users_storage_is_never_taken() {
     fake.put_claim(claim);
     let requester = Requester {
         user: &alice,
+        groups: None,
         silo_ip: "10.0.0.11",
         restore: None,
     };
