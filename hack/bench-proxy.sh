@@ -2,8 +2,12 @@
 # The workspace proxy beside its peers (issue 42; BENCHMARKS.md, "Workspace proxy"): one app
 # (nginx serving a small and a 1 MiB file) on a workspace pod's address, reached directly, through
 # outfit's proxy (`proxyDomain`), through nginx as a reverse proxy, and through JupyterHub's
-# configurable-http-proxy (its npm package), each loaded by wrk at 1 and 64 connections:
-# requests/s and p50/p99 latency for the small file, MB/s for the large one; and outfit's RSS.
+# configurable-http-proxy (its npm package), each loaded by wrk at 1, 64 and 1,000 connections:
+# requests/s and p50/p99 latency for the small file, MB/s for the large one; WebSocket round trips
+# (an echo on the pod's port 8080) at 1 and 64 connections; outfit's RSS, and
+# configurable-http-proxy's with one route and with 10,000; and the time from the pod turning
+# Ready (a stop and a start) to its route answering, five times. hack/bench-proxy.py has the
+# WebSocket echo and client, the route loader and the Ready-to-route clock.
 #
 #   hack/bench-proxy.sh [--smoke] [SECONDS per run, default 10]
 #
@@ -13,19 +17,26 @@
 # AES-GCM open per request besides). Installs what it uses when missing: nginx-light and wrk
 # (Debian), configurable-http-proxy (npm, into ~/.cache/outfit/chp).
 #
-# --smoke: one-second runs at 1 and 4 connections on a debug build, to show the script still
-# runs (hack/lib/bins.sh); its figures mean nothing.
+# --smoke: one-second runs at 1 and 4 connections, 100 routes, one Ready-to-route trial, on a
+# debug build, to show the script still runs (hack/lib/bins.sh); its figures mean nothing.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . hack/lib/bins.sh
 take_smoke "$@"
 [ "$SMOKE" = 1 ] && shift
 seconds="${1:-10}"
-connections=(1 64)
+connections=(1 64 1000)
+ws_connections=(1 64)
+routes=10000
+trials=5
 if [ "$SMOKE" = 1 ]; then
   seconds=1
   connections=(1 4)
+  ws_connections=(1 4)
+  routes=100
+  trials=1
 fi
+ulimit -n "$(ulimit -Hn)" # 1,000 connections in, as many out, for each proxy
 log() { echo "[bench-proxy $(date -u +%T)] $*" >&2; }
 
 # The peers and the load generator.
@@ -91,7 +102,7 @@ spec:
   containers:
   - name: web
     image: nginx
-    ports: [{containerPort: 80}]
+    ports: [{containerPort: 80}, {containerPort: 8080}]
 EOF
 manifest_port="$(free_port)"
 python3 -m http.server "$manifest_port" --bind 127.0.0.1 --directory "$work" >/dev/null 2>&1 &
@@ -110,6 +121,9 @@ whitelistManifestRegex: 'http://127\.0\.0\.1:$manifest_port/manifests/'
 trustedProxyCidrs: [127.0.0.1/32]
 networkPolicy: false
 proxyDomain: ws.bench
+maxConnections: 4096
+maxStreams: 2048
+maxStreamsPerUser: 2048
 catalogue: [{name: web, url: 'http://127.0.0.1:$manifest_port/manifests/web.yaml'}]
 oidc: {issuerUrl: 'http://127.0.0.1:9/', clientId: bench, clientSecretFile: '$work/client-secret', redirectUrl: 'http://127.0.0.1:$port/auth/callback'}
 EOF
@@ -132,12 +146,16 @@ api PUT "workspaces/$name/sharing" '{"level": "public"}' >/dev/null
 alias_ip="$(kube GET "/api/v1/namespaces/$ns/pods/$name" | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"]["podIP"])')"
 ip addr add "$alias_ip/32" dev lo
 host="$name.ws.bench"
+ws_host="8080-$name.ws.bench"
+python3 hack/bench-proxy.py echo "$alias_ip" 8080 &
+pids+=($!)
 
 # The app, and nginx as a proxy beside it; configurable-http-proxy.
 head -c 100 /dev/zero | tr '\0' 'x' >"$work/small"
 head -c 1048576 /dev/urandom >"$work/large"
 chmod 755 "$work" && chmod 644 "$work/small" "$work/large" # nginx's workers read them
 nginx_port="$(free_port)"
+nginx_ws_port="$(free_port)"
 cat >"$work/nginx.conf" <<EOF
 worker_processes 1;
 pid $work/nginx.pid;
@@ -145,19 +163,33 @@ error_log $work/nginx-error.log;
 events { worker_connections 4096; }
 http {
   access_log off;
-  upstream app { server $alias_ip:80; keepalive 64; }
+  upstream app { server $alias_ip:80; keepalive 1024; }
   server { listen $alias_ip:80; root $work; }
   server {
     listen 127.0.0.1:$nginx_port;
     location / { proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection ""; }
   }
+  server {
+    listen 127.0.0.1:$nginx_ws_port;
+    location / {
+      proxy_pass http://$alias_ip:8080; proxy_http_version 1.1;
+      proxy_set_header Upgrade \$http_upgrade; proxy_set_header Connection upgrade;
+    }
+  }
 }
 EOF
 nginx -c "$work/nginx.conf" -p "$work"
+chp() { # PORT API-PORT TARGET
+  "$chp_dir/node_modules/.bin/configurable-http-proxy" --ip 127.0.0.1 --port "$1" \
+    --api-ip 127.0.0.1 --api-port "$2" --default-target "$3" --log-level error &
+  pids+=($!)
+}
 chp_port="$(free_port)"
-"$chp_dir/node_modules/.bin/configurable-http-proxy" --ip 127.0.0.1 --port "$chp_port" \
-  --api-ip 127.0.0.1 --api-port "$(free_port)" --default-target "http://$alias_ip:80" --log-level error &
-pids+=($!)
+chp_api_port="$(free_port)"
+chp "$chp_port" "$chp_api_port" "http://$alias_ip:80"
+chp_pid=$!
+chp_ws_port="$(free_port)"
+chp "$chp_ws_port" "$(free_port)" "http://$alias_ip:8080"
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$chp_port/small" >/dev/null && break; sleep 0.2; done
 proxied="$(curl -s -o /dev/null -w '%{http_code}' -H "Host: $host" "http://127.0.0.1:$port/small")"
 [ "$proxied" = 200 ] || {
@@ -201,6 +233,33 @@ done
 for path in "direct http://$alias_ip:80 $alias_ip" "outfit http://127.0.0.1:$port $host" \
   "nginx http://127.0.0.1:$nginx_port $alias_ip" "configurable-http-proxy http://127.0.0.1:$chp_port $alias_ip"; do
   # shellcheck disable=SC2086
-  run $path "${connections[-1]}" large
+  run $path "${connections[1]}" large
 done
-echo "outfit workspaces RSS: $(awk '/VmRSS/ {print $2, $3}' "/proc/$outfit_pid/status") (one workspace)"
+for conns in "${ws_connections[@]}"; do
+  for path in "direct http://$alias_ip:8080 $alias_ip" "outfit http://127.0.0.1:$port $ws_host" \
+    "nginx http://127.0.0.1:$nginx_ws_port $alias_ip" "configurable-http-proxy http://127.0.0.1:$chp_ws_port $alias_ip"; do
+    # shellcheck disable=SC2086
+    python3 hack/bench-proxy.py rtt $path "$conns" "$seconds"
+  done
+done
+rss() { awk '/VmRSS/ {print $2, $3}' "/proc/$1/status"; }
+echo "outfit workspaces RSS: $(rss "$outfit_pid") (one workspace)"
+echo "configurable-http-proxy RSS: $(rss "$chp_pid") (one route)"
+python3 hack/bench-proxy.py routes "http://127.0.0.1:$chp_api_port" "$routes"
+echo "configurable-http-proxy RSS: $(rss "$chp_pid") ($routes routes more)"
+
+# From Ready to the route: the workspace stopped and started again (same name, so same host),
+# the pod's Ready seen through a watch beside the proxy polled every millisecond.
+token="$ADMIN_TOKEN"
+for trial in $(seq "$trials"); do
+  api POST "workspaces/$name/stop" >/dev/null
+  for _ in $(seq 300); do kube GET "/api/v1/namespaces/$ns/pods/$name" >/dev/null 2>&1 || break; sleep 0.1; done
+  python3 hack/bench-proxy.py route-live "$APISERVER_URL" "$APISERVER_CA" "$token" "$ns" "$name" \
+    "http://127.0.0.1:$port" "$host" 60 >"$work/route-live" &
+  live_pid=$!
+  sleep 1 # the watch is open before the start
+  api POST "workspaces/$name/start" >/dev/null
+  wait "$live_pid" || { cat "$work/outfit.log" >&2; echo "route-live failed" >&2; exit 1; }
+  read -r took status <"$work/route-live"
+  echo "Ready to route, trial $trial: $(python3 -c "print(f'{$took * 1000:.1f}')") ms (first answer $status)"
+done
