@@ -212,7 +212,8 @@ impl<'a> Groups<'a> {
             Groups::Request(groups) => (groups, ""),
             Groups::Recorded(lines) => (&[][..], lines),
         };
-        let recorded = recorded.lines().map(str::trim).filter(|g| !g.is_empty());
+        // Exact, as the request's groups are: only empty lines are skipped.
+        let recorded = recorded.lines().filter(|g| !g.is_empty());
         request.iter().map(|g| &**g).chain(recorded)
     }
 
