@@ -2,7 +2,8 @@
 //! deic-dk's API asks for the install's own token, the workspace namespace enforces Pod
 //! Security's `baseline`, workspaces may run in user namespaces of their own, and outfit's
 //! webhook mutates before the guard validates: a PodPolicy that adds a device path the install
-//! allows passes, one that adds another is refused naming the guard, the path and the policy.
+//! allows passes, one that adds another is refused naming the guard, the path and the policy;
+//! and the workspace namespace, every home in it, is deleted only once annotated to be.
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Api;
@@ -195,4 +196,62 @@ async fn a_pod_policy_may_add_only_the_device_paths_the_install_allows() {
     assert_eq!(pods.items.len(), 1, "mallory's pod was never stored");
     webhook.assert_running();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 46, point 5: deleting the workspace namespace deleted every home and snapshot in it at
+/// once (12 s in the probe, no removal snapshot). The install's policy refuses it, saying what
+/// would go and how to do it anyway; annotated, it goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workspace_namespace_is_deleted_only_once_annotated_to_delete_its_homes() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-homes-guard";
+    namespace(&client, ns).await;
+    least_privilege(plane, &client, "ws-homes-guard-system", ns).await;
+    let namespaces = Api::<Namespace>::all(client.clone());
+    let dry_run = kube::api::DeleteParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    // The API server takes up a new policy a moment after it is stored: asked until it refuses.
+    let refusal = outfit_test_support::wait::eventually(
+        "the policy refusing the namespace's delete",
+        std::time::Duration::from_secs(30),
+        || async {
+            match namespaces.delete(ns, &dry_run).await {
+                Err(kube::Error::Api(status)) => Some(status),
+                Ok(_) => None,
+                Err(other) => panic!("deleting namespace {ns}: {other}"),
+            }
+        },
+    )
+    .await;
+    assert_eq!(refusal.code, 403, "{refusal:?}");
+    for part in [
+        "outfit-workspaces-homes",
+        "deletes every workspace's home and snapshot",
+        "annotate it outfit.dev/delete-homes=true",
+    ] {
+        assert!(
+            refusal.message.contains(part),
+            "names {part}: {}",
+            refusal.message
+        );
+    }
+    assert!(namespaces.get_opt(ns).await.unwrap().is_some(), "still there");
+
+    // Said twice, it goes.
+    let annotated = json!({"metadata": {"annotations": {"outfit.dev/delete-homes": "true"}}});
+    namespaces
+        .patch(
+            ns,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(annotated),
+        )
+        .await
+        .expect("annotate the namespace");
+    namespaces
+        .delete(ns, &Default::default())
+        .await
+        .expect("the annotated namespace is deleted");
 }

@@ -5,11 +5,13 @@
 //! Deployment (replicas spread over nodes), Service and PodDisruptionBudget, and its own share of
 //! the API server (API Priority and Fairness: a FlowSchema and a priority level); and the
 //! ValidatingAdmissionPolicy that holds what its identity creates to what a workspace needs
-//! ([`guard`]), with the workspace namespace's Pod Security level; and who may reach its API
-//! ([`access`]: deic-dk's API token, the NetworkPolicy).
+//! ([`guard`]), with the workspace namespace's Pod Security level; the one that refuses to delete
+//! that namespace, and every home in it, unless asked twice ([`homes_guard`]); and who may reach
+//! its API ([`access`]: deic-dk's API token, the NetworkPolicy).
 
 pub mod access;
 pub mod guard;
+pub mod homes_guard;
 pub mod sign_in;
 
 use outfit_k8s::component::{self, Component, Scope, Workload};
@@ -86,6 +88,7 @@ pub fn objects(options: &InstallOptions) -> Vec<Value> {
     }
     objects.extend(rbac(options));
     objects.extend(guard::objects(&backend, &options.allowed));
+    objects.extend(homes_guard::objects(&backend, &options.workspace_namespace));
     if options.flow_schema {
         objects.extend(flow_control(options));
     }
