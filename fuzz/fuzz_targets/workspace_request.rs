@@ -62,6 +62,16 @@ static CONFIG: LazyLock<Config> = LazyLock::new(|| {
 
 static USER: LazyLock<UserId> = LazyLock::new(|| UserId::parse("alice@dtu.dk").expect("valid"));
 
+/// alice asking from the silo, with the groups a sign-in gave her (as the backend records them).
+fn requester() -> Requester<'static> {
+    Requester {
+        user: &USER,
+        groups: Some("staff\ngpu-users"),
+        silo_ip: SILO,
+        restore: None,
+    }
+}
+
 /// A fixed "now", so that a reproducer behaves the same tomorrow.
 fn now() -> Timestamp {
     Timestamp::from_second(1_800_000_000).expect("in range")
@@ -121,11 +131,7 @@ fn config(input: &[u8]) {
             for warning in warnings {
                 assert!(warning.contains(&path), "warning without its file: {warning}");
             }
-            let requester = Requester {
-                user: &USER,
-                silo_ip: SILO,
-                restore: None,
-            };
+            let requester = requester();
             // Any configuration that loads can prepare a valid manifest.
             let prepared = manifest::prepare(JUPYTER, requester, &Settings::new(), &config)
                 .unwrap_or_else(|e| panic!("a valid manifest refused under a loaded config: {e}"));
@@ -138,11 +144,7 @@ fn launch(input: &[u8]) {
     let Ok(launch) = serde_json::from_slice::<Launch>(input) else {
         return;
     };
-    let requester = Requester {
-        user: &USER,
-        silo_ip: SILO,
-        restore: None,
-    };
+    let requester = requester();
     let prepared = manifest::prepare(JUPYTER, requester, &launch.settings, &CONFIG)
         .unwrap_or_else(|e| panic!("settings made a valid manifest fail: {e}"));
     let spec = prepared.pod.spec.as_ref().expect("a prepared pod has a spec");
@@ -188,11 +190,7 @@ fn launch(input: &[u8]) {
 }
 
 fn manifest(text: &str) {
-    let requester = Requester {
-        user: &USER,
-        silo_ip: SILO,
-        restore: None,
-    };
+    let requester = requester();
     let settings: Settings = BTreeMap::from([(
         "jupyter".to_owned(),
         BTreeMap::from([("FILE".to_owned(), "notebook.ipynb".to_owned())]),
@@ -385,11 +383,7 @@ fn create_request(input: &[u8]) {
     }
     let _ = CONFIG.whitelist_manifest_regex.is_match(&request.yaml_url);
     if let Some(settings) = request.settings {
-        let requester = Requester {
-            user: &USER,
-            silo_ip: SILO,
-            restore: None,
-        };
+        let requester = requester();
         let prepared = manifest::prepare(JUPYTER, requester, &settings, &CONFIG).expect("valid manifest");
         assert_mandatory_env(&prepared, requester, &CONFIG);
     }
