@@ -11,47 +11,14 @@ use serde_json::{Value, json};
 
 use super::{
     native::WEB_FIELDS,
-    sign_in::{Provider, oidc_config, session_of},
+    sign_in::{Provider, annotation, gpu, gpu_policy, oidc_config, session_of, webhook_with},
     stop_start::pod_until,
     support::*,
 };
-use crate::{
-    control_plane::{ControlPlane, create, resource},
-    e2e::{Webhook, register},
-};
+use crate::control_plane::{ControlPlane, create, resource};
 
 const SYSTEM: &str = "ws-groups-system";
 const NAMESPACE: &str = "ws-groups";
-
-/// Seed 000's policy, matched on the owner's groups as the backend records them.
-fn gpu_policy() -> String {
-    format!(
-        r#"
-apiVersion: outfit.dev/v1alpha1
-kind: PodPolicy
-metadata: {{name: gpus-for-gpu-users}}
-spec:
-  match:
-    requesters: {{groups: [gpu-users]}}
-    owner:
-      annotation: outfit.dev/user-id
-      groupsAnnotation: outfit.dev/user-groups
-      provisioners: {{serviceAccounts: [{SYSTEM}/outfit-workspaces]}}
-  add: {{env: [{{name: GPU, value: granted}}]}}
-"#
-    )
-}
-
-/// The value of `GPU` in the pod's container, if the policy gave it one.
-fn gpu(pod: &Pod) -> Option<String> {
-    let container = &pod.spec.as_ref()?.containers[0];
-    let env = container.env.as_ref()?.iter().find(|e| e.name == "GPU")?;
-    env.value.clone()
-}
-
-fn annotation(pod: &Pod, key: &str) -> Option<String> {
-    pod.metadata.annotations.as_ref()?.get(key).cloned()
-}
 
 /// Launches `web` with the session `cookie` and answers its pod once the controller made it.
 async fn launch(backend: &Backend, cookie: &str, pods: &Api<Pod>) -> Pod {
@@ -67,11 +34,8 @@ async fn the_groups_claim_decides_a_pod_policy_through_the_backend() {
     let client = plane.admin_client().await;
     namespace(&client, NAMESPACE).await;
     let kubeconfig = least_privilege(plane, &client, SYSTEM, NAMESPACE).await;
-    let dir = std::env::temp_dir().join(format!("outfit-groups-claim-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("policies.yaml"), gpu_policy()).unwrap();
-    let webhook = Webhook::start_with(&["--policies", dir.to_str().unwrap()], &[]);
-    register(&client, &webhook, NAMESPACE, NAMESPACE).await;
+    let provisioners = format!("{{serviceAccounts: [{SYSTEM}/outfit-workspaces]}}");
+    let (webhook, dir) = webhook_with(&client, NAMESPACE, &gpu_policy(&provisioners)).await;
     let manifests = Manifests::start().await;
     let web = manifests.put("web.yaml", WEB_FIELDS);
     let port = free_port();

@@ -3,7 +3,8 @@
 //! tokens, discovery and keys), with the users and groups each test gives it. One test signs in
 //! through the HTTP exchanges a browser makes and tries what an attacker would (replays, another
 //! browser's state, forged cookies, cross-site sign-out, a return to another site); the other
-//! drives the page in headless Chromium: sign in, launch, sign out, and a second user.
+//! drives the page in headless Chromium: sign in, launch, sign out, and a second user; the
+//! groups claim deciding the catalogue and, through `outfit serve`, a PodPolicy on the pod.
 
 use std::{
     path::{Path, PathBuf},
@@ -12,12 +13,17 @@ use std::{
     time::Duration,
 };
 
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
 use outfit_test_support::http::{Answer, Call};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::{native::WEB_FIELDS, support::*};
-use crate::control_plane::ControlPlane;
+use crate::{
+    control_plane::ControlPlane,
+    e2e::{Webhook, register},
+};
 
 /// The provider's binary, built once per test process (Go's cache makes it quick after
 /// `hack/prepare.sh` built it).
@@ -206,6 +212,51 @@ pub(super) async fn session_of(backend: u16, provider: &Provider, user: &str) ->
         .expect("a session")
 }
 
+/// Seed 000's policy, matched on the owner's groups as the backend records them, trusted from
+/// `provisioners` (a YAML flow mapping).
+pub(super) fn gpu_policy(provisioners: &str) -> String {
+    format!(
+        r#"
+apiVersion: outfit.dev/v1alpha1
+kind: PodPolicy
+metadata: {{name: gpus-for-gpu-users}}
+spec:
+  match:
+    requesters: {{groups: [gpu-users]}}
+    owner:
+      annotation: outfit.dev/user-id
+      groupsAnnotation: outfit.dev/user-groups
+      provisioners: {provisioners}
+  add: {{env: [{{name: GPU, value: granted}}]}}
+"#
+    )
+}
+
+/// `outfit serve` with `policies`, registered for the pods of `namespace`; its policy directory.
+pub(super) async fn webhook_with(
+    client: &kube::Client,
+    namespace: &str,
+    policies: &str,
+) -> (Webhook, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("outfit-{namespace}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("policies.yaml"), policies).unwrap();
+    let webhook = Webhook::start_with(&["--policies", dir.to_str().unwrap()], &[]);
+    register(client, &webhook, namespace, namespace).await;
+    (webhook, dir)
+}
+
+/// The value of `GPU` in the pod's container, if the policy gave it one.
+pub(super) fn gpu(pod: &Pod) -> Option<String> {
+    let container = &pod.spec.as_ref()?.containers[0];
+    let env = container.env.as_ref()?.iter().find(|e| e.name == "GPU")?;
+    env.value.clone()
+}
+
+pub(super) fn annotation(pod: &Pod, key: &str) -> Option<String> {
+    pod.metadata.annotations.as_ref()?.get(key).cloned()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sign_in_holds_against_replays_forgeries_and_other_sites() {
     let plane = ControlPlane::with_nodes();
@@ -333,6 +384,10 @@ async fn a_browser_signs_in_with_the_sites_provider_launches_and_signs_out() {
     namespace(&client, ns).await;
     let manifests = Manifests::start().await;
     let web = manifests.put("web.yaml", WEB_FIELDS);
+    // The groups claim decides a PodPolicy too: this backend runs as the cluster's admin, whose
+    // group is the provisioner here.
+    let policy = gpu_policy("{groups: ['system:masters']}");
+    let (webhook, policies) = webhook_with(&client, ns, &policy).await;
     let port = free_port();
     let provider = Provider::start("page", &format!("http://127.0.0.1:{port}/auth/callback")).await;
     let extra = format!(
@@ -372,4 +427,14 @@ async fn a_browser_signs_in_with_the_sites_provider_launches_and_signs_out() {
         "bob sees none of alice's: {summary}"
     );
     assert_eq!(summary["alice"]["signed_out"], true, "{summary}");
+    // Launched in the browser, alice's pod got the policy by her groups from the provider.
+    let pod = Api::<Pod>::namespaced(client.clone(), ns)
+        .get(launched)
+        .await
+        .expect("alice's pod");
+    let groups = annotation(&pod, "outfit.dev/user-groups");
+    assert_eq!(groups.as_deref(), Some("gpu-users\nstaff"));
+    assert_eq!(gpu(&pod).as_deref(), Some("granted"), "{:?}", pod.metadata);
+    webhook.assert_running();
+    let _ = std::fs::remove_dir_all(&policies);
 }
