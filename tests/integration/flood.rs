@@ -131,21 +131,24 @@ async fn ten_thousand_idle_connections_neither_hold_memory_nor_block_reviews() {
     // A later flood may peak some MiB above the earlier ones while the worker threads' heaps warm
     // up: the flood's work lands on another thread's heap (CI saw +11 MiB in the second flood
     // once, and +10 to +14 MiB in the third on this session's main and on the commit before it,
-    // then nothing more). So the fourth flood is held to the highest of the three before it: a
-    // leak of even 1 KiB per connection adds 10 MiB every flood and still fails.
+    // then nothing more; and once the fourth, 8.2 MiB over the first three). So the lower of the
+    // fourth and fifth floods is held to the highest of the three before them: a one-off peak
+    // passes, while a leak of even 1 KiB per connection adds 10 MiB every flood, to both, and
+    // still fails.
     let second = flood(&webhook, &connector, false).await;
     let third = flood(&webhook, &connector, false).await;
     let fourth = flood(&webhook, &connector, false).await;
+    let fifth = flood(&webhook, &connector, false).await;
     eprintln!(
-        "flood: RSS before {before} KiB, first peak {first} KiB, between {between} KiB, second peak {second} KiB, third peak {third} KiB, fourth peak {fourth} KiB"
+        "flood: RSS before {before} KiB, first peak {first} KiB, between {between} KiB, second peak {second} KiB, third peak {third} KiB, fourth peak {fourth} KiB, fifth peak {fifth} KiB"
     );
     assert!(
         second.saturating_sub(before) < 48 * 1024,
         "RSS grew by more than 48 MiB in the second flood: before {before} KiB, peak {second} KiB"
     );
     assert!(
-        fourth < first.max(second).max(third) + 8 * 1024,
-        "memory grew flood after flood: peaks {first}, {second}, {third}, {fourth} KiB"
+        fourth.min(fifth) < first.max(second).max(third) + 8 * 1024,
+        "memory grew flood after flood: peaks {first}, {second}, {third}, {fourth}, {fifth} KiB"
     );
 }
 
