@@ -166,7 +166,7 @@ def routes(api_url, count):
 def route_live(apiserver, ca, token, namespace, pod, proxy_url, host, timeout):
     """Seconds from the API server's watch showing pod POD Ready to the proxy first answering HOST
     with anything but its not-running page (503): both read on this machine's clock, the watch
-    and the polling (every millisecond) side by side. Prints `READY_TO_ROUTE STATUS`."""
+    and the polling (every millisecond) side by side. Prints `MILLISECONDS STATUS`."""
     context = ssl.create_default_context(cafile=ca)
     ready_at, routed = [], []
     deadline = time.monotonic() + float(timeout)
@@ -205,7 +205,7 @@ def route_live(apiserver, ca, token, namespace, pod, proxy_url, host, timeout):
     watcher.join(timeout=max(0.0, deadline - time.monotonic()))
     if not ready_at or not routed:
         sys.exit(f"route-live: ready seen {bool(ready_at)}, route answered {bool(routed)} within {timeout}s")
-    print(f"{routed[0][0] - ready_at[0]:.4f} {routed[0][1]}")
+    print(f"{(routed[0][0] - ready_at[0]) * 1000:.1f} {routed[0][1]}")
 
 
 def main():

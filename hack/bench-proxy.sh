@@ -250,16 +250,15 @@ echo "configurable-http-proxy RSS: $(rss "$chp_pid") ($routes routes more)"
 
 # From Ready to the route: the workspace stopped and started again (same name, so same host),
 # the pod's Ready seen through a watch beside the proxy polled every millisecond.
-token="$ADMIN_TOKEN"
 for trial in $(seq "$trials"); do
   api POST "workspaces/$name/stop" >/dev/null
   for _ in $(seq 300); do kube GET "/api/v1/namespaces/$ns/pods/$name" >/dev/null 2>&1 || break; sleep 0.1; done
-  python3 hack/bench-proxy.py route-live "$APISERVER_URL" "$APISERVER_CA" "$token" "$ns" "$name" \
+  python3 hack/bench-proxy.py route-live "$APISERVER_URL" "$APISERVER_CA" "$ADMIN_TOKEN" "$ns" "$name" \
     "http://127.0.0.1:$port" "$host" 60 >"$work/route-live" &
   live_pid=$!
   sleep 1 # the watch is open before the start
   api POST "workspaces/$name/start" >/dev/null
   wait "$live_pid" || { cat "$work/outfit.log" >&2; echo "route-live failed" >&2; exit 1; }
-  read -r took status <"$work/route-live"
-  echo "Ready to route, trial $trial: $(python3 -c "print(f'{$took * 1000:.1f}')") ms (first answer $status)"
+  read -r took_ms status <"$work/route-live"
+  echo "Ready to route, trial $trial: $took_ms ms (first answer $status)"
 done

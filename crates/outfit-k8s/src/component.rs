@@ -119,14 +119,25 @@ impl Component<'_> {
         })
     }
 
-    /// The binding that enforces its ValidatingAdmissionPolicy `policy` (of the same name),
-    /// denying what the policy refuses.
-    pub fn policy_binding(&self, policy: &str) -> Value {
-        json!({
+    /// Its ValidatingAdmissionPolicy `name`, failing closed (a request the API server can't
+    /// check is refused), with the rest of its `spec` (what it matches and checks), and the
+    /// binding of the same name that denies what it refuses.
+    pub fn admission_policy(&self, name: &str, spec: Value) -> [Value; 2] {
+        let mut full = serde_json::Map::from_iter([("failurePolicy".to_owned(), json!("Fail"))]);
+        if let Value::Object(rest) = spec {
+            full.extend(rest);
+        }
+        let policy = json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name, "labels": self.labels()},
+            "spec": full
+        });
+        let binding = json!({
             "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": policy, "labels": self.labels()},
-            "spec": {"policyName": policy, "validationActions": ["Deny"]}
-        })
+            "metadata": {"name": name, "labels": self.labels()},
+            "spec": {"policyName": name, "validationActions": ["Deny"]}
+        });
+        [policy, binding]
     }
 
     /// Its Service: `port` to the container port named `target`.

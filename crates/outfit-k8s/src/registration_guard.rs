@@ -40,7 +40,6 @@ fn same(new: &str, old: &str, field: &str) -> String {
 /// `configuration`.
 pub fn objects(webhook: &Component<'_>, configuration: &str) -> [Value; 2] {
     let user = format!("system:serviceaccount:{}:{}", webhook.namespace, webhook.name);
-    let labels = webhook.labels();
     let kept: Vec<String> = KEPT.iter().map(|field| same("w", "o", field)).collect();
     let unchanged = format!(
         "object.webhooks.size() == oldObject.webhooks.size() && object.webhooks.all(w, oldObject.webhooks.exists(o, o.name == w.name && {}))",
@@ -48,11 +47,9 @@ pub fn objects(webhook: &Component<'_>, configuration: &str) -> [Value; 2] {
     );
     let annotations = same("object", "oldObject", "metadata.annotations");
     let sees_pods = "object.webhooks.all(w, has(w.rules) && w.rules.exists(r, r.apiGroups.exists(g, g == '' || g == '*') && r.resources.exists(x, x == 'pods' || x == '*') && r.operations.exists(op, op == 'CREATE' || op == '*')))";
-    let policy = json!({
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": NAME, "labels": labels},
-        "spec": {
-            "failurePolicy": "Fail",
+    webhook.admission_policy(
+        NAME,
+        json!({
             "matchConstraints": {"resourceRules": [{
                 "apiGroups": ["admissionregistration.k8s.io"], "apiVersions": ["v1"],
                 "operations": ["UPDATE"], "resources": ["mutatingwebhookconfigurations"],
@@ -70,9 +67,8 @@ pub fn objects(webhook: &Component<'_>, configuration: &str) -> [Value; 2] {
                  "message": "outfit's identity may not stop its webhooks from seeing pod creates",
                  "reason": "Forbidden"},
             ]
-        }
-    });
-    [policy, webhook.policy_binding(NAME)]
+        }),
+    )
 }
 
 #[cfg(test)]

@@ -152,7 +152,6 @@ fn cel_list(items: &[String]) -> String {
 /// The policy and its binding, for the ServiceAccount of `backend`.
 pub fn objects(backend: &Component<'_>, allowed: &Allowed) -> [Value; 2] {
     let user = format!("system:serviceaccount:{}:{}", backend.namespace, backend.name);
-    let labels = backend.labels();
     let host_paths = cel_list(&allowed.host_paths);
     let capabilities = cel_list(&allowed.capabilities);
     let root = allowed.nfs_storage_root.trim_end_matches('/');
@@ -189,11 +188,9 @@ pub fn objects(backend: &Component<'_>, allowed: &Allowed) -> [Value; 2] {
         {"expression": format!("request.resource.resource != 'persistentvolumes' || (has(object.spec.nfs) && object.spec.nfs.path.startsWith('{root}/') && !object.spec.nfs.path.split('/').exists(s, s == '..' || s == '.'))"),
          "message": format!("the workspace backend may create only NFS PersistentVolumes under {root}"), "reason": "Forbidden"},
     ]);
-    let policy = json!({
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": NAME, "labels": labels},
-        "spec": {
-            "failurePolicy": "Fail",
+    backend.admission_policy(
+        NAME,
+        json!({
             "matchConstraints": {"resourceRules": [{
                 "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
                 "resources": ["pods", "persistentvolumes"]
@@ -202,9 +199,8 @@ pub fn objects(backend: &Component<'_>, allowed: &Allowed) -> [Value; 2] {
             "variables": [{"name": "containers", "expression":
                 "request.resource.resource != 'pods' ? [] : object.spec.containers + (has(object.spec.initContainers) ? object.spec.initContainers : [])"}],
             "validations": validations
-        }
-    });
-    [policy, backend.policy_binding(NAME)]
+        }),
+    )
 }
 
 #[cfg(test)]

@@ -19,11 +19,9 @@ pub fn objects(backend: &Component<'_>, workspaces: &str) -> [Value; 2] {
     let message = format!(
         "deleting namespace {workspaces} deletes every workspace's home and snapshot in it, with no snapshot first; to do it anyway, annotate it {DELETE_HOMES}=true first"
     );
-    let policy = json!({
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": NAME, "labels": backend.labels()},
-        "spec": {
-            "failurePolicy": "Fail",
+    backend.admission_policy(
+        NAME,
+        json!({
             "matchConstraints": {"resourceRules": [{
                 "apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"],
                 "resources": ["namespaces"], "resourceNames": [workspaces]
@@ -32,9 +30,8 @@ pub fn objects(backend: &Component<'_>, workspaces: &str) -> [Value; 2] {
                 "expression": format!("has(oldObject.metadata.annotations) && '{DELETE_HOMES}' in oldObject.metadata.annotations && oldObject.metadata.annotations['{DELETE_HOMES}'] == 'true'"),
                 "message": message, "reason": "Forbidden"
             }]
-        }
-    });
-    [policy, backend.policy_binding(NAME)]
+        }),
+    )
 }
 
 #[cfg(test)]

@@ -100,10 +100,17 @@ impl std::fmt::Debug for Oidc {
 }
 
 impl Oidc {
+    /// `redirectUrl`'s authority: its host and port, as written.
+    fn authority(&self) -> &str {
+        let rest = self.redirect_url.split_once("://").map_or("", |(_, rest)| rest);
+        rest.split('/').next().unwrap_or_default()
+    }
+
     /// The host browsers reach the backend at: `redirectUrl`'s, lower-case, without a port.
     pub fn host(&self) -> String {
-        let rest = self.redirect_url.split_once("://").map_or("", |(_, rest)| rest);
-        rest.split(['/', ':'])
+        let authority = self.authority();
+        authority
+            .split(':')
             .next()
             .unwrap_or_default()
             .to_ascii_lowercase()
@@ -118,10 +125,9 @@ impl Oidc {
     /// the workspaces' hosts (`proxyDomain`) on the same listener, behind the same route, so
     /// their links carry the same port.
     pub fn port(&self) -> Option<u16> {
-        let rest = self.redirect_url.split_once("://").map_or("", |(_, rest)| rest);
-        let authority = rest.split('/').next().unwrap_or_default();
         // `[::1]` alone has colons but no port: what follows the last one is then no number.
-        authority.rsplit_once(':').and_then(|(_, port)| port.parse().ok())
+        let (_, port) = self.authority().rsplit_once(':')?;
+        port.parse().ok()
     }
 
     /// Settings for tests: sign-in at `login.example.org`, back at `redirect_url`.
