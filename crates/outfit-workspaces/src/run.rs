@@ -250,18 +250,11 @@ impl Server {
         // Progress streams end when their connection is to close (shutdown, or making room).
         let streams = StreamSlots::new(config.exposure.max_streams_per_user, config.exposure.max_streams);
         let upstreams = Upstreams::default();
-        let api = move |peer, closing: &CancellationToken| {
-            Api::new(
-                backend.clone(),
-                metrics.clone(),
-                auth.clone(),
-                peer,
-                closing.clone(),
-                streams.clone(),
-                upstreams.clone(),
-            )
-        };
-        Shell::new(port, api)
+        let api = Api::new(backend, metrics.clone(), auth, streams, upstreams);
+        let router = api.router();
+        let served =
+            move |peer, closing: &CancellationToken| api.served(router.clone(), peer, closing.clone());
+        Shell::new(port, served)
             .drain(config.shutdown_grace)
             .admin(admin, Arc::new(move || render.render()))
             .readiness(Arc::new(watch::channel(false).0), synced)

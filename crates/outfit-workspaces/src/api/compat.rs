@@ -5,14 +5,20 @@
 
 use std::net::IpAddr;
 
-use hyper::{Method, Request, StatusCode, body::Incoming, header};
+use axum::{
+    Extension,
+    extract::{Request, State},
+    http::{Method, StatusCode, header},
+    middleware::Next,
+    response::Response,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{
-    answer::{Answer, Body},
-    connection::Api,
-    reading::{SYNC_WAIT, canonical, constant_time_eq, parse, read_body},
+    answer::{json, text},
+    extract::{SYNC_WAIT, canonical, constant_time_eq, parse, read_body},
+    state::{Api, Connection},
 };
 use outfit_workspaces_core::workspace::requests::CreateRequest;
 
@@ -38,34 +44,42 @@ pub enum Route {
 }
 
 impl Route {
+    /// Every route, in deic-dk's order.
+    pub(super) const ALL: [Self; 7] = [
+        Self::GetPods,
+        Self::CreatePod,
+        Self::WatchCreatePod,
+        Self::DeletePod,
+        Self::WatchDeletePod,
+        Self::DeleteAllUser,
+        Self::GetPodipOwner,
+    ];
+
     /// The route of `path`.
     pub fn of(path: &str) -> Option<Self> {
-        Some(match path {
-            "/get_pods" => Self::GetPods,
-            "/create_pod" => Self::CreatePod,
-            "/watch_create_pod" => Self::WatchCreatePod,
-            "/delete_pod" => Self::DeletePod,
-            "/watch_delete_pod" => Self::WatchDeletePod,
-            "/delete_all_user" => Self::DeleteAllUser,
-            "/get_podip_owner" => Self::GetPodipOwner,
-            _ => return None,
-        })
+        Self::ALL.into_iter().find(|route| route.path() == path)
+    }
+
+    /// Its path.
+    pub(super) fn path(self) -> &'static str {
+        match self {
+            Self::GetPods => "/get_pods",
+            Self::CreatePod => "/create_pod",
+            Self::WatchCreatePod => "/watch_create_pod",
+            Self::DeletePod => "/delete_pod",
+            Self::WatchDeletePod => "/watch_delete_pod",
+            Self::DeleteAllUser => "/delete_all_user",
+            Self::GetPodipOwner => "/get_podip_owner",
+        }
     }
 
     /// The endpoint's name, for metrics and logs.
     pub fn name(self) -> &'static str {
-        match self {
-            Self::GetPods => "get_pods",
-            Self::CreatePod => "create_pod",
-            Self::WatchCreatePod => "watch_create_pod",
-            Self::DeletePod => "delete_pod",
-            Self::WatchDeletePod => "watch_delete_pod",
-            Self::DeleteAllUser => "delete_all_user",
-            Self::GetPodipOwner => "get_podip_owner",
-        }
+        &self.path()[1..]
     }
 
-    fn method(self) -> Method {
+    /// The method it takes.
+    pub(super) fn method(self) -> Method {
         if self == Self::GetPodipOwner {
             Method::GET
         } else {
@@ -87,10 +101,10 @@ impl Route {
 }
 
 /// A failure of `route`: its compatible answer with `error` added.
-fn failure(route: Option<Route>, status: StatusCode, error: impl std::fmt::Display) -> Answer {
+fn failure(route: Option<Route>, status: StatusCode, error: impl std::fmt::Display) -> Response {
     let mut body = route.map_or_else(|| json!({}), Route::failure_body);
     body["error"] = Value::String(error.to_string());
-    Answer::json(status, body)
+    json(status, &body)
 }
 
 #[derive(Deserialize)]
@@ -104,170 +118,171 @@ struct PodRequest {
     pod_name: String,
 }
 
-impl Api {
-    /// Answers a request to deic-dk's API.
-    pub(super) async fn compat(&self, request: Request<Incoming>) -> (Option<Route>, Answer) {
-        let config = self.backend.config();
-        let peer = canonical(self.peer.ip());
-        if !config.allowed_source_cidrs.iter().any(|c| c.contains(peer)) {
-            let error = format!("{peer} is not in allowedSourceCidrs");
-            return (None, failure(None, StatusCode::FORBIDDEN, error));
-        }
-        if let Some(token) = &config.bearer_token {
-            let given = request
-                .headers()
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "));
-            if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
-                let error = "missing or wrong bearer token";
-                return (None, failure(None, StatusCode::UNAUTHORIZED, error));
-            }
-        }
-        let Some(route) = Route::of(request.uri().path()) else {
-            let error = format!("no endpoint {}", request.uri().path());
-            return (None, failure(None, StatusCode::NOT_FOUND, error));
-        };
-        if request.method() != route.method() {
-            let error = format!(
-                "{} takes {}, not {}",
-                route.name(),
-                route.method(),
-                request.method()
-            );
-            return (
-                Some(route),
-                failure(Some(route), StatusCode::METHOD_NOT_ALLOWED, error),
-            );
-        }
-        // Before the first complete read an empty cache would answer "no such pod".
-        if tokio::time::timeout(SYNC_WAIT, self.backend.synced())
-            .await
-            .is_err()
-        {
-            let error = "the backend has not read the cluster yet; try again";
-            return (
-                Some(route),
-                failure(Some(route), StatusCode::SERVICE_UNAVAILABLE, error),
-            );
-        }
-        let silo_ip = self.silo_ip(&request);
-        if route == Route::GetPodipOwner {
-            return (Some(route), self.podip_owner(request.uri().query()).await);
-        }
-        let body = match read_body(
-            request.into_body(),
-            config.max_body_bytes,
-            config.exposure.body_read_timeout,
-        )
-        .await
-        {
-            Ok(body) => body,
-            Err((status, error)) => return (Some(route), failure(Some(route), status, error)),
-        };
-        let answer = match self.operate_compat(route, &body, silo_ip).await {
-            Ok(answer) => answer,
-            Err(error) => failure(Some(route), StatusCode::BAD_REQUEST, error),
-        };
-        (Some(route), answer)
+/// Who may call, checked before the route is looked up: the source network, then the optional
+/// bearer token (a layer over every path of deic-dk's API, its unknown ones too).
+pub(super) async fn guard(
+    State(api): State<Api>,
+    Extension(connection): Extension<Connection>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let config = api.backend.config();
+    let peer = canonical(connection.peer.ip());
+    if !config.allowed_source_cidrs.iter().any(|c| c.contains(peer)) {
+        let error = format!("{peer} is not in allowedSourceCidrs");
+        return failure(None, StatusCode::FORBIDDEN, error);
     }
-
-    /// Runs the operation of `route` on a JSON `body`.
-    async fn operate_compat(&self, route: Route, body: &[u8], silo_ip: IpAddr) -> Result<Answer, String> {
-        let backend = &self.backend;
-        let ok = |body| Ok(Answer::json(StatusCode::OK, body));
-        match route {
-            Route::GetPods => {
-                let request: UserRequest = parse(body)?;
-                // An empty list is `[]` (deic-dk sends `null`).
-                ok(json!(backend.get_pods(&request.user_id).map_err(text)?))
-            }
-            Route::CreatePod => {
-                let request: CreateRequest = parse(body)?;
-                match backend.create_pod(&request, silo_ip).await {
-                    Ok((pod_name, warnings)) => {
-                        self.metrics.created();
-                        let mut answer = json!({"pod_name": pod_name});
-                        if !warnings.is_empty() {
-                            answer["warnings"] = json!(warnings);
-                        }
-                        ok(answer)
-                    }
-                    Err(error @ RequestError::TooManyCreates(_)) => Ok(create_refused(&error)),
-                    Err(error) => {
-                        let phase = error.phase().map(|p| p.as_str()).unwrap_or("request");
-                        tracing::warn!(user = request.user_id, url = request.yaml_url, phase, %error, "create refused");
-                        Err(format!("{phase}: {}", error.public_message()))
-                    }
-                }
-            }
-            Route::WatchCreatePod => {
-                let request: PodRequest = parse(body)?;
-                let outcome = backend
-                    .watch_create(&request.user_id, &request.pod_name)
-                    .await
-                    .map_err(text)?;
-                let mut answer = json!({"ready": outcome.ready});
-                if let Some(reason) = outcome.reason {
-                    answer["reason"] = Value::String(reason);
-                }
-                ok(answer)
-            }
-            Route::DeletePod => {
-                let request: PodRequest = parse(body)?;
-                backend
-                    .delete_pod(&request.user_id, &request.pod_name)
-                    .await
-                    .map_err(text)?;
-                ok(json!({"requested": true}))
-            }
-            Route::WatchDeletePod => {
-                let request: PodRequest = parse(body)?;
-                let deleted = backend
-                    .watch_delete(&request.user_id, &request.pod_name)
-                    .await
-                    .map_err(text)?;
-                ok(json!({"deleted": deleted}))
-            }
-            Route::DeleteAllUser => {
-                let request: UserRequest = parse(body)?;
-                let deleted = backend.delete_all_user(&request.user_id).await.map_err(text)?;
-                ok(json!({"deleted": deleted}))
-            }
-            Route::GetPodipOwner => unreachable!("answered before the body is read"),
-        }
-    }
-
-    /// `get_podip_owner` answers text: the owner, or nothing when no pod has the address.
-    async fn podip_owner(&self, query: Option<&str>) -> Answer {
-        let ip = query.and_then(|q| query_value(q, "ip"));
-        let Some(ip) = ip.as_deref().filter(|ip| !ip.is_empty()) else {
-            return Answer::new(
-                StatusCode::BAD_REQUEST,
-                Body::Text("missing query parameter ip".to_owned()),
-            );
-        };
-        match self.backend.podip_owner(ip).await {
-            Ok(owner) => Answer::new(StatusCode::OK, Body::Text(owner.unwrap_or_default())),
-            Err(error) => Answer::new(StatusCode::BAD_REQUEST, Body::Text(error.to_string())),
-        }
-    }
-
-    /// The silo a request is from: the first `X-Forwarded-For` address, else the peer; loopback
-    /// stands for `testingHost` (deic-dk's rule).
-    fn silo_ip(&self, request: &Request<Incoming>) -> IpAddr {
-        let forwarded = request
+    if let Some(token) = &config.bearer_token {
+        let given = request
             .headers()
-            .get("x-forwarded-for")
+            .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(',').next())
-            .and_then(|v| v.trim().parse::<IpAddr>().ok());
-        let ip = canonical(forwarded.unwrap_or(self.peer.ip()));
-        if ip.is_loopback() {
-            self.backend.config().testing_host
-        } else {
-            ip
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
+            let error = "missing or wrong bearer token";
+            return failure(None, StatusCode::UNAUTHORIZED, error);
         }
+    }
+    next.run(request).await
+}
+
+/// No endpoint at the path.
+pub(super) async fn no_endpoint(request: Request) -> Response {
+    let error = format!("no endpoint {}", request.uri().path());
+    failure(None, StatusCode::NOT_FOUND, error)
+}
+
+/// A method `route` does not take.
+pub(super) fn not_allowed(route: Option<Route>, method: &Method) -> Response {
+    let Some(route) = route else {
+        return failure(
+            None,
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("{method} is not taken here"),
+        );
+    };
+    let error = format!("{} takes {}, not {method}", route.name(), route.method());
+    failure(Some(route), StatusCode::METHOD_NOT_ALLOWED, error)
+}
+
+/// Answers a request to `route`, once the guard let its caller in.
+pub(super) async fn answer(api: Api, connection: Connection, route: Route, request: Request) -> Response {
+    // Before the first complete read an empty cache would answer "no such pod".
+    if tokio::time::timeout(SYNC_WAIT, api.backend.synced())
+        .await
+        .is_err()
+    {
+        let error = "the backend has not read the cluster yet; try again";
+        return failure(Some(route), StatusCode::SERVICE_UNAVAILABLE, error);
+    }
+    if route == Route::GetPodipOwner {
+        return podip_owner(&api, request.uri().query()).await;
+    }
+    let silo_ip = silo_ip(&api, &connection, &request);
+    let config = api.backend.config();
+    let limit = config.max_body_bytes;
+    let body = match read_body(request.into_body(), limit, config.exposure.body_read_timeout).await {
+        Ok(body) => body,
+        Err((status, error)) => return failure(Some(route), status, error),
+    };
+    match operate(&api, route, &body, silo_ip).await {
+        Ok(answer) => answer,
+        Err(error) => failure(Some(route), StatusCode::BAD_REQUEST, error),
+    }
+}
+
+/// Runs the operation of `route` on a JSON `body`.
+async fn operate(api: &Api, route: Route, body: &[u8], silo_ip: IpAddr) -> Result<Response, String> {
+    let backend = &api.backend;
+    let ok = |body: Value| Ok(json(StatusCode::OK, &body));
+    match route {
+        Route::GetPods => {
+            let request: UserRequest = parse(body)?;
+            // An empty list is `[]` (deic-dk sends `null`).
+            ok(json!(backend.get_pods(&request.user_id).map_err(text_of)?))
+        }
+        Route::CreatePod => {
+            let request: CreateRequest = parse(body)?;
+            match backend.create_pod(&request, silo_ip).await {
+                Ok((pod_name, warnings)) => {
+                    api.metrics.created();
+                    let mut answer = json!({"pod_name": pod_name});
+                    if !warnings.is_empty() {
+                        answer["warnings"] = json!(warnings);
+                    }
+                    ok(answer)
+                }
+                Err(error @ RequestError::TooManyCreates(_)) => Ok(create_refused(&error)),
+                Err(error) => {
+                    let phase = error.phase().map(|p| p.as_str()).unwrap_or("request");
+                    tracing::warn!(user = request.user_id, url = request.yaml_url, phase, %error, "create refused");
+                    Err(format!("{phase}: {}", error.public_message()))
+                }
+            }
+        }
+        Route::WatchCreatePod => {
+            let request: PodRequest = parse(body)?;
+            let outcome = backend
+                .watch_create(&request.user_id, &request.pod_name)
+                .await
+                .map_err(text_of)?;
+            let mut answer = json!({"ready": outcome.ready});
+            if let Some(reason) = outcome.reason {
+                answer["reason"] = Value::String(reason);
+            }
+            ok(answer)
+        }
+        Route::DeletePod => {
+            let request: PodRequest = parse(body)?;
+            backend
+                .delete_pod(&request.user_id, &request.pod_name)
+                .await
+                .map_err(text_of)?;
+            ok(json!({"requested": true}))
+        }
+        Route::WatchDeletePod => {
+            let request: PodRequest = parse(body)?;
+            let deleted = backend
+                .watch_delete(&request.user_id, &request.pod_name)
+                .await
+                .map_err(text_of)?;
+            ok(json!({"deleted": deleted}))
+        }
+        Route::DeleteAllUser => {
+            let request: UserRequest = parse(body)?;
+            let deleted = backend.delete_all_user(&request.user_id).await.map_err(text_of)?;
+            ok(json!({"deleted": deleted}))
+        }
+        Route::GetPodipOwner => Err("get_podip_owner takes no body".to_owned()),
+    }
+}
+
+/// `get_podip_owner` answers text: the owner, or nothing when no pod has the address.
+async fn podip_owner(api: &Api, query: Option<&str>) -> Response {
+    let ip = query.and_then(|q| query_value(q, "ip"));
+    let Some(ip) = ip.as_deref().filter(|ip| !ip.is_empty()) else {
+        return text(StatusCode::BAD_REQUEST, "missing query parameter ip");
+    };
+    match api.backend.podip_owner(ip).await {
+        Ok(owner) => text(StatusCode::OK, owner.unwrap_or_default()),
+        Err(error) => text(StatusCode::BAD_REQUEST, error.to_string()),
+    }
+}
+
+/// The silo a request is from: the first `X-Forwarded-For` address, else the peer; loopback
+/// stands for `testingHost` (deic-dk's rule).
+fn silo_ip(api: &Api, connection: &Connection, request: &Request) -> IpAddr {
+    let forwarded = request
+        .headers()
+        .get("x-forwarded-for")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(',').next())
+        .and_then(|v| v.trim().parse::<IpAddr>().ok());
+    let ip = canonical(forwarded.unwrap_or(connection.peer.ip()));
+    if ip.is_loopback() {
+        api.backend.config().testing_host
+    } else {
+        ip
     }
 }
 
@@ -281,7 +296,7 @@ fn query_value(query: &str, key: &str) -> Option<String> {
 
 /// `create_pod`'s answer when too many creates are under way: not the request's fault, so 429
 /// (which the encoder gives a Retry-After), not deic-dk's 400.
-pub(super) fn create_refused(error: &RequestError) -> Answer {
+pub(super) fn create_refused(error: &RequestError) -> Response {
     failure(
         Some(Route::CreatePod),
         StatusCode::TOO_MANY_REQUESTS,
@@ -289,7 +304,7 @@ pub(super) fn create_refused(error: &RequestError) -> Answer {
     )
 }
 
-fn text(error: RequestError) -> String {
+fn text_of(error: RequestError) -> String {
     error.public_message()
 }
 
@@ -315,8 +330,8 @@ mod tests {
         assert_eq!(Route::CreatePod.method(), Method::POST);
     }
 
-    #[test]
-    fn failures_keep_the_compatible_field_and_add_an_error() {
+    #[tokio::test]
+    async fn failures_keep_the_compatible_field_and_add_an_error() {
         let cases = [
             (Route::CreatePod, json!({"pod_name": "", "error": "x"})),
             (Route::WatchCreatePod, json!({"ready": false, "error": "x"})),
@@ -327,9 +342,9 @@ mod tests {
             (Route::GetPods, json!({"error": "x"})),
         ];
         for (route, expected) in cases {
-            let Body::Json(body) = failure(Some(route), StatusCode::BAD_REQUEST, "x").body else {
-                panic!("JSON expected");
-            };
+            let response = failure(Some(route), StatusCode::BAD_REQUEST, "x");
+            let bytes = axum::body::to_bytes(response.into_body(), 1024).await.unwrap();
+            let body: Value = serde_json::from_slice(&bytes).unwrap();
             assert_eq!(body, expected, "{route:?}");
         }
     }

@@ -1,60 +1,76 @@
-//! The HTTP side of the backend, one connection's [`Api`]: a request is routed by its path to the
-//! page ([`web`]: `/`, `/app.js`, `/app.css`), sign-in with the site's OpenID provider
-//! ([`sign_in`]: `/auth/...`), the native API ([`native`]: `/api/v1/...`, callers authenticated
-//! one by one) or deic-dk's API ([`compat`]: everything else, callers trusted by network and a
-//! shared token). Each answers an [`Answer`]; this module encodes it and counts it.
-//! This folder is [`Api`]'s: `connection.rs` holds the type, and `compat.rs`, `native.rs` and this
-//! file each the `impl Api` of their part.
+//! The HTTP side of the backend. A request for a workspace's host (with `proxyDomain`) goes to
+//! the workspace proxy ([`proxy`]); every other goes through the router ([`routes`]): the page
+//! ([`web`]), sign-in with the site's OpenID provider ([`sign_in`]: `/auth/...`), the native API
+//! ([`native`]: `/api/v1/...`, callers authenticated one by one) or deic-dk's API ([`compat`]:
+//! everything else, callers trusted by network and a shared token). [`Served`] is the API on one
+//! connection, as the accept loop calls it: it tells the two apart, gives the request its
+//! connection, and counts the answer.
 
 mod answer;
 mod compat;
-mod connection;
+mod error;
+mod extract;
 mod native;
 mod proxy;
 mod proxy_headers;
-mod reading;
+mod routes;
 mod sign_in;
 mod sse;
+mod state;
 mod streams;
 mod web;
 mod workspace_page;
 
-use std::future::Future;
+use std::{future::Future, net::SocketAddr};
 
-use bytes::Bytes;
-use http_body_util::{Either, Full};
-use hyper::{
-    Request, Response, StatusCode,
-    body::Incoming,
-    header::{self, HeaderValue},
-};
+use axum::{Router, body::Body};
+use http_body_util::Either;
+use hyper::{Request, Response, body::Incoming, header};
 use outfit_workspaces_core::workspace::route::{HostRoute, route_of};
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+use tower_http::normalize_path::NormalizePath;
 
-use self::answer::{Answer, Body};
-pub use self::{compat::Route, connection::Api, streams::StreamSlots};
+use self::{
+    answer::finish,
+    routes::{Endpoint, Family},
+    state::Connection,
+};
+pub use self::{compat::Route, state::Api, streams::StreamSlots};
 
-/// An answer's body: whole, a stream of events, or a workspace's answer passed on.
-pub type ResponseBody = Either<Either<Full<Bytes>, sse::EventStream>, Incoming>;
+/// An answer's body: the backend's own, or a workspace's answer passed on.
+pub type ResponseBody = Either<Body, Incoming>;
 
-impl Api {
-    /// Routes `request`; returns the endpoint's name (for metrics) and the answer.
-    async fn answer(&self, request: Request<Incoming>) -> (&'static str, Answer) {
-        let path = request.uri().path();
-        if let Some(answer) = web::file(request.method(), path) {
-            return ("page", answer);
-        }
-        if path == "/api/v1" || path.starts_with("/api/v1/") {
-            return self.native(request).await;
-        }
-        if path.starts_with("/auth/") {
-            return self.sign_in(request).await;
-        }
-        let (route, answer) = self.compat(request).await;
-        (route.map_or("other", Route::name), answer)
-    }
+/// The API as served on one connection: the shared [`Api`], its router, and the connection.
+#[derive(Clone)]
+pub struct Served {
+    api: Api,
+    router: NormalizePath<Router>,
+    connection: Connection,
 }
 
 impl Api {
+    /// The router of this API, made once and shared by every connection ([`Api::served`]).
+    pub fn router(&self) -> NormalizePath<Router> {
+        // `/api/v1/workspaces/` is `/api/v1/workspaces`, as clients write either.
+        NormalizePath::trim_trailing_slash(routes::router(self.clone()))
+    }
+
+    /// The API on a connection from `peer`, answered by `router`; its progress streams end at
+    /// `closing`.
+    pub fn served(
+        &self,
+        router: NormalizePath<Router>,
+        peer: SocketAddr,
+        closing: CancellationToken,
+    ) -> Served {
+        Served {
+            api: self.clone(),
+            router,
+            connection: Connection { peer, closing },
+        }
+    }
+
     /// The workspace's host (lower-case, without its port) and route `request` is for, when the
     /// backend serves workspaces' hosts (`proxyDomain`) and it names one.
     fn workspace_host(&self, request: &Request<Incoming>) -> Option<(String, HostRoute)> {
@@ -70,81 +86,60 @@ impl Api {
     }
 }
 
-impl outfit_http::accept::Handler for Api {
+impl Served {
+    /// The router's answer to `request`, and its endpoint's name.
+    async fn route(&self, mut request: Request<Incoming>) -> (&'static str, Response<ResponseBody>) {
+        let path = request.uri().path().to_owned();
+        request.extensions_mut().insert(self.connection.clone());
+        let response = match self.router.clone().oneshot(request.map(Body::new)).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
+        let endpoint = response
+            .extensions()
+            .get::<Endpoint>()
+            .map_or_else(|| Family::of(&path).endpoint(&path), |named| named.0);
+        let (mut parts, body) = response.into_parts();
+        finish(parts.status, &mut parts.headers);
+        (endpoint, Response::from_parts(parts, Either::Left(body)))
+    }
+}
+
+impl std::fmt::Debug for Served {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Served")
+            .field("peer", &self.connection.peer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl outfit_http::accept::Handler for Served {
     type Body = ResponseBody;
 
     fn call(&self, request: Request<Incoming>) -> impl Future<Output = Response<ResponseBody>> + Send {
         let this = self.clone();
         async move {
             let started = std::time::Instant::now();
-            let method = request.method().clone();
-            let path = request.uri().path().to_owned();
-            let (endpoint, response) = match this.workspace_host(&request) {
-                Some((host, route)) => this.proxy(request, host, route).await,
-                None => {
-                    let (endpoint, answer) = this.answer(request).await;
-                    (endpoint, encode(answer))
+            let (endpoint, response) = match this.api.workspace_host(&request) {
+                Some((host, route)) => {
+                    let peer = this.connection.peer;
+                    this.api.proxy(request, peer, host, route).await
                 }
+                None => this.route(request).await,
             };
             let status = response.status();
-            this.metrics.request(endpoint, status, started.elapsed());
-            tracing::debug!(%method, path, status = status.as_u16(), peer = %this.peer, "request");
+            this.api.metrics.request(endpoint, status, started.elapsed());
             response
         }
     }
 }
 
-/// What a 429 (too many creates under way, or streams of the caller's) or a 503 (not ready yet,
-/// or the port's streams full) tells the caller to wait before trying again.
-const RETRY_AFTER_SECONDS: u64 = 1;
-
-fn encode(answer: Answer) -> Response<ResponseBody> {
-    let response = encode_whole(answer);
-    let (parts, body) = response.into_parts();
-    Response::from_parts(parts, Either::Left(body))
-}
-
-fn encode_whole(answer: Answer) -> Response<Either<Full<Bytes>, sse::EventStream>> {
-    let whole = |bytes: Bytes| Either::Left(Full::new(bytes));
-    let (body, content_type) = match answer.body {
-        Body::Json(value) => {
-            let mut text = serde_json::to_vec(&value).expect("JSON values serialize");
-            text.push(b'\n');
-            (whole(text.into()), Some("application/json"))
-        }
-        Body::Text(text) => (whole(text.into()), Some("text/plain; charset=utf-8")),
-        Body::Static { content_type, bytes } => (whole(Bytes::from_static(bytes)), Some(content_type)),
-        Body::Events(stream) => (Either::Right(stream), Some("text/event-stream")),
-        Body::Empty => (whole(Bytes::new()), None),
-    };
-    let mut response = Response::new(body);
-    *response.status_mut() = answer.status;
-    *response.headers_mut() = answer.headers;
-    let headers = response.headers_mut();
-    if let Some(content_type) = content_type {
-        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    }
-    if matches!(
-        answer.status,
-        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
-    ) {
-        headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
-    }
-    for (name, value) in web::SECURITY_HEADERS {
-        headers.insert(name, HeaderValue::from_static(value));
-    }
-    if matches!(response.body(), Either::Right(_)) {
-        // Proxies must pass events on as they come (nginx buffers otherwise).
-        let headers = response.headers_mut();
-        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    }
-    response
-}
-
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use axum::{
+        http::{HeaderMap, StatusCode},
+        response::IntoResponse,
+    };
 
     use super::*;
     use crate::backend::RequestError;
@@ -153,15 +148,17 @@ mod tests {
     fn too_many_creates_is_a_429_with_retry_after_on_both_apis() {
         let error = RequestError::TooManyCreates(256);
         assert!(error.to_string().contains("maxCreatesInFlight"), "{error}");
-        let native = native::request_failure(&error);
+        let native = error::Failure::of(&error).into_response();
         let compat = compat::create_refused(&error);
         for answer in [native, compat] {
-            let response = encode(answer);
-            assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
-            assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+            let (mut parts, _) = answer.into_parts();
+            assert_eq!(parts.status, StatusCode::TOO_MANY_REQUESTS);
+            finish(parts.status, &mut parts.headers);
+            assert_eq!(parts.headers[header::RETRY_AFTER], "1");
         }
         // Other answers tell no one to come back.
-        let plain = encode(Answer::json(StatusCode::OK, json!({})));
-        assert!(plain.headers().get(header::RETRY_AFTER).is_none());
+        let mut plain = HeaderMap::new();
+        finish(StatusCode::OK, &mut plain);
+        assert!(plain.get(header::RETRY_AFTER).is_none());
     }
 }

@@ -13,7 +13,7 @@
 //! `X-Forwarded-Groups`, set here and never taken from the client, and never sees outfit's own
 //! cookies.
 
-use std::time::SystemTime;
+use std::{net::SocketAddr, time::SystemTime};
 
 use http_body_util::Either;
 use hyper::{
@@ -31,11 +31,10 @@ use outfit_workspaces_core::{
 
 use super::{
     ResponseBody,
-    answer::{Answer, Body},
-    connection::Api,
-    encode,
+    answer::{empty, finish, text},
     proxy_headers::{Forwarded, prepare_headers, strip_answer_headers, upgrade_asked},
     sign_in::{WORKSPACE_PATH, return_path},
+    state::Api,
     streams::StreamsFull,
     workspace_page::{self, START_PATH},
 };
@@ -48,15 +47,29 @@ use crate::io::{
 /// Where a workspace's host takes a ticket.
 const TICKET_PATH: &str = "/.outfit/ticket";
 
-fn page(status: StatusCode, message: impl std::fmt::Display) -> Response<ResponseBody> {
-    encode(Answer::new(status, Body::Text(format!("{message}\n"))))
+/// The proxy's own answer: `response` with the headers every answer of the backend's carries.
+fn own(response: axum::response::Response) -> Response<ResponseBody> {
+    let (mut parts, body) = response.into_parts();
+    finish(parts.status, &mut parts.headers);
+    Response::from_parts(parts, Either::Left(body))
 }
 
-fn see_other(location: &str) -> Answer {
-    match HeaderValue::try_from(location) {
-        Ok(value) => Answer::new(StatusCode::SEE_OTHER, Body::Empty).with_header(header::LOCATION, value),
-        Err(_) => Answer::new(StatusCode::BAD_REQUEST, Body::Text("a bad address\n".to_owned())),
+/// A line of text.
+fn page(status: StatusCode, message: impl std::fmt::Display) -> Response<ResponseBody> {
+    own(text(status, format!("{message}\n")))
+}
+
+/// A `303 See Other` to `location`, with `cookie` set if any.
+fn see_other(location: &str, cookie: Option<HeaderValue>) -> Response<ResponseBody> {
+    let Ok(value) = HeaderValue::try_from(location) else {
+        return page(StatusCode::BAD_REQUEST, "a bad address");
+    };
+    let mut response = empty(StatusCode::SEE_OTHER);
+    response.headers_mut().insert(header::LOCATION, value);
+    if let Some(cookie) = cookie {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
     }
+    own(response)
 }
 
 impl Api {
@@ -65,9 +78,11 @@ impl Api {
     pub(super) async fn proxy(
         &self,
         request: Request<Incoming>,
+        peer: SocketAddr,
         host: String,
         route: HostRoute,
     ) -> (&'static str, Response<ResponseBody>) {
+        tracing::debug!(method = %request.method(), path = request.uri().path(), %peer, host, "proxied");
         let Some(sign_in) = self.auth.sign_in() else {
             return (
                 "proxy",
@@ -76,10 +91,7 @@ impl Api {
         };
         let now = SystemTime::now();
         if request.uri().path() == TICKET_PATH {
-            return (
-                "proxy_ticket",
-                encode(self.take_ticket(sign_in, &request, &host, now)),
-            );
+            return ("proxy_ticket", self.take_ticket(sign_in, &request, &host, now));
         }
         let sharing = self.backend.sharing(&route.workspace);
         let public = sharing.as_ref().is_some_and(|(_, s)| s.level == Level::Public);
@@ -94,7 +106,8 @@ impl Api {
             .map(str::to_owned)
             .or_else(|| sharing.as_ref().map(|(o, _)| o.clone()));
         let shared = sharing.map(|(_, s)| s).unwrap_or_default();
-        if let Err(refusal) = self.may_open(caller.as_ref(), owner.as_deref(), &shared, &route.workspace) {
+        let opening = (caller.as_ref(), peer);
+        if let Err(refusal) = self.may_open(opening, owner.as_deref(), &shared, &route.workspace) {
             return ("proxy", refusal);
         }
         let secure = sign_in.sessions.secure();
@@ -129,10 +142,10 @@ impl Api {
             // An anonymous visitor of a public workspace holds streams of its address's.
             slot_holder: caller
                 .as_ref()
-                .map_or_else(|| format!("public:{}", self.peer.ip()), |i| i.user.to_string()),
+                .map_or_else(|| format!("public:{}", peer.ip()), |i| i.user.to_string()),
             authority,
         };
-        ("proxy", self.forward(request, sign_in, to).await)
+        ("proxy", self.forward(request, peer, sign_in, to).await)
     }
 
     /// Who calls on `host`: the user of its pass (unless they signed out since); `None`, without
@@ -153,7 +166,7 @@ impl Api {
         let Some(pass) = pass else {
             return match public {
                 true => Ok(None),
-                false => Err(encode(self.to_backend_for_a_ticket(request, host))),
+                false => Err(self.to_backend_for_a_ticket(request, host)),
             };
         };
         let config = self.backend.config();
@@ -167,12 +180,12 @@ impl Api {
         .map_err(|error| page(StatusCode::FORBIDDEN, error))
     }
 
-    /// Whether `caller` (`None`: not signed in) may open the workspace `name` of `owner`
-    /// (`None`: no such workspace), shared as `shared`: the owner, an admin, or whom the sharing
-    /// names; else the refusal, counted and logged.
+    /// Whether `caller` (`None`: not signed in) from `peer` may open the workspace `name` of
+    /// `owner` (`None`: no such workspace), shared as `shared`: the owner, an admin, or whom the
+    /// sharing names; else the refusal, counted and logged.
     fn may_open(
         &self,
-        caller: Option<&Identity>,
+        (caller, peer): (Option<&Identity>, SocketAddr),
         owner: Option<&str>,
         shared: &Sharing,
         name: &str,
@@ -191,7 +204,7 @@ impl Api {
         }
         self.metrics.proxy_refused("forbidden");
         let who = caller.map_or("", |i| i.username.as_str());
-        tracing::warn!(user = who, workspace = name, peer = %self.peer, "workspace refused to a user it is not shared with");
+        tracing::warn!(user = who, workspace = name, %peer, "workspace refused to a user it is not shared with");
         Err(page(
             StatusCode::FORBIDDEN,
             format!("{who} may not open this workspace"),
@@ -234,14 +247,14 @@ impl Api {
         match self.backend.start(identity, name, None).await {
             Ok(_) => {
                 tracing::info!(user = %identity.user, workspace = name, "workspace started from its host");
-                encode(see_other("/"))
+                see_other("/", None)
             }
             Err(error) => workspace_page::page(name, view.status, &error.public_message()),
         }
     }
 
     /// The browser sent to the backend for a ticket to `host`, back to the same address after.
-    fn to_backend_for_a_ticket(&self, request: &Request<Incoming>, host: &str) -> Answer {
+    fn to_backend_for_a_ticket(&self, request: &Request<Incoming>, host: &str) -> Response<ResponseBody> {
         let config = self.backend.config();
         let oidc = config.oidc.as_ref().expect("a proxy domain needs oidc");
         let backend = oidc.redirect_url.trim_end_matches("/auth/callback");
@@ -250,7 +263,7 @@ impl Api {
         let path = request.uri().path_and_query().map_or("/", |p| p.as_str());
         let back = format!("{scheme}://{host}{port}{path}");
         let to: String = form_urlencoded::byte_serialize(back.as_bytes()).collect();
-        see_other(&format!("{backend}{WORKSPACE_PATH}?to={to}"))
+        see_other(&format!("{backend}{WORKSPACE_PATH}?to={to}"), None)
     }
 
     /// A ticket traded for this host's pass, and back to the path it was for.
@@ -260,7 +273,7 @@ impl Api {
         request: &Request<Incoming>,
         host: &str,
         now: SystemTime,
-    ) -> Answer {
+    ) -> Response<ResponseBody> {
         let query = request.uri().query().unwrap_or_default();
         let value = |key: &str| {
             form_urlencoded::parse(query.as_bytes())
@@ -273,20 +286,20 @@ impl Api {
             self.metrics.proxy_refused("ticket");
             let message =
                 "this sign-in link is not for this workspace, or has expired: open the workspace again";
-            return Answer::new(StatusCode::FORBIDDEN, Body::Text(format!("{message}\n")));
+            return page(StatusCode::FORBIDDEN, message);
         };
         {
             let mut spent = sign_in.spent.lock().expect("spent tickets");
             if spent.contains(&ticket.nonce, now_seconds) {
                 self.metrics.proxy_refused("ticket");
                 let message = "this sign-in link was used already: open the workspace again";
-                return Answer::new(StatusCode::FORBIDDEN, Body::Text(format!("{message}\n")));
+                return page(StatusCode::FORBIDDEN, message);
             }
             spent.insert(ticket.nonce.clone(), ticket.expires, now_seconds);
         }
         match sign_in.sessions.pass_cookie(&ticket.pass, now) {
-            Ok(cookie) => see_other(&return_path(value("to"))).with_header(header::SET_COOKIE, cookie),
-            Err(error) => Answer::new(StatusCode::FORBIDDEN, Body::Text(format!("{error}\n"))),
+            Ok(cookie) => see_other(&return_path(value("to")), Some(cookie)),
+            Err(error) => page(StatusCode::FORBIDDEN, error),
         }
     }
 
@@ -295,6 +308,7 @@ impl Api {
     async fn forward(
         &self,
         mut request: Request<Incoming>,
+        peer: SocketAddr,
         sign_in: &SignIn,
         to: Forwarded,
     ) -> Response<ResponseBody> {
@@ -320,13 +334,7 @@ impl Api {
             None => None,
         };
         let client_side = upgrade.is_some().then(|| hyper::upgrade::on(&mut request));
-        prepare_headers(
-            request.headers_mut(),
-            &sign_in.sessions,
-            &to,
-            self.peer.ip(),
-            upgrade,
-        );
+        prepare_headers(request.headers_mut(), &sign_in.sessions, &to, peer.ip(), upgrade);
         let mut response = match self.upstreams.send(to.ip, to.port, request).await {
             Ok(response) => response,
             Err(error) => {

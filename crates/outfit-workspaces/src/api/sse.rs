@@ -1,91 +1,94 @@
-//! Progress as Server-Sent Events: one event whenever the workspace's [`Report`] changes, read
-//! from the watch cache as it changes (never by polling the API server), a comment every 15 s so
-//! proxies keep the connection, and a final `ready`, `failed` or `deleted` event that ends it.
+//! Progress as Server-Sent Events (axum's [`Sse`]): one event whenever the workspace's [`Report`]
+//! changes, read from the watch cache as it changes (never by polling the API server), a comment
+//! after 15 s of quiet so proxies keep the connection, and a final `ready`, `failed` or `deleted`
+//! event that ends it.
 
-use std::{
-    convert::Infallible,
-    pin::Pin,
-    task::{Context, Poll},
-    time::Duration,
+use std::{convert::Infallible, time::Duration};
+
+use axum::response::{
+    IntoResponse, Response,
+    sse::{Event, KeepAlive, Sse},
 };
-
-use bytes::Bytes;
-use hyper::body::Frame;
+use futures::{Stream, stream};
 use outfit_workspaces_core::workspace::progress::Report;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::streams::StreamSlot;
 use crate::backend::Backend;
 
-/// How often a quiet stream sends a comment.
+/// How long a stream stays quiet before it sends a comment.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// A response body of events, written by the task [`stream`] starts.
-#[derive(Debug)]
-pub struct EventStream {
-    events: mpsc::Receiver<Bytes>,
-}
-
-impl hyper::body::Body for EventStream {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.events
-            .poll_recv(cx)
-            .map(|event| event.map(|bytes| Ok(Frame::data(bytes))))
-    }
-}
-
 /// One event: its name and the report as JSON on one `data:` line.
-fn event(name: &str, report: &Report) -> Bytes {
+fn event(name: &str, report: &Report) -> Event {
     let json = serde_json::to_string(report).expect("reports serialize");
-    Bytes::from(format!("event: {name}\ndata: {json}\n\n"))
+    Event::default().event(name).data(json)
 }
 
-/// The progress of the pod `name` with `uid`, until it is final, the client goes, or `shutdown`;
-/// `slot` is its user's until then.
+/// Where a stream is: what it last sent, and whether that was the last event.
+struct Following {
+    backend: Backend,
+    name: String,
+    uid: String,
+    changes: tokio::sync::watch::Receiver<u64>,
+    last: Option<Report>,
+    done: bool,
+    closing: CancellationToken,
+    /// The user's stream slot, given back when the stream is dropped (it ended, or its client went).
+    _slot: StreamSlot,
+}
+
+/// The progress of the pod `name` with `uid`, as an answer, until it is final, the client goes,
+/// or `closing`; `slot` is its user's until then.
 pub(super) fn stream(
     backend: Backend,
     (name, uid): (String, String),
     slot: StreamSlot,
-    shutdown: CancellationToken,
-) -> EventStream {
-    let (sender, events) = mpsc::channel(16);
-    tokio::spawn(async move {
-        let _slot = slot;
-        let mut changes = backend.changes();
-        let mut last: Option<Report> = None;
+    closing: CancellationToken,
+) -> Response {
+    let changes = backend.changes();
+    let following = Following {
+        backend,
+        name,
+        uid,
+        changes,
+        last: None,
+        done: false,
+        closing,
+        _slot: slot,
+    };
+    Sse::new(events(following))
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
+        .into_response()
+}
+
+/// The events of `following`, each when the report changes.
+fn events(following: Following) -> impl Stream<Item = Result<Event, Infallible>> + Send {
+    stream::unfold(following, |mut at| async move {
+        if at.done {
+            return None;
+        }
         loop {
-            changes.borrow_and_update();
-            let report = backend.report(&name, &uid);
-            if last.as_ref() != Some(&report) {
-                let done = report.status.is_final();
-                let kind = if done { report.status.as_str() } else { "progress" };
-                if sender.send(event(kind, &report)).await.is_err() || done {
-                    return;
-                }
-                last = Some(report);
+            at.changes.borrow_and_update();
+            let report = at.backend.report(&at.name, &at.uid);
+            if at.last.as_ref() != Some(&report) {
+                at.done = report.status.is_final();
+                let kind = if at.done {
+                    report.status.as_str()
+                } else {
+                    "progress"
+                };
+                let sent = event(kind, &report);
+                at.last = Some(report);
+                return Some((Ok(sent), at));
             }
             tokio::select! {
-                () = shutdown.cancelled() => return,
-                () = sender.closed() => return,
-                changed = tokio::time::timeout(KEEP_ALIVE, changes.changed()) => match changed {
-                    Ok(Ok(())) => {}
+                () = at.closing.cancelled() => return None,
+                changed = at.changes.changed() => {
                     // The cache is gone: the backend is stopping.
-                    Ok(Err(_)) => return,
-                    Err(_) => {
-                        if sender.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() {
-                            return;
-                        }
-                    }
-                },
+                    changed.ok()?;
+                }
             }
         }
-    });
-    EventStream { events }
+    })
 }

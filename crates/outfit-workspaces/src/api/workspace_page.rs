@@ -2,7 +2,8 @@
 //! button that starts it; starting or stopping, reloading itself every two seconds until the
 //! workspace answers. Plain HTML with its own style, no script: a form posts to the host itself.
 
-use http_body_util::{Either, Full};
+use axum::body::Body;
+use http_body_util::Either;
 use hyper::{
     Response, StatusCode,
     header::{self, HeaderValue},
@@ -55,7 +56,7 @@ pub(super) fn page(name: &str, status: Status, message: &str) -> Response<Respon
          .message{{color:#b42318}}</style></head>\
          <body><h1>{title}</h1>{message}{action}</body></html>\n"
     );
-    let mut response = Response::new(Either::Left(Either::Left(Full::new(html.into()))));
+    let mut response = Response::new(Either::Left(Body::from(html)));
     *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
     let headers = response.headers_mut();
     headers.insert(

@@ -1,14 +1,17 @@
-//! Reading a request, for both APIs: its body (capped) and that body's JSON, the caller's address
-//! as the allowed networks see it, a comparison of tokens that takes the same time whatever they
-//! hold, and how long to wait for the backend's first read of the cluster. At the bottom of
-//! [`api`](super), so deic-dk's API and the native API import it from here and not from their
-//! parent.
+//! Reading a request, for both APIs: its body (capped, within a deadline) and that body's JSON,
+//! the caller's address as the allowed networks see it, a comparison of tokens that takes the same
+//! time whatever they hold, whether a page of another site sent it, and how long to wait for the
+//! backend's first read of the cluster. Near the bottom of [`api`](super): deic-dk's API and the
+//! native API build their extractors on it.
 
 use std::net::IpAddr;
 
+use axum::{
+    body::Body,
+    http::{HeaderMap, Method, StatusCode, header},
+};
 use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, Limited};
-use hyper::{HeaderMap, Method, StatusCode, body::Incoming, header};
 use serde::de::DeserializeOwned;
 
 /// How long a request waits for the backend's first read of the cluster.
@@ -21,7 +24,7 @@ pub(super) fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, String> {
 /// The body of a request, at most `limit` bytes, all of it within `deadline`: a client that sends
 /// a byte now and then must not hold its connection (and its buffers) for ever.
 pub(super) async fn read_body(
-    body: Incoming,
+    body: Body,
     limit: usize,
     deadline: std::time::Duration,
 ) -> Result<Bytes, (StatusCode, String)> {
@@ -35,7 +38,7 @@ pub(super) async fn read_body(
         })
 }
 
-async fn read_capped(body: Incoming, limit: usize) -> Result<Bytes, (StatusCode, String)> {
+async fn read_capped(body: Body, limit: usize) -> Result<Bytes, (StatusCode, String)> {
     let mut limited = Limited::new(body, limit);
     let mut bytes = BytesMut::new();
     while let Some(frame) = limited.frame().await {
