@@ -168,7 +168,10 @@ def ws(mode, data):
         data = data.encode()
     add("workspace_request", bytes([mode]) + data)
 
-for block in doc_blocks("docs/workspaces.md"):
+# The workspace backend's docs: the index and its pages, one per reader.
+workspace_docs = ["docs/workspaces.md"] + sorted(glob.glob("docs/workspaces/*.md"))
+workspace_blocks = [block for path in workspace_docs for block in doc_blocks(path)]
+for block in workspace_blocks:
     if "apiVersion" not in block and not block.lstrip().startswith(("metadata:", "spec:")):
         ws(0, block)
 ws(0, "namespace: sciencedata\nmaxCpuPerUser: 4\nmaxMemoryPerUser: 8Gi\nidleTimeout: 2h\nmaxLifetime: 24h\n")
@@ -177,7 +180,7 @@ manifests = []
 for path in ["crates/outfit-workspaces-core/src/workspace/manifest/tests.rs", "tests/integration/workspaces/support.rs",
              "tests/integration/workspaces/guards.rs"]:
     manifests += [m for m in re.findall(r'r#"(.*?)"#', read(path), re.S) if "kind: Pod" in m]
-for block in doc_blocks("docs/workspaces.md"):
+for block in workspace_blocks:
     if "kind: Pod" in block:
         manifests.append(block)
 for manifest in manifests:

@@ -210,7 +210,7 @@ pub(crate) struct ManifestsArgs {
     snapshots_kept: u16,
 
     /// With --workspaces: pull the catalogue's images ahead onto the nodes (`prePull: {enabled:
-    /// true}`; docs/workspaces.md, "Start time").
+    /// true}`; docs/workspaces/internals.md, "Start time").
     #[arg(long, requires = "workspaces")]
     pre_pull: bool,
 

@@ -21,7 +21,7 @@ use crate::{
 /// Arguments of `outfit workspaces`.
 #[derive(Debug, Args)]
 pub(crate) struct WorkspacesArgs {
-    /// deic-dk's config.yaml (keys in docs/workspaces.md); without it, the defaults and the
+    /// deic-dk's config.yaml (keys in docs/workspaces/configuration.md); without it, the defaults and the
     /// BACKEND_* environment variables.
     #[arg(long, value_name = "FILE", env = "OUTFIT_WORKSPACES_CONFIG")]
     config: Option<PathBuf>,

@@ -1,7 +1,7 @@
 //! The page at `/`, in a real browser: headless Chromium (Debian's), driven over WebDriver by
 //! `tests/browser/workspace_page.py`, signs in with a token the API server accepts, launches a
 //! workspace through the form, watches the progress bar reach ready, stops and starts it, and
-//! deletes it. The screenshot it takes is the one docs/workspaces.md shows.
+//! deletes it. The screenshot it takes is the one docs/workspaces/native-api.md shows.
 
 use std::path::PathBuf;
 

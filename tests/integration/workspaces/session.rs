@@ -102,7 +102,7 @@ async fn a_full_session_creates_serves_and_removes_everything() {
         .to_owned();
     assert_eq!(info["ssh_url"], format!("ssh://root@pods.test:{ssh_port}"));
     // The file ends with a newline; the token comes trimmed (deic-dk returns the file as it is:
-    // a deliberate difference, docs/workspaces.md "What differs from deic-dk").
+    // a deliberate difference, docs/workspaces/deic-dk-api.md "What differs from deic-dk").
     assert_eq!(
         info["tokens"],
         json!({token_key.as_str(): "/?token=s3cret"}),

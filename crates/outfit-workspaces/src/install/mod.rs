@@ -223,7 +223,8 @@ fn start_ahead(options: &InstallOptions) -> String {
     let mut lines = String::new();
     if options.pre_pull {
         lines.push_str(
-            "# The catalogue's images are pulled ahead onto the nodes (docs/workspaces.md, Start time).\n\
+            "# The catalogue's images are pulled ahead onto the nodes (docs/workspaces/internals.md, \
+             Start time).\n\
              prePull: {enabled: true}\n",
         );
     }
@@ -238,11 +239,11 @@ fn start_ahead(options: &InstallOptions) -> String {
 }
 
 /// A starting configuration: deic-dk's keys with the namespace filled in, and outfit's listen
-/// addresses for a pod. Everything else keeps its default (docs/workspaces.md lists them).
+/// addresses for a pod. Everything else keeps its default (docs/workspaces/configuration.md lists them).
 fn config_map(options: &InstallOptions) -> Value {
     let config = format!(
         "# outfit workspaces configuration: every key, its default and its BACKEND_* override are in\n\
-         # docs/workspaces.md.\n\
+         # docs/workspaces/configuration.md.\n\
          namespace: {ns}\n\
          # Workspaces let in the backend's pods from here (their NetworkPolicy).\n\
          backendNamespace: {backend}\n\

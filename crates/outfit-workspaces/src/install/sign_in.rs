@@ -62,7 +62,7 @@ impl SignIn {
     pub fn config_lines(&self) -> String {
         let groups: Vec<String> = self.allowed_groups.iter().map(|g| format!("{g:?}")).collect();
         let mut lines = format!(
-            "# Sign-in with the site's OpenID provider (docs/workspaces.md, Sign-in).\n\
+            "# Sign-in with the site's OpenID provider (docs/workspaces/native-api.md, Sign-in).\n\
              oidc:\n  issuerUrl: {:?}\n  clientId: {:?}\n  clientSecretFile: {CONFIG_DIR}/{CLIENT_SECRET_KEY}\n  redirectUrl: {:?}\n  cookieKeyFile: {CONFIG_DIR}/{COOKIE_KEY}\n  allowedGroups: [{}]\n",
             self.issuer_url,
             self.client_id,

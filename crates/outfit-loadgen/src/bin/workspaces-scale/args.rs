@@ -83,7 +83,7 @@ impl Args {
     }
 }
 
-/// The backend's `storageStrategy` (docs/workspaces.md, "Homes on any storage").
+/// The backend's `storageStrategy` (docs/workspaces/configuration.md, "Homes on any storage").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum StorageStrategy {
     Nfs,

@@ -229,7 +229,7 @@ impl<C: ClusterCalls> Backend<C> {
     }
 
     /// Why `member` can't be reached, when the backend serves several clusters. With one, the
-    /// backend behaves as it always has while its API server is away (docs/workspaces.md): reads
+    /// backend behaves as it always has while its API server is away (docs/workspaces/native-api.md): reads
     /// answer from the cache as they stand, and writes are tried and answer the API server's
     /// error.
     fn unreachable(&self, member: &ClusterWorkspaces<C>) -> Option<String> {
