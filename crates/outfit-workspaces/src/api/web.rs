@@ -6,9 +6,32 @@ use hyper::{Method, StatusCode};
 
 use super::answer::{Answer, Body};
 
-const INDEX: &str = include_str!("../web/index.html");
-const SCRIPT: &str = include_str!("../web/app.js");
-const STYLE: &str = include_str!("../web/app.css");
+const HTML: &str = "text/html; charset=utf-8";
+const SCRIPT: &str = "text/javascript; charset=utf-8";
+const STYLE: &str = "text/css; charset=utf-8";
+
+/// Every file the page has, by the path it is served at: the HTML, the style sheet and the
+/// script's ES modules (app.js imports the others by these paths). `web/test/` and
+/// `web/package.json` are node's, for the modules' unit tests, and not served.
+const FILES: [(&str, &str, &str); 17] = [
+    ("/index.html", HTML, include_str!("../web/index.html")),
+    ("/app.css", STYLE, include_str!("../web/app.css")),
+    ("/app.js", SCRIPT, include_str!("../web/app.js")),
+    ("/api.js", SCRIPT, include_str!("../web/api.js")),
+    ("/cards.js", SCRIPT, include_str!("../web/cards.js")),
+    ("/dom.js", SCRIPT, include_str!("../web/dom.js")),
+    ("/format.js", SCRIPT, include_str!("../web/format.js")),
+    ("/launch.js", SCRIPT, include_str!("../web/launch.js")),
+    ("/list.js", SCRIPT, include_str!("../web/list.js")),
+    ("/progress.js", SCRIPT, include_str!("../web/progress.js")),
+    ("/rows.js", SCRIPT, include_str!("../web/rows.js")),
+    ("/session.js", SCRIPT, include_str!("../web/session.js")),
+    ("/sharing.js", SCRIPT, include_str!("../web/sharing.js")),
+    ("/sse.js", SCRIPT, include_str!("../web/sse.js")),
+    ("/state.js", SCRIPT, include_str!("../web/state.js")),
+    ("/table.js", SCRIPT, include_str!("../web/table.js")),
+    ("/tokens.js", SCRIPT, include_str!("../web/tokens.js")),
+];
 
 /// Sent with every answer: a strict Content-Security-Policy (the page's own script and style
 /// only, no frames around it: a page of another site can't overlay it to steal clicks), the same
@@ -26,12 +49,8 @@ pub(super) const SECURITY_HEADERS: [(&str, &str); 4] = [
 
 /// The page's file at `path`, if it is one; only GET and HEAD read it.
 pub(super) fn file(method: &Method, path: &str) -> Option<Answer> {
-    let (content_type, text) = match path {
-        "/" | "/index.html" => ("text/html; charset=utf-8", INDEX),
-        "/app.js" => ("text/javascript; charset=utf-8", SCRIPT),
-        "/app.css" => ("text/css; charset=utf-8", STYLE),
-        _ => return None,
-    };
+    let wanted = if path == "/" { "/index.html" } else { path };
+    let (_, content_type, text) = FILES.iter().find(|(served, ..)| *served == wanted)?;
     if method != Method::GET && method != Method::HEAD {
         return Some(Answer::new(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -51,6 +70,10 @@ pub(super) fn file(method: &Method, path: &str) -> Option<Answer> {
 mod tests {
     use super::*;
 
+    fn index_html() -> &'static str {
+        FILES[0].2
+    }
+
     #[test]
     fn the_page_answers_only_reads() {
         for method in [Method::POST, Method::PUT, Method::DELETE, Method::PATCH] {
@@ -65,6 +88,52 @@ mod tests {
         assert!(file(&Method::GET, "/nothing").is_none());
     }
 
+    fn content_type(path: &str) -> Option<&'static str> {
+        match file(&Method::GET, path)?.body {
+            Body::Static { content_type, .. } => Some(content_type),
+            _ => None,
+        }
+    }
+
+    /// A module missing from FILES would fail the page in the browser only: every `.js` beside
+    /// app.js is served as a script, and what the modules import is served.
+    #[test]
+    fn every_module_of_the_page_is_served_as_a_script() {
+        let web = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/web");
+        let mut modules = 0;
+        for entry in std::fs::read_dir(&web).expect("src/web") {
+            let name = entry.expect("an entry").file_name().into_string().expect("UTF-8");
+            if let Some(stem) = name.strip_suffix(".js") {
+                modules += 1;
+                assert_eq!(content_type(&format!("/{stem}.js")), Some(SCRIPT), "{name}");
+            }
+        }
+        assert_eq!(
+            modules,
+            FILES.len() - 2,
+            "FILES has a module that src/web has not"
+        );
+        for (path, _, text) in FILES {
+            for import in text.split("from \"./").skip(1) {
+                let module = &import[..import.find('"').expect("a closing quote")];
+                assert!(
+                    content_type(&format!("/{module}")).is_some(),
+                    "{path} imports {module}"
+                );
+            }
+        }
+        assert_eq!(content_type("/"), Some(HTML));
+        assert_eq!(content_type("/app.css"), Some(STYLE));
+        assert!(index_html().contains(r#"<script type="module" src="app.js">"#));
+    }
+
+    #[test]
+    fn the_modules_tests_are_not_served() {
+        for path in ["/package.json", "/test/sse.test.js", "/test/", "/web/app.js"] {
+            assert!(file(&Method::GET, path).is_none(), "{path}");
+        }
+    }
+
     #[test]
     fn the_page_may_not_be_framed_nor_run_other_scripts() {
         let policy = SECURITY_HEADERS[0].1;
@@ -73,6 +142,6 @@ mod tests {
         assert!(!policy.contains("unsafe"), "{policy}");
         assert!(SECURITY_HEADERS.contains(&("x-frame-options", "DENY")));
         // The page has no inline script or style the policy would block.
-        assert!(!INDEX.contains("<script>") && !INDEX.contains("style="));
+        assert!(!index_html().contains("<script>") && !index_html().contains("style="));
     }
 }
