@@ -7,7 +7,10 @@ it (its row turns `stopped`) and starts it again (ready again, same name), delet
 the delete until it is gone. Prints one JSON line:
 
     {"workspace": NAME, "first_progress_ms": ..., "ready_ms": ..., "stopped_ms": ...,
-     "restarted_ms": ..., "deleted_ms": ...}
+     "restarted_ms": ..., "deleted_ms": ..., "refused_error": ...}
+
+With --refused MANIFEST it first launches that entry, which the API must refuse, and waits for
+the page to show the refusal under the form: refused_error is the text shown (else null).
 
 first_progress_ms and ready_ms count from the click on Launch, stopped_ms from the click on Stop,
 restarted_ms from the click on Start, deleted_ms from the click that confirms the delete. Exits 0 on success, 1 on any failure (with what it waited for, what it saw and
@@ -220,6 +223,46 @@ def parse_fields(values):
     return fields
 
 
+def choose_entry(d, manifest, seen):
+    """Chooses catalogue entry `manifest` in the launch form, once the catalogue is loaded."""
+    def catalogue_option():
+        sel = d.find(test_sel("catalogue-select"))
+        if not sel:
+            return None
+        option = d.find(f"option[value={css_string(manifest)}]", root=sel)
+        if option:
+            return option
+        names = [d.attr(o, "value") for o in d.find_all("option", root=sel)]
+        names = [n for n in names if n]
+        if names:  # the catalogue is loaded and the entry is not in it
+            raise Failure(f"catalogue entry {manifest!r} is not offered; the catalogue has: {', '.join(names)}")
+        return None
+
+    option = wait_for(f"catalogue entry {manifest!r} in the select", catalogue_option, 30, seen)
+    if d.attr(option, "disabled") is not None:
+        raise Failure(f"catalogue entry {manifest!r} can't be launched: {d.text(d.find(test_sel('entry-error'))) if d.find(test_sel('entry-error')) else ''}")
+    choose(d, option, "catalogue-select", manifest)
+
+
+def refused_launch(d, manifest, seen):
+    """Launches `manifest`, which the API refuses; the error the page shows under the form."""
+    choose_entry(d, manifest, seen)
+    form = d.find(test_sel("launch-form"))
+    seq_before = d.attr(form, "data-launch-seq")
+    d.find(test_sel("launch")).click()
+
+    def shown_error():
+        f = d.find(test_sel("launch-form"))
+        if d.attr(f, "data-launch-seq") != seq_before:
+            raise Failure(f"the launch of {manifest!r} was accepted; it should have been refused")
+        err = d.find(test_sel("form-error"))
+        if d.attr(f, "data-busy") == "true" or not (err and d.displayed(err)):
+            return None
+        return d.text(err).strip() or None
+
+    return wait_for(f"the refusal of {manifest!r} under the form (form-error)", shown_error, 30, seen)
+
+
 def run(d, opts):
     fields = parse_fields(opts.field)
     timeout = opts.timeout
@@ -263,24 +306,12 @@ def run(d, opts):
     what = f"whoami to show {opts.expect_user!r}" if opts.expect_user else "whoami to show a user"
     wait_for(what, whoami, 30, seen)
 
-    # b. pick the catalogue entry, fill the fields, launch.
-    def catalogue_option():
-        sel = d.find(test_sel("catalogue-select"))
-        if not sel:
-            return None
-        option = d.find(f"option[value={css_string(opts.manifest)}]", root=sel)
-        if option:
-            return option
-        names = [d.attr(o, "value") for o in d.find_all("option", root=sel)]
-        names = [n for n in names if n]
-        if names:  # the catalogue is loaded and the entry is not in it
-            raise Failure(f"catalogue entry {opts.manifest!r} is not offered; the catalogue has: {', '.join(names)}")
-        return None
+    # b. when asked, launch an entry the API refuses: the page shows the API's error under the
+    # form, and nothing is launched.
+    refused_error = refused_launch(d, opts.refused, seen) if opts.refused else None
 
-    option = wait_for(f"catalogue entry {opts.manifest!r} in the select", catalogue_option, 30, seen)
-    if d.attr(option, "disabled") is not None:
-        raise Failure(f"catalogue entry {opts.manifest!r} can't be launched: {d.text(d.find(test_sel('entry-error'))) if d.find(test_sel('entry-error')) else ''}")
-    choose(d, option, "catalogue-select", opts.manifest)
+    # c. pick the catalogue entry, fill the fields, launch.
+    choose_entry(d, opts.manifest, seen)
     for container, name, value in fields:
         sel = test_sel(f"field-{container}-{name}")
         box = wait_for(f"the input {sel}", lambda: d.find(sel), 10, seen)
@@ -322,7 +353,7 @@ def run(d, opts):
 
     name = wait_for("the launch to be accepted (launch-form data-launched)", launched, timeout, seen)
 
-    # c. follow the progress until ready.
+    # d. follow the progress until ready.
     psel = test_sel("progress", workspace=name)
     first_progress = None
     ready_at = None
@@ -359,7 +390,7 @@ def run(d, opts):
             return where is not None and d.displayed(where) and d.text(where).strip() == f"on {opts.cluster}"
         wait_for(f"row {rsel} to say it runs on {opts.cluster!r}", on_cluster, 15, seen)
 
-    # d. the screenshot, taken while the workspace is ready.
+    # e. the screenshot, taken while the workspace is ready.
     if opts.screenshot:
         d.script("window.scrollTo(0, 0); document.activeElement && document.activeElement.blur();")
         try:
@@ -371,7 +402,7 @@ def run(d, opts):
         with open(opts.screenshot, "wb") as f:
             f.write(png)
 
-    # e. stop it: the row turns stopped (its pod gone, the workspace kept); start it: the same
+    # f. stop it: the row turns stopped (its pod gone, the workspace kept); start it: the same
     # row turns ready again, its progress followed.
     def row_status(status):
         return lambda: any(d.attr(r, "data-status") == status for r in d.find_all(rsel))
@@ -395,7 +426,7 @@ def run(d, opts):
              lambda: row_status("ready")() and d.attr(d.find(psel), "data-status") == "ready", timeout, seen)
     restarted_ms = round((time.monotonic() - t_start) * 1000)
 
-    # f. delete it and follow the delete until the row is gone.
+    # g. delete it and follow the delete until the row is gone.
     row = d.find(rsel)
     button = d.find(test_sel("delete"), root=row)
     if not button:
@@ -424,6 +455,7 @@ def run(d, opts):
         "stopped_ms": stopped_ms,
         "restarted_ms": restarted_ms,
         "deleted_ms": round((t2 - t1) * 1000),
+        "refused_error": refused_error,
     }
 
 
@@ -434,6 +466,8 @@ def main():
     ap.add_argument("--expect-user", help="whoami must show this user")
     ap.add_argument("--manifest", required=True, help="the catalogue entry to launch")
     ap.add_argument("--cluster", help="choose this cluster in the launch form; the row must show it")
+    ap.add_argument("--refused", metavar="MANIFEST",
+                    help="first launch this catalogue entry, which the API refuses: the page must show its error")
     ap.add_argument("--field", action="append", default=[], metavar="container/NAME=value",
                     help="a setting to fill in (repeatable)")
     ap.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for ready, and for deleted")

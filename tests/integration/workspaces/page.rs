@@ -1,7 +1,8 @@
 //! The page at `/`, in a real browser: headless Chromium (Debian's), driven over WebDriver by
 //! `tests/browser/workspace_page.py`, signs in with a token the API server accepts, launches a
 //! workspace through the form, watches the progress bar reach ready, stops and starts it, and
-//! deletes it. The screenshot it takes is the one docs/workspaces/native-api.md shows.
+//! deletes it; before that, a launch the API refuses shows the API's error under the form. The
+//! screenshot it takes is the one docs/workspaces/native-api.md shows.
 
 use std::path::PathBuf;
 
@@ -19,10 +20,14 @@ async fn the_page_launches_follows_and_deletes_a_workspace() {
     let manifests = Manifests::start().await;
     let url = manifests.put("web.yaml", WEB_FIELDS);
     let notebook = manifests.put("notebook.yaml", &JUPYTER.replace("TOKEN_KEY", "none"));
+    // More CPU than maxCpuPerUser allows: the API refuses its launch, and the page must say why.
+    let big = manifests.put("big.yaml", &WEB_FIELDS.replace("cpu: 500m", "cpu: '100'"));
     let extra = format!(
-        "catalogue:\n\
+        "maxCpuPerUser: '64'\n\
+         catalogue:\n\
          - {{name: web, url: '{url}', title: Web server, description: An nginx with a greeting of your choice}}\n\
-         - {{name: notebook, url: '{notebook}', title: Jupyter notebook, description: JupyterLab with your ScienceData files}}\n"
+         - {{name: notebook, url: '{notebook}', title: Jupyter notebook, description: JupyterLab with your ScienceData files}}\n\
+         - {{name: big, url: '{big}', title: Too big, description: More CPU than anyone may have}}\n"
     );
     // With exactly the permissions `outfit manifests --workspaces` gives: TokenReviews, the
     // Events watch and NetworkPolicies included.
@@ -31,14 +36,14 @@ async fn the_page_launches_follows_and_deletes_a_workspace() {
     let token = plane.env("ALICE_TOKEN");
     // A workspace already running, so the page shows a list, not only the new one.
     let alice = Caller::Token(&token);
-    let (status, running) = backend
-        .call(
-            alice,
-            "POST",
-            "/api/v1/workspaces",
-            Some(json!({"manifest": "notebook"})),
-        )
-        .await;
+    let launch = {
+        let backend = &backend;
+        move |manifest: &str| {
+            let body = json!({ "manifest": manifest });
+            backend.call(alice, "POST", "/api/v1/workspaces", Some(body))
+        }
+    };
+    let (status, running) = launch("notebook").await;
     assert_eq!(status, 201, "{running}");
     let name = running["name"].as_str().unwrap().to_owned();
     assert_eq!(
@@ -80,8 +85,17 @@ async fn the_page_launches_follows_and_deletes_a_workspace() {
             }
         })
     };
+    // What the API answers the launch the browser will be refused, to compare with what it shows.
+    let (status, refusal) = launch("big").await;
+    assert_eq!(
+        (status, &refusal["reason"]),
+        (403, &json!("LimitExceeded")),
+        "{refusal}"
+    );
     let url = format!("http://127.0.0.1:{}/", backend.port);
     let mut args = vec![
+        "--refused",
+        "big",
         "--url",
         &url,
         "--token",
@@ -107,6 +121,8 @@ async fn the_page_launches_follows_and_deletes_a_workspace() {
         summary["ready_ms"].as_u64().is_some() && summary["first_progress_ms"].as_u64().is_some(),
         "{summary}"
     );
+    // Issue 44: an error of the API is shown where the page puts the launch's errors.
+    assert_eq!(summary["refused_error"], refusal["error"], "{summary}");
     // Issue 31: the page's Stop and Start buttons, clicked.
     assert!(
         summary["stopped_ms"].as_u64().is_some() && summary["restarted_ms"].as_u64().is_some(),

@@ -43,7 +43,7 @@ impl Family {
             Self::Native
         } else if path.starts_with("/auth/") {
             Self::SignIn
-        } else if web::FILES.iter().any(|(file, _, _)| *file == path) {
+        } else if web::served(path).is_some() {
             Self::Page
         } else {
             Self::Compat
@@ -111,7 +111,7 @@ pub(super) fn router(api: Api) -> Router {
         .route(LOGOUT_PATH, named("auth_logout", post(sign_in::logout)))
         .route(WORKSPACE_PATH, named("auth_workspace", get(sign_in::workspace)))
         .route("/auth/{*rest}", any(sign_in::no_endpoint));
-    let page = web::FILES.iter().fold(Router::new(), |page, (path, _, _)| {
+    let page = web::paths().fold(Router::new(), |page, path| {
         page.route(path, named("page", get(web::file)))
     });
     let compat = Route::ALL
