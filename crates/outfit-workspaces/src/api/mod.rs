@@ -88,7 +88,7 @@ impl Api {
 
 impl Served {
     /// The router's answer to `request`, and its endpoint's name.
-    async fn route(&self, mut request: Request<Incoming>) -> (&'static str, Response<ResponseBody>) {
+    async fn routed(&self, mut request: Request<Incoming>) -> (&'static str, Response<ResponseBody>) {
         let path = request.uri().path().to_owned();
         request.extensions_mut().insert(self.connection.clone());
         let response = match self.router.clone().oneshot(request.map(Body::new)).await {
@@ -125,7 +125,7 @@ impl outfit_http::accept::Handler for Served {
                     let peer = this.connection.peer;
                     this.api.proxy(request, peer, host, route).await
                 }
-                None => this.route(request).await,
+                None => this.routed(request).await,
             };
             let status = response.status();
             this.api.metrics.request(endpoint, status, started.elapsed());
