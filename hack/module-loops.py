@@ -22,6 +22,9 @@ named in map.md's prose, in backticks: by its path under `src/` (with or without
 last two components, its file name or its module name (a folder's `mod.rs` by the folder), so a
 file added without a word in the map fails here (issue 43).
 
+Page: the workspace page's ES modules (crates/outfit-workspaces/src/web/*.js) import each other
+without loops too (`from "./x.js"`).
+
 Exits 1 if any loop, layer error or unnamed file is found.
 
     python3 hack/module-loops.py [crates/NAME ...]
@@ -354,6 +357,23 @@ def unnamed_files(src, names):
     return missing
 
 
+# The workspace page's ES modules: no two import each other, directly or around a loop, as for
+# the Rust files (they are served as they are, so the browser would resolve a loop at run time).
+PAGE_MODULES = Path("crates/outfit-workspaces/src/web")
+
+
+def page_module_loops(root):
+    """The loops among the page's modules, each a sorted list of file names."""
+    folder = root / PAGE_MODULES
+    edges = {}
+    for path in sorted(folder.glob("*.js")):
+        edges[path.name] = sorted(set(re.findall(r'from\s+"\./([^"]+\.js)"', path.read_text())))
+    for targets_of in list(edges.values()):
+        for target in targets_of:
+            edges.setdefault(target, [])
+    return cycles(edges)
+
+
 def main():
     root = Path(__file__).resolve().parent.parent
     named = [Path(a).resolve() for a in sys.argv[1:]]
@@ -386,6 +406,10 @@ def main():
             if crate.name in layers and target_root == main_file:
                 layered += 1
                 layer_errors += check_layers(crate.name, crate / "src", files, edges, layers[crate.name])
+    if not named:
+        for component in page_module_loops(root):
+            found += 1
+            print(f"loop in {PAGE_MODULES} ({len(component)} modules): " + ", ".join(component))
     names = map_names((root / MAP).read_text())
     for crate in crates:
         if crate.name in NAMED_CRATES:
@@ -395,7 +419,7 @@ def main():
         print(error)
     if found or layer_errors:
         sys.exit(1)
-    print(f"no import loops in {checked} targets of {len(crates)} crates; "
+    print(f"no import loops in {checked} targets of {len(crates)} crates nor in the page's modules; "
           f"the imports of {layered} crates follow {MAP}'s layers, and it names every file of "
           f"{' and '.join(NAMED_CRATES)}")
 
