@@ -34,7 +34,7 @@ use outfit_workspaces_core::{
 };
 
 use crate::{
-    api::{Api, StreamSlots},
+    api::{Api, StreamSlots, UserRates},
     backend::{Backend, ClusterWorkspaces},
     io::{
         auth::Authenticator, cache::Cache, cluster::Cluster, fetch::Fetcher, metrics::Metrics,
@@ -250,7 +250,12 @@ impl Server {
         // Progress streams end when their connection is to close (shutdown, or making room).
         let streams = StreamSlots::new(config.exposure.max_streams_per_user, config.exposure.max_streams);
         let upstreams = Upstreams::default();
-        let api = Api::new(backend, metrics.clone(), auth, streams, upstreams);
+        let exposure = &config.exposure;
+        let rates = UserRates::new(
+            exposure.requests_per_user_per_second,
+            exposure.request_burst_per_user,
+        );
+        let api = Api::new(backend, metrics.clone(), auth, (streams, rates), upstreams);
         let router = api.router();
         let served =
             move |peer, closing: &CancellationToken| api.served(router.clone(), peer, closing.clone());

@@ -271,6 +271,52 @@ async fn hostile_native_callers_are_refused_cheaply() {
     backend.assert_running();
 }
 
+/// Issue 46, point 4: 2,446 GETs of unknown workspaces from one user made 2,446 pod GETs, all in
+/// the backend's one flow of the API server with everyone's TokenReviews and creates. Now each
+/// user has a pace (`requestsPerUserPerSecond`, after a burst of `requestBurstPerUser`): past it a
+/// request is 429 with `Retry-After`, before the backend or the API server is asked, and another
+/// user is not held by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_past_their_pace_is_answered_429_and_others_are_not() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-attacks-pace";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let extra = "trustedProxyCidrs: [127.0.0.1/32]\nrequestsPerUserPerSecond: 2\nrequestBurstPerUser: 10\n";
+    let backend = Backend::start(plane, ns, &manifests, extra).await;
+    let port = backend.port;
+    let as_user = |user: &str, path: &str| native_request("GET", path, &[("x-forwarded-user", user)], "");
+
+    let mut answered = 0;
+    let mut refused = Vec::new();
+    for i in 0..40 {
+        let answer = raw(port, &as_user("mallory", &format!("/api/v1/workspaces/nope-{i}"))).await;
+        match status_of(&answer) {
+            404 => answered += 1,
+            429 => refused.push(answer),
+            _ => panic!("{answer}"),
+        }
+    }
+    // The burst, and the few the pace refilled while they were sent; the rest refused.
+    assert!((10..=20).contains(&answered), "{answered} answered");
+    assert!(refused.len() >= 20, "{} refused", refused.len());
+    let answer = refused.last().unwrap();
+    assert_eq!(json_body(answer)["reason"], json!("TooManyRequests"), "{answer}");
+    assert!(answer.contains("requestsPerUserPerSecond"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("retry-after: 1\r\n"),
+        "{answer}"
+    );
+    // Another user is answered at once; mallory again once the pace allows.
+    let answer = raw(port, &as_user("victim", "/api/v1/me")).await;
+    assert_eq!(status_of(&answer), 200, "{answer}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let answer = raw(port, &as_user("mallory", "/api/v1/me")).await;
+    assert_eq!(status_of(&answer), 200, "{answer}");
+    backend.assert_running();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn names_from_requests_stay_names_and_ids_keep_their_own() {
     let plane = ControlPlane::with_nodes();

@@ -137,8 +137,9 @@ pub struct Config {
     /// outfit: the exposure of the API port to hostile callers: `maxConnections` (open at once;
     /// the oldest idle one makes room), `maxStreamsPerUser` (progress streams one user holds
     /// open at once), `maxStreams` (progress streams open at once over all users; half of
-    /// `maxConnections` by default), `bodyReadTimeout` (a request body must arrive within it) and
-    /// `allowedOrigins` (other sites whose pages may change workspaces).
+    /// `maxConnections` by default), `requestsPerUserPerSecond` and `requestBurstPerUser` (each
+    /// user's pace on the native API), `bodyReadTimeout` (a request body must arrive within it)
+    /// and `allowedOrigins` (other sites whose pages may change workspaces).
     pub exposure: Exposure,
     /// outfit: serve the API over HTTPS with this certificate and key (PEM files, reloaded when
     /// they change); plain HTTP, as deic-dk, when unset.
@@ -449,6 +450,8 @@ impl Config {
                 max_connections: s.max_connections,
                 max_streams_per_user: s.max_streams_per_user,
                 max_streams,
+                requests_per_user_per_second: s.requests_per_user_per_second,
+                request_burst_per_user: s.request_burst_per_user,
                 body_read_timeout: s.body_read_timeout,
                 allowed_origins: s.allowed_origins,
             },

@@ -20,6 +20,8 @@ pub(super) struct Failure {
     pub(super) reason: &'static str,
     pub(super) message: String,
     pub(super) sign_in: Option<&'static str>,
+    /// When to try again, if the refusal says (a 429's).
+    pub(super) retry_after: Option<std::time::Duration>,
 }
 
 impl Failure {
@@ -29,6 +31,7 @@ impl Failure {
             reason,
             message: message.to_string(),
             sign_in: None,
+            retry_after: None,
         }
     }
 
@@ -60,7 +63,16 @@ impl IntoResponse for Failure {
         if let Some(sign_in) = self.sign_in {
             body["signIn"] = json!(sign_in);
         }
-        json(self.status, &body)
+        let mut response = json(self.status, &body);
+        if let Some(wait) = self.retry_after {
+            // Whole seconds, rounded up: a client that waits as told is let in.
+            let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            let value = axum::http::HeaderValue::from(seconds.max(1));
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, value);
+        }
+        response
     }
 }
 

@@ -13,6 +13,7 @@ mod extract;
 mod native;
 mod proxy;
 mod proxy_headers;
+mod rate;
 mod routes;
 mod sign_in;
 mod sse;
@@ -36,7 +37,7 @@ use self::{
     routes::{Endpoint, Family},
     state::Connection,
 };
-pub use self::{compat::Route, state::Api, streams::StreamSlots};
+pub use self::{compat::Route, rate::UserRates, state::Api, streams::StreamSlots};
 
 /// An answer's body: the backend's own, or a workspace's answer passed on.
 pub type ResponseBody = Either<Body, Incoming>;

@@ -41,8 +41,9 @@ impl From<RequestError> for Failure {
 type Answer = Result<Response, Failure>;
 
 /// Who called, and how they were known: a request from a page of another site is refused first,
-/// then the caller is authenticated, then the backend must have read the cluster once (before
-/// that an empty cache would answer "no such workspace").
+/// then the caller is authenticated and takes one of their requests (`requestsPerUserPerSecond`),
+/// then the backend must have read the cluster once (before that an empty cache would answer "no
+/// such workspace").
 pub(super) struct Caller {
     identity: Identity,
     via: Via,
@@ -78,6 +79,18 @@ impl FromRequestParts<Api> for Caller {
                 return Err(auth_failure(api, &error));
             }
         };
+        let user = identity.user.as_str();
+        if let Err(wait) = api.rates.take(user, std::time::Instant::now()) {
+            tracing::debug!(user, %peer, "past the user's pace");
+            let exposure = &config.exposure;
+            let error = format!(
+                "you sent more than {} requests a second (requestsPerUserPerSecond, after a burst of requestBurstPerUser {}); wait as Retry-After says",
+                exposure.requests_per_user_per_second, exposure.request_burst_per_user
+            );
+            let mut failure = Failure::new(StatusCode::TOO_MANY_REQUESTS, "TooManyRequests", error);
+            failure.retry_after = Some(wait);
+            return Err(failure);
+        }
         if tokio::time::timeout(SYNC_WAIT, api.backend.synced())
             .await
             .is_err()

@@ -7,7 +7,7 @@ use std::{net::SocketAddr, sync::Arc};
 
 use tokio_util::sync::CancellationToken;
 
-use super::streams::StreamSlots;
+use super::{rate::UserRates, streams::StreamSlots};
 use crate::{
     backend::Backend,
     io::{auth::Authenticator, metrics::Metrics, upstream::Upstreams},
@@ -23,17 +23,19 @@ pub struct Shared {
     pub(super) metrics: Arc<Metrics>,
     pub(super) auth: Authenticator,
     pub(super) streams: StreamSlots,
+    pub(super) rates: UserRates,
     pub(super) upstreams: Upstreams,
 }
 
 impl Api {
-    /// The API of `backend`: progress streams take a slot of their user's in `streams`; the
-    /// workspace proxy reaches pods through `upstreams`.
+    /// The API of `backend`: progress streams take a slot of their user's in `streams`, native
+    /// requests a token of their user's in `rates`; the workspace proxy reaches pods through
+    /// `upstreams`.
     pub fn new(
         backend: Backend,
         metrics: Arc<Metrics>,
         auth: Authenticator,
-        streams: StreamSlots,
+        (streams, rates): (StreamSlots, UserRates),
         upstreams: Upstreams,
     ) -> Self {
         Self(Arc::new(Shared {
@@ -41,6 +43,7 @@ impl Api {
             metrics,
             auth,
             streams,
+            rates,
             upstreams,
         }))
     }

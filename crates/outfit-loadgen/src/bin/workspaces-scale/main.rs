@@ -263,10 +263,13 @@ fn settings(args: &Args, ns: &str, manifests: u16) -> Result<String> {
         .flat_map(|base| [base.to_string(), format!("{base}{HOME}")])
         .map(|name| format!("- {{name: {name}, url: {}}}\n", url(&name)))
         .collect();
+    // The scale's one admin lists every user's workspaces as fast as it can: the per-user pace
+    // (requestsPerUserPerSecond) would measure itself, not the backend.
     Ok(format!(
         "namespace: {ns}\nwhitelistManifestRegex: 'http://127\\.0\\.0\\.1:{manifests}/'\n\
          ingressDomain: pods.scale\npodSubnetCidr: {pod_cidr}\ntimeoutCreate: 30m\n\
          maxWorkspacesPerUser: {limit}\nmaxConnections: {connections}\n\
+         requestsPerUserPerSecond: 1000000\nrequestBurstPerUser: 1000000\n\
          trustedProxyCidrs: ['127.0.0.0/8']\nadminGroups: [scale-admins]\n\
          {storage}catalogue:\n{entries}"
     ))

@@ -14,6 +14,10 @@ pub struct Exposure {
     /// Progress streams open at once over every user: below `max_connections`, so that however
     /// many identities open streams, requests keep connections to be answered on.
     pub max_streams: usize,
+    /// Requests of the native API one user may make a second, on average.
+    pub requests_per_user_per_second: usize,
+    /// Requests of the native API one user may make at once after a quiet spell.
+    pub request_burst_per_user: usize,
     /// How long a request body may take to arrive.
     pub body_read_timeout: Duration,
     /// Origins (`https://portal.example.org`) besides the API's own whose pages may send

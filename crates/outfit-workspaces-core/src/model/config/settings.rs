@@ -99,6 +99,10 @@ pub(super) struct Settings {
     pub(super) max_streams_per_user: usize,
     #[serde(deserialize_with = "optional_size")]
     pub(super) max_streams: Option<usize>,
+    #[serde(deserialize_with = "size")]
+    pub(super) requests_per_user_per_second: usize,
+    #[serde(deserialize_with = "size")]
+    pub(super) request_burst_per_user: usize,
     #[serde(deserialize_with = "duration")]
     pub(super) body_read_timeout: Duration,
     #[serde(deserialize_with = "origins")]
@@ -281,6 +285,8 @@ impl Default for Settings {
             max_connections: 1024,
             max_streams_per_user: 16,
             max_streams: None,
+            requests_per_user_per_second: 25,
+            request_burst_per_user: 100,
             body_read_timeout: Duration::from_secs(30),
             allowed_origins: Vec::new(),
             tls_cert_file: String::new(),

@@ -128,6 +128,12 @@ fn bad_values_name_the_key_and_where_they_came_from() {
         ("maxStreamsPerUser: 0", "maxStreamsPerUser", "positive"),
         ("maxStreams: 0", "maxStreams", "positive"),
         (
+            "requestsPerUserPerSecond: 0",
+            "requestsPerUserPerSecond",
+            "positive",
+        ),
+        ("requestBurstPerUser: 1.5", "requestBurstPerUser", "positive"),
+        (
             "maxConnections: 40\nmaxStreams: 40",
             "maxStreams",
             "below maxConnections (40)",
@@ -331,6 +337,8 @@ fn each_default_is_the_documented_text() {
         ("maxConnections", "1024"),
         ("maxStreamsPerUser", "16"),
         ("maxStreams", ""),
+        ("requestsPerUserPerSecond", "25"),
+        ("requestBurstPerUser", "100"),
         ("bodyReadTimeout", "30s"),
         ("allowedOrigins", "[]"),
         ("tlsCertFile", ""),
