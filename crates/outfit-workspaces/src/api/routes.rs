@@ -2,7 +2,9 @@
 //! serves, are told apart before routing): the page, the native API under `/api/v1`, sign-in
 //! under `/auth/`, and deic-dk's API, which answers every other path behind its guard. Each route
 //! names its endpoint for the metrics; a method a path does not take is answered in its API's
-//! words; request ids and tracing are tower layers over all of it.
+//! words; request ids and tracing are tower layers over all of it. A body's cap and deadline are
+//! its extractor's (`extract::read_body`): tower-http's body timeout restarts at every frame,
+//! which a client sending a byte now and then passes, and its limit would answer in no API's words.
 
 use axum::{
     Extension, Router,
