@@ -1,12 +1,13 @@
 //! What outfit's test binaries and tools share (a dev-dependency and outfit-loadgen's, never in
 //! the product): the test cluster and its stand-ins (a CSI provisioner, the kubelet's image
 //! side), the API server's own JSON-patch library as an independent
-//! check of outfit's patches, free ports, waiting, and the paths of the repository.
+//! check of outfit's patches, answers checked against an OpenAPI document's schemas, free ports, waiting, and the paths of the repository.
 
 pub mod control_plane;
 pub mod http;
 mod jsonpatch;
 pub mod kubelet;
+pub mod openapi;
 pub mod provisioner;
 pub mod wait;
 

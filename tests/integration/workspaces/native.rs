@@ -5,6 +5,10 @@
 
 use std::time::{Duration, Instant};
 
+use outfit_test_support::{
+    http::{Call, loopback},
+    openapi::conforms,
+};
 use serde_json::{Value, json};
 
 use super::support::*;
@@ -376,4 +380,203 @@ async fn a_failed_start_streams_its_step_reason_and_last_warning() {
         ) == Some(1.0)
     })
     .await;
+}
+
+/// What the OpenAPI document says of the answers of each operation, checked against the live
+/// backend's answers; each operation checked is remembered, so that none goes unchecked.
+struct Described {
+    doc: Value,
+    checked: Vec<(String, String)>,
+}
+
+impl Described {
+    /// That `body`, answered `status` to `method` on `path` (the document's path, `{name}` as
+    /// is), is one of the operation's documented answers: its status listed, its JSON body
+    /// with every property the status's schema requires and none it does not list, a refusal's
+    /// reason one of those the status gives.
+    fn check(&mut self, method: &str, path: &str, status: u16, body: &Value) {
+        let method = method.to_ascii_lowercase();
+        let operation = &self.doc["paths"][path][&method];
+        assert!(operation.is_object(), "{method} {path} is not documented");
+        let answer = &operation["responses"][status.to_string()];
+        assert!(
+            answer.is_object(),
+            "{method} {path} answered {status}, not documented: {body}"
+        );
+        let schema = &answer["content"]["application/json"]["schema"];
+        if schema.is_null() {
+            assert!(
+                body.is_null(),
+                "{method} {path} {status}: a body not documented: {body}"
+            );
+        } else {
+            conforms(&self.doc, schema, body, &format!("{method} {path} {status}"));
+        }
+        if status >= 400 {
+            let reasons = &schema["allOf"][1]["properties"]["reason"]["enum"];
+            let listed = reasons.as_array().is_some_and(|r| r.contains(&body["reason"]));
+            assert!(
+                listed,
+                "{method} {path} {status}: {} is not one of {reasons}",
+                body["reason"]
+            );
+        }
+        self.checked.push((method, path.to_owned()));
+    }
+}
+
+/// The first event of the progress stream of `name` (its status, and the event's data), the
+/// stream dropped after it.
+async fn first_event(port: u16, headers: &[(&str, &str)], name: &str) -> (u16, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let mut request = format!("GET /api/v1/workspaces/{name}/progress HTTP/1.1\r\nhost: 127.0.0.1\r\n");
+    for (key, value) in headers {
+        request.push_str(&format!("{key}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    let mut text = String::new();
+    let mut buffer = [0u8; 4096];
+    let read = async {
+        loop {
+            let n = tcp.read(&mut buffer).await.unwrap();
+            assert!(n > 0, "the stream ended before an event: {text}");
+            text.push_str(&String::from_utf8_lossy(&buffer[..n]));
+            if let Some(at) = text.find("\ndata: ")
+                && let Some(end) = text[at + 7..].find('\n')
+            {
+                let status = text[9..12].parse().unwrap();
+                return (status, serde_json::from_str(&text[at + 7..at + 7 + end]).unwrap());
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), read)
+        .await
+        .expect("an event within 60 s")
+}
+
+/// Issue 44: `/api/v1/openapi.json`, generated from the backend's types, describes what the
+/// running backend answers: every documented operation is asked, and each answer's status is
+/// one the document lists for it, with the properties its schema requires and no others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openapi_document_describes_every_answer() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-native-openapi";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let url = manifests.put("web.yaml", WEB_FIELDS);
+    let extra = format!("{}trustedProxyCidrs: [127.0.0.1/32]\n", catalogue(&url));
+    let backend = Backend::start(plane, ns, &manifests, &extra).await;
+    // A user of their own: other tests on this API server launch as alice.
+    let (user, groups) = ("oscar", "staff");
+    let oscar = Caller::Proxy(user, groups);
+    let headers = [("x-forwarded-user", user), ("x-forwarded-groups", groups)];
+
+    let answer = Call::new("GET", "/api/v1/openapi.json")
+        .send(loopback(backend.port), Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(answer.status, 200);
+    let doc: Value = serde_json::from_str(&answer.text()).expect("the document is JSON");
+    assert!(
+        doc["openapi"].as_str().unwrap().starts_with("3."),
+        "{}",
+        doc["openapi"]
+    );
+    let mut described = Described { doc, checked: vec![] };
+    described.check("GET", "/api/v1/openapi.json", 200, &Value::Null);
+
+    for path in [
+        "/api/v1/me",
+        "/api/v1/catalogue",
+        "/api/v1/workspaces",
+        "/api/v1/storage",
+    ] {
+        let (status, body) = backend.call(oscar, "GET", path, None).await;
+        assert_eq!(status, 200, "{path}: {body}");
+        described.check("GET", path, status, &body);
+    }
+    let launch = json!({"manifest": "web", "settings": {"web": {"GREETING": "hi", "NOPE": "x"}}});
+    let (status, created) = backend
+        .call(oscar, "POST", "/api/v1/workspaces", Some(launch))
+        .await;
+    assert_eq!(status, 201, "{created}");
+    described.check("POST", "/api/v1/workspaces", status, &created);
+    let name = created["name"].as_str().unwrap().to_owned();
+    let at = "/api/v1/workspaces/{name}";
+    let path = |tail: &str| format!("/api/v1/workspaces/{name}{tail}");
+
+    // The progress stream: its first event is a Progress.
+    let (status, event) = first_event(backend.port, &headers, &name).await;
+    assert_eq!(status, 200);
+    let progress = json!({"$ref": "#/components/schemas/Progress"});
+    conforms(&described.doc, &progress, &event, "the progress event");
+    described.check("GET", &format!("{at}/progress"), status, &Value::Null);
+    backend.follow_to_ready(oscar, &name).await;
+
+    let (status, body) = backend.call(oscar, "GET", &path(""), None).await;
+    described.check("GET", at, status, &body);
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = backend.call(oscar, "GET", &path("/sharing"), None).await;
+    described.check("GET", &format!("{at}/sharing"), status, &body);
+    let sharing = json!({"level": "authenticated", "users": ["erin"]});
+    let (status, body) = backend.call(oscar, "PUT", &path("/sharing"), Some(sharing)).await;
+    described.check("PUT", &format!("{at}/sharing"), status, &body);
+    let (status, body) = backend.call(oscar, "POST", &path("/activity"), None).await;
+    assert_eq!(status, 204, "{body}");
+    described.check("POST", &format!("{at}/activity"), status, &body);
+
+    let (status, body) = backend.call(oscar, "POST", &path("/stop"), None).await;
+    assert_eq!(status, 202, "{body}");
+    described.check("POST", &format!("{at}/stop"), status, &body);
+    eventually("the workspace stopped", Duration::from_secs(60), || async {
+        backend.call(oscar, "GET", &path(""), None).await.1["status"] == "stopped"
+    })
+    .await;
+    let (status, body) = backend.call(oscar, "GET", &path(""), None).await;
+    described.check("GET", at, status, &body);
+    let (status, body) = backend.call(oscar, "POST", &path("/start"), None).await;
+    assert_eq!(status, 202, "{body}");
+    described.check("POST", &format!("{at}/start"), status, &body);
+    backend.follow_to_ready(oscar, &name).await;
+
+    // Refusals, each in the words its status documents.
+    let (status, body) = backend
+        .call(oscar, "GET", "/api/v1/workspaces/no-such", None)
+        .await;
+    assert_eq!(status, 404, "{body}");
+    described.check("GET", at, status, &body);
+    let (status, body) = backend.call(Caller::Anonymous, "GET", "/api/v1/me", None).await;
+    assert_eq!(status, 401, "{body}");
+    described.check("GET", "/api/v1/me", status, &body);
+    let (status, body) = backend
+        .call(
+            oscar,
+            "POST",
+            "/api/v1/workspaces",
+            Some(json!({"manifest": "nope"})),
+        )
+        .await;
+    assert_eq!(status, 404, "{body}");
+    described.check("POST", "/api/v1/workspaces", status, &body);
+    // The user's home is in use while the workspace is: refused, or removed once it is not.
+    let (status, body) = backend.call(oscar, "DELETE", "/api/v1/storage", None).await;
+    described.check("DELETE", "/api/v1/storage", status, &body);
+
+    let (status, body) = backend.call(oscar, "DELETE", &path(""), None).await;
+    assert_eq!(status, 202, "{body}");
+    described.check("DELETE", at, status, &body);
+
+    // Every documented operation was asked.
+    let mut missed = vec![];
+    for (path, item) in described.doc["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            if !described.checked.contains(&(method.clone(), path.clone())) {
+                missed.push(format!("{method} {path}"));
+            }
+        }
+    }
+    assert!(missed.is_empty(), "not asked: {missed:?}");
 }

@@ -8,6 +8,7 @@ use crate::model::{config::StorageStrategy, keys};
 
 /// One home.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Home {
     /// The claim's name.
     pub name: String,

@@ -94,6 +94,7 @@ pub fn pod_info(pod: &Pod, config: &Config, now: Timestamp) -> PodInfo {
 /// One workspace as the native API answers it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = Workspace))]
 pub struct WorkspaceInfo {
     /// The pod's name.
     pub name: String,
@@ -103,11 +104,12 @@ pub struct WorkspaceInfo {
     pub manifest: String,
     /// Where it stands.
     pub status: Status,
-    /// Where a start stands; `None` once it is done.
+    /// Where a start stands (its first step not finished); null once it is done.
     pub phase: Option<&'static str>,
     /// What is happening, or why it failed.
     pub message: String,
     /// When it was created.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub created: Option<Timestamp>,
     /// How long ago, as `1h2m3s`.
     pub age: String,
@@ -118,10 +120,12 @@ pub struct WorkspaceInfo {
     /// `ssh://root@<ingressDomain>:<nodePort>`, or "".
     pub ssh_url: String,
     /// When it will be culled for its lifetime.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub expires: Option<Timestamp>,
     /// Its idle timeout, as `30m`.
     pub idle_timeout: Option<String>,
     /// Its last activity recorded.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub last_activity: Option<Timestamp>,
     /// The cluster it runs on.
     pub cluster: ClusterState,
@@ -132,8 +136,10 @@ pub struct WorkspaceInfo {
 
 /// When and why a workspace stopped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Stop {
     /// When the stop was asked for.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub at: Timestamp,
     /// Why: `user`, `idle`, `lifetime` or `failed`.
     pub reason: &'static str,
@@ -182,6 +188,7 @@ pub fn stopped_workspace(
 
 /// A workspace's cluster as the native API shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClusterState {
     /// The cluster's name (`defaultCluster`, or one of `clusters`).
     pub name: String,

@@ -20,11 +20,13 @@ pub struct CreateRequest {
 /// A launch request (the native API's create): a catalogue entry and the env to set.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Launch {
     /// The catalogue entry's name.
     pub manifest: String,
     /// Container name → env var → value.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = BTreeMap<String, BTreeMap<String, String>>))]
     pub settings: Settings,
     /// The cluster to launch on, when the catalogue entry names none; the default one when
     /// unset.

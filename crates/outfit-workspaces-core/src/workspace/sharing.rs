@@ -13,6 +13,7 @@ pub const MAX_NAMED: usize = 100;
 /// How widely a workspace is shared.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Level {
     /// Its owner, and those named.
     #[default]
@@ -26,15 +27,18 @@ pub enum Level {
 /// A workspace's sharing.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Sharing {
     /// How widely.
     #[serde(default)]
     pub level: Level,
     /// Users (owner ids) who may open it.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_items = 100))]
     pub users: Vec<String>,
     /// Groups whose members may open it.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_items = 100))]
     pub groups: Vec<String>,
 }
 

@@ -359,6 +359,7 @@ pub fn restore_into(claim: &mut PersistentVolumeClaim, snapshot: &VolumeSnapshot
 
 /// A snapshot as `GET /api/v1/storage` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = Snapshot))]
 pub struct SnapshotView {
     /// The VolumeSnapshot's name: what a launch or start names to restore from.
     pub name: String,

@@ -7,7 +7,7 @@ use axum::{
     http::StatusCode,
     response::{IntoResponse, Response},
 };
-use serde_json::json;
+use serde::Serialize;
 
 use super::answer::json;
 use crate::backend::RequestError;
@@ -57,12 +57,28 @@ impl Failure {
     }
 }
 
+/// A refusal's body, as every refusal of the native API answers it (and `/api/v1/openapi.json`
+/// describes it: its `reason`s by status, in `openapi.rs`).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = Error)]
+pub(super) struct Refusal<'a> {
+    /// What is wrong, in a sentence.
+    pub(super) error: &'a str,
+    /// What kind of refusal it is: one word, the same for the same kind (see each answer's).
+    pub(super) reason: &'static str,
+    /// On a 401, when the backend has sign-in with the site's OpenID provider (`oidc`): the path
+    /// that begins it (`/auth/login`).
+    #[serde(rename = "signIn", skip_serializing_if = "Option::is_none")]
+    pub(super) sign_in: Option<&'static str>,
+}
+
 impl IntoResponse for Failure {
     fn into_response(self) -> Response {
-        let mut body = json!({"error": self.message, "reason": self.reason});
-        if let Some(sign_in) = self.sign_in {
-            body["signIn"] = json!(sign_in);
-        }
+        let body = Refusal {
+            error: &self.message,
+            reason: self.reason,
+            sign_in: self.sign_in,
+        };
         let mut response = json(self.status, &body);
         if let Some(wait) = self.retry_after {
             // Whole seconds, rounded up: a client that waits as told is let in.

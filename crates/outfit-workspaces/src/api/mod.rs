@@ -11,6 +11,7 @@ mod compat;
 mod error;
 mod extract;
 mod native;
+mod openapi;
 mod proxy;
 mod proxy_headers;
 mod rate;

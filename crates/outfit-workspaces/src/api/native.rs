@@ -10,8 +10,8 @@ use axum::{
     http::{Method, StatusCode, request::Parts},
     response::{IntoResponse, Response},
 };
-use serde::de::DeserializeOwned;
-use serde_json::json;
+use serde::{Serialize, de::DeserializeOwned};
+use utoipa::ToSchema;
 
 use super::{
     answer::{empty, json},
@@ -21,15 +21,21 @@ use super::{
     state::{Api, Connection},
     streams::{StreamSlot, StreamsFull},
 };
-use outfit_workspaces_core::workspace::{requests::Launch, sharing::Sharing};
+use outfit_workspaces_core::workspace::{
+    home::Home,
+    info::{ClusterState, WorkspaceInfo},
+    requests::Launch,
+    sharing::Sharing,
+    snapshot::SnapshotView,
+};
 
 use crate::{
     backend::RequestError,
-    io::auth::{AuthError, Identity, Via},
+    io::{
+        auth::{AuthError, Identity, Via},
+        catalogue::Item,
+    },
 };
-
-/// The OpenAPI description of this API.
-const OPENAPI: &str = include_str!("openapi.json");
 
 impl From<RequestError> for Failure {
     fn from(error: RequestError) -> Self {
@@ -242,34 +248,121 @@ pub(super) fn not_allowed(path: &str, method: &Method, allowed: &[&str]) -> Resp
     Failure::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", error).into_response()
 }
 
-pub(super) async fn openapi() -> Response {
-    let content_type = [(axum::http::header::CONTENT_TYPE, "application/json")];
-    (content_type, OPENAPI).into_response()
+// What the endpoints answer, each a type of its own so that `/api/v1/openapi.json`, generated
+// from them (`openapi.rs`), cannot drift from the answers.
+
+/// Who the caller is (`GET /me`).
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct Me {
+    /// The owner id of the caller's workspaces (service accounts: `name@namespace.serviceaccount`;
+    /// others: the user name, lower-cased).
+    pub(super) user: String,
+    /// The user name as authenticated.
+    pub(super) username: String,
+    /// The groups as authenticated.
+    pub(super) groups: Vec<String>,
+    /// Whether the caller is in one of `adminGroups`.
+    pub(super) admin: bool,
+    /// How the caller was known: a bearer token (TokenReview), an authenticating proxy's
+    /// headers, or the session of a sign-in with the site's OpenID provider.
+    pub(super) via: Via,
+    /// Whether the backend serves workspaces' own hosts (`proxyDomain`): sharing applies then.
+    pub(super) proxy: bool,
+}
+
+/// The manifests the caller may launch, and the clusters (`GET /catalogue`).
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct Catalogue {
+    /// The catalogue's entries the caller may launch, with the env fields each declares.
+    pub(super) items: Vec<Item>,
+    /// Every cluster a launch may name, the default first.
+    pub(super) clusters: Vec<ClusterState>,
+}
+
+/// The caller's workspaces (`GET /workspaces`).
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct Workspaces {
+    /// The workspaces, the caller's (every user's with `all`).
+    pub(super) items: Vec<WorkspaceInfo>,
+}
+
+/// A workspace launched (`POST /workspaces`).
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct Launched {
+    /// The workspace.
+    #[serde(flatten)]
+    pub(super) workspace: WorkspaceInfo,
+    /// The settings that were not applied, when some were not.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(super) warnings: Vec<String>,
+}
+
+/// A delete asked for (`DELETE /workspaces/{name}`).
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct Deleting {
+    /// The workspace.
+    pub(super) name: String,
+    /// Always `true`.
+    pub(super) deleting: bool,
+}
+
+/// A stop asked for (`POST /workspaces/{name}/stop`).
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct Stopping {
+    /// The workspace.
+    pub(super) name: String,
+    /// Always `true`.
+    pub(super) stopping: bool,
+}
+
+/// A start asked for (`POST /workspaces/{name}/start`).
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct Starting {
+    /// The workspace.
+    pub(super) name: String,
+    /// Always `true`.
+    pub(super) starting: bool,
+}
+
+/// The caller's homes and snapshots (`GET /storage`).
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct Storage {
+    /// The homes on every cluster (claims outfit made for them).
+    pub(super) items: Vec<Home>,
+    /// Their snapshots, newest first.
+    pub(super) snapshots: Vec<SnapshotView>,
+}
+
+/// The homes being removed (`DELETE /storage`).
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct RemovingStorage {
+    /// The claims being deleted.
+    pub(super) deleting: Vec<String>,
 }
 
 pub(super) async fn me(State(api): State<Api>, caller: Caller) -> Response {
-    let identity = &caller.identity;
-    json(
-        StatusCode::OK,
-        &json!({"user": identity.user.as_str(), "username": identity.username,
-                "groups": identity.groups, "admin": identity.admin,
-                "via": caller.via.as_str(),
-                "proxy": api.backend.config().proxy_domain.is_some()}),
-    )
+    let Caller { identity, via } = caller;
+    let me = Me {
+        user: identity.user.as_str().to_owned(),
+        username: identity.username,
+        groups: identity.groups,
+        admin: identity.admin,
+        via,
+        proxy: api.backend.config().proxy_domain.is_some(),
+    };
+    json(StatusCode::OK, &me)
 }
 
 pub(super) async fn catalogue(State(api): State<Api>, caller: Caller) -> Response {
     let backend = &api.backend;
     let items = backend.catalogue(&caller.identity).await;
-    json(
-        StatusCode::OK,
-        &json!({"items": items, "clusters": backend.clusters()}),
-    )
+    let clusters = backend.clusters();
+    json(StatusCode::OK, &Catalogue { items, clusters })
 }
 
 pub(super) async fn list(State(api): State<Api>, caller: Caller, flags: Flags) -> Answer {
     let items = api.backend.workspaces(&caller.identity, flags.all)?;
-    Ok(json(StatusCode::OK, &json!({"items": items})))
+    Ok(json(StatusCode::OK, &Workspaces { items }))
 }
 
 pub(super) async fn launch(State(api): State<Api>, caller: Caller, Body(launch): Body<Launch>) -> Answer {
@@ -278,12 +371,8 @@ pub(super) async fn launch(State(api): State<Api>, caller: Caller, Body(launch):
     let silo = api.backend.config().testing_host;
     let (workspace, warnings) = api.backend.launch(identity, &launch, silo).await?;
     api.metrics.created();
-    let mut answer = serde_json::to_value(&workspace).expect("workspaces serialize");
-    if !warnings.is_empty() {
-        answer["warnings"] = json!(warnings);
-    }
     tracing::info!(user = %identity.user, workspace = workspace.name, manifest = launch.manifest, "launched");
-    Ok(json(StatusCode::CREATED, &answer))
+    Ok(json(StatusCode::CREATED, &Launched { workspace, warnings }))
 }
 
 pub(super) async fn get(State(api): State<Api>, caller: Caller, Named(name): Named) -> Answer {
@@ -303,7 +392,7 @@ pub(super) async fn delete(
     Ok(match slot {
         // The delete's own stream: no window in which the pod could go unseen.
         Some(slot) => sse::stream(api.backend.clone(), (name, uid), slot, connection.closing),
-        None => json(StatusCode::ACCEPTED, &json!({"name": name, "deleting": true})),
+        None => json(StatusCode::ACCEPTED, &Deleting { name, deleting: true }),
     })
 }
 
@@ -316,7 +405,11 @@ pub(super) async fn stop(
 ) -> Answer {
     let slot = slot(&api, &caller, flags.follow)?;
     let uid = api.backend.stop(&caller.identity, &name).await?;
-    Ok(accepted(&api, &connection, name, uid, slot, "stopping"))
+    let stopping = Stopping {
+        name: name.clone(),
+        stopping: true,
+    };
+    Ok(accepted(&api, &connection, name, uid, slot, &stopping))
 }
 
 pub(super) async fn start(
@@ -329,10 +422,14 @@ pub(super) async fn start(
     let slot = slot(&api, &caller, flags.follow)?;
     let snapshot = flags.snapshot.as_deref();
     let uid = api.backend.start(&caller.identity, &name, snapshot).await?;
-    Ok(accepted(&api, &connection, name, uid, slot, "starting"))
+    let starting = Starting {
+        name: name.clone(),
+        starting: true,
+    };
+    Ok(accepted(&api, &connection, name, uid, slot, &starting))
 }
 
-/// The answer to a stop or start of `name` (`doing`): 202, or when followed (a stream's
+/// The answer to a stop or start of `name`: 202 with `doing`, or when followed (a stream's
 /// `slot`), the progress of its pod `uid` (going, or starting) when it has one.
 fn accepted(
     api: &Api,
@@ -340,13 +437,13 @@ fn accepted(
     name: String,
     uid: Option<String>,
     slot: Option<StreamSlot>,
-    doing: &str,
+    doing: &impl Serialize,
 ) -> Response {
     match (uid, slot) {
         (Some(uid), Some(slot)) => {
             sse::stream(api.backend.clone(), (name, uid), slot, connection.closing.clone())
         }
-        _ => json(StatusCode::ACCEPTED, &json!({"name": name, doing: true})),
+        _ => json(StatusCode::ACCEPTED, doing),
     }
 }
 
@@ -392,22 +489,21 @@ pub(super) async fn share(
 pub(super) async fn storage(State(api): State<Api>, caller: Caller, flags: Flags) -> Answer {
     let user = flags.user.as_deref();
     let (homes, snapshots) = api.backend.homes(&caller.identity, user).await?;
-    Ok(json(
-        StatusCode::OK,
-        &json!({"items": homes, "snapshots": snapshots}),
-    ))
+    let storage = Storage {
+        items: homes,
+        snapshots,
+    };
+    Ok(json(StatusCode::OK, &storage))
 }
 
 pub(super) async fn remove_storage(State(api): State<Api>, caller: Caller, flags: Flags) -> Answer {
     let user = flags.user.as_deref();
     let removed = api.backend.remove_homes(&caller.identity, user).await?;
-    Ok(json(StatusCode::ACCEPTED, &json!({"deleting": removed})))
+    Ok(json(StatusCode::ACCEPTED, &RemovingStorage { deleting: removed }))
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::Value;
-
     use super::*;
 
     #[test]
@@ -429,24 +525,5 @@ mod tests {
         let flags = Flags::of("user=bob&snapshot=s%201&user=eve");
         assert_eq!(flags.user.as_deref(), Some("bob"), "the first user counts");
         assert_eq!(flags.snapshot.as_deref(), Some("s 1"));
-    }
-
-    #[test]
-    fn the_openapi_description_is_json_and_names_every_path() {
-        let spec: Value = serde_json::from_str(OPENAPI).expect("openapi.json is JSON");
-        assert_eq!(spec["openapi"].as_str().map(|v| &v[..2]), Some("3."));
-        for path in [
-            "/api/v1/me",
-            "/api/v1/catalogue",
-            "/api/v1/workspaces",
-            "/api/v1/workspaces/{name}",
-            "/api/v1/workspaces/{name}/progress",
-            "/api/v1/workspaces/{name}/activity",
-            "/api/v1/workspaces/{name}/stop",
-            "/api/v1/workspaces/{name}/start",
-            "/api/v1/workspaces/{name}/sharing",
-        ] {
-            assert!(spec["paths"].get(path).is_some(), "{path} missing");
-        }
     }
 }

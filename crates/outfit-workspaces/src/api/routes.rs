@@ -19,7 +19,7 @@ use tower_http::{ServiceBuilderExt, request_id::MakeRequestUuid, trace::TraceLay
 
 use super::{
     compat::{self, Route},
-    native,
+    native, openapi,
     sign_in::{self, CALLBACK_PATH, LOGIN_PATH, LOGOUT_PATH, WORKSPACE_PATH},
     state::{Api, Connection},
     web,
@@ -73,39 +73,37 @@ fn named(name: &'static str, methods: MethodRouter<Api>) -> MethodRouter<Api> {
     ))
 }
 
+/// The native API's routes under `/api/v1`: each path, method, endpoint name and handler (two
+/// routes of one path are one path's two methods). `/api/v1/openapi.json` documents each one;
+/// its test holds the two together. One route a line, as a table reads.
+#[rustfmt::skip]
+fn native_routes() -> [(&'static str, Method, &'static str, MethodRouter<Api>); 15] {
+    [
+        ("/openapi.json",               Method::GET,    "v1_openapi",        get(openapi::serve)),
+        ("/me",                         Method::GET,    "v1_me",             get(native::me)),
+        ("/catalogue",                  Method::GET,    "v1_catalogue",      get(native::catalogue)),
+        ("/workspaces",                 Method::GET,    "v1_list",           get(native::list)),
+        ("/workspaces",                 Method::POST,   "v1_launch",         post(native::launch)),
+        ("/workspaces/{name}",          Method::GET,    "v1_get",            get(native::get)),
+        ("/workspaces/{name}",          Method::DELETE, "v1_delete",         delete(native::delete)),
+        ("/workspaces/{name}/progress", Method::GET,    "v1_progress",       get(native::progress)),
+        ("/workspaces/{name}/activity", Method::POST,   "v1_activity",       post(native::activity)),
+        ("/workspaces/{name}/stop",     Method::POST,   "v1_stop",           post(native::stop)),
+        ("/workspaces/{name}/start",    Method::POST,   "v1_start",          post(native::start)),
+        ("/workspaces/{name}/sharing",  Method::GET,    "v1_sharing",        get(native::sharing)),
+        ("/workspaces/{name}/sharing",  Method::PUT,    "v1_share",          put(native::share)),
+        ("/storage",                    Method::GET,    "v1_storage",        get(native::storage)),
+        ("/storage",                    Method::DELETE, "v1_remove_storage", delete(native::remove_storage)),
+    ]
+}
+
 /// The backend's router, over `api`.
 pub(super) fn router(api: Api) -> Router {
-    let native = Router::new()
-        .route("/openapi.json", named("v1_openapi", get(native::openapi)))
-        .route("/me", named("v1_me", get(native::me)))
-        .route("/catalogue", named("v1_catalogue", get(native::catalogue)))
-        .route(
-            "/workspaces",
-            named("v1_list", get(native::list)).merge(named("v1_launch", post(native::launch))),
-        )
-        .route(
-            "/workspaces/{name}",
-            named("v1_get", get(native::get)).merge(named("v1_delete", delete(native::delete))),
-        )
-        .route(
-            "/workspaces/{name}/progress",
-            named("v1_progress", get(native::progress)),
-        )
-        .route(
-            "/workspaces/{name}/activity",
-            named("v1_activity", post(native::activity)),
-        )
-        .route("/workspaces/{name}/stop", named("v1_stop", post(native::stop)))
-        .route("/workspaces/{name}/start", named("v1_start", post(native::start)))
-        .route(
-            "/workspaces/{name}/sharing",
-            named("v1_sharing", get(native::sharing)).merge(named("v1_share", put(native::share))),
-        )
-        .route(
-            "/storage",
-            named("v1_storage", get(native::storage))
-                .merge(named("v1_remove_storage", delete(native::remove_storage))),
-        )
+    let native = native_routes()
+        .into_iter()
+        .fold(Router::new(), |native, (path, _, name, handler)| {
+            native.route(path, named(name, handler))
+        })
         .fallback(native::no_endpoint);
     let sign_in = Router::new()
         .route(LOGIN_PATH, named("auth_login", get(sign_in::login)))
@@ -179,4 +177,32 @@ async fn method_not_allowed(request: Request, next: Next) -> Response {
         answer.headers_mut().insert(header::ALLOW, allow);
     }
     answer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `/api/v1/openapi.json` documents every route of the native API, and no other.
+    #[test]
+    fn the_openapi_document_lists_every_native_route() {
+        let document = openapi::document().to_json().unwrap();
+        let document: serde_json::Value = serde_json::from_str(&document).unwrap();
+        let mut documented: Vec<(String, String)> = document["paths"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .flat_map(|(path, item)| {
+                let methods = item.as_object().unwrap().keys();
+                methods.map(|m| (m.to_ascii_uppercase(), path.clone()))
+            })
+            .collect();
+        let mut routed: Vec<(String, String)> = native_routes()
+            .into_iter()
+            .map(|(path, method, _, _)| (method.to_string(), format!("/api/v1{path}")))
+            .collect();
+        documented.sort();
+        routed.sort();
+        assert_eq!(documented, routed);
+    }
 }

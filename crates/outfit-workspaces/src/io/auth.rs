@@ -63,8 +63,9 @@ pub struct Identity {
     pub admin: bool,
 }
 
-/// How a caller was authenticated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a caller was authenticated, as the native API's `GET /me` says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum Via {
     /// A bearer token, by TokenReview.
     Token,
@@ -72,17 +73,6 @@ pub enum Via {
     Proxy,
     /// The session of a sign-in with the site's OpenID provider.
     Session,
-}
-
-impl Via {
-    /// Its name in answers.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Token => "token",
-            Self::Proxy => "proxy",
-            Self::Session => "session",
-        }
-    }
 }
 
 /// Sign-in with the site's OpenID provider: the provider, the cookies, the tickets spent on

@@ -17,7 +17,7 @@ use crate::io::{auth::Identity, fetch::Fetcher};
 const REMEMBER: Duration = Duration::from_secs(60);
 
 /// One env var a launch may set.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Field {
     /// The container that declares it.
     pub container: String,
@@ -28,7 +28,8 @@ pub struct Field {
 }
 
 /// One entry as the API answers it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[schema(as = CatalogueItem)]
 pub struct Item {
     /// The entry's name.
     pub name: String,

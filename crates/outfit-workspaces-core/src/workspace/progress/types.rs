@@ -9,6 +9,7 @@ use serde::Serialize;
 /// Where a workspace stands as a whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Status {
     /// Its start has not finished.
     Creating,
@@ -52,6 +53,7 @@ impl Status {
 /// Where one step stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum StepState {
     /// Not started: an earlier step is not done.
     Pending,
@@ -67,6 +69,7 @@ pub enum StepState {
 
 /// One step of a start or a delete.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Step {
     /// The step's name.
     pub name: &'static str,
@@ -75,19 +78,22 @@ pub struct Step {
     /// What the cluster says about it; "" when nothing.
     pub message: String,
     /// When it finished, when the cluster says.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub at: Option<Timestamp>,
 }
 
 /// A workspace's progress.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = Progress))]
 pub struct Report {
     /// The workspace (pod) name.
     pub workspace: String,
     /// Where it stands as a whole.
     pub status: Status,
     /// How far, 0 to 100.
+    #[cfg_attr(feature = "openapi", schema(maximum = 100))]
     pub percent: u8,
-    /// The first step not finished; `None` once everything is.
+    /// The first step not finished; null once everything is.
     pub phase: Option<&'static str>,
     /// What is happening now, or why it failed.
     pub message: String,
