@@ -97,6 +97,12 @@ pub const ANNOTATION_STOP_REFUSED: &str = "outfit.dev/stop-refused";
 pub const ANNOTATION_SNAPSHOT_REASON: &str = "outfit.dev/snapshot-reason";
 /// On a VolumeSnapshot: the workspace whose stop took it.
 pub const ANNOTATION_SNAPSHOT_WORKSPACE: &str = "outfit.dev/workspace";
+/// On a claim, and on a VolumeSnapshot of it: the claim's use mark (issue 46). A pod that mounts
+/// the claim is created only after a new mark is written on it (`starting-<unix seconds>-<hex>`),
+/// and the mark is written again once the pod exists (`<hex>`); a snapshot taken while no pod used
+/// the claim carries the settled mark it had. A snapshot whose mark is still the claim's was taken
+/// after the home's last use, so a removal may keep it instead of taking another.
+pub const ANNOTATION_HOME_USE: &str = "outfit.dev/home-use";
 /// On a claim: the VolumeSnapshot it was made from.
 pub const ANNOTATION_RESTORED_FROM: &str = "outfit.dev/restored-from";
 /// On a Workspace: the VolumeSnapshot of its home taken at its last stop.

@@ -103,6 +103,14 @@ pub trait ClusterCalls: Clone + Send + Sync + 'static {
     /// Marks the claim `name` as wanted until `until`.
     fn claim_storage(&self, name: &str, until: &str)
     -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// Writes `mark` as the claim `name`'s use mark (only at version `seen`, when given; 409 when
+    /// it changed since).
+    fn mark_home_use(
+        &self,
+        name: &str,
+        mark: &str,
+        seen: Option<&str>,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send;
     /// Deletes the claim and volume `name` (the claim only at version `seen`, when given; 409
     /// when it changed since).
     fn delete_storage(
@@ -230,6 +238,7 @@ forward_to_cluster! {
     create_claim(claim: &PersistentVolumeClaim) -> Result<(), ClusterError>;
     grow_claim(name: &str, size: &str) -> Result<(), ClusterError>;
     claim_storage(name: &str, until: &str) -> Result<(), ClusterError>;
+    mark_home_use(name: &str, mark: &str, seen: Option<&str>) -> Result<(), ClusterError>;
     delete_storage(name: &str, seen: Option<&str>) -> Result<(), ClusterError>;
     wait_claim_gone(name: &str, limit: Duration) -> Result<bool, ClusterError>;
     old_turn_leases() -> Result<Vec<Lease>, ClusterError>;

@@ -449,6 +449,21 @@ impl Cluster {
         self.patch_claim(name, &patch, "annotating").await
     }
 
+    /// Writes `mark` as the claim `name`'s use mark (issue 46), only at its version `seen` when
+    /// given (409 when it changed since).
+    pub async fn mark_home_use(
+        &self,
+        name: &str,
+        mark: &str,
+        seen: Option<&str>,
+    ) -> Result<(), ClusterError> {
+        let mut patch = json!({"metadata": {"annotations": {keys::ANNOTATION_HOME_USE: mark}}});
+        if let Some(seen) = seen {
+            patch["metadata"]["resourceVersion"] = json!(seen);
+        }
+        self.patch_claim(name, &patch, "marking the use of").await
+    }
+
     /// Deletes the user's claim and, when the strategy writes volumes, the volume `name` (not
     /// found counts as done). The NFS data stays: the volume's reclaim policy is Retain. With `seen` (a resourceVersion of the claim), only
     /// that version is deleted: a claim a create has marked as wanted since then is answered 409

@@ -21,6 +21,7 @@ use kube::ResourceExt;
 use outfit_workspaces_core::{
     model::{
         config::Config,
+        keys,
         user::{UserId, belongs_to},
     },
     resource::{Workspace, WorkspaceStatus},
@@ -480,6 +481,38 @@ impl ClusterCalls for FakeCluster {
     ) -> impl Future<Output = Result<(), ClusterError>> + Send {
         self.record(format!("claim_storage {name}"));
         async { Ok(()) }
+    }
+
+    fn mark_home_use(
+        &self,
+        name: &str,
+        mark: &str,
+        seen: Option<&str>,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send {
+        self.record(format!("mark_home_use {name} {mark}"));
+        let marked = self.with(|s| {
+            let version = s.version();
+            let claim = s.claims.get_mut(name)?;
+            if seen.is_some_and(|seen| claim.metadata.resource_version.as_deref() != Some(seen)) {
+                return Some(Err(api_error(409, "Conflict", "marking PersistentVolumeClaim")));
+            }
+            claim
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(keys::ANNOTATION_HOME_USE.to_owned(), mark.to_owned());
+            claim.metadata.resource_version = Some(version);
+            Some(Ok(claim.clone()))
+        });
+        let result = match marked {
+            None => Err(api_error(404, "NotFound", "marking PersistentVolumeClaim")),
+            Some(Err(error)) => Err(error),
+            Some(Ok(claim)) => {
+                self.feed.lock().expect("feed").claim(claim);
+                Ok(())
+            }
+        };
+        async move { result }
     }
 
     fn delete_storage(

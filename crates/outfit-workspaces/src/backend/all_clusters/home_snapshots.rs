@@ -162,7 +162,8 @@ async fn snapshot_stop<C: ClusterCalls>(member: &ClusterWorkspaces<C>, record: &
         Err(error) => {
             tracing::warn!(workspace = name, %error, "could not take the snapshot of a stopped workspace's home");
             let why = format!("Failed: {}", error.public_message());
-            let snapshot = workspace::snapshot::snapshot_name(&claim, jiff::Timestamp::now());
+            let salt = crate::backend::cluster_workspaces::snapshots::salt32();
+            let snapshot = workspace::snapshot::snapshot_name(&claim, jiff::Timestamp::now(), salt);
             mark(
                 member,
                 record,

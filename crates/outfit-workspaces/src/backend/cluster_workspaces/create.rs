@@ -15,12 +15,12 @@ use outfit_workspaces_core::{
     resource::{Workspace, WorkspaceSpec, reconcile::owner_reference},
     workspace::{
         manifest::{self, Prepared, Requester},
-        objects, placement, start,
+        objects, placement, snapshot, start,
     },
 };
 use tokio::time::Instant;
 
-use super::ClusterWorkspaces;
+use super::{ClusterWorkspaces, snapshots};
 use crate::{
     backend::request::{Created, RequestError},
     io::{cache::OWN_WRITE_VISIBLE, calls::ClusterCalls, cluster::ClusterError},
@@ -104,6 +104,9 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
         let warnings = prepared.warnings.clone();
         let mut pod = manifest::assemble(prepared, requester, &placement);
         pod.metadata.owner_references = owner.map(|owner| vec![owner]);
+        if let Some(claim) = placement.storage_claim {
+            self.mark_home_use(claim, snapshot::making_mark).await?;
+        }
         let created = match self.cluster.create_pod(&pod).await {
             Ok(created) => created,
             // Taken since the cache last looked (a pod of the name still being deleted): the
@@ -119,6 +122,12 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
             Err(error) => return Err(error.into()),
         };
         tracing::info!(pod = name, user = %user, "pod created");
+        if let Some(claim) = placement.storage_claim
+            && let Err(error) = self.mark_home_use(claim, snapshot::used_mark).await
+        {
+            // The mark says `making` a while longer: no snapshot settles it meanwhile.
+            tracing::warn!(%error, claim, "could not mark the home used");
+        }
         self.cache.own_writes().made(&created);
         // Isolated right after the pod is stored, while it waits for a node and its images; the
         // lifecycle makes sure again before it is ready unless this process made it (own_writes).
@@ -132,6 +141,27 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
             warnings,
             pod: created,
         })
+    }
+
+    /// Writes `mark` (now) as `claim`'s use mark, when homes are snapshotted (issue 46): before
+    /// a pod that mounts it is made ([`snapshot::making_mark`]; refused, no pod is made) and once
+    /// it is ([`snapshot::used_mark`]). A snapshot taken before, or while a pod may use it, then
+    /// carries another mark or none, and no removal keeps it in place of a new one.
+    async fn mark_home_use(
+        &self,
+        claim: &str,
+        mark: fn(Timestamp, u64) -> String,
+    ) -> Result<(), RequestError> {
+        if self.config.snapshot_class_name.is_none() {
+            return Ok(());
+        }
+        let mark = mark(Timestamp::now(), snapshots::salt());
+        self.cluster
+            .mark_home_use(claim, &mark, None)
+            .await
+            .map_err(|error| {
+                RequestError::Storage(format!("could not mark the home {claim} in use: {error}"))
+            })
     }
 
     /// Makes the Workspace `name` of a launch by `requester`: their groups recorded for its pods,

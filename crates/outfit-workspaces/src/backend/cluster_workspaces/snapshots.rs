@@ -1,16 +1,33 @@
 //! Snapshots of homes on one cluster (issue 32, `snapshotClassName`): one taken, waited for as
 //! long as `snapshotTimeout` allows and no longer, the oldest past `snapshotsKept` let go; one
-//! taken before a claim is removed, which keeps the claim unless it turns ready (removals of one
-//! claim asked meanwhile share it); and the newest ready one a lost home is made again from.
+//! before a claim is removed, which keeps the claim unless it turns ready; and the newest ready
+//! one a lost home is made again from.
+//!
+//! A removal takes no snapshot it need not (issue 46): it keeps a ready one, or waits for a
+//! pending one, taken after the home's last use, as the claim's use mark says
+//! ([`snapshot::for_removal`] has the rule and why it loses nothing); with [`snapshot::PENDING_CAP`]
+//! pending it takes none, and ones never ready are pruned after [`PENDING_STALE`] (or ten
+//! `snapshotTimeout`s); removals of one claim asked meanwhile in this process share one.
 
-use std::time::Duration;
+use std::{
+    collections::hash_map::RandomState,
+    hash::BuildHasher,
+    sync::{
+        OnceLock,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
 
 use jiff::Timestamp;
 use kube::ResourceExt;
 use outfit_workspaces_core::{
     model::{self, names, user::UserId},
     resource::{Workspace, reconcile},
-    workspace::snapshot::{self, Occasion, State, VolumeSnapshot},
+    workspace::{
+        progress::storage_claim_of,
+        snapshot::{self, Next, Occasion, State, VolumeSnapshot},
+    },
 };
 use tokio::time::Instant;
 
@@ -22,6 +39,26 @@ use crate::{
     backend::request::RequestError,
     io::{calls::ClusterCalls, cluster::ClusterError},
 };
+
+/// The least time a snapshot that never turned ready is kept before a removal prunes it (ten
+/// `snapshotTimeout`s when that is longer): real CSI snapshots of large homes take minutes, and
+/// one pruned too soon is one a removal must take again.
+pub(crate) const PENDING_STALE: Duration = Duration::from_secs(3600);
+/// How long after a create marked a claim as making a pod ([`snapshot::making_mark`]) a snapshot
+/// may settle the mark when no pod uses the claim, beyond `timeoutCreate`: the create makes its
+/// pod right after the mark, and has given up by then.
+const SETTLE_AFTER_MAKING: Duration = Duration::from_secs(60);
+/// How long after a create said it made its pod ([`snapshot::used_mark`]) a snapshot may settle
+/// the mark when no pod uses the claim: longer than a cache takes to show a pod made.
+const SETTLE_AFTER_USED: Duration = Duration::from_secs(10);
+
+/// A number this process has not given before (a counter from a random start, so that two
+/// replicas do not count alike): a snapshot name's salt, a use mark.
+pub(crate) fn salt() -> u64 {
+    static NEXT: OnceLock<AtomicU64> = OnceLock::new();
+    NEXT.get_or_init(|| AtomicU64::new(RandomState::new().hash_one("outfit")))
+        .fetch_add(1, Ordering::Relaxed)
+}
 
 /// The first look at a snapshot being taken, after it is asked for; each next one waits twice as
 /// long, up to [`POLL_MAX`], so that many snapshots at once (a morning's culls) cost the API
@@ -43,21 +80,84 @@ pub(crate) enum Outcome {
 
 impl<C: ClusterCalls> ClusterWorkspaces<C> {
     /// Takes a snapshot of `user`'s claim `claim` for `occasion` (on a stop, of `workspace`);
-    /// its name. A name taken already (the same second) is that snapshot.
+    /// its name. It carries the claim's settled use mark when no pod uses the claim.
     pub(crate) async fn take_snapshot(
         &self,
         (claim, user): (&str, &UserId),
         (occasion, workspace): (Occasion, Option<&str>),
     ) -> Result<String, ClusterError> {
+        let home_use = self.settled_use(claim).await?;
+        self.snapshot_marked((claim, user), (occasion, workspace), home_use.as_deref())
+            .await
+    }
+
+    /// [`Self::take_snapshot`] with the use mark `home_use` found.
+    async fn snapshot_marked(
+        &self,
+        (claim, user): (&str, &UserId),
+        (occasion, workspace): (Occasion, Option<&str>),
+        home_use: Option<&str>,
+    ) -> Result<String, ClusterError> {
         let class = self.config.snapshot_class_name.as_deref().unwrap_or_default();
-        let object = snapshot::volume_snapshot(claim, user, class, (occasion, workspace), Timestamp::now());
+        let name = snapshot::snapshot_name(claim, Timestamp::now(), salt32());
+        let object = snapshot::volume_snapshot(name, (claim, user), class, (occasion, workspace), home_use);
         match self.cluster.create_snapshot(&object).await {
             Ok(()) => {}
             Err(error) if error.is_conflict() => {}
             Err(error) => return Err(error),
         }
-        tracing::info!(snapshot = object.name(), claim, user = %user, occasion = occasion.as_str(), "snapshot taken");
+        tracing::info!(snapshot = object.name(), claim, user = %user, occasion = occasion.as_str(), home_use, "snapshot taken");
         Ok(object.name().to_owned())
+    }
+
+    /// The settled use mark of `claim` a snapshot taken now may carry: none while a pod uses it
+    /// (as the cache sees it) or a create marked it lately ([`snapshot::may_settle`]); a claim
+    /// unmarked, or marked by a create long enough ago, is marked settled first (at the version read,
+    /// so a create's mark meanwhile wins and the snapshot carries none).
+    async fn settled_use(&self, claim: &str) -> Result<Option<String>, ClusterError> {
+        let Some(fresh) = self.cluster.claim(claim).await? else {
+            return Ok(None);
+        };
+        // Read after the claim: a pod made since has marked it in use already.
+        if !self.claim_idle(claim) {
+            return Ok(None);
+        }
+        let settle_after = snapshot::SettleAfter {
+            making: self.config.timeout_create + SETTLE_AFTER_MAKING,
+            used: SETTLE_AFTER_USED,
+        };
+        let mark = snapshot::home_use(&fresh);
+        if let snapshot::HomeUse::Settled(settled) = mark {
+            return Ok(Some(settled.to_owned()));
+        }
+        if !snapshot::may_settle(mark, Timestamp::now(), settle_after) {
+            return Ok(None);
+        }
+        let settled = snapshot::settled_mark(salt());
+        let seen = fresh.resource_version();
+        match self.cluster.mark_home_use(claim, &settled, seen.as_deref()).await {
+            Ok(()) => Ok(Some(settled)),
+            Err(error) => {
+                // Changed meanwhile (a create's mark, likely): the snapshot carries none.
+                tracing::debug!(%error, claim, "could not mark the claim settled");
+                Ok(None)
+            }
+        }
+    }
+
+    /// Whether no pod uses `claim`, as this cluster's cache sees it (reachable).
+    fn claim_idle(&self, claim: &str) -> bool {
+        self.cache.unreachable().is_none()
+            && !self
+                .cache
+                .pods()
+                .iter()
+                .any(|pod| storage_claim_of(pod) == Some(claim))
+    }
+
+    /// How old a snapshot that never turned ready gets before a removal prunes it.
+    fn pending_stale(&self) -> Duration {
+        PENDING_STALE.max(self.config.snapshot_timeout * 10)
     }
 
     /// Waits for the snapshot `name` to turn ready, until `snapshotTimeout` after `since`. An
@@ -111,7 +211,8 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
 
     /// Before `user`'s claim `claim` is removed: a snapshot of it, ready (its name), or the
     /// refusal that keeps the claim. `None` when snapshots are not configured. A removal of the
-    /// same claim under way in this process shares its snapshot with this one.
+    /// same claim under way in this process shares its snapshot with this one; else one taken
+    /// since the home's last use is kept or waited for ([`snapshot::for_removal`]).
     pub(crate) async fn snapshot_before_removal(
         &self,
         claim: &str,
@@ -149,19 +250,69 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
         saved.map(Some)
     }
 
-    /// [`Self::snapshot_before_removal`], this removal's own snapshot: its name, ready.
+    /// [`Self::snapshot_before_removal`], this removal's own: a ready one taken after the home's
+    /// last use, one pending of those waited for, else one taken (unless
+    /// [`snapshot::PENDING_CAP`] are pending); its name, ready.
     async fn snapshot_alone(&self, claim: &str, user: &UserId) -> Result<String, RequestError> {
         let since = Instant::now();
-        let name = self
-            .take_snapshot((claim, user), (Occasion::Removal, None))
-            .await?;
+        let home_use = self.settled_use(claim).await?;
+        let snapshots = self.cluster.snapshots_of(user).await?;
+        let now = Timestamp::now();
+        let plan = snapshot::for_removal(
+            &snapshots,
+            claim,
+            home_use.as_deref(),
+            (now, self.pending_stale()),
+        );
+        for name in &plan.prune {
+            match self.cluster.delete_snapshot(name).await {
+                Ok(()) => tracing::info!(snapshot = name, claim, "snapshot never ready let go"),
+                Err(error) => {
+                    tracing::warn!(%error, snapshot = name, "could not delete a snapshot never ready")
+                }
+            }
+        }
+        let (name, asked) = match plan.next {
+            Next::Keep(ready) => {
+                tracing::info!(
+                    snapshot = ready.name(),
+                    claim,
+                    "removal keeps a snapshot taken since the home's last use"
+                );
+                return Ok(ready.name().to_owned());
+            }
+            Next::Await(pending) => {
+                tracing::info!(
+                    snapshot = pending.name(),
+                    claim,
+                    "removal waits for a snapshot taken since the home's last use"
+                );
+                (pending.name().to_owned(), pending.created().unwrap_or(now))
+            }
+            Next::Refuse(pending) => {
+                return Err(RequestError::SnapshotNotReady(format!(
+                    "the home {claim} is kept: {} of its snapshots are not ready, the newest {} {}; no other is taken until one is ready (a removal then keeps one taken since the home's last use) or, never ready, is let go after {}",
+                    snapshot::PENDING_CAP,
+                    pending.name(),
+                    asked_ago(pending.created().unwrap_or(now), now),
+                    model::duration::format(self.pending_stale()),
+                )));
+            }
+            Next::Take => {
+                let taken = self
+                    .snapshot_marked((claim, user), (Occasion::Removal, None), home_use.as_deref())
+                    .await?;
+                (taken, now)
+            }
+        };
         match self.await_snapshot(&name, since).await {
             Outcome::Ready => {
                 self.prune_snapshots(claim, user).await;
                 Ok(name)
             }
             Outcome::Failed(why) | Outcome::TimedOut(why) => Err(RequestError::SnapshotNotReady(format!(
-                "the home {claim} is kept: its snapshot {name} before removal is not ready ({why})"
+                "the home {claim} is kept: its snapshot {name} before removal, {}, is not ready ({why}); a removal once it is ready keeps it, unless the home is used meanwhile",
+                asked_ago(asked, Timestamp::now()),
             ))),
         }
     }
@@ -252,4 +403,16 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
             },
         }
     }
+}
+
+/// A snapshot name's salt: [`salt`]'s low 32 bits (unique for 2^32 names in a row).
+pub(crate) fn salt32() -> u32 {
+    u32::try_from(salt() % (1 << 32)).unwrap_or_default()
+}
+
+/// `asked for 12s ago (2026-11-29T12:00:00Z)`: when a snapshot was asked for, as a refusal says.
+fn asked_ago(asked: Timestamp, now: Timestamp) -> String {
+    let age = Duration::try_from(now.duration_since(asked)).unwrap_or_default();
+    let age = Duration::from_secs(age.as_secs());
+    format!("asked for {} ago ({asked:.0})", model::duration::format(age))
 }
