@@ -55,6 +55,19 @@ pub(super) fn text(status: StatusCode, message: impl Into<String>) -> Response {
         .into_response()
 }
 
+/// A `303 See Other` to `location`, setting `cookies`; `None` when `location` can't be a header
+/// (each caller says why in its own words).
+pub(super) fn see_other(location: &str, cookies: impl IntoIterator<Item = HeaderValue>) -> Option<Response> {
+    let location = HeaderValue::try_from(location).ok()?;
+    let mut response = empty(StatusCode::SEE_OTHER);
+    let headers = response.headers_mut();
+    headers.insert(header::LOCATION, location);
+    for cookie in cookies {
+        headers.append(header::SET_COOKIE, cookie);
+    }
+    Some(response)
+}
+
 /// An empty answer.
 pub(super) fn empty(status: StatusCode) -> Response {
     let mut response = Response::new(Body::empty());

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::{
     answer::{json, text},
-    extract::{SYNC_WAIT, canonical, constant_time_eq, parse, read_body},
+    extract::{SYNC_WAIT, canonical, constant_time_eq, parse, query_value, read_body},
     state::{Api, Connection},
 };
 use outfit_workspaces_core::workspace::requests::CreateRequest;
@@ -259,7 +259,7 @@ async fn operate(api: &Api, route: Route, body: &[u8], silo_ip: IpAddr) -> Resul
 
 /// `get_podip_owner` answers text: the owner, or nothing when no pod has the address.
 async fn podip_owner(api: &Api, query: Option<&str>) -> Response {
-    let ip = query.and_then(|q| query_value(q, "ip"));
+    let ip = query_value(query, "ip");
     let Some(ip) = ip.as_deref().filter(|ip| !ip.is_empty()) else {
         return text(StatusCode::BAD_REQUEST, "missing query parameter ip");
     };
@@ -284,14 +284,6 @@ fn silo_ip(api: &Api, connection: &Connection, request: &Request) -> IpAddr {
     } else {
         ip
     }
-}
-
-/// The first value of `key` in a query string, decoded as browsers encode forms (`%XX`, and `+`
-/// for a space); an IPv6 address arrives as `fe80%3A%3A1`. A malformed escape is kept as written.
-fn query_value(query: &str, key: &str) -> Option<String> {
-    form_urlencoded::parse(query.as_bytes())
-        .find(|(name, _)| name == key)
-        .map(|(_, value)| value.into_owned())
 }
 
 /// `create_pod`'s answer when too many creates are under way: not the request's fault, so 429
@@ -351,7 +343,7 @@ mod tests {
 
     #[test]
     fn query_values_are_percent_decoded() {
-        let ip = |query| query_value(query, "ip");
+        let ip = |query| query_value(Some(query), "ip");
         assert_eq!(ip("ip=fe80%3A%3A1").as_deref(), Some("fe80::1"));
         assert_eq!(ip("ip=10.244.1.5").as_deref(), Some("10.244.1.5"));
         // A malformed escape is kept as written, never an error or a panic.

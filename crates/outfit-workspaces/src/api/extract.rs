@@ -65,6 +65,15 @@ async fn read_capped(body: Body, limit: usize) -> Result<Bytes, (StatusCode, Str
     Ok(bytes.freeze())
 }
 
+/// The first value of `key` in a request's query, decoded as browsers encode forms (`%XX`, and
+/// `+` for a space); an IPv6 address arrives as `fe80%3A%3A1`. A malformed escape is kept as
+/// written.
+pub(super) fn query_value(query: Option<&str>, key: &str) -> Option<String> {
+    form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+        .find(|(name, _)| name == key)
+        .map(|(_, value)| value.into_owned())
+}
+
 /// IPv4-mapped IPv6 addresses as IPv4, so `127.0.0.0/8` matches a dual-stack listener's peers.
 pub(super) fn canonical(ip: IpAddr) -> IpAddr {
     match ip {

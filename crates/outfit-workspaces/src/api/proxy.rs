@@ -31,7 +31,8 @@ use outfit_workspaces_core::{
 
 use super::{
     ResponseBody,
-    answer::{empty, finish, text},
+    answer::{finish, see_other, text},
+    extract::query_value,
     proxy_headers::{Forwarded, prepare_headers, strip_answer_headers, upgrade_asked},
     sign_in::{WORKSPACE_PATH, return_path},
     state::Api,
@@ -60,16 +61,8 @@ fn page(status: StatusCode, message: impl std::fmt::Display) -> Response<Respons
 }
 
 /// A `303 See Other` to `location`, with `cookie` set if any.
-fn see_other(location: &str, cookie: Option<HeaderValue>) -> Response<ResponseBody> {
-    let Ok(value) = HeaderValue::try_from(location) else {
-        return page(StatusCode::BAD_REQUEST, "a bad address");
-    };
-    let mut response = empty(StatusCode::SEE_OTHER);
-    response.headers_mut().insert(header::LOCATION, value);
-    if let Some(cookie) = cookie {
-        response.headers_mut().insert(header::SET_COOKIE, cookie);
-    }
-    own(response)
+fn redirect(location: &str, cookie: Option<HeaderValue>) -> Response<ResponseBody> {
+    see_other(location, cookie).map_or_else(|| page(StatusCode::BAD_REQUEST, "a bad address"), own)
 }
 
 impl Api {
@@ -247,7 +240,7 @@ impl Api {
         match self.backend.start(identity, name, None).await {
             Ok(_) => {
                 tracing::info!(user = %identity.user, workspace = name, "workspace started from its host");
-                see_other("/", None)
+                redirect("/", None)
             }
             Err(error) => workspace_page::page(name, view.status, &error.public_message()),
         }
@@ -263,7 +256,7 @@ impl Api {
         let path = request.uri().path_and_query().map_or("/", |p| p.as_str());
         let back = format!("{scheme}://{host}{port}{path}");
         let to: String = form_urlencoded::byte_serialize(back.as_bytes()).collect();
-        see_other(&format!("{backend}{WORKSPACE_PATH}?to={to}"), None)
+        redirect(&format!("{backend}{WORKSPACE_PATH}?to={to}"), None)
     }
 
     /// A ticket traded for this host's pass, and back to the path it was for.
@@ -274,12 +267,7 @@ impl Api {
         host: &str,
         now: SystemTime,
     ) -> Response<ResponseBody> {
-        let query = request.uri().query().unwrap_or_default();
-        let value = |key: &str| {
-            form_urlencoded::parse(query.as_bytes())
-                .find(|(k, _)| k == key)
-                .map(|(_, v)| v.into_owned())
-        };
+        let value = |key: &str| query_value(request.uri().query(), key);
         let ticket: Option<Ticket> = value("t").and_then(|t| sign_in.sessions.open(TICKET, &t));
         let now_seconds = unix_seconds(now);
         let Some(ticket) = ticket.filter(|t| t.pass.host == host && t.expires > now_seconds) else {
@@ -298,7 +286,7 @@ impl Api {
             spent.insert(ticket.nonce.clone(), ticket.expires, now_seconds);
         }
         match sign_in.sessions.pass_cookie(&ticket.pass, now) {
-            Ok(cookie) => see_other(&return_path(value("to")), Some(cookie)),
+            Ok(cookie) => redirect(&return_path(value("to")), Some(cookie)),
             Err(error) => page(StatusCode::FORBIDDEN, error),
         }
     }

@@ -15,14 +15,14 @@ use axum::{
         HeaderMap, Method, StatusCode, Uri,
         header::{self, HeaderValue},
     },
-    response::{AppendHeaders, IntoResponse, Response},
+    response::{IntoResponse, Response},
 };
 use openidconnect::CsrfToken;
 use outfit_workspaces_core::{policy::sign_in::signed_in, workspace::route::route_of};
 
 use super::{
-    answer::{empty, text},
-    extract::cross_site_refusal,
+    answer::{empty, see_other, text},
+    extract::{cross_site_refusal, query_value},
     state::{Api, Connection},
 };
 use crate::io::{
@@ -46,16 +46,12 @@ fn line(status: StatusCode, message: impl std::fmt::Display) -> Response {
 
 /// A `303 See Other` to `location`, with `cookies` set.
 fn redirect<const N: usize>(location: &str, cookies: [HeaderValue; N]) -> Response {
-    match HeaderValue::try_from(location) {
-        Ok(value) => {
-            let cookies = AppendHeaders(cookies.map(|cookie| (header::SET_COOKIE, cookie)));
-            (StatusCode::SEE_OTHER, [(header::LOCATION, value)], cookies).into_response()
-        }
-        Err(_) => line(
+    see_other(location, cookies).unwrap_or_else(|| {
+        line(
             StatusCode::BAD_GATEWAY,
             "the sign-in provider's URL is not a valid header",
-        ),
-    }
+        )
+    })
 }
 
 /// The path a sign-in returns to, from the `to` a browser asked for: a path on this host only
@@ -70,13 +66,6 @@ pub(super) fn return_path(asked: Option<String>) -> String {
                 && !to.chars().any(char::is_control)
         })
         .unwrap_or_else(|| "/".to_owned())
-}
-
-/// The value of `key` in `query`, decoded.
-fn query_value(query: Option<&str>, key: &str) -> Option<String> {
-    form_urlencoded::parse(query.unwrap_or_default().as_bytes())
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.into_owned())
 }
 
 /// Sign-in, when configured; else the 404 that says it is not.
