@@ -15,7 +15,9 @@ use outfit_workspaces_core::{
     resource::{Workspace, WorkspaceSpec, reconcile::owner_reference},
     workspace::{
         manifest::{self, Prepared, Requester},
-        objects, placement, snapshot, start,
+        objects, placement,
+        snapshot::removal,
+        start,
     },
 };
 use tokio::time::Instant;
@@ -105,7 +107,7 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
         let mut pod = manifest::assemble(prepared, requester, &placement);
         pod.metadata.owner_references = owner.map(|owner| vec![owner]);
         if let Some(claim) = placement.storage_claim {
-            self.mark_home_use(claim, snapshot::making_mark).await?;
+            self.mark_home_use(claim, removal::making_mark).await?;
         }
         let created = match self.cluster.create_pod(&pod).await {
             Ok(created) => created,
@@ -123,7 +125,7 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
         };
         tracing::info!(pod = name, user = %user, "pod created");
         if let Some(claim) = placement.storage_claim
-            && let Err(error) = self.mark_home_use(claim, snapshot::used_mark).await
+            && let Err(error) = self.mark_home_use(claim, removal::used_mark).await
         {
             // The mark says `making` a while longer: no snapshot settles it meanwhile.
             tracing::warn!(%error, claim, "could not mark the home used");
@@ -144,8 +146,8 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
     }
 
     /// Writes `mark` (now) as `claim`'s use mark, when homes are snapshotted (issue 46): before
-    /// a pod that mounts it is made ([`snapshot::making_mark`]; refused, no pod is made) and once
-    /// it is ([`snapshot::used_mark`]). A snapshot taken before, or while a pod may use it, then
+    /// a pod that mounts it is made ([`removal::making_mark`]; refused, no pod is made) and once
+    /// it is ([`removal::used_mark`]). A snapshot taken before, or while a pod may use it, then
     /// carries another mark or none, and no removal keeps it in place of a new one.
     async fn mark_home_use(
         &self,

@@ -5,7 +5,7 @@
 //!
 //! A removal takes no snapshot it need not (issue 46): it keeps a ready one, or waits for a
 //! pending one, taken after the home's last use, as the claim's use mark says
-//! ([`snapshot::for_removal`] has the rule and why it loses nothing); with [`snapshot::PENDING_CAP`]
+//! ([`removal::for_removal`] has the rule and why it loses nothing); with [`removal::PENDING_CAP`]
 //! pending it takes none, and ones never ready are pruned after [`PENDING_STALE`] (or ten
 //! `snapshotTimeout`s); removals of one claim asked meanwhile in this process share one.
 
@@ -26,7 +26,10 @@ use outfit_workspaces_core::{
     resource::{Workspace, reconcile},
     workspace::{
         progress::storage_claim_of,
-        snapshot::{self, Next, Occasion, State, VolumeSnapshot},
+        snapshot::{
+            self, Occasion, State, VolumeSnapshot,
+            removal::{self, Next},
+        },
     },
 };
 use tokio::time::Instant;
@@ -44,11 +47,11 @@ use crate::{
 /// `snapshotTimeout`s when that is longer): real CSI snapshots of large homes take minutes, and
 /// one pruned too soon is one a removal must take again.
 pub(crate) const PENDING_STALE: Duration = Duration::from_secs(3600);
-/// How long after a create marked a claim as making a pod ([`snapshot::making_mark`]) a snapshot
+/// How long after a create marked a claim as making a pod ([`removal::making_mark`]) a snapshot
 /// may settle the mark when no pod uses the claim, beyond `timeoutCreate`: the create makes its
 /// pod right after the mark, and has given up by then.
 const SETTLE_AFTER_MAKING: Duration = Duration::from_secs(60);
-/// How long after a create said it made its pod ([`snapshot::used_mark`]) a snapshot may settle
+/// How long after a create said it made its pod ([`removal::used_mark`]) a snapshot may settle
 /// the mark when no pod uses the claim: longer than a cache takes to show a pod made.
 const SETTLE_AFTER_USED: Duration = Duration::from_secs(10);
 
@@ -111,7 +114,7 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
     }
 
     /// The settled use mark of `claim` a snapshot taken now may carry: none while a pod uses it
-    /// (as the cache sees it) or a create marked it lately ([`snapshot::may_settle`]); a claim
+    /// (as the cache sees it) or a create marked it lately ([`removal::may_settle`]); a claim
     /// unmarked, or marked by a create long enough ago, is marked settled first (at the version read,
     /// so a create's mark meanwhile wins and the snapshot carries none).
     async fn settled_use(&self, claim: &str) -> Result<Option<String>, ClusterError> {
@@ -122,18 +125,18 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
         if !self.claim_idle(claim) {
             return Ok(None);
         }
-        let settle_after = snapshot::SettleAfter {
+        let settle_after = removal::SettleAfter {
             making: self.config.timeout_create + SETTLE_AFTER_MAKING,
             used: SETTLE_AFTER_USED,
         };
-        let mark = snapshot::home_use(&fresh);
-        if let snapshot::HomeUse::Settled(settled) = mark {
+        let mark = removal::home_use(&fresh);
+        if let removal::HomeUse::Settled(settled) = mark {
             return Ok(Some(settled.to_owned()));
         }
-        if !snapshot::may_settle(mark, Timestamp::now(), settle_after) {
+        if !removal::may_settle(mark, Timestamp::now(), settle_after) {
             return Ok(None);
         }
-        let settled = snapshot::settled_mark(salt());
+        let settled = removal::settled_mark(salt());
         let seen = fresh.resource_version();
         match self.cluster.mark_home_use(claim, &settled, seen.as_deref()).await {
             Ok(()) => Ok(Some(settled)),
@@ -212,7 +215,7 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
     /// Before `user`'s claim `claim` is removed: a snapshot of it, ready (its name), or the
     /// refusal that keeps the claim. `None` when snapshots are not configured. A removal of the
     /// same claim under way in this process shares its snapshot with this one; else one taken
-    /// since the home's last use is kept or waited for ([`snapshot::for_removal`]).
+    /// since the home's last use is kept or waited for ([`removal::for_removal`]).
     pub(crate) async fn snapshot_before_removal(
         &self,
         claim: &str,
@@ -252,13 +255,13 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
 
     /// [`Self::snapshot_before_removal`], this removal's own: a ready one taken after the home's
     /// last use, one pending of those waited for, else one taken (unless
-    /// [`snapshot::PENDING_CAP`] are pending); its name, ready.
+    /// [`removal::PENDING_CAP`] are pending); its name, ready.
     async fn snapshot_alone(&self, claim: &str, user: &UserId) -> Result<String, RequestError> {
         let since = Instant::now();
         let home_use = self.settled_use(claim).await?;
         let snapshots = self.cluster.snapshots_of(user).await?;
         let now = Timestamp::now();
-        let plan = snapshot::for_removal(
+        let plan = removal::for_removal(
             &snapshots,
             claim,
             home_use.as_deref(),
@@ -292,7 +295,7 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
             Next::Refuse(pending) => {
                 return Err(RequestError::SnapshotNotReady(format!(
                     "the home {claim} is kept: {} of its snapshots are not ready, the newest {} {}; no other is taken until one is ready (a removal then keeps one taken since the home's last use) or, never ready, is let go after {}",
-                    snapshot::PENDING_CAP,
+                    removal::PENDING_CAP,
                     pending.name(),
                     asked_ago(pending.created().unwrap_or(now), now),
                     model::duration::format(self.pending_stale()),

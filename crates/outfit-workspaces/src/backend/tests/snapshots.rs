@@ -231,11 +231,11 @@ async fn thirty_slow_removals_take_one_snapshot_and_the_next_keeps_it_once_ready
     }
     let taken = fake.count_calls("create_snapshot");
     assert!(
-        (1..=snapshot::PENDING_CAP).contains(&taken),
+        (1..=snapshot::removal::PENDING_CAP).contains(&taken),
         "{taken} taken: {:?}",
         fake.calls()
     );
-    assert!(pending(&fake).len() <= snapshot::PENDING_CAP);
+    assert!(pending(&fake).len() <= snapshot::removal::PENDING_CAP);
     ready_all(&fake);
     assert_eq!(backend.remove_homes(&alice(), None).await.unwrap(), [home]);
     assert_eq!(
@@ -250,7 +250,9 @@ async fn thirty_slow_removals_take_one_snapshot_and_the_next_keeps_it_once_ready
 /// (which the next removal keeps once ready).
 #[tokio::test(start_paused = true)]
 async fn a_ready_snapshot_from_before_a_later_use_of_the_home_is_not_kept() {
-    use outfit_workspaces_core::{model::keys::ANNOTATION_HOME_USE, workspace::snapshot::making_mark};
+    use outfit_workspaces_core::{
+        model::keys::ANNOTATION_HOME_USE, workspace::snapshot::removal::making_mark,
+    };
     let (backend, fake) = mounting_alices_home().await;
     let home = "user-storage-alice-dtu-dk";
     let _leader = controlling(&backend).drop_guard();
