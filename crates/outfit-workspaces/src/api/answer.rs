@@ -10,7 +10,12 @@ use axum::{
     },
     response::{IntoResponse, Response},
 };
+use http_body_util::Either;
+use hyper::body::Incoming;
 use serde::Serialize;
+
+/// An answer's body: the backend's own, or a workspace's answer passed on.
+pub type ResponseBody = Either<Body, Incoming>;
 
 /// Sent with every answer: a strict Content-Security-Policy (the page's own script and style
 /// only, no frames around it: a page of another site can't overlay it to steal clicks), the same
@@ -97,4 +102,11 @@ pub(super) fn finish(status: StatusCode, headers: &mut HeaderMap) {
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     }
+}
+
+/// The backend's own `response`, with [`finish`]'s headers, as the accept loop sends it.
+pub(super) fn own(response: Response) -> axum::http::Response<ResponseBody> {
+    let (mut parts, body) = response.into_parts();
+    finish(parts.status, &mut parts.headers);
+    axum::http::Response::from_parts(parts, Either::Left(body))
 }

@@ -26,22 +26,18 @@ mod workspace_page;
 use std::{future::Future, net::SocketAddr};
 
 use axum::{Router, body::Body};
-use http_body_util::Either;
 use hyper::{Request, Response, body::Incoming, header};
 use outfit_workspaces_core::workspace::route::{HostRoute, route_of};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 use tower_http::normalize_path::NormalizePath;
 
+pub use self::{answer::ResponseBody, compat::Route, rate::UserRates, state::Api, streams::StreamSlots};
 use self::{
-    answer::finish,
+    answer::own,
     routes::{Endpoint, Family},
     state::Connection,
 };
-pub use self::{compat::Route, rate::UserRates, state::Api, streams::StreamSlots};
-
-/// An answer's body: the backend's own, or a workspace's answer passed on.
-pub type ResponseBody = Either<Body, Incoming>;
 
 /// The API as served on one connection: the shared [`Api`], its router, and the connection.
 #[derive(Clone)]
@@ -101,9 +97,7 @@ impl Served {
             .extensions()
             .get::<Endpoint>()
             .map_or_else(|| Family::of(&path).endpoint(&path), |named| named.0);
-        let (mut parts, body) = response.into_parts();
-        finish(parts.status, &mut parts.headers);
-        (endpoint, Response::from_parts(parts, Either::Left(body)))
+        (endpoint, own(response))
     }
 }
 
@@ -144,6 +138,7 @@ mod tests {
     };
 
     use super::*;
+    use crate::api::answer::finish;
     use crate::backend::RequestError;
 
     #[test]

@@ -30,8 +30,7 @@ use outfit_workspaces_core::{
 };
 
 use super::{
-    ResponseBody,
-    answer::{finish, see_other, text},
+    answer::{ResponseBody, own, see_other, text},
     extract::query_value,
     proxy_headers::{Forwarded, prepare_headers, strip_answer_headers, upgrade_asked},
     sign_in::{WORKSPACE_PATH, return_path},
@@ -47,13 +46,6 @@ use crate::io::{
 
 /// Where a workspace's host takes a ticket.
 const TICKET_PATH: &str = "/.outfit/ticket";
-
-/// The proxy's own answer: `response` with the headers every answer of the backend's carries.
-fn own(response: axum::response::Response) -> Response<ResponseBody> {
-    let (mut parts, body) = response.into_parts();
-    finish(parts.status, &mut parts.headers);
-    Response::from_parts(parts, Either::Left(body))
-}
 
 /// A line of text.
 fn page(status: StatusCode, message: impl std::fmt::Display) -> Response<ResponseBody> {

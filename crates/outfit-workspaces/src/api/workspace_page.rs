@@ -10,7 +10,7 @@ use hyper::{
 };
 use outfit_workspaces_core::workspace::progress::Status;
 
-use super::ResponseBody;
+use super::answer::ResponseBody;
 
 /// Where the page's button posts.
 pub(super) const START_PATH: &str = "/.outfit/start";
