@@ -60,11 +60,15 @@ impl UserRates {
                 return Ok(());
             }
         }
-        let full = Bucket {
-            tokens: self.burst,
-            at: now,
-        };
-        let bucket = buckets.entry(user.to_owned()).or_insert(full);
+        // Looked up by `&str` first: the user's name is copied only for their first bucket.
+        if !buckets.contains_key(user) {
+            let full = Bucket {
+                tokens: self.burst,
+                at: now,
+            };
+            buckets.insert(user.to_owned(), full);
+        }
+        let bucket = buckets.get_mut(user).expect("inserted above");
         let tokens = bucket.tokens_at(now, self.per_second, self.burst);
         if tokens < 1.0 {
             let wait = (1.0 - tokens) / self.per_second;
