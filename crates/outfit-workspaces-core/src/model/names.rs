@@ -110,6 +110,41 @@ pub fn own_pod_name_candidates(manifest_name: &str, user: &UserId) -> Vec<String
         .collect()
 }
 
+/// Whether a launch for `user` could have given a workspace the name `name`: one of
+/// [`pod_name_candidates`] or [`own_pod_name_candidates`] of some manifest. `false` means no
+/// workspace of that name is the user's, whatever an API server holds, so a request of theirs for
+/// it is answered without asking one (issue 46). A shortened name (`<head>-<hash of the whole>`)
+/// may be anyone's: a manifest name of 43 characters or more leaves nothing of the user in it.
+pub fn may_be_named_for(name: &str, user: &UserId) -> bool {
+    let retry = name
+        .strip_suffix(|c: char| matches!(c, '1'..='9'))
+        .and_then(|head| head.strip_suffix('-'));
+    std::iter::once(name)
+        .chain(retry)
+        .any(|base| may_be_base_for(base, user))
+}
+
+/// Whether `base` is the first of a user's candidates ([`may_be_named_for`] without a retry's `-N`).
+fn may_be_base_for(base: &str, user: &UserId) -> bool {
+    let max = MAX_LABEL - LONGEST_OBJECT_SUFFIX - RETRY_SUFFIX;
+    if base.len() > max {
+        return false;
+    }
+    // The user's own names end in the hash of their exact id; deic-dk's, whole, in their user
+    // string; shortened, in a hash.
+    let own = format!("-{}", id_hash(user));
+    let user_part = format!("-{}", dns_safe(&user.user_string()));
+    let ends_in = |suffix: &str| base.len() > suffix.len() && base.ends_with(suffix);
+    ends_in(&own) || ends_in(&user_part) || is_shortened(base)
+}
+
+/// Whether `name` has the shape of one [`fit`] shortened: `<head>-<8 hex digits>`.
+fn is_shortened(name: &str) -> bool {
+    let hex = |c: char| c.is_ascii_digit() || ('a'..='f').contains(&c);
+    name.rsplit_once('-')
+        .is_some_and(|(head, hash)| !head.is_empty() && hash.len() == 8 && hash.chars().all(hex))
+}
+
 /// An 8-digit hash of the exact user id.
 fn id_hash(user: &UserId) -> String {
     let mut hasher = fnv::FnvHasher::default();
@@ -225,6 +260,42 @@ mod tests {
         assert_eq!(a, fit(&format!("{}-a", "x".repeat(80)), 20));
         assert_ne!(a, b);
         assert!(a.len() <= 20);
+    }
+
+    #[test]
+    fn every_name_a_launch_gives_a_user_may_be_theirs_and_others_not() {
+        let long = format!("{}@{}.example.org", "a".repeat(40), "b".repeat(30));
+        let manifests = ["jupyter", "web", &"m".repeat(50), "rstudio-sciencedata-long-name"];
+        for id in ["alice@dtu.dk", "a_b@x.y", "m.n@x", long.as_str()] {
+            let user = user(id);
+            for manifest in manifests {
+                let names = pod_name_candidates(manifest, &user)
+                    .into_iter()
+                    .chain(own_pod_name_candidates(manifest, &user));
+                for name in names {
+                    assert!(may_be_named_for(&name, &user), "{name} for {id}");
+                }
+            }
+        }
+        let alice = user("alice@dtu.dk");
+        for name in [
+            "jupyter-bob-dtu-dk",
+            "jupyter-bob-dtu-dk-3",
+            "random-name",
+            "x",
+            "alice-dtu-dk",
+            "jupyter-alice-dtu-dk-10",
+            "jupyter-alice-dtu-dk-0",
+            "web-12345678x",
+            "web-1234567",
+        ] {
+            assert!(!may_be_named_for(name, &alice), "{name}");
+        }
+        // The other user of the same user string may have deic-dk's names; a name ending in a
+        // hash may be a shortened one of anyone's.
+        let (dot, dash) = (user("m.n@x"), user("m-n@x"));
+        assert!(may_be_named_for(&pod_name_candidates("web", &dot)[0], &dash));
+        assert!(may_be_named_for("anything-0123abcd", &alice));
     }
 
     #[test]

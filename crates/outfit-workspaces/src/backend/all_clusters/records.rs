@@ -22,7 +22,10 @@ use outfit_workspaces_core::{
     },
 };
 
-use super::{Backend, native::gone_or};
+use super::{
+    Backend,
+    native::{gone_or, may_hold},
+};
 use crate::{
     backend::{cluster_workspaces::ClusterWorkspaces, request::RequestError},
     io::{auth::Identity, calls::ClusterCalls, catalogue},
@@ -60,6 +63,9 @@ impl<C: ClusterCalls> Backend<C> {
     ) -> Result<Option<(&ClusterWorkspaces<C>, Arc<resource::Workspace>)>, RequestError> {
         if let Some(found) = self.visible_record(identity, name) {
             return Ok(Some(found));
+        }
+        if !may_hold(identity, name) {
+            return Ok(None);
         }
         for member in self.members.iter() {
             if self.unreachable(member).is_some() {

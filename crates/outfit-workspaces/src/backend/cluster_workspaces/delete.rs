@@ -30,15 +30,18 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
     /// server's when the cache does not show it or shows an older pod of that name (the
     /// cache can be seconds behind, after an API server outage): a delete must never answer
     /// "no such workspace" for one that exists, nor delete a newer pod than the one it judged.
+    /// Unless `ask`: a name the caller can't hold is not asked about (issue 46).
     pub(crate) async fn delete(
         &self,
         name: &str,
         allowed: impl Fn(&Pod) -> bool,
+        ask: bool,
     ) -> Result<Deletion, RequestError> {
         let mut cached = self.cache.pod(name).filter(|pod| allowed(pod));
         for _ in 0..2 {
             let pod = match cached.take() {
                 Some(pod) => pod,
+                None if !ask => return Ok(Deletion::None),
                 None => match self.cluster.get_pod(name).await? {
                     Some(pod) if allowed(&pod) => Arc::new(pod),
                     _ => return Ok(Deletion::None),
