@@ -167,7 +167,8 @@ impl Server {
     pub async fn run(self, shutdown: CancellationToken) {
         let config = self.config;
         let metrics = Arc::new(Metrics::default());
-        let (cache, watch_task) = Cache::new(&self.client, &config.namespace);
+        let snapshots = config.snapshot_class_name.is_some();
+        let (cache, watch_task) = Cache::new(&self.client, &config.namespace, snapshots);
         let writes_volumes = config.storage_strategy.writes_volumes();
         let cluster = Cluster::new(self.client.clone(), &config.namespace).writing_volumes(writes_volumes);
         let mut tasks = vec![tokio::spawn(watch_task)];
@@ -198,7 +199,7 @@ impl Server {
             if let Some(namespace) = &entry.namespace {
                 own.namespace.clone_from(namespace);
             }
-            let (remote_cache, remote_watch) = Cache::new_beside(client, &own.namespace, &cache);
+            let (remote_cache, remote_watch) = Cache::new_beside(client, &own.namespace, snapshots, &cache);
             tasks.push(tokio::spawn(remote_watch));
             let remote = Cluster::new(client.clone(), &own.namespace).writing_volumes(writes_volumes);
             let member = ClusterWorkspaces::new(entry.name.clone(), Arc::new(own), remote, remote_cache);

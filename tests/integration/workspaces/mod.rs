@@ -28,9 +28,11 @@
 //! - `stop_start`: workspaces that keep their state: stop, start, kubectl's edits, restarts;
 //! - `real_nodes`: on the cluster's real node (a kubelet, containerd, the project's images pulled
 //!   from the cluster's registry): real pulls, probes, processes and tokens read in containers;
+//! - `api_reads`: what the backend asks of the API server per request, counted by the API server;
 //! - `attacks`: hostile callers: huge tokens, slow bodies, connection floods, cross-site posts,
 //!   names that are paths, squatted names.
 
+mod api_reads;
 mod attacks;
 mod cleanup;
 mod clusters;

@@ -120,7 +120,7 @@ fn snapshotting(manifests: &Manifests, strategy: &str, (class, kept, timeout): (
 
 /// A backend on `ns` with the rights `outfit manifests --workspaces` gives for `strategy` and
 /// snapshots of `class`, configured as [`snapshotting`] says.
-async fn backend_with_snapshots(
+pub(super) async fn backend_with_snapshots(
     plane: &'static ControlPlane,
     (client, ns): (&Client, &str),
     strategy: &str,

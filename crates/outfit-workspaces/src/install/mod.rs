@@ -148,9 +148,9 @@ pub fn rbac(options: &InstallOptions) -> Vec<Value> {
     if options.snapshots.is_some()
         && let Value::Array(rules) = &mut namespace_rules
     {
-        // Snapshots of homes: taken on every stop and before a home is removed, listed for
-        // their owner, the oldest past snapshotsKept deleted.
-        rules.push(json!({"apiGroups": ["snapshot.storage.k8s.io"], "resources": ["volumesnapshots"], "verbs": ["get", "list", "create", "delete"]}));
+        // Snapshots of homes: taken on every stop and before a home is removed, watched to list
+        // them for their owner, the oldest past snapshotsKept deleted.
+        rules.push(json!({"apiGroups": ["snapshot.storage.k8s.io"], "resources": ["volumesnapshots"], "verbs": ["get", "list", "watch", "create", "delete"]}));
     }
     vec![
         backend.service_account(),
@@ -573,10 +573,10 @@ mod tests {
         };
         let printed = objects(&options);
         let role = the(&printed, "Role");
-        // Never watched, never patched: taken, read, listed for their owner, pruned.
+        // Never patched: taken, read, watched for their owners' lists, pruned.
         assert_eq!(
             verbs(role, "snapshot.storage.k8s.io", "volumesnapshots"),
-            ["get", "list", "create", "delete"]
+            ["get", "list", "watch", "create", "delete"]
         );
         assert!(verbs(role, "snapshot.storage.k8s.io", "volumesnapshotcontents").is_empty());
         let cluster_role = the(&printed, "ClusterRole");

@@ -1,6 +1,10 @@
 //! The watch caches the backend answers from: its pods, its users' storage claims, the
-//! namespace's Workspaces and Events, each kept current by a reflector, and a counter that moves on every change
-//! so that long polls and progress streams wake on changes instead of polling the API server.
+//! namespace's Workspaces and Events (and snapshots, [`SnapshotWatch`], where they are taken),
+//! each kept current by a reflector, and a counter that moves on every change so that long polls
+//! and progress streams wake on changes instead of polling the API server.
+
+#[cfg(test)]
+mod feed;
 
 use std::{future::Future, sync::Arc, time::Duration};
 
@@ -17,14 +21,17 @@ use kube::{
 use outfit_workspaces_core::{
     model::{self, keys, user::UserId},
     resource::Workspace,
-    workspace,
+    workspace::{self, snapshot::VolumeSnapshot},
 };
 use tokio::{sync::watch, time::Instant};
 
+#[cfg(test)]
+pub(crate) use self::feed::CacheFeed;
 use super::{
     changed_pods::ChangedPods,
     index::{EventIndex, OwnerIndex},
     own_writes::OwnWrites,
+    snapshot_watch::SnapshotWatch,
 };
 
 /// The backend's view of the cluster, as its watches last saw it.
@@ -34,6 +41,8 @@ pub struct Cache {
     claims: Store<PersistentVolumeClaim>,
     workspaces: Store<Workspace>,
     events: Store<Event>,
+    /// The namespace's snapshots, on a cluster that takes them.
+    snapshots: Option<SnapshotWatch>,
     /// The cached Events by the uid of the pod they are about.
     event_index: EventIndex,
     /// The cached pods by their owner.
@@ -73,9 +82,14 @@ fn watch_backoff() -> watcher::ExponentialBackoff {
 }
 
 impl Cache {
-    /// The cache of `namespace`, and the task that keeps it current (run it until shutdown).
-    pub fn new(client: &Client, namespace: &str) -> (Self, impl Future<Output = ()> + Send + 'static) {
-        Self::with_changes(client, namespace, Arc::new(watch::channel(0u64).0))
+    /// The cache of `namespace`, and the task that keeps it current (run it until shutdown); its
+    /// snapshots watched too when `snapshots` (the cluster takes them).
+    pub fn new(
+        client: &Client,
+        namespace: &str,
+        snapshots: bool,
+    ) -> (Self, impl Future<Output = ()> + Send + 'static) {
+        Self::with_changes(client, namespace, snapshots, Arc::new(watch::channel(0u64).0))
     }
 
     /// The cache of `namespace` on another cluster than `beside`'s, whose changes wake what
@@ -84,14 +98,16 @@ impl Cache {
     pub fn new_beside(
         client: &Client,
         namespace: &str,
+        snapshots: bool,
         beside: &Cache,
     ) -> (Self, impl Future<Output = ()> + Send + 'static) {
-        Self::with_changes(client, namespace, beside.changes.clone())
+        Self::with_changes(client, namespace, snapshots, beside.changes.clone())
     }
 
     fn with_changes(
         client: &Client,
         namespace: &str,
+        snapshots: bool,
         changes: Arc<watch::Sender<u64>>,
     ) -> (Self, impl Future<Output = ()> + Send + 'static) {
         let selector = format!("{}={}", keys::LABEL_MANAGED_BY, keys::MANAGED_BY);
@@ -230,14 +246,27 @@ impl Cache {
             }
         };
         let probe = probe(client.clone(), unreachable.clone(), changes.clone());
+        let (snapshots, snapshot_task) = match snapshots {
+            true => {
+                let (watch, task) = SnapshotWatch::new(client, namespace, watch_backoff(), changes.clone());
+                (Some(watch), Some(task))
+            }
+            false => (None, None),
+        };
+        let snapshot_task = async move {
+            if let Some(task) = snapshot_task {
+                task.await
+            }
+        };
         let task = async move {
-            futures::join!(sync, watching, probe);
+            futures::join!(sync, watching, probe, snapshot_task);
         };
         let cache = Self {
             pods,
             claims,
             workspaces,
             events,
+            snapshots,
             event_index,
             owner_index,
             namespace: namespace.into(),
@@ -373,6 +402,22 @@ impl Cache {
             .count()
     }
 
+    /// `user`'s snapshots as the watch last saw them; `None` where snapshots are not watched or
+    /// the watch can't say (not listed yet, or failed since): the API server has them.
+    pub fn snapshots_of(&self, user: &UserId) -> Option<Vec<Arc<VolumeSnapshot>>> {
+        self.snapshots.as_ref()?.of(user)
+    }
+
+    /// The snapshot `name` as the watch last saw it (`None` where snapshots are not watched).
+    pub fn snapshot(&self, name: &str) -> Option<Arc<VolumeSnapshot>> {
+        self.snapshots.as_ref()?.get(name)
+    }
+
+    /// Whether this cache watches snapshots.
+    pub fn watches_snapshots(&self) -> bool {
+        self.snapshots.is_some()
+    }
+
     /// The Events about the object with `uid`, oldest first.
     pub fn events_of(&self, uid: &str) -> Vec<Arc<Event>> {
         let mut events: Vec<Arc<Event>> = self
@@ -410,145 +455,6 @@ impl Cache {
                 Err(_) => return None,
             }
         }
-    }
-}
-
-/// What feeds a cache made by [`Cache::fed`]: the unit tests' fake cluster, in place of the
-/// watches.
-#[cfg(test)]
-pub(crate) struct CacheFeed {
-    pods: reflector::store::Writer<Pod>,
-    own_writes: OwnWrites,
-    owner_index: OwnerIndex,
-    changed_pods: ChangedPods,
-    changed_records: ChangedPods,
-    claims: reflector::store::Writer<PersistentVolumeClaim>,
-    workspaces: reflector::store::Writer<Workspace>,
-    changes: Arc<watch::Sender<u64>>,
-    unreachable: Arc<watch::Sender<Option<String>>>,
-}
-
-#[cfg(test)]
-impl CacheFeed {
-    fn apply<K>(
-        writer: &mut reflector::store::Writer<K>,
-        event: watcher::Event<K>,
-        changes: &watch::Sender<u64>,
-    ) where
-        K: kube::Resource<DynamicType = ()> + Clone,
-    {
-        writer.apply_watcher_event(&event);
-        changes.send_modify(|n| *n = n.wrapping_add(1));
-    }
-
-    /// `pod` was made or changed.
-    pub(crate) fn pod(&mut self, pod: Pod) {
-        self.changed_pods.mark(&pod.name_any());
-        self.changed_records.mark(&pod.name_any());
-        self.own_writes.shown(&pod.name_any(), pod.uid().as_deref());
-        let event = watcher::Event::Apply(pod);
-        self.owner_index.observe(&event);
-        Self::apply(&mut self.pods, event, &self.changes);
-    }
-
-    /// `pod` is gone.
-    pub(crate) fn pod_gone(&mut self, pod: Pod) {
-        self.changed_pods.mark(&pod.name_any());
-        self.changed_records.mark(&pod.name_any());
-        self.own_writes.shown(&pod.name_any(), pod.uid().as_deref());
-        let event = watcher::Event::Delete(pod);
-        self.owner_index.observe(&event);
-        Self::apply(&mut self.pods, event, &self.changes);
-    }
-
-    /// `claim` was made or changed.
-    pub(crate) fn claim(&mut self, claim: PersistentVolumeClaim) {
-        Self::apply(&mut self.claims, watcher::Event::Apply(claim), &self.changes);
-    }
-
-    /// `claim` is gone.
-    pub(crate) fn claim_gone(&mut self, claim: PersistentVolumeClaim) {
-        Self::apply(&mut self.claims, watcher::Event::Delete(claim), &self.changes);
-    }
-
-    /// `workspace` was made or changed.
-    pub(crate) fn workspace(&mut self, workspace: Workspace) {
-        self.changed_records.mark(&workspace.name_any());
-        Self::apply(
-            &mut self.workspaces,
-            watcher::Event::Apply(workspace),
-            &self.changes,
-        );
-    }
-
-    /// `workspace` is gone.
-    pub(crate) fn workspace_gone(&mut self, workspace: Workspace) {
-        self.changed_records.mark(&workspace.name_any());
-        Self::apply(
-            &mut self.workspaces,
-            watcher::Event::Delete(workspace),
-            &self.changes,
-        );
-    }
-
-    /// The watches fail with `why` (`Some`), or answer again (`None`).
-    pub(crate) fn set_unreachable(&mut self, why: Option<String>) {
-        self.unreachable.send_replace(why);
-        self.changes.send_modify(|n| *n = n.wrapping_add(1));
-    }
-}
-
-#[cfg(test)]
-impl Cache {
-    /// A synced, empty cache of `namespace` that shows what its feed is given.
-    pub(crate) fn fed(namespace: &str) -> (Self, CacheFeed) {
-        Self::fed_beside(namespace, None)
-    }
-
-    /// As [`Cache::fed`], sharing the changes of `beside` when given (another cluster's cache).
-    pub(crate) fn fed_beside(namespace: &str, beside: Option<&Cache>) -> (Self, CacheFeed) {
-        let pods = reflector::store::Writer::default();
-        let claims = reflector::store::Writer::default();
-        let mut workspaces = reflector::store::Writer::<Workspace>::default();
-        // Listed (empty) at once, as a watch's first list would leave it: the controller's
-        // applier waits for that.
-        workspaces.apply_watcher_event(&watcher::Event::InitDone);
-        let events = reflector::store::Writer::<Event>::default();
-        let changes = beside.map_or_else(|| Arc::new(watch::channel(0u64).0), |c| c.changes.clone());
-        let unreachable = Arc::new(watch::channel(None::<String>).0);
-        let changed_pods = ChangedPods::default();
-        let changed_records = ChangedPods::default();
-        let owner_index = OwnerIndex::owners();
-        let own_writes = OwnWrites::default();
-        let cache = Self {
-            pods: pods.as_reader(),
-            claims: claims.as_reader(),
-            workspaces: workspaces.as_reader(),
-            events: events.as_reader(),
-            event_index: EventIndex::events(),
-            owner_index: owner_index.clone(),
-            namespace: namespace.into(),
-            changes: changes.clone(),
-            synced: Arc::new(watch::channel(true).0),
-            unreachable: unreachable.clone(),
-            own_writes: own_writes.clone(),
-            changed_pods: changed_pods.clone(),
-            changed_records: changed_records.clone(),
-        };
-        (
-            cache,
-            CacheFeed {
-                pods,
-                own_writes,
-                owner_index,
-                changed_pods,
-                changed_records,
-                claims,
-                workspaces,
-                changes,
-                unreachable,
-            },
-        )
     }
 }
 

@@ -1,5 +1,5 @@
 //! What talks to the outside: the API server's calls ([`cluster`], and [`calls`]: the ones the
-//! backend and the lifecycle make, as a trait their unit tests fake), the watches ([`cache`];
+//! backend and the lifecycle make, as a trait their unit tests fake), the watches ([`cache`], [`snapshot_watch`];
 //! [`own_writes`]: what this process wrote that they may not show yet; [`changed_pods`]: which
 //! pods changed since the lifecycle last looked; [`node_images`]: the images each node holds),
 //! manifests fetched over HTTP ([`fetch`]), what the native API offers ([`catalogue`]), who calls
@@ -23,4 +23,5 @@ pub mod oidc;
 pub mod own_writes;
 pub mod session;
 pub mod sign_outs;
+pub mod snapshot_watch;
 pub mod upstream;

@@ -1,9 +1,11 @@
 //! Users' homes through the native API (issue 32): `GET /api/v1/storage` lists the caller's (an
-//! admin's choice of user's) on every cluster, from the watch caches, and their snapshots (one
-//! list call per cluster that takes them); `DELETE /api/v1/storage` removes the ones that outlive
+//! admin's choice of user's) on every cluster, and their snapshots, from the watch caches (the
+//! snapshots asked of the API server while their watch can't say); `DELETE /api/v1/storage` removes the ones that outlive
 //! workspaces (`per-user` and `nfs`), the explicit call a home waits for, refused while the user
 //! has any workspace, stopped ones included, each saved first when snapshots are configured. A
 //! `per-workspace` home goes with its Workspace, never here.
+
+use std::sync::Arc;
 
 use kube::ResourceExt;
 use outfit_workspaces_core::{
@@ -62,7 +64,14 @@ impl<C: ClusterCalls> Backend<C> {
             if member.config.snapshot_class_name.is_none() {
                 continue;
             }
-            let of_owner = member.cluster.snapshots_of(&owner).await?;
+            // From the watch where it can say (issue 46: a LIST per request), else asked.
+            let of_owner = match member.cache.snapshots_of(&owner) {
+                Some(watched) => watched,
+                None => (member.cluster.snapshots_of(&owner).await?)
+                    .into_iter()
+                    .map(Arc::new)
+                    .collect(),
+            };
             // One being deleted (past snapshotsKept) restores nothing any more.
             snapshots.extend(
                 of_owner

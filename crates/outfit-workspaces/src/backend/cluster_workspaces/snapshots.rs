@@ -40,7 +40,7 @@ use super::{
 };
 use crate::{
     backend::request::RequestError,
-    io::{calls::ClusterCalls, cluster::ClusterError},
+    io::{cache::OWN_WRITE_VISIBLE, calls::ClusterCalls, cluster::ClusterError},
 };
 
 /// The least time a snapshot that never turned ready is kept before a removal prunes it (ten
@@ -194,6 +194,21 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
         }
     }
 
+    /// Waits (briefly) until the snapshots' watch, where there is one, shows `name` ready: the
+    /// storage list answers from it, and one right after a removal must show what it kept.
+    async fn await_shown_ready(&self, name: &str) {
+        if !self.cache.watches_snapshots() {
+            return;
+        }
+        let deadline = Instant::now() + OWN_WRITE_VISIBLE;
+        self.cache
+            .wait_for(deadline, |cache| {
+                let shown = cache.snapshot(name)?;
+                matches!(shown.state(), State::Ready).then_some(())
+            })
+            .await;
+    }
+
     /// Lets go of `claim`'s snapshots past the newest `snapshotsKept` ready ones (and failed ones
     /// a ready one has replaced). A failure is logged: the next stop tries again.
     pub(crate) async fn prune_snapshots(&self, claim: &str, user: &UserId) {
@@ -311,6 +326,7 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
         match self.await_snapshot(&name, since).await {
             Outcome::Ready => {
                 self.prune_snapshots(claim, user).await;
+                self.await_shown_ready(&name).await;
                 Ok(name)
             }
             Outcome::Failed(why) | Outcome::TimedOut(why) => Err(RequestError::SnapshotNotReady(format!(

@@ -250,3 +250,51 @@ async fn a_home_under_its_owners_other_name_is_made_from_the_owners_snapshot() {
         "m-n's claim untouched"
     );
 }
+
+/// With the snapshots watched, `GET /api/v1/storage` lists them from the watch, with no call to
+/// the API server (issue 46: 2,157 requests made 2,157 LISTs); while the watch can't say (not
+/// listed yet, or failed since), they are asked of it as before.
+#[tokio::test]
+async fn storage_lists_come_from_the_snapshots_watch_while_it_can_say() {
+    use kube::runtime::watcher::Event;
+    use outfit_workspaces_core::workspace::snapshot;
+
+    use crate::io::snapshot_watch::SnapshotWatch;
+
+    let whitelist = ("BACKEND_WHITELISTMANIFESTREGEX", r"http://127\.0\.0\.1:");
+    let env = [("BACKEND_SNAPSHOTCLASSNAME", "csi-snapshots"), whitelist];
+    let (config, fake, cache) = crate::io::fake::on_fake(&env);
+    let (watch, mut writer) = SnapshotWatch::fed(crate::io::fake::NAMESPACE);
+    let cache = cache.watching_snapshots(watch.clone());
+    let member = ClusterWorkspaces::new(config.default_cluster.clone(), config, fake.clone(), cache);
+    let backend = Backend::new(member);
+    let owner = |id: &str| UserId::parse(id).unwrap();
+    let taken = |name: &str, user: &UserId| {
+        snapshot::volume_snapshot(
+            name.to_owned(),
+            (ALICES_HOME, user),
+            "csi-snapshots",
+            (snapshot::Occasion::Removal, None),
+            None,
+        )
+    };
+    // The watch shows one of alice's and one of bob's; the API server has another of alice's.
+    writer.apply_watcher_event(&Event::Apply(taken("watched", &owner("alice@dtu.dk"))));
+    writer.apply_watcher_event(&Event::Apply(taken("bobs", &owner("bob@dtu.dk"))));
+    let asked = taken("asked", &owner("alice@dtu.dk"));
+    fake.with(|s| s.snapshots.insert("asked".to_owned(), asked));
+
+    for _ in 0..20 {
+        let (_, snapshots) = backend.homes(&alice(), None).await.unwrap();
+        let names: Vec<&str> = snapshots.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["watched"]);
+    }
+    assert_eq!(fake.count_calls("snapshots_of"), 0, "{:?}", fake.calls());
+
+    // The watch failed: until it lists again, the API server is asked.
+    watch.failed();
+    let (_, snapshots) = backend.homes(&alice(), None).await.unwrap();
+    let names: Vec<&str> = snapshots.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["asked"]);
+    assert_eq!(fake.count_calls("snapshots_of"), 1);
+}
