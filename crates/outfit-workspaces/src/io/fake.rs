@@ -68,6 +68,8 @@ pub(crate) struct State {
     /// How long a `set_started` takes before it is stored (an API server's round trip), so that
     /// requests at once interleave as they do on a real one.
     pub started_latency: std::time::Duration,
+    /// The same for a `create_snapshot`.
+    pub snapshot_latency: std::time::Duration,
     /// How many pod creates from now on the API server refuses with 503, as one whose storage or
     /// webhook is away does.
     pub pod_creates_refused: u32,
@@ -717,18 +719,23 @@ impl ClusterCalls for FakeCluster {
     ) -> impl Future<Output = Result<(), ClusterError>> + Send {
         let name = snapshot.name().to_owned();
         self.record(format!("create_snapshot {name}"));
-        let result = self.with(|s| {
-            if s.snapshots.contains_key(&name) {
-                return Err(api_error(409, "AlreadyExists", "creating VolumeSnapshot"));
+        let latency = self.with(|s| s.snapshot_latency);
+        let (this, mut stored) = (self.clone(), snapshot.clone());
+        async move {
+            if !latency.is_zero() {
+                tokio::time::sleep(latency).await;
             }
-            let mut stored = snapshot.clone();
-            stored.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                jiff::Timestamp::now(),
-            ));
-            s.snapshots.insert(name, stored);
-            Ok(())
-        });
-        async move { result }
+            this.with(|s| {
+                if s.snapshots.contains_key(&name) {
+                    return Err(api_error(409, "AlreadyExists", "creating VolumeSnapshot"));
+                }
+                stored.metadata.creation_timestamp = Some(
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
+                );
+                s.snapshots.insert(name, stored);
+                Ok(())
+            })
+        }
     }
 
     fn get_snapshot(

@@ -3,11 +3,16 @@
 //! ([`for_removal`]): keep a ready snapshot taken since the home's last use, wait for a pending
 //! one, take none past [`PENDING_CAP`] pending, prune ones never ready. Pure, as its parent.
 
+use std::hash::Hasher;
+
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
 use super::{State, VolumeSnapshot, of_claim};
-use crate::model::keys;
+use crate::model::{
+    keys,
+    names::{self, MAX_SUBDOMAIN},
+};
 
 /// The most snapshots of one claim a removal leaves pending: with as many not ready, a removal
 /// takes no other (issue 46: 30 removals of a home whose snapshots were slow took 30).
@@ -63,6 +68,22 @@ pub fn used_mark(at: Timestamp, salt: u64) -> String {
 /// A settled mark: written on a claim no pod uses, before a snapshot of it is taken.
 pub fn settled_mark(salt: u64) -> String {
     format!("{salt:016x}")
+}
+
+/// What a removal's snapshot of `claim` is called when it carries the settled use mark
+/// `home_use`: the claim, a hash of the mark, and how many of `snapshots` of the claim carry it
+/// already (`-removal-0a1b2c3d4e5f6a7b-0`). Every replica that plans a removal of the home from
+/// the same snapshots names it alike, so removals at once on two replicas make one: the second
+/// create is refused as taken and waits for the first's (sharing within one replica, as before).
+pub fn removal_name(snapshots: &[VolumeSnapshot], claim: &str, home_use: &str) -> String {
+    let carrying = snapshots
+        .iter()
+        .filter(|s| s.claim() == Some(claim) && s.home_use() == Some(home_use))
+        .count();
+    let mut hasher = fnv::FnvHasher::default();
+    hasher.write(home_use.as_bytes());
+    let tail = format!("-removal-{:016x}-{carrying}", hasher.finish());
+    format!("{}{tail}", names::fit(claim, MAX_SUBDOMAIN - tail.len()))
 }
 
 /// How long a claim's use mark must be left before a snapshot may settle it.
@@ -183,6 +204,30 @@ mod tests {
     }
 
     const HOUR: std::time::Duration = std::time::Duration::from_secs(3600);
+
+    #[test]
+    fn a_removals_name_is_the_same_from_the_same_snapshots_and_new_past_each_taken() {
+        let ready = json!({"readyToUse": true});
+        let failed = json!({"readyToUse": false, "error": {"message": "driver"}});
+        let earlier = [marked("a", "2026-11-29T10:00:00Z", Some("m1"), ready.clone())];
+        let first = removal_name(&earlier, "h", "m2");
+        assert_eq!(first, removal_name(&earlier, "h", "m2"), "alike on every replica");
+        assert!(
+            first.starts_with("h-removal-") && first.ends_with("-0"),
+            "{first}"
+        );
+        assert_ne!(
+            first,
+            removal_name(&earlier, "h", "m3"),
+            "another use, another name"
+        );
+        // One carrying the mark failed: the next is named past it.
+        let taken = marked(&first, "2026-11-29T11:00:00Z", Some("m2"), failed);
+        let next = removal_name(&[earlier[0].clone(), taken], "h", "m2");
+        assert!(next.ends_with("-1") && next != first, "{next}");
+        let long = "c".repeat(300);
+        assert!(removal_name(&[], &long, "m").len() <= MAX_SUBDOMAIN);
+    }
 
     fn next_of<'a>(plan: &RemovalPlan<'a>) -> (&'static str, &'a str) {
         match plan.next {

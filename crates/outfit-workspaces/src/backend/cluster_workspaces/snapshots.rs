@@ -90,26 +90,29 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
         (occasion, workspace): (Occasion, Option<&str>),
     ) -> Result<String, ClusterError> {
         let home_use = self.settled_use(claim).await?;
-        self.snapshot_marked((claim, user), (occasion, workspace), home_use.as_deref())
+        let name = snapshot::snapshot_name(claim, Timestamp::now(), salt32());
+        self.snapshot_named(name, (claim, user), (occasion, workspace), home_use.as_deref())
             .await
     }
 
-    /// [`Self::take_snapshot`] with the use mark `home_use` found.
-    async fn snapshot_marked(
+    /// [`Self::take_snapshot`] under `name`, with the use mark `home_use` found. A snapshot of
+    /// that name already there is taken as this one: another replica's removal of the home at
+    /// the same moment named it alike ([`removal::removal_name`]), and this one waits for it.
+    async fn snapshot_named(
         &self,
+        name: String,
         (claim, user): (&str, &UserId),
         (occasion, workspace): (Occasion, Option<&str>),
         home_use: Option<&str>,
     ) -> Result<String, ClusterError> {
         let class = self.config.snapshot_class_name.as_deref().unwrap_or_default();
-        let name = snapshot::snapshot_name(claim, Timestamp::now(), salt32());
         let object = snapshot::volume_snapshot(name, (claim, user), class, (occasion, workspace), home_use);
-        match self.cluster.create_snapshot(&object).await {
-            Ok(()) => {}
-            Err(error) if error.is_conflict() => {}
+        let taken = match self.cluster.create_snapshot(&object).await {
+            Ok(()) => "snapshot taken",
+            Err(error) if error.is_conflict() => "snapshot of that name taken already: shared",
             Err(error) => return Err(error),
-        }
-        tracing::info!(snapshot = object.name(), claim, user = %user, occasion = occasion.as_str(), home_use, "snapshot taken");
+        };
+        tracing::info!(snapshot = object.name(), claim, user = %user, occasion = occasion.as_str(), home_use, "{taken}");
         Ok(object.name().to_owned())
     }
 
@@ -141,9 +144,18 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
         match self.cluster.mark_home_use(claim, &settled, seen.as_deref()).await {
             Ok(()) => Ok(Some(settled)),
             Err(error) => {
-                // Changed meanwhile (a create's mark, likely): the snapshot carries none.
+                // Changed meanwhile: settled by another replica's removal at the same moment
+                // (its mark is as good, and naming its snapshot alike shares it), or a create's
+                // mark (the snapshot carries none).
                 tracing::debug!(%error, claim, "could not mark the claim settled");
-                Ok(None)
+                let again = self.cluster.claim(claim).await?;
+                let mark = again.as_ref().map(removal::home_use);
+                Ok(match mark {
+                    Some(removal::HomeUse::Settled(settled)) if self.claim_idle(claim) => {
+                        Some(settled.to_owned())
+                    }
+                    _ => None,
+                })
             }
         }
     }
@@ -317,8 +329,17 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
                 )));
             }
             Next::Take => {
+                let name = match home_use.as_deref() {
+                    Some(mark) => removal::removal_name(&snapshots, claim, mark),
+                    None => snapshot::snapshot_name(claim, now, salt32()),
+                };
                 let taken = self
-                    .snapshot_marked((claim, user), (Occasion::Removal, None), home_use.as_deref())
+                    .snapshot_named(
+                        name,
+                        (claim, user),
+                        (Occasion::Removal, None),
+                        home_use.as_deref(),
+                    )
                     .await?;
                 (taken, now)
             }

@@ -145,6 +145,35 @@ async fn parallel_removals_of_one_home_share_one_snapshot() {
     assert_eq!(taken, 1, "{:?}", fake.calls());
 }
 
+/// Removals of one home at the same moment on two replicas take one snapshot: each names it
+/// alike from the same snapshots and use mark, and the second create, refused as taken, waits
+/// for the first's (before, sharing was per replica: each took its own).
+#[tokio::test]
+async fn removals_at_once_on_two_replicas_take_one_snapshot() {
+    let (backend, fake) = with_alices_home_snapshotted().await;
+    let replica = replica_of(&backend, &fake);
+    // Each create takes a moment, as on an API server, so that the two interleave.
+    fake.with(|s| s.snapshot_latency = std::time::Duration::from_millis(20));
+    let identity = alice();
+    let (first, second) = tokio::join!(
+        backend.remove_homes(&identity, None),
+        replica.remove_homes(&identity, None)
+    );
+    for refused in [first, second] {
+        let Err(RequestError::SnapshotNotReady(why)) = refused else {
+            panic!("{refused:?}");
+        };
+        assert!(why.contains(ALICES_HOME), "{why}");
+    }
+    assert_eq!(fake.count_calls("create_snapshot"), 2, "{:?}", fake.calls());
+    assert_eq!(
+        fake.with(|s| s.snapshots.len()),
+        1,
+        "one made: {:?}",
+        fake.calls()
+    );
+}
+
 #[tokio::test]
 async fn delete_all_user_saves_every_provisioned_home_before_any_goes() {
     let (backend, fake) = on_fake(&[
