@@ -124,6 +124,7 @@ proxyDomain: ws.bench
 maxConnections: 4096
 maxStreams: 2048
 maxStreamsPerUser: 2048
+maxStreamsPerSource: 2048
 catalogue: [{name: web, url: 'http://127.0.0.1:$manifest_port/manifests/web.yaml'}]
 oidc: {issuerUrl: 'http://127.0.0.1:9/', clientId: bench, clientSecretFile: '$work/client-secret', redirectUrl: 'http://127.0.0.1:$port/auth/callback'}
 EOF

@@ -34,7 +34,7 @@ use outfit_workspaces_core::{
 };
 
 use crate::{
-    api::{Api, StreamSlots, UserRates},
+    api::{Api, StreamCaps, StreamSlots, UserRates},
     backend::{Backend, ClusterWorkspaces},
     io::{
         auth::Authenticator, cache::Cache, cluster::Cluster, fetch::Fetcher, metrics::Metrics,
@@ -249,9 +249,13 @@ impl Server {
             true
         };
         // Progress streams end when their connection is to close (shutdown, or making room).
-        let streams = StreamSlots::new(config.exposure.max_streams_per_user, config.exposure.max_streams);
-        let upstreams = Upstreams::default();
         let exposure = &config.exposure;
+        let streams = StreamSlots::new(StreamCaps {
+            per_user: exposure.max_streams_per_user,
+            per_source: exposure.max_streams_per_source,
+            total: exposure.max_streams,
+        });
+        let upstreams = Upstreams::default();
         let rates = UserRates::new(
             exposure.requests_per_user_per_second,
             exposure.request_burst_per_user,

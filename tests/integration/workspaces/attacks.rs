@@ -1,22 +1,38 @@
 //! The backend under attack (issue 26): each attack as an attacker would send it, against the
 //! real backend on the real API server, and the refusal it must get.
 
-use std::time::Duration;
+use std::{net::Ipv4Addr, time::Duration};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::Api;
 use serde_json::{Value, json};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
-    net::TcpStream,
+    net::{TcpSocket, TcpStream},
 };
 
 use super::{native::catalogue, support::*};
 use crate::control_plane::ControlPlane;
 
+/// The backend's own address, and this test's client address unless one is chosen.
+const HERE: Ipv4Addr = Ipv4Addr::LOCALHOST;
+
+/// A connection to the backend on `port` from the local address `from`: any of 127.0.0.0/8 is
+/// this host's, so each is a client address of its own.
+async fn connect_from(from: Ipv4Addr, port: u16) -> std::io::Result<TcpStream> {
+    let socket = TcpSocket::new_v4()?;
+    socket.bind((from, 0).into())?;
+    socket.connect((HERE, port).into()).await
+}
+
 /// Sends `request` as it is over a fresh connection; returns the whole answer, head and body.
 async fn raw(port: u16, request: &str) -> String {
-    let mut tcp = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+    raw_from(HERE, port, request).await
+}
+
+/// As [`raw`], from the local address `from`.
+async fn raw_from(from: Ipv4Addr, port: u16, request: &str) -> String {
+    let mut tcp = connect_from(from, port).await.expect("connect");
     tcp.write_all(request.as_bytes()).await.unwrap();
     let mut answer = Vec::new();
     tokio::time::timeout(Duration::from_secs(60), tcp.read_to_end(&mut answer))
@@ -30,11 +46,54 @@ async fn raw(port: u16, request: &str) -> String {
 /// the stream while it lasts, once its answer's first 12 bytes (`HTTP/1.1 200` for a stream)
 /// are read.
 async fn open_stream(port: u16, request: &str) -> std::io::Result<(TcpStream, [u8; 12])> {
-    let mut tcp = TcpStream::connect(("127.0.0.1", port)).await?;
+    open_stream_from(HERE, port, request).await
+}
+
+/// As [`open_stream`], from the local address `from`.
+async fn open_stream_from(
+    from: Ipv4Addr,
+    port: u16,
+    request: &str,
+) -> std::io::Result<(TcpStream, [u8; 12])> {
+    let mut tcp = connect_from(from, port).await?;
     tcp.write_all(request.as_bytes()).await?;
     let mut head = [0u8; 12];
     tcp.read_exact(&mut head).await?;
     Ok((tcp, head))
+}
+
+/// As [`raw_from`], for a request that must be refused: a stream opened instead (whose answer
+/// never ends) fails the test at once, saying so.
+async fn refusal_from(from: Ipv4Addr, port: u16, request: &str) -> String {
+    let (mut tcp, head) = open_stream_from(from, port, request).await.expect("an answer");
+    assert_ne!(
+        &head, b"HTTP/1.1 200",
+        "a stream was opened where a refusal was due"
+    );
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(60), tcp.read_to_end(&mut rest))
+        .await
+        .expect("the refusal within a minute")
+        .expect("read the refusal");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&head),
+        String::from_utf8_lossy(&rest)
+    )
+}
+
+/// Asserts that `answer` is a refusal with `status` and `reason` that says to try again in a
+/// second.
+fn assert_try_again(answer: &str, status: u16, reason: &str) {
+    assert_eq!(
+        (status_of(answer), json_body(answer)["reason"].clone()),
+        (status, json!(reason)),
+        "{answer}"
+    );
+    assert!(
+        answer.to_ascii_lowercase().contains("retry-after: 1\r\n"),
+        "{answer}"
+    );
 }
 
 fn status_of(answer: &str) -> u16 {
@@ -72,8 +131,8 @@ async fn hostile_native_callers_are_refused_cheaply() {
     let admin_port = free_port();
     let extra = format!(
         "{}- {{name: gone, url: '{missing}'}}\n- {{name: stuck, url: '{stuck}'}}\n\
-         trustedProxyCidrs: [127.0.0.1/32]\nadminGroups: [ops]\n\
-         maxConnections: 4\nmaxStreamsPerUser: 2\nmaxStreams: 3\nbodyReadTimeout: 1s\nadminListen: 127.0.0.1:{admin_port}\n",
+         trustedProxyCidrs: [127.0.0.1/32, 127.0.0.2/32]\nadminGroups: [ops]\n\
+         maxConnections: 4\nmaxStreamsPerUser: 2\nmaxStreams: 3\nmaxStreamsPerSource: 3\nbodyReadTimeout: 1s\nadminListen: 127.0.0.1:{admin_port}\n",
         catalogue(&url)
     );
     let backend = Backend::start(plane, ns, &manifests, &extra).await;
@@ -227,8 +286,8 @@ async fn hostile_native_callers_are_refused_cheaply() {
     // Streams over every user are capped below maxConnections too (maxStreams: 3 of 4), so a
     // few identities, each within its own cap, cannot take every connection (issue 46, point 2:
     // three users' 14 streams each filled a port of 40). Alice holds two; mallory's first is
-    // the third; trudy's is 503 with Retry-After before anything is read; and a victim's request
-    // is still answered, on the connection the streams leave.
+    // the third; trudy's, from another address, is 503 with Retry-After before anything is
+    // read; and a victim's request is still answered, on the connection the streams leave.
     let (status, mallorys) = backend.launch(Caller::Proxy("mallory", ""), "stuck").await;
     assert_eq!(status, 201, "{mallorys}");
     let stream_of = |user: &str, name: &str| {
@@ -240,16 +299,9 @@ async fn hostile_native_callers_are_refused_cheaply() {
         .await
         .unwrap();
     assert_eq!(&head, b"HTTP/1.1 200", "the port's third stream");
-    let answer = raw(port, &stream_of("trudy", "any-trudy")).await;
-    assert_eq!(
-        (status_of(&answer), json_body(&answer)["reason"].clone()),
-        (503, json!("StreamsFull")),
-        "{answer}"
-    );
-    assert!(
-        answer.to_ascii_lowercase().contains("retry-after: 1\r\n"),
-        "{answer}"
-    );
+    let elsewhere = Ipv4Addr::new(127, 0, 0, 2);
+    let answer = raw_from(elsewhere, port, &stream_of("trudy", "any-trudy")).await;
+    assert_try_again(&answer, 503, "StreamsFull");
     assert!(answer.contains("maxStreams)"), "{answer}");
     let answer = raw(
         port,
@@ -269,6 +321,119 @@ async fn hostile_native_callers_are_refused_cheaply() {
     )
     .await;
     backend.assert_running();
+}
+
+/// Issue 46, point 2, per source: any ServiceAccount token the cluster accepts is an identity, so
+/// one machine with several, each within `maxStreamsPerUser`, could still hold every one of
+/// `maxStreams`. One client address holds at most `maxStreamsPerSource`: the next stream from it
+/// is 503 `SourceStreamsFull` with `Retry-After`, whichever identity asks and whatever
+/// `X-Forwarded-For` it sends itself; another address, or a client an ingress of
+/// `clientAddressFromCidrs` names, still gets its stream, the same identities included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_with_many_identities_holds_at_most_its_share_of_the_streams() {
+    let plane = ControlPlane::with_nodes();
+    let client = plane.admin_client().await;
+    let ns = "ws-attacks-sources";
+    namespace(&client, ns).await;
+    let manifests = Manifests::start().await;
+    let stuck = manifests.put("stuck.yaml", UNSCHEDULABLE);
+    let ingress = Ipv4Addr::new(127, 0, 0, 3);
+    let extra = format!(
+        "catalogue:\n- {{name: stuck, url: '{stuck}'}}\n\
+         maxConnections: 12\nmaxStreamsPerUser: 2\nmaxStreams: 8\nmaxStreamsPerSource: 3\n\
+         clientAddressFromCidrs: [{ingress}/32]\n"
+    );
+    let backend = Backend::start(plane, ns, &manifests, &extra).await;
+    let port = backend.port;
+
+    // Four identities of one machine, each with a workspace that never schedules (its progress
+    // stream stays open).
+    let mut streams_of = Vec::new();
+    for n in 0..4 {
+        let token = service_account_token(&client, ns, &format!("robot-{n}")).await;
+        let (status, launched) = backend.launch(Caller::Token(&token), "stuck").await;
+        assert_eq!(status, 201, "{launched}");
+        let progress = format!(
+            "/api/v1/workspaces/{}/progress",
+            launched["name"].as_str().unwrap()
+        );
+        streams_of.push((format!("Bearer {token}"), progress));
+    }
+    let stream = |robot: usize, forwarded_for: Option<&str>| {
+        let (bearer, progress) = &streams_of[robot];
+        let mut headers = vec![("authorization", bearer.as_str())];
+        headers.extend(forwarded_for.map(|f| ("x-forwarded-for", f)));
+        native_request("GET", progress, &headers, "")
+    };
+
+    // Three identities fill the machine's share, each far within its own cap and the port's.
+    let mut held = Vec::new();
+    for robot in 0..3 {
+        let (tcp, head) = open_stream(port, &stream(robot, None)).await.unwrap();
+        assert_eq!(&head, b"HTTP/1.1 200", "robot-{robot}'s stream within the share");
+        held.push(tcp);
+    }
+    // A fourth identity of the same machine is refused, and so is the machine naming another
+    // address itself: only the ingress's X-Forwarded-For is believed.
+    for forwarded_for in [None, Some("198.51.100.9")] {
+        let answer = refusal_from(HERE, port, &stream(3, forwarded_for)).await;
+        assert_try_again(&answer, 503, "SourceStreamsFull");
+        let error = json_body(&answer)["error"].as_str().unwrap().to_owned();
+        assert!(
+            error.contains("127.0.0.1 holds 3") && error.contains("maxStreamsPerSource"),
+            "{error}"
+        );
+    }
+    // Another address gets its streams: a new identity's, and one already holding a stream at
+    // the full address.
+    let elsewhere = Ipv4Addr::new(127, 0, 0, 2);
+    for robot in [3, 0] {
+        let (tcp, head) = open_stream_from(elsewhere, port, &stream(robot, None))
+            .await
+            .unwrap();
+        assert_eq!(&head, b"HTTP/1.1 200", "robot-{robot} from another address");
+        held.push(tcp);
+    }
+    // Behind the ingress, the client is the right-most address it appended: the full machine's
+    // address on the right is refused whatever it wrote on the left; another client is served.
+    let answer = refusal_from(ingress, port, &stream(1, Some("203.0.113.9, 127.0.0.1"))).await;
+    assert_eq!(
+        json_body(&answer)["reason"],
+        json!("SourceStreamsFull"),
+        "{answer}"
+    );
+    let (tcp, head) = open_stream_from(ingress, port, &stream(1, Some("203.0.113.9")))
+        .await
+        .unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200", "another client behind the ingress");
+    held.push(tcp);
+
+    // A stream the machine closes gives its share's slot back.
+    drop(held.remove(0));
+    outfit_test_support::wait::eventually(
+        "the machine's slot given back",
+        Duration::from_secs(20),
+        || async {
+            let (tcp, head) = open_stream(port, &stream(2, None)).await.ok()?;
+            (&head == b"HTTP/1.1 200").then_some(tcp)
+        },
+    )
+    .await;
+    backend.assert_running();
+}
+
+/// A token of the ServiceAccount `name`, made in `ns`: an identity anyone who may create
+/// ServiceAccounts can mint.
+async fn service_account_token(client: &kube::Client, ns: &str, name: &str) -> String {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let account = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+    accounts.create(&Default::default(), &account).await.unwrap();
+    let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}});
+    let answer: Value = accounts
+        .create_subresource("token", name, &Default::default(), &request)
+        .await
+        .unwrap();
+    answer["status"]["token"].as_str().unwrap().to_owned()
 }
 
 /// Issue 46, point 4: 2,446 GETs of unknown workspaces from one user made 2,446 pod GETs, all in

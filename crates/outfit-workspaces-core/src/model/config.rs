@@ -137,7 +137,8 @@ pub struct Config {
     /// outfit: the exposure of the API port to hostile callers: `maxConnections` (open at once;
     /// the oldest idle one makes room), `maxStreamsPerUser` (progress streams one user holds
     /// open at once), `maxStreams` (progress streams open at once over all users; half of
-    /// `maxConnections` by default), `requestsPerUserPerSecond` and `requestBurstPerUser` (each
+    /// `maxConnections` by default), `maxStreamsPerSource` (progress streams one client address
+    /// holds open at once; half of `maxStreams` by default), `requestsPerUserPerSecond` and `requestBurstPerUser` (each
     /// user's pace on the native API), `bodyReadTimeout` (a request body must arrive within it)
     /// and `allowedOrigins` (other sites whose pages may change workspaces).
     pub exposure: Exposure,
@@ -147,6 +148,11 @@ pub struct Config {
     /// outfit: the native API believes `X-Forwarded-User` only from these networks (an
     /// authenticating proxy's); none by default.
     pub trusted_proxy_cidrs: Vec<Cidr>,
+    /// outfit: proxies (an ingress) whose `X-Forwarded-For` is believed for the client's address,
+    /// which `maxStreamsPerSource` counts by, and for nothing else (who the caller is stays
+    /// `trusted_proxy_cidrs`' to say); none by default. Behind an ingress every peer is the
+    /// ingress, so without it every caller is one source.
+    pub client_address_from_cidrs: Vec<Cidr>,
     /// outfit: members of these groups may list and delete every user's workspaces.
     pub admin_groups: Vec<String>,
     /// outfit: sign-in with the site's OpenID provider (issue 42); none by default.
@@ -356,6 +362,9 @@ impl Config {
             );
             return Err(error("maxStreams", reason));
         }
+        let max_streams_per_source =
+            exposure::streams_per_source(s.max_streams_per_source, s.max_streams_per_user, max_streams)
+                .map_err(|reason| error("maxStreamsPerSource", reason))?;
         let mut clusters = std::collections::BTreeSet::from([s.default_cluster.as_str()]);
         for (index, entry) in s.clusters.iter().enumerate() {
             if !clusters.insert(entry.name.as_str()) {
@@ -450,6 +459,7 @@ impl Config {
                 max_connections: s.max_connections,
                 max_streams_per_user: s.max_streams_per_user,
                 max_streams,
+                max_streams_per_source,
                 requests_per_user_per_second: s.requests_per_user_per_second,
                 request_burst_per_user: s.request_burst_per_user,
                 body_read_timeout: s.body_read_timeout,
@@ -457,6 +467,7 @@ impl Config {
             },
             tls,
             trusted_proxy_cidrs: s.trusted_proxy_cidrs,
+            client_address_from_cidrs: s.client_address_from_cidrs,
             admin_groups: s.admin_groups,
             oidc: s.oidc,
             proxy_domain,

@@ -17,6 +17,7 @@ mod proxy_headers;
 mod rate;
 mod routes;
 mod sign_in;
+mod source;
 mod sse;
 mod state;
 mod streams;
@@ -32,7 +33,13 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 use tower_http::normalize_path::NormalizePath;
 
-pub use self::{answer::ResponseBody, compat::Route, rate::UserRates, state::Api, streams::StreamSlots};
+pub use self::{
+    answer::ResponseBody,
+    compat::Route,
+    rate::UserRates,
+    state::Api,
+    streams::{StreamCaps, StreamSlots},
+};
 use self::{
     answer::own,
     routes::{Endpoint, Family},

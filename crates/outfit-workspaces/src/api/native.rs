@@ -17,6 +17,7 @@ use super::{
     answer::{empty, json},
     error::Failure,
     extract::{SYNC_WAIT, canonical, cross_site_refusal, parse, read_body},
+    source::Source,
     sse,
     state::{Api, Connection},
     streams::{StreamSlot, StreamsFull},
@@ -46,13 +47,15 @@ impl From<RequestError> for Failure {
 /// What a native endpoint answers: its own answer, or a refusal.
 type Answer = Result<Response, Failure>;
 
-/// Who called, and how they were known: a request from a page of another site is refused first,
-/// then the caller is authenticated and takes one of their requests (`requestsPerUserPerSecond`),
-/// then the backend must have read the cluster once (before that an empty cache would answer "no
-/// such workspace").
+/// Who called, how they were known, and from where: a request from a page of another site is
+/// refused first, then the caller is authenticated and takes one of their requests
+/// (`requestsPerUserPerSecond`), then the backend must have read the cluster once (before that an
+/// empty cache would answer "no such workspace").
 pub(super) struct Caller {
     identity: Identity,
     via: Via,
+    /// The client's source, whose share of the progress streams the caller's take.
+    source: Source,
 }
 
 impl FromRequestParts<Api> for Caller {
@@ -104,7 +107,13 @@ impl FromRequestParts<Api> for Caller {
             let error = "the backend has not read the cluster yet; try again";
             return Err(Failure::new(StatusCode::SERVICE_UNAVAILABLE, "NotReady", error));
         }
-        Ok(Self { identity, via })
+        let proxies = &config.client_address_from_cidrs;
+        let source = Source::of_request(connection.peer.ip(), &parts.headers, proxies);
+        Ok(Self {
+            identity,
+            via,
+            source,
+        })
     }
 }
 
@@ -203,14 +212,24 @@ impl<T: DeserializeOwned> FromRequest<Api> for Body<T> {
     }
 }
 
-/// The answer to a stream past a cap: the caller's (`maxStreamsPerUser`, 429: theirs to close)
-/// or the port's (`maxStreams`, 503: others' streams, so try again later); both with `Retry-After`.
-fn too_many_streams(full: StreamsFull) -> Failure {
+/// The answer to a stream of `caller` past a cap: the caller's (`maxStreamsPerUser`, 429: theirs
+/// to close), their source's (`maxStreamsPerSource`, 503: maybe others' streams from the same
+/// address) or the port's (`maxStreams`, 503: others' streams, so try again later); each with
+/// `Retry-After`.
+fn too_many_streams(caller: &Caller, full: StreamsFull) -> Failure {
     match full {
         StreamsFull::User(cap) => Failure::new(
             StatusCode::TOO_MANY_REQUESTS,
             "TooManyStreams",
             format!("you have {cap} progress streams open (maxStreamsPerUser); close one or try again later"),
+        ),
+        StreamsFull::Source(cap) => Failure::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "SourceStreamsFull",
+            format!(
+                "{} holds {cap} progress streams, the most one client address may (maxStreamsPerSource); try again later, or ask without follow",
+                caller.source
+            ),
         ),
         StreamsFull::Port(cap) => Failure::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -228,8 +247,15 @@ fn slot(api: &Api, caller: &Caller, follow: bool) -> Result<Option<StreamSlot>, 
     if !follow {
         return Ok(None);
     }
+    take_slot(api, caller).map(Some)
+}
+
+/// A stream slot of the caller's, from their source.
+fn take_slot(api: &Api, caller: &Caller) -> Result<StreamSlot, Failure> {
     let user = caller.identity.user.as_str();
-    api.streams.take(user).map(Some).map_err(too_many_streams)
+    api.streams
+        .take(user, caller.source)
+        .map_err(|full| too_many_streams(caller, full))
 }
 
 /// No endpoint at the path.
@@ -341,7 +367,7 @@ pub(super) struct RemovingStorage {
 }
 
 pub(super) async fn me(State(api): State<Api>, caller: Caller) -> Response {
-    let Caller { identity, via } = caller;
+    let Caller { identity, via, .. } = caller;
     let me = Me {
         user: identity.user.as_str().to_owned(),
         username: identity.username,
@@ -453,8 +479,7 @@ pub(super) async fn progress(
     caller: Caller,
     Named(name): Named,
 ) -> Answer {
-    let user = caller.identity.user.as_str();
-    let slot = api.streams.take(user).map_err(too_many_streams)?;
+    let slot = take_slot(&api, &caller)?;
     let uid = api.backend.follow(&caller.identity, &name).await?;
     Ok(sse::stream(
         api.backend.clone(),

@@ -42,7 +42,8 @@ CrossSite) unless allowedOrigins lists them, and a POST must be sent as applicat
 UnsupportedMediaType). Workspace names in paths are DNS-1123 labels (400 otherwise). A path asked \
 with a method it does not take is answered 405 MethodNotAllowed with Allow, a path that is none of \
 these 404 NotFound. A 429 (the caller past requestsPerUserPerSecond, too many creates under way, or \
-the caller's maxStreamsPerUser progress streams) and a 503 (not ready yet, the port's maxStreams progress streams, or every connection of \
+the caller's maxStreamsPerUser progress streams) and a 503 (not ready yet, the maxStreamsPerSource \
+progress streams of the caller's client address: SourceStreamsFull, the port's maxStreams progress streams: StreamsFull, or every connection of \
 the port busy: PortFull) carry Retry-After. This document is generated from the backend's own \
 types.";
 
@@ -93,9 +94,12 @@ const NAMED: Refusals = &[
     (503, &["ClusterUnreachable"]),
 ];
 
-/// What asking for a progress stream can be refused: the caller's streams or the port's at
-/// their cap.
-const STREAM: Refusals = &[(429, &["TooManyStreams"]), (503, &["StreamsFull"])];
+/// What asking for a progress stream can be refused: the caller's streams, their source's or the
+/// port's at their cap.
+const STREAM: Refusals = &[
+    (429, &["TooManyStreams"]),
+    (503, &["SourceStreamsFull", "StreamsFull"]),
+];
 
 /// What a launch or a start can be refused: everything making a pod can meet.
 const MAKE: Refusals = &[

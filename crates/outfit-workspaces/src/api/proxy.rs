@@ -34,6 +34,7 @@ use super::{
     extract::query_value,
     proxy_headers::{Forwarded, prepare_headers, strip_answer_headers, upgrade_asked},
     sign_in::{WORKSPACE_PATH, return_path},
+    source::Source,
     state::Api,
     streams::StreamsFull,
     workspace_page::{self, START_PATH},
@@ -50,6 +51,27 @@ const TICKET_PATH: &str = "/.outfit/ticket";
 /// A line of text.
 fn page(status: StatusCode, message: impl std::fmt::Display) -> Response<ResponseBody> {
     own(text(status, format!("{message}\n")))
+}
+
+/// The page that refuses a tunnel from `source` past the cap that is `full`: the user's (429:
+/// theirs to close), or their source's or the port's (503: maybe others', so try again later).
+fn tunnels_full(full: StreamsFull, source: Source) -> Response<ResponseBody> {
+    match full {
+        StreamsFull::User(cap) => page(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("you hold {cap} streams and WebSockets open, the most one user may (maxStreamsPerUser)"),
+        ),
+        StreamsFull::Source(cap) => page(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "{source} holds {cap} streams and WebSockets open, the most one client address may (maxStreamsPerSource)"
+            ),
+        ),
+        StreamsFull::Port(cap) => page(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{cap} streams and WebSockets are open, the most this port holds (maxStreams)"),
+        ),
+    }
 }
 
 /// A `303 See Other` to `location`, with `cookie` set if any.
@@ -118,16 +140,19 @@ impl Api {
                 return ("proxy_page", page);
             }
         };
+        let proxies = &self.backend.config().client_address_from_cidrs;
+        let source = Source::of_request(peer.ip(), request.headers(), proxies);
         let to = Forwarded {
             host,
             ip,
             port,
             secure,
             user: caller.as_ref().map(|i| (i.username.clone(), i.groups.clone())),
-            // An anonymous visitor of a public workspace holds streams of its address's.
+            // An anonymous visitor of a public workspace holds streams of its source's.
             slot_holder: caller
                 .as_ref()
-                .map_or_else(|| format!("public:{}", peer.ip()), |i| i.user.to_string()),
+                .map_or_else(|| format!("public:{source}"), |i| i.user.to_string()),
+            source,
             authority,
         };
         ("proxy", self.forward(request, peer, sign_in, to).await)
@@ -294,22 +319,12 @@ impl Api {
     ) -> Response<ResponseBody> {
         let upgrade = upgrade_asked(request.headers());
         // A tunnel (a WebSocket) outlives its connection's place under the port's cap: it holds a
-        // stream slot of its user's instead, so no user holds more than maxStreamsPerUser open.
+        // stream slot of its user's and its source's instead, so no user holds more than
+        // maxStreamsPerUser open, nor one client address more than maxStreamsPerSource.
         let slot = match upgrade {
-            Some(_) => match self.streams.take(&to.slot_holder) {
+            Some(_) => match self.streams.take(&to.slot_holder, to.source) {
                 Ok(slot) => Some(slot),
-                Err(StreamsFull::User(cap)) => {
-                    let message = format!(
-                        "you hold {cap} streams and WebSockets open, the most one user may (maxStreamsPerUser)"
-                    );
-                    return page(StatusCode::TOO_MANY_REQUESTS, message);
-                }
-                Err(StreamsFull::Port(cap)) => {
-                    let message = format!(
-                        "{cap} streams and WebSockets are open, the most this port holds (maxStreams)"
-                    );
-                    return page(StatusCode::SERVICE_UNAVAILABLE, message);
-                }
+                Err(full) => return tunnels_full(full, to.source),
             },
             None => None,
         };

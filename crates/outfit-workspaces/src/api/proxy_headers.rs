@@ -9,6 +9,7 @@ use hyper::{
     header::{self, HeaderName, HeaderValue},
 };
 
+use super::source::Source;
 use crate::io::session::Sessions;
 
 /// Hop-by-hop headers: a proxy never passes them on (RFC 9110, 7.6.1).
@@ -42,8 +43,10 @@ pub(super) struct Forwarded {
     /// The signed-in user's name and groups; `None` for a visitor of a public workspace.
     pub(super) user: Option<(String, Vec<String>)>,
     /// Whose stream slots its tunnels take: the signed-in user's owner id, or the visitor's
-    /// address.
+    /// source.
     pub(super) slot_holder: String,
+    /// The client's source, whose share of the streams its tunnels take too.
+    pub(super) source: Source,
     /// The host with the port the client named, if any: what `Host` says to the app.
     pub(super) authority: String,
 }
@@ -173,6 +176,7 @@ mod tests {
             secure: true,
             user: Some(("alice".to_owned(), vec!["staff".to_owned(), "gpu".to_owned()])),
             slot_holder: "alice".to_owned(),
+            source: Source::of("203.0.113.7".parse().unwrap()),
             authority: "web-alice.ws.example.org".to_owned(),
         }
     }

@@ -99,6 +99,8 @@ pub(super) struct Settings {
     pub(super) max_streams_per_user: usize,
     #[serde(deserialize_with = "optional_size")]
     pub(super) max_streams: Option<usize>,
+    #[serde(deserialize_with = "optional_size")]
+    pub(super) max_streams_per_source: Option<usize>,
     #[serde(deserialize_with = "size")]
     pub(super) requests_per_user_per_second: usize,
     #[serde(deserialize_with = "size")]
@@ -113,6 +115,8 @@ pub(super) struct Settings {
     pub(super) tls_key_file: String,
     #[serde(deserialize_with = "cidr_list")]
     pub(super) trusted_proxy_cidrs: Vec<Cidr>,
+    #[serde(deserialize_with = "cidr_list")]
+    pub(super) client_address_from_cidrs: Vec<Cidr>,
     #[serde(deserialize_with = "list")]
     pub(super) admin_groups: Vec<String>,
     #[serde(deserialize_with = "oidc")]
@@ -285,6 +289,7 @@ impl Default for Settings {
             max_connections: 1024,
             max_streams_per_user: 16,
             max_streams: None,
+            max_streams_per_source: None,
             requests_per_user_per_second: 25,
             request_burst_per_user: 100,
             body_read_timeout: Duration::from_secs(30),
@@ -292,6 +297,7 @@ impl Default for Settings {
             tls_cert_file: String::new(),
             tls_key_file: String::new(),
             trusted_proxy_cidrs: Vec::new(),
+            client_address_from_cidrs: Vec::new(),
             admin_groups: Vec::new(),
             oidc: None,
             proxy_domain: String::new(),

@@ -127,6 +127,17 @@ fn bad_values_name_the_key_and_where_they_came_from() {
         ),
         ("maxStreamsPerUser: 0", "maxStreamsPerUser", "positive"),
         ("maxStreams: 0", "maxStreams", "positive"),
+        ("maxStreamsPerSource: 0", "maxStreamsPerSource", "positive"),
+        (
+            "maxConnections: 40\nmaxStreams: 30\nmaxStreamsPerSource: 31",
+            "maxStreamsPerSource",
+            "above maxStreams (30)",
+        ),
+        (
+            "clientAddressFromCidrs: [ingress]",
+            "clientAddressFromCidrs",
+            "IP network",
+        ),
         (
             "requestsPerUserPerSecond: 0",
             "requestsPerUserPerSecond",
@@ -337,6 +348,7 @@ fn each_default_is_the_documented_text() {
         ("maxConnections", "1024"),
         ("maxStreamsPerUser", "16"),
         ("maxStreams", ""),
+        ("maxStreamsPerSource", ""),
         ("requestsPerUserPerSecond", "25"),
         ("requestBurstPerUser", "100"),
         ("bodyReadTimeout", "30s"),
@@ -344,6 +356,7 @@ fn each_default_is_the_documented_text() {
         ("tlsCertFile", ""),
         ("tlsKeyFile", ""),
         ("trustedProxyCidrs", "[]"),
+        ("clientAddressFromCidrs", "[]"),
         ("adminGroups", "[]"),
         ("oidc", ""),
         ("proxyDomain", ""),
@@ -581,6 +594,33 @@ fn streams_take_at_most_half_the_port_unless_set_below_it() {
     let f = file("maxConnections: 40\nmaxStreams: 30\n");
     let (config, _) = Config::load(Some(&f.0), no_env).unwrap();
     assert_eq!(config.exposure.max_streams, 30);
+}
+
+/// One client address takes half the streams unless set (issue 46, point 2: any token is an
+/// identity, so identities alone do not bound one machine); the addresses it is read from are
+/// the configured proxies', apart from the identity headers'.
+#[test]
+fn a_source_takes_half_the_streams_and_its_address_comes_from_the_configured_proxies() {
+    let (config, _) = Config::load(None, no_env).unwrap();
+    assert_eq!(config.exposure.max_streams_per_source, 256);
+    assert!(config.client_address_from_cidrs.is_empty());
+    let f = file(
+        "maxConnections: 40\nmaxStreams: 30\nmaxStreamsPerSource: 30\n\
+         clientAddressFromCidrs: [10.0.0.0/8, 'fd00::/8']\ntrustedProxyCidrs: [127.0.0.1/32]\n",
+    );
+    let (config, _) = Config::load(Some(&f.0), no_env).unwrap();
+    assert_eq!(config.exposure.max_streams_per_source, 30);
+    let proxies: Vec<String> = config
+        .client_address_from_cidrs
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(proxies, ["10.0.0.0/8", "fd00::/8"]);
+    assert_eq!(
+        config.trusted_proxy_cidrs.len(),
+        1,
+        "the identity proxies stay their own"
+    );
 }
 
 #[test]
