@@ -11,7 +11,7 @@ use outfit_test_support::{provisioner, wait::eventually};
 use serde_json::json;
 
 use super::{snapshots::backend_with_snapshots, storage::launched_ready, support::*};
-use crate::control_plane::{ControlPlane, create, resource};
+use crate::control_plane::{ControlPlane, api, create, resource};
 
 /// A FlowSchema `name` matching `verb` on `group`'s `resources` in `ns` by the backend of `ns`
 /// (the ServiceAccount `outfit-workspaces` of `<ns>-system`), ahead of the suggested ones.
@@ -38,6 +38,18 @@ async fn flow_schema(client: &Client, name: &str, ns: &str, (verb, group, resour
         Err(kube::Error::Api(status)) if status.code == 409 => {}
         Err(error) => panic!("creating FlowSchema {name}: {error}"),
     }
+    // In effect once the API server's flow-control configuration has taken it (it then says
+    // whether its priority level exists): requests before that are another FlowSchema's.
+    let flow_schemas = api(client, None, &flow_schemas);
+    eventually("the FlowSchema in effect", Duration::from_secs(30), || async {
+        let taken = flow_schemas.get(name).await.ok()?;
+        let conditions = taken.data["status"]["conditions"].as_array()?.clone();
+        conditions
+            .iter()
+            .any(|c| c["type"] == "Dangling" && c["status"] == "False")
+            .then_some(())
+    })
+    .await;
 }
 
 /// The requests the API server dispatched under the FlowSchema `name`, by its `/metrics`.
@@ -76,8 +88,6 @@ async fn unknown_names_cost_the_api_server_nothing_unless_the_caller_could_hold_
     flow_schema(&client, &schema, ns, ("get", "", &["pods"])).await;
     let ines = Caller::Proxy("ines", "staff");
     let name = launched_ready(&backend, ines, "notebook").await;
-    // Settled: the launch's own reads are done (an admission of the FlowSchema takes a moment).
-    tokio::time::sleep(Duration::from_secs(2)).await;
     let before = dispatched(&client, &schema).await;
     for i in 0..40 {
         let unknown = format!("/api/v1/workspaces/nobodys-{i}");

@@ -246,18 +246,13 @@ impl Cache {
             }
         };
         let probe = probe(client.clone(), unreachable.clone(), changes.clone());
-        let (snapshots, snapshot_task) = match snapshots {
-            true => {
-                let (watch, task) = SnapshotWatch::new(client, namespace, watch_backoff(), changes.clone());
-                (Some(watch), Some(task))
-            }
-            false => (None, None),
+        let (snapshots, snapshot_task) = if snapshots {
+            let (watch, task) = SnapshotWatch::new(client, namespace, watch_backoff(), changes.clone());
+            (Some(watch), Some(task))
+        } else {
+            (None, None)
         };
-        let snapshot_task = async move {
-            if let Some(task) = snapshot_task {
-                task.await
-            }
-        };
+        let snapshot_task = futures::future::OptionFuture::from(snapshot_task);
         let task = async move {
             futures::join!(sync, watching, probe, snapshot_task);
         };
