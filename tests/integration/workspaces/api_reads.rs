@@ -69,14 +69,19 @@ async fn dispatched(client: &Client, name: &str) -> u64 {
         .sum()
 }
 
-/// Names no launch gives the caller are answered "not found" without a read of the API server,
-/// by every call that names a workspace; names a launch of theirs could have given are asked (the
-/// cache may be behind another replica's launch), one read each: the count can move, and does.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unknown_names_cost_the_api_server_nothing_unless_the_caller_could_hold_them() {
+/// The backend of `ns` (homes per user, snapshotted), the FlowSchema that counts its reads of
+/// `rule` (verb, group, resources), and ines's workspace launched ready.
+struct Counted {
+    client: Client,
+    backend: Backend,
+    schema: String,
+    ines: Caller<'static>,
+    name: String,
+}
+
+async fn counted(ns: &str, rule: (&str, &str, &[&str])) -> Counted {
     let plane = ControlPlane::with_nodes();
     let client = plane.admin_client().await;
-    let ns = "ws-reads-names";
     let backend = backend_with_snapshots(
         plane,
         (&client, ns),
@@ -85,9 +90,30 @@ async fn unknown_names_cost_the_api_server_nothing_unless_the_caller_could_hold_
     )
     .await;
     let schema = format!("outfit-test-{ns}");
-    flow_schema(&client, &schema, ns, ("get", "", &["pods"])).await;
+    flow_schema(&client, &schema, ns, rule).await;
     let ines = Caller::Proxy("ines", "staff");
     let name = launched_ready(&backend, ines, "notebook").await;
+    Counted {
+        client,
+        backend,
+        schema,
+        ines,
+        name,
+    }
+}
+
+/// Names no launch gives the caller are answered "not found" without a read of the API server,
+/// by every call that names a workspace; names a launch of theirs could have given are asked (the
+/// cache may be behind another replica's launch), one read each: the count can move, and does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_names_cost_the_api_server_nothing_unless_the_caller_could_hold_them() {
+    let Counted {
+        client,
+        backend,
+        schema,
+        ines,
+        name,
+    } = counted("ws-reads-names", ("get", "", &["pods"])).await;
     let before = dispatched(&client, &schema).await;
     for i in 0..40 {
         let unknown = format!("/api/v1/workspaces/nobodys-{i}");
@@ -126,26 +152,14 @@ async fn unknown_names_cost_the_api_server_nothing_unless_the_caller_could_hold_
 /// API server (each made one before); a removal answered 202 is shown by the next list.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn storage_lists_cost_the_api_server_no_list_and_show_a_removals_snapshot() {
-    let plane = ControlPlane::with_nodes();
-    let client = plane.admin_client().await;
-    let ns = "ws-reads-storage";
-    let backend = backend_with_snapshots(
-        plane,
-        (&client, ns),
-        "per-user",
-        (provisioner::SNAPSHOT_CLASS, 2, "60s"),
-    )
-    .await;
-    let schema = format!("outfit-test-{ns}");
-    flow_schema(
-        &client,
-        &schema,
-        ns,
-        ("list", "snapshot.storage.k8s.io", &["volumesnapshots"]),
-    )
-    .await;
-    let ines = Caller::Proxy("ines", "staff");
-    let name = launched_ready(&backend, ines, "notebook").await;
+    let rule = ("list", "snapshot.storage.k8s.io", &["volumesnapshots"][..]);
+    let Counted {
+        client,
+        backend,
+        schema,
+        ines,
+        name,
+    } = counted("ws-reads-storage", rule).await;
     let (status, _) = backend
         .call(ines, "DELETE", &format!("/api/v1/workspaces/{name}"), None)
         .await;

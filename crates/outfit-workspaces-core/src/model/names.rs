@@ -18,6 +18,8 @@ const LONGEST_OBJECT_SUFFIX: usize = "-ingress".len();
 pub const MAX_POD_NAME: usize = MAX_LABEL - LONGEST_OBJECT_SUFFIX;
 /// The longest suffix a numbered retry adds (`-9`).
 const RETRY_SUFFIX: usize = 2;
+/// The longest first name a create tries, leaving room for a retry's suffix.
+const MAX_BASE: usize = MAX_POD_NAME - RETRY_SUFFIX;
 /// How many names a create tries: the base, then `-1` … `-9`, as deic-dk does.
 pub const NAME_ATTEMPTS: usize = 10;
 
@@ -89,7 +91,7 @@ pub fn dns_safe(text: &str) -> String {
 /// the pod's Services and Ingress within 63 characters.
 pub fn pod_name_candidates(manifest_name: &str, user: &UserId) -> Vec<String> {
     let base = dns_safe(&format!("{manifest_name}-{}", user.user_string()));
-    let base = fit(&base, MAX_LABEL - LONGEST_OBJECT_SUFFIX - RETRY_SUFFIX);
+    let base = fit(&base, MAX_BASE);
     std::iter::once(base.clone())
         .chain((1..NAME_ATTEMPTS).map(|i| format!("{base}-{i}")))
         .collect()
@@ -102,7 +104,7 @@ pub fn pod_name_candidates(manifest_name: &str, user: &UserId) -> Vec<String> {
 pub fn own_pod_name_candidates(manifest_name: &str, user: &UserId) -> Vec<String> {
     let hash = id_hash(user);
     let base = dns_safe(&format!("{manifest_name}-{}", user.user_string()));
-    let room = MAX_LABEL - LONGEST_OBJECT_SUFFIX - RETRY_SUFFIX - hash.len() - 1;
+    let room = MAX_BASE - hash.len() - 1;
     let head = fit(&base, room);
     let base = format!("{}-{hash}", head.trim_end_matches('-'));
     std::iter::once(base.clone())
@@ -126,8 +128,7 @@ pub fn may_be_named_for(name: &str, user: &UserId) -> bool {
 
 /// Whether `base` is the first of a user's candidates ([`may_be_named_for`] without a retry's `-N`).
 fn may_be_base_for(base: &str, user: &UserId) -> bool {
-    let max = MAX_LABEL - LONGEST_OBJECT_SUFFIX - RETRY_SUFFIX;
-    if base.len() > max {
+    if base.len() > MAX_BASE {
         return false;
     }
     // The user's own names end in the hash of their exact id; deic-dk's, whole, in their user

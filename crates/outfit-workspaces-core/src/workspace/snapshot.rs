@@ -176,7 +176,12 @@ impl Occasion {
 /// for that keeps its start and a hash of the whole, so two claims never share one.
 pub fn snapshot_name(claim: &str, at: Timestamp, salt: u32) -> String {
     let stamp = at.strftime("-%Y%m%dt%H%M%S%3f").to_string();
-    let tail = format!("{stamp}-{salt:08x}");
+    named_after(claim, &format!("{stamp}-{salt:08x}"))
+}
+
+/// A snapshot name of `claim` ending in `tail`: the claim's name, shortened with a hash of the
+/// whole where the two would not fit a name.
+fn named_after(claim: &str, tail: &str) -> String {
     format!("{}{tail}", names::fit(claim, MAX_SUBDOMAIN - tail.len()))
 }
 

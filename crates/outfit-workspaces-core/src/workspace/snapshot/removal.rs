@@ -8,11 +8,8 @@ use std::hash::Hasher;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
-use super::{State, VolumeSnapshot, of_claim};
-use crate::model::{
-    keys,
-    names::{self, MAX_SUBDOMAIN},
-};
+use super::{State, VolumeSnapshot, named_after, of_claim};
+use crate::model::keys;
 
 /// The most snapshots of one claim a removal leaves pending: with as many not ready, a removal
 /// takes no other (issue 46: 30 removals of a home whose snapshots were slow took 30).
@@ -82,8 +79,7 @@ pub fn removal_name(snapshots: &[VolumeSnapshot], claim: &str, home_use: &str) -
         .count();
     let mut hasher = fnv::FnvHasher::default();
     hasher.write(home_use.as_bytes());
-    let tail = format!("-removal-{:016x}-{carrying}", hasher.finish());
-    format!("{}{tail}", names::fit(claim, MAX_SUBDOMAIN - tail.len()))
+    named_after(claim, &format!("-removal-{:016x}-{carrying}", hasher.finish()))
 }
 
 /// How long a claim's use mark must be left before a snapshot may settle it.
@@ -226,7 +222,7 @@ mod tests {
         let next = removal_name(&[earlier[0].clone(), taken], "h", "m2");
         assert!(next.ends_with("-1") && next != first, "{next}");
         let long = "c".repeat(300);
-        assert!(removal_name(&[], &long, "m").len() <= MAX_SUBDOMAIN);
+        assert!(removal_name(&[], &long, "m").len() <= crate::model::names::MAX_SUBDOMAIN);
     }
 
     fn next_of<'a>(plan: &RemovalPlan<'a>) -> (&'static str, &'a str) {

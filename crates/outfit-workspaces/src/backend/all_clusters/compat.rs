@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use super::Backend;
 use crate::{
     backend::{
-        cluster_workspaces::delete::Deletion,
+        cluster_workspaces::{Seeker, delete::Deletion},
         request::{CreateOutcome, RequestError},
     },
     io::{cache::OWN_WRITE_VISIBLE, calls::ClusterCalls},
@@ -57,9 +57,7 @@ impl<C: ClusterCalls> Backend<C> {
         };
         let pod = match here.cache.owned_pod(&user, pod_name) {
             Some(pod) => pod,
-            // A name no launch gives the user is none of theirs (issue 46: each was a GET).
-            None if !names::may_be_named_for(pod_name, &user) => return Ok(not_yours),
-            None => match here.unseen_pod(pod_name, |pod| belongs_to(pod, &user)).await? {
+            None => match here.unseen_pod(pod_name, Seeker::user(&user)).await? {
                 Some(pod) => pod,
                 None => return Ok(not_yours),
             },
@@ -109,8 +107,7 @@ impl<C: ClusterCalls> Backend<C> {
             user: user.to_string(),
             pod: pod_name.to_owned(),
         };
-        let ask = names::may_be_named_for(pod_name, &user);
-        match here.delete(pod_name, |pod| belongs_to(pod, &user), ask).await? {
+        match here.delete(pod_name, Seeker::user(&user)).await? {
             // A create's Workspace whose pod is not made yet (no leader): it goes, and no pod
             // comes.
             Deletion::None => match here

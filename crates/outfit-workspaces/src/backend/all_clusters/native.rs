@@ -16,7 +16,7 @@ use outfit_workspaces_core::{
 use super::Backend;
 use crate::{
     backend::{
-        cluster_workspaces::{ClusterWorkspaces, delete::Deletion},
+        cluster_workspaces::{ClusterWorkspaces, Seeker, delete::Deletion},
         request::RequestError,
     },
     io::{auth::Identity, calls::ClusterCalls, catalogue::Item, cluster::ClusterError},
@@ -100,7 +100,7 @@ impl<C: ClusterCalls> Backend<C> {
             member.await_record_deleting(&record).await;
             record_uid = record.uid();
         }
-        let visible = |pod: &Pod| identity.admin || belongs_to(pod, &identity.user);
+        let seeker = Seeker::from(identity);
         // The cluster whose cache shows the name; else each asks its API server (a cache can
         // be behind), those that answer first, so that one away fails the delete only when
         // the others have no such workspace.
@@ -114,7 +114,7 @@ impl<C: ClusterCalls> Backend<C> {
         };
         let mut going = None;
         for member in candidates {
-            match member.delete(name, visible, may_hold(identity, name)).await? {
+            match member.delete(name, seeker).await? {
                 Deletion::None => continue,
                 Deletion::Already(pod) => going = Some((member, pod)),
                 Deletion::Requested(pod) => {
@@ -126,7 +126,7 @@ impl<C: ClusterCalls> Backend<C> {
         }
         // Its pod can be gone at the API server already (the garbage collector follows the
         // record's delete at once) while the cache still shows it: that pod is the answer.
-        let going = going.or_else(|| self.holder_of(name).filter(|(_, pod)| visible(pod)));
+        let going = going.or_else(|| self.holder_of(name).filter(|(_, pod)| seeker.sees(pod)));
         if let Some((member, pod)) = going {
             // Answered once the cache shows it going, whichever copy was judged: the delete's
             // stream, opened next, reads the cache, and ended on a pod it still showed ready (a
@@ -196,15 +196,11 @@ impl<C: ClusterCalls> Backend<C> {
         identity: &Identity,
         name: &str,
     ) -> Result<Option<(&ClusterWorkspaces<C>, Arc<Pod>)>, RequestError> {
-        if !may_hold(identity, name) {
-            return Ok(None);
-        }
-        let visible = |pod: &Pod| identity.admin || belongs_to(pod, &identity.user);
         for member in self.members.iter() {
             if self.unreachable(member).is_some() {
                 continue;
             }
-            if let Some(pod) = member.unseen_pod(name, visible).await? {
+            if let Some(pod) = member.unseen_pod(name, identity.into()).await? {
                 return Ok(Some((member, pod)));
             }
         }
@@ -233,15 +229,6 @@ impl<C: ClusterCalls> Backend<C> {
             .filter(|(_, pod)| belongs_to(pod.as_ref(), &identity.user))
             .ok_or_else(|| not_found(identity, name))
     }
-}
-
-/// Whether `identity` may hold a workspace `name` that no cache shows, so that the API servers
-/// are asked (a cache can be behind: a workspace launched through another replica a moment ago):
-/// a name some launch could have given them, any for an admin. Any other name is none of theirs
-/// whatever an API server holds, and is answered without one (issue 46: each was a GET). A
-/// Workspace made by hand under another name is found once the watch shows it.
-pub(super) fn may_hold(identity: &Identity, name: &str) -> bool {
-    identity.admin || names::may_be_named_for(name, &identity.user)
 }
 
 fn not_found(identity: &Identity, name: &str) -> RequestError {

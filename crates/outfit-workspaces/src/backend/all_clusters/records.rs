@@ -10,7 +10,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use outfit_workspaces_core::{
-    model::{self, keys, names, user::belongs_to},
+    model::{self, keys, names},
     resource::{
         self, Phase,
         reconcile::{self, owns},
@@ -22,12 +22,12 @@ use outfit_workspaces_core::{
     },
 };
 
-use super::{
-    Backend,
-    native::{gone_or, may_hold},
-};
+use super::{Backend, native::gone_or};
 use crate::{
-    backend::{cluster_workspaces::ClusterWorkspaces, request::RequestError},
+    backend::{
+        cluster_workspaces::{ClusterWorkspaces, Seeker},
+        request::RequestError,
+    },
     io::{auth::Identity, calls::ClusterCalls, catalogue},
 };
 
@@ -47,7 +47,7 @@ impl<C: ClusterCalls> Backend<C> {
             member
                 .cache
                 .workspace(name)
-                .filter(|ws| identity.admin || ws.spec.owner == identity.user.as_str())
+                .filter(|ws| Seeker::from(identity).sees_record(ws))
                 .map(|ws| (member, ws))
         })
     }
@@ -64,15 +64,11 @@ impl<C: ClusterCalls> Backend<C> {
         if let Some(found) = self.visible_record(identity, name) {
             return Ok(Some(found));
         }
-        if !may_hold(identity, name) {
-            return Ok(None);
-        }
         for member in self.members.iter() {
             if self.unreachable(member).is_some() {
                 continue;
             }
-            let found = member.cluster.get_workspace(name).await?;
-            if let Some(record) = found.filter(|w| identity.admin || w.spec.owner == identity.user.as_str()) {
+            if let Some(record) = member.unseen_record(name, identity.into()).await? {
                 return Ok(Some((member, Arc::new(record))));
             }
         }
@@ -332,7 +328,7 @@ impl<C: ClusterCalls> Backend<C> {
     fn no_record(&self, identity: &Identity, name: &str) -> RequestError {
         let own_pod = self
             .holder_of(name)
-            .is_some_and(|(_, pod)| identity.admin || belongs_to(pod.as_ref(), &identity.user));
+            .is_some_and(|(_, pod)| Seeker::from(identity).sees(&pod));
         if own_pod {
             RequestError::NotStoppable(name.to_owned())
         } else {

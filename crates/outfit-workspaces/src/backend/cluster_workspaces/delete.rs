@@ -9,7 +9,7 @@ use kube::ResourceExt;
 use outfit_workspaces_core::resource::{Workspace, reconcile::record_of};
 use tokio::time::Instant;
 
-use super::ClusterWorkspaces;
+use super::{ClusterWorkspaces, Seeker};
 use crate::{
     backend::request::RequestError,
     io::{cache::OWN_WRITE_VISIBLE, calls::ClusterCalls},
@@ -26,22 +26,18 @@ pub(crate) enum Deletion {
 }
 
 impl<C: ClusterCalls> ClusterWorkspaces<C> {
-    /// Deletes the pod `name` if `allowed` accepts it. The pod is the cache's, or the API
-    /// server's when the cache does not show it or shows an older pod of that name (the
-    /// cache can be seconds behind, after an API server outage): a delete must never answer
-    /// "no such workspace" for one that exists, nor delete a newer pod than the one it judged.
-    /// Unless `ask`: a name the caller can't hold is not asked about (issue 46).
-    pub(crate) async fn delete(
-        &self,
-        name: &str,
-        allowed: impl Fn(&Pod) -> bool,
-        ask: bool,
-    ) -> Result<Deletion, RequestError> {
+    /// Deletes the pod `name` if `seeker` sees it. The pod is the cache's, or the API server's
+    /// when the cache does not show it or shows an older pod of that name (the cache can be
+    /// seconds behind, after an API server outage): a delete must never answer "no such
+    /// workspace" for one that exists, nor delete a newer pod than the one it judged. A name
+    /// `seeker` can't hold is not asked about (issue 46).
+    pub(crate) async fn delete(&self, name: &str, seeker: Seeker<'_>) -> Result<Deletion, RequestError> {
+        let allowed = |pod: &Pod| seeker.sees(pod);
         let mut cached = self.cache.pod(name).filter(|pod| allowed(pod));
         for _ in 0..2 {
             let pod = match cached.take() {
                 Some(pod) => pod,
-                None if !ask => return Ok(Deletion::None),
+                None if !seeker.may_hold(name) => return Ok(Deletion::None),
                 None => match self.cluster.get_pod(name).await? {
                     Some(pod) if allowed(&pod) => Arc::new(pod),
                     _ => return Ok(Deletion::None),

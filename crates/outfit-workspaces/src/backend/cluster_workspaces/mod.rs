@@ -14,7 +14,12 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use outfit_workspaces_core::{
-    model::{config::Config, keys},
+    model::{
+        config::Config,
+        keys, names,
+        user::{UserId, belongs_to},
+    },
+    resource::Workspace,
     workspace::{
         info::{self, ClusterState, WorkspaceInfo},
         progress::{self, Report, storage_claim_of},
@@ -25,6 +30,7 @@ use tokio::time::Instant;
 use crate::{
     backend::request::RequestError,
     io::{
+        auth::Identity,
         cache::{Cache, OWN_WRITE_VISIBLE},
         calls::ClusterCalls,
         cluster::Cluster,
@@ -37,6 +43,52 @@ pub(super) mod delete;
 mod removals;
 pub(crate) mod snapshots;
 mod storage;
+
+/// Who looks a workspace up by name: `user`, whose workspaces they may see, or anyone's for an
+/// admin. Every lookup of a name no cache shows goes through it, to the API server only for a
+/// name they may hold.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Seeker<'a> {
+    /// The owner whose workspaces they see.
+    pub(crate) user: &'a UserId,
+    /// Whether they see everyone's (`adminGroups`).
+    pub(crate) admin: bool,
+}
+
+impl<'a> Seeker<'a> {
+    /// `user`, not an admin (deic-dk's callers).
+    pub(crate) fn user(user: &'a UserId) -> Self {
+        Self { user, admin: false }
+    }
+
+    /// Whether they may see `pod`.
+    pub(crate) fn sees(&self, pod: &Pod) -> bool {
+        self.admin || belongs_to(pod, self.user)
+    }
+
+    /// Whether they may see the Workspace `record`.
+    pub(crate) fn sees_record(&self, record: &Workspace) -> bool {
+        self.admin || record.spec.owner == self.user.as_str()
+    }
+
+    /// Whether a workspace `name` no cache shows may be one they see, so that an API server is
+    /// asked (a cache can be behind: a workspace launched through another replica a moment ago):
+    /// a name some launch could have given them, any for an admin. Any other name is none of
+    /// theirs whatever an API server holds, and is answered without one (issue 46: each was a
+    /// GET). A Workspace made by hand under another name is found once the watch shows it.
+    pub(crate) fn may_hold(&self, name: &str) -> bool {
+        self.admin || names::may_be_named_for(name, self.user)
+    }
+}
+
+impl<'a> From<&'a Identity> for Seeker<'a> {
+    fn from(identity: &'a Identity) -> Self {
+        Self {
+            user: &identity.user,
+            admin: identity.admin,
+        }
+    }
+}
 
 /// One cluster the backend serves workspaces on, over its calls `C` (the API server's, or the
 /// unit tests' fake): its name, the configuration its workspaces are made with (its namespace),
@@ -108,20 +160,24 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
         info::workspace(pod, &report, &self.config, state, now)
     }
 
-    /// The outfit pod `name` as the API server has it, if `visible` to the asker, for a name the
+    /// The outfit pod `name` as the API server has it, if `seeker` sees it, for a name the
     /// cache does not show yet (made a moment ago through another replica, whose creates this
     /// one's watch shows moments later); once found, the cache is given a moment to show it,
-    /// since the reports read the cache. One GET, made only for a name the cache does not hold.
+    /// since the reports read the cache. One GET, made only for a name the cache does not hold
+    /// and `seeker` may hold.
     pub(crate) async fn unseen_pod(
         &self,
         name: &str,
-        visible: impl Fn(&Pod) -> bool,
+        seeker: Seeker<'_>,
     ) -> Result<Option<Arc<Pod>>, RequestError> {
+        if !seeker.may_hold(name) {
+            return Ok(None);
+        }
         let Some(pod) = self.cluster.get_pod(name).await? else {
             return Ok(None);
         };
         let outfits = pod.labels().get(keys::LABEL_MANAGED_BY).map(String::as_str) == Some(keys::MANAGED_BY);
-        if !outfits || !visible(&pod) {
+        if !outfits || !seeker.sees(&pod) {
             return Ok(None);
         }
         let uid = pod.uid();
@@ -134,5 +190,19 @@ impl<C: ClusterCalls> ClusterWorkspaces<C> {
             })
             .await;
         Ok(Some(Arc::new(pod)))
+    }
+
+    /// The Workspace `name` as the API server has it, if `seeker` sees it, for a name the cache
+    /// does not show (as [`Self::unseen_pod`]).
+    pub(crate) async fn unseen_record(
+        &self,
+        name: &str,
+        seeker: Seeker<'_>,
+    ) -> Result<Option<Workspace>, RequestError> {
+        if !seeker.may_hold(name) {
+            return Ok(None);
+        }
+        let found = self.cluster.get_workspace(name).await?;
+        Ok(found.filter(|record| seeker.sees_record(record)))
     }
 }
